@@ -1,0 +1,1 @@
+"""The bookie service: durable entry storage in RocksDB."""

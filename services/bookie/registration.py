@@ -1,0 +1,73 @@
+"""Keeps this bookie registered: one RegisterBookie session with the registry,
+heartbeating well inside the lease TTL, re-established after any failure."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable
+
+import grpc
+
+from quire.common.v1 import common_pb2
+from quire.registry.v1 import registry_pb2, registry_pb2_grpc
+from quire_common.channels import open_channel
+
+log = logging.getLogger(__name__)
+
+
+class RegistrationKeeper:
+    def __init__(
+        self,
+        registry_target: str,
+        bookie_id: str,
+        service_info: common_pb2.BookieServiceInfo,
+        ttl_seconds: int,
+        read_only: Callable[[], bool],
+    ) -> None:
+        self._target = registry_target
+        self._bookie_id = bookie_id
+        self._info = service_info
+        self._ttl = ttl_seconds
+        self._read_only = read_only
+        self._task: asyncio.Task[None] | None = None
+        self.registered = asyncio.Event()
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="registration")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+
+    def _request(self) -> registry_pb2.RegisterBookieRequest:
+        return registry_pb2.RegisterBookieRequest(
+            bookie_id=self._bookie_id, read_only=self._read_only(), service_info=self._info, ttl_seconds=self._ttl
+        )
+
+    async def _requests(self) -> AsyncIterator[registry_pb2.RegisterBookieRequest]:
+        interval = max(self._ttl / 3, 0.5)
+        while True:
+            yield self._request()
+            await asyncio.sleep(interval)
+
+    async def _run(self) -> None:
+        backoff = 0.2
+        while True:
+            async with open_channel(self._target) as channel:
+                stub = registry_pb2_grpc.RegistryServiceStub(channel)
+                try:
+                    async for response in stub.RegisterBookie(self._requests()):
+                        if not self.registered.is_set():
+                            log.info("registered as %s (ttl %ds)", self._bookie_id, response.ttl_seconds)
+                        self.registered.set()
+                        backoff = 0.2
+                except grpc.aio.AioRpcError as exc:
+                    self.registered.clear()
+                    log.warning("registration session ended: %s %s", exc.code().name, exc.details())
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 2.0)

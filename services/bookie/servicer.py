@@ -1,0 +1,78 @@
+"""BookieService over gRPC: validate, call the Bookie, return."""
+
+from __future__ import annotations
+
+import grpc
+
+from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
+from quire_common.ids import ledger_id_from_proto
+from quire_bookie.bookie import Bookie
+
+
+class BookieServicer(bookie_pb2_grpc.BookieServiceServicer):
+    def __init__(self, bookie: Bookie) -> None:
+        self.bookie = bookie
+
+    async def AddEntries(
+        self, request: bookie_pb2.AddEntriesRequest, context: grpc.aio.ServicerContext
+    ) -> bookie_pb2.AddEntriesResponse:
+        entry_ids = await self.bookie.add_entries(
+            ledger_id_from_proto(request.ledger_id),
+            request.master_key,
+            [(entry.entry_id, entry.data) for entry in request.entries],
+            request.recovery,
+        )
+        return bookie_pb2.AddEntriesResponse(entry_ids=entry_ids)
+
+    async def ReadEntry(
+        self, request: bookie_pb2.ReadEntryRequest, context: grpc.aio.ServicerContext
+    ) -> bookie_pb2.ReadEntryResponse:
+        entry_id, data = await self.bookie.read_entry(ledger_id_from_proto(request.ledger_id), request.entry_id)
+        return bookie_pb2.ReadEntryResponse(entry=bookie_pb2.PackedEntry(entry_id=entry_id, data=data))
+
+    async def ReadEntries(
+        self, request: bookie_pb2.ReadEntriesRequest, context: grpc.aio.ServicerContext
+    ) -> bookie_pb2.ReadEntriesResponse:
+        found, missing, truncated = await self.bookie.read_entries(
+            ledger_id_from_proto(request.ledger_id), list(request.entry_ids), request.max_bytes
+        )
+        return bookie_pb2.ReadEntriesResponse(
+            entries=[bookie_pb2.PackedEntry(entry_id=e, data=d) for e, d in found],
+            missing_entry_ids=missing,
+            truncated=truncated,
+        )
+
+    async def ReadLastAddConfirmed(
+        self, request: bookie_pb2.ReadLastAddConfirmedRequest, context: grpc.aio.ServicerContext
+    ) -> bookie_pb2.ReadLastAddConfirmedResponse:
+        lac, last_entry_id, fenced = self.bookie.last_add_confirmed(ledger_id_from_proto(request.ledger_id))
+        return bookie_pb2.ReadLastAddConfirmedResponse(
+            last_add_confirmed=lac, last_entry_id=last_entry_id, fenced=fenced
+        )
+
+    async def FenceLedger(
+        self, request: bookie_pb2.FenceLedgerRequest, context: grpc.aio.ServicerContext
+    ) -> bookie_pb2.FenceLedgerResponse:
+        state = await self.bookie.fence(ledger_id_from_proto(request.ledger_id), request.master_key)
+        return bookie_pb2.FenceLedgerResponse(
+            last_add_confirmed=max(state.last_add_confirmed, state.explicit_lac), last_entry_id=state.last_entry_id
+        )
+
+    async def DeleteLedger(
+        self, request: bookie_pb2.DeleteLedgerRequest, context: grpc.aio.ServicerContext
+    ) -> bookie_pb2.DeleteLedgerResponse:
+        count = await self.bookie.delete_ledger(ledger_id_from_proto(request.ledger_id))
+        return bookie_pb2.DeleteLedgerResponse(deleted_entries=count)
+
+    async def GetBookieInfo(
+        self, request: bookie_pb2.GetBookieInfoRequest, context: grpc.aio.ServicerContext
+    ) -> bookie_pb2.GetBookieInfoResponse:
+        info = self.bookie.info()
+        return bookie_pb2.GetBookieInfoResponse(
+            total_disk_bytes=info.total_disk_bytes,
+            free_disk_bytes=info.free_disk_bytes,
+            read_only=info.read_only,
+            adds_per_second=info.adds_per_second,
+            add_bytes_per_second=info.add_bytes_per_second,
+            sync_latency_ms=info.sync_latency_ms,
+        )

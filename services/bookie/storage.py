@@ -1,0 +1,150 @@
+"""RocksDB storage for entries and per-ledger state (rocksdict, raw mode).
+
+Column family `entries`: key = scope_id(8) | ledger_id(8) | entry_id(8), all
+big-endian unsigned, so one ledger is one 16-byte prefix and its entries are
+in id order; value = the packed entry exactly as received.
+Column family `ledgers`: key = scope_id(8) | ledger_id(8); value = LedgerState.
+
+Everything here is synchronous; the bookie calls it from worker threads.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from rocksdict import Options, Rdict, ReadOptions, WriteBatch, WriteOptions
+
+from quire_common.ids import LedgerId
+
+ENTRIES_CF = "entries"
+LEDGERS_CF = "ledgers"
+NO_ENTRY = -1
+
+
+def entry_key(ledger_id: LedgerId, entry_id: int) -> bytes:
+    return ledger_id.key + entry_id.to_bytes(8, "big")
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerState:
+    """What a bookie knows about one ledger besides its entries."""
+
+    master_key: bytes = b""
+    fenced: bool = False
+    last_entry_id: int = NO_ENTRY  # highest entry id stored
+    last_add_confirmed: int = NO_ENTRY  # highest LAC seen in a stored header
+    explicit_lac: int = NO_ENTRY  # LAC written by the writer outside an entry
+
+    # format(1) | fenced(1) | key length(1) | master key(<=32) | last entry | lac | explicit lac
+    _LAYOUT_VERSION = 1
+
+    def encode(self) -> bytes:
+        return (
+            struct.pack(">BBB", self._LAYOUT_VERSION, int(self.fenced), len(self.master_key))
+            + self.master_key
+            + struct.pack(">qqq", self.last_entry_id, self.last_add_confirmed, self.explicit_lac)
+        )
+
+    @classmethod
+    def decode(cls, data: bytes) -> LedgerState:
+        version, fenced, key_length = struct.unpack_from(">BBB", data)
+        if version != cls._LAYOUT_VERSION:
+            raise ValueError(f"unknown ledger state layout {version}")
+        master_key = data[3 : 3 + key_length]
+        last_entry, lac, explicit_lac = struct.unpack_from(">qqq", data, 3 + key_length)
+        return cls(master_key, bool(fenced), last_entry, lac, explicit_lac)
+
+    def with_entry(self, entry_id: int, lac: int) -> LedgerState:
+        return replace(
+            self,
+            last_entry_id=max(self.last_entry_id, entry_id),
+            last_add_confirmed=max(self.last_add_confirmed, lac),
+        )
+
+
+class EntryStore:
+    """One RocksDB per bookie."""
+
+    def __init__(self, path: Path, *, sync: bool = True) -> None:
+        path.mkdir(parents=True, exist_ok=True)
+        options = Options(raw_mode=True)
+        options.create_if_missing(True)
+        options.create_missing_column_families(True)
+        self._db = Rdict(
+            str(path),
+            options=options,
+            column_families={ENTRIES_CF: Options(raw_mode=True), LEDGERS_CF: Options(raw_mode=True)},
+        )
+        self._entries = self._db.get_column_family(ENTRIES_CF)
+        self._ledgers = self._db.get_column_family(LEDGERS_CF)
+        self._entries_handle = self._db.get_column_family_handle(ENTRIES_CF)
+        self._ledgers_handle = self._db.get_column_family_handle(LEDGERS_CF)
+        self._write_options = WriteOptions()
+        self._write_options.sync = sync
+
+    def close(self) -> None:
+        self._entries.close()
+        self._ledgers.close()
+        self._db.close()
+
+    def load_states(self) -> dict[LedgerId, LedgerState]:
+        return {LedgerId.from_key(key): LedgerState.decode(value) for key, value in self._ledgers.items()}
+
+    def write(self, entries: list[tuple[LedgerId, int, bytes]], states: dict[LedgerId, LedgerState]) -> None:
+        """Write entries and ledger states in one WriteBatch; synced unless the
+        store was opened without sync."""
+        batch = WriteBatch(raw_mode=True)
+        for ledger_id, entry_id, data in entries:
+            batch.put(entry_key(ledger_id, entry_id), data, self._entries_handle)
+        for ledger_id, state in states.items():
+            batch.put(ledger_id.key, state.encode(), self._ledgers_handle)
+        self._db.write(batch, self._write_options)
+
+    def read(self, ledger_id: LedgerId, entry_id: int) -> bytes | None:
+        value = self._entries.get(entry_key(ledger_id, entry_id))
+        return bytes(value) if value is not None else None
+
+    def read_many(self, ledger_id: LedgerId, entry_ids: list[int], max_bytes: int) -> tuple[list[tuple[int, bytes]], list[int], bool]:
+        """Entries found (at least the first one found, then up to max_bytes),
+        ids missing, and whether the byte limit cut the list short."""
+        found: list[tuple[int, bytes]] = []
+        missing: list[int] = []
+        total = 0
+        for index, entry_id in enumerate(entry_ids):
+            value = self._entries.get(entry_key(ledger_id, entry_id)) if entry_id >= 0 else None
+            if value is None:
+                missing.append(entry_id)
+                continue
+            if found and total + len(value) > max_bytes:
+                return found, missing + [e for e in entry_ids[index:] if e < 0], True
+            found.append((entry_id, bytes(value)))
+            total += len(value)
+        return found, missing, False
+
+    def last_entry(self, ledger_id: LedgerId) -> tuple[int, bytes] | None:
+        """The highest stored entry of a ledger."""
+        upper = ledger_id.key + b"\xff" * 8
+        for key, value in self._entries.items(backwards=True, from_key=upper):
+            if key[:16] != ledger_id.key:
+                return None
+            return int.from_bytes(key[16:24], "big"), bytes(value)
+        return None
+
+    def delete_ledger(self, ledger_id: LedgerId) -> int:
+        """Remove a ledger's entries and state; returns how many entries went."""
+        prefix = ledger_id.key
+        count = 0
+        read_options = ReadOptions()
+        for key in self._entries.keys(from_key=prefix, read_opt=read_options):
+            if key[:16] != prefix:
+                break
+            count += 1
+        self._entries.delete_range(prefix + b"\x00" * 8, prefix + b"\xff" * 8, self._write_options)
+        # delete_range's end is exclusive; the last possible id goes separately.
+        batch = WriteBatch(raw_mode=True)
+        batch.delete(prefix + b"\xff" * 8, self._entries_handle)
+        batch.delete(prefix, self._ledgers_handle)
+        self._db.write(batch, self._write_options)
+        return count

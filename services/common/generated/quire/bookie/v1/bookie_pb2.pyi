@@ -1,0 +1,132 @@
+from quire.common.v1 import common_pb2 as _common_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class PackedEntry(_message.Message):
+    __slots__ = ("entry_id", "data")
+    ENTRY_ID_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    entry_id: int
+    data: bytes
+    def __init__(self, entry_id: _Optional[int] = ..., data: _Optional[bytes] = ...) -> None: ...
+
+class AddEntriesRequest(_message.Message):
+    __slots__ = ("ledger_id", "master_key", "entries", "recovery")
+    LEDGER_ID_FIELD_NUMBER: _ClassVar[int]
+    MASTER_KEY_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    RECOVERY_FIELD_NUMBER: _ClassVar[int]
+    ledger_id: _common_pb2.LedgerId
+    master_key: bytes
+    entries: _containers.RepeatedCompositeFieldContainer[PackedEntry]
+    recovery: bool
+    def __init__(self, ledger_id: _Optional[_Union[_common_pb2.LedgerId, _Mapping]] = ..., master_key: _Optional[bytes] = ..., entries: _Optional[_Iterable[_Union[PackedEntry, _Mapping]]] = ..., recovery: _Optional[bool] = ...) -> None: ...
+
+class AddEntriesResponse(_message.Message):
+    __slots__ = ("entry_ids",)
+    ENTRY_IDS_FIELD_NUMBER: _ClassVar[int]
+    entry_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, entry_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class ReadEntryRequest(_message.Message):
+    __slots__ = ("ledger_id", "entry_id")
+    LEDGER_ID_FIELD_NUMBER: _ClassVar[int]
+    ENTRY_ID_FIELD_NUMBER: _ClassVar[int]
+    ledger_id: _common_pb2.LedgerId
+    entry_id: int
+    def __init__(self, ledger_id: _Optional[_Union[_common_pb2.LedgerId, _Mapping]] = ..., entry_id: _Optional[int] = ...) -> None: ...
+
+class ReadEntryResponse(_message.Message):
+    __slots__ = ("entry",)
+    ENTRY_FIELD_NUMBER: _ClassVar[int]
+    entry: PackedEntry
+    def __init__(self, entry: _Optional[_Union[PackedEntry, _Mapping]] = ...) -> None: ...
+
+class ReadEntriesRequest(_message.Message):
+    __slots__ = ("ledger_id", "entry_ids", "max_bytes")
+    LEDGER_ID_FIELD_NUMBER: _ClassVar[int]
+    ENTRY_IDS_FIELD_NUMBER: _ClassVar[int]
+    MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    ledger_id: _common_pb2.LedgerId
+    entry_ids: _containers.RepeatedScalarFieldContainer[int]
+    max_bytes: int
+    def __init__(self, ledger_id: _Optional[_Union[_common_pb2.LedgerId, _Mapping]] = ..., entry_ids: _Optional[_Iterable[int]] = ..., max_bytes: _Optional[int] = ...) -> None: ...
+
+class ReadEntriesResponse(_message.Message):
+    __slots__ = ("entries", "missing_entry_ids", "truncated")
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    MISSING_ENTRY_IDS_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATED_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.RepeatedCompositeFieldContainer[PackedEntry]
+    missing_entry_ids: _containers.RepeatedScalarFieldContainer[int]
+    truncated: bool
+    def __init__(self, entries: _Optional[_Iterable[_Union[PackedEntry, _Mapping]]] = ..., missing_entry_ids: _Optional[_Iterable[int]] = ..., truncated: _Optional[bool] = ...) -> None: ...
+
+class ReadLastAddConfirmedRequest(_message.Message):
+    __slots__ = ("ledger_id",)
+    LEDGER_ID_FIELD_NUMBER: _ClassVar[int]
+    ledger_id: _common_pb2.LedgerId
+    def __init__(self, ledger_id: _Optional[_Union[_common_pb2.LedgerId, _Mapping]] = ...) -> None: ...
+
+class ReadLastAddConfirmedResponse(_message.Message):
+    __slots__ = ("last_add_confirmed", "last_entry_id", "fenced")
+    LAST_ADD_CONFIRMED_FIELD_NUMBER: _ClassVar[int]
+    LAST_ENTRY_ID_FIELD_NUMBER: _ClassVar[int]
+    FENCED_FIELD_NUMBER: _ClassVar[int]
+    last_add_confirmed: int
+    last_entry_id: int
+    fenced: bool
+    def __init__(self, last_add_confirmed: _Optional[int] = ..., last_entry_id: _Optional[int] = ..., fenced: _Optional[bool] = ...) -> None: ...
+
+class FenceLedgerRequest(_message.Message):
+    __slots__ = ("ledger_id", "master_key")
+    LEDGER_ID_FIELD_NUMBER: _ClassVar[int]
+    MASTER_KEY_FIELD_NUMBER: _ClassVar[int]
+    ledger_id: _common_pb2.LedgerId
+    master_key: bytes
+    def __init__(self, ledger_id: _Optional[_Union[_common_pb2.LedgerId, _Mapping]] = ..., master_key: _Optional[bytes] = ...) -> None: ...
+
+class FenceLedgerResponse(_message.Message):
+    __slots__ = ("last_add_confirmed", "last_entry_id")
+    LAST_ADD_CONFIRMED_FIELD_NUMBER: _ClassVar[int]
+    LAST_ENTRY_ID_FIELD_NUMBER: _ClassVar[int]
+    last_add_confirmed: int
+    last_entry_id: int
+    def __init__(self, last_add_confirmed: _Optional[int] = ..., last_entry_id: _Optional[int] = ...) -> None: ...
+
+class DeleteLedgerRequest(_message.Message):
+    __slots__ = ("ledger_id",)
+    LEDGER_ID_FIELD_NUMBER: _ClassVar[int]
+    ledger_id: _common_pb2.LedgerId
+    def __init__(self, ledger_id: _Optional[_Union[_common_pb2.LedgerId, _Mapping]] = ...) -> None: ...
+
+class DeleteLedgerResponse(_message.Message):
+    __slots__ = ("deleted_entries",)
+    DELETED_ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    deleted_entries: int
+    def __init__(self, deleted_entries: _Optional[int] = ...) -> None: ...
+
+class GetBookieInfoRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetBookieInfoResponse(_message.Message):
+    __slots__ = ("total_disk_bytes", "free_disk_bytes", "read_only", "adds_per_second", "add_bytes_per_second", "sync_latency_ms")
+    TOTAL_DISK_BYTES_FIELD_NUMBER: _ClassVar[int]
+    FREE_DISK_BYTES_FIELD_NUMBER: _ClassVar[int]
+    READ_ONLY_FIELD_NUMBER: _ClassVar[int]
+    ADDS_PER_SECOND_FIELD_NUMBER: _ClassVar[int]
+    ADD_BYTES_PER_SECOND_FIELD_NUMBER: _ClassVar[int]
+    SYNC_LATENCY_MS_FIELD_NUMBER: _ClassVar[int]
+    total_disk_bytes: int
+    free_disk_bytes: int
+    read_only: bool
+    adds_per_second: float
+    add_bytes_per_second: float
+    sync_latency_ms: float
+    def __init__(self, total_disk_bytes: _Optional[int] = ..., free_disk_bytes: _Optional[int] = ..., read_only: _Optional[bool] = ..., adds_per_second: _Optional[float] = ..., add_bytes_per_second: _Optional[float] = ..., sync_latency_ms: _Optional[float] = ...) -> None: ...

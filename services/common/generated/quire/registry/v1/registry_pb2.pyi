@@ -1,0 +1,221 @@
+from quire.common.v1 import common_pb2 as _common_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class BookieState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    BOOKIE_STATE_UNSPECIFIED: _ClassVar[BookieState]
+    BOOKIE_STATE_WRITABLE: _ClassVar[BookieState]
+    BOOKIE_STATE_READ_ONLY: _ClassVar[BookieState]
+    BOOKIE_STATE_ALL: _ClassVar[BookieState]
+
+class BookieEventType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    BOOKIE_EVENT_TYPE_UNSPECIFIED: _ClassVar[BookieEventType]
+    BOOKIE_EVENT_TYPE_SNAPSHOT: _ClassVar[BookieEventType]
+    BOOKIE_EVENT_TYPE_JOINED: _ClassVar[BookieEventType]
+    BOOKIE_EVENT_TYPE_LEFT: _ClassVar[BookieEventType]
+    BOOKIE_EVENT_TYPE_CHANGED: _ClassVar[BookieEventType]
+BOOKIE_STATE_UNSPECIFIED: BookieState
+BOOKIE_STATE_WRITABLE: BookieState
+BOOKIE_STATE_READ_ONLY: BookieState
+BOOKIE_STATE_ALL: BookieState
+BOOKIE_EVENT_TYPE_UNSPECIFIED: BookieEventType
+BOOKIE_EVENT_TYPE_SNAPSHOT: BookieEventType
+BOOKIE_EVENT_TYPE_JOINED: BookieEventType
+BOOKIE_EVENT_TYPE_LEFT: BookieEventType
+BOOKIE_EVENT_TYPE_CHANGED: BookieEventType
+
+class BookieRecord(_message.Message):
+    __slots__ = ("bookie_id", "read_only", "service_info", "version")
+    BOOKIE_ID_FIELD_NUMBER: _ClassVar[int]
+    READ_ONLY_FIELD_NUMBER: _ClassVar[int]
+    SERVICE_INFO_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    bookie_id: str
+    read_only: bool
+    service_info: _common_pb2.BookieServiceInfo
+    version: int
+    def __init__(self, bookie_id: _Optional[str] = ..., read_only: _Optional[bool] = ..., service_info: _Optional[_Union[_common_pb2.BookieServiceInfo, _Mapping]] = ..., version: _Optional[int] = ...) -> None: ...
+
+class RegisterBookieRequest(_message.Message):
+    __slots__ = ("bookie_id", "read_only", "service_info", "ttl_seconds")
+    BOOKIE_ID_FIELD_NUMBER: _ClassVar[int]
+    READ_ONLY_FIELD_NUMBER: _ClassVar[int]
+    SERVICE_INFO_FIELD_NUMBER: _ClassVar[int]
+    TTL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    bookie_id: str
+    read_only: bool
+    service_info: _common_pb2.BookieServiceInfo
+    ttl_seconds: int
+    def __init__(self, bookie_id: _Optional[str] = ..., read_only: _Optional[bool] = ..., service_info: _Optional[_Union[_common_pb2.BookieServiceInfo, _Mapping]] = ..., ttl_seconds: _Optional[int] = ...) -> None: ...
+
+class RegisterBookieResponse(_message.Message):
+    __slots__ = ("record", "ttl_seconds")
+    RECORD_FIELD_NUMBER: _ClassVar[int]
+    TTL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    record: BookieRecord
+    ttl_seconds: int
+    def __init__(self, record: _Optional[_Union[BookieRecord, _Mapping]] = ..., ttl_seconds: _Optional[int] = ...) -> None: ...
+
+class ListBookiesRequest(_message.Message):
+    __slots__ = ("state",)
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    state: BookieState
+    def __init__(self, state: _Optional[_Union[BookieState, str]] = ...) -> None: ...
+
+class ListBookiesResponse(_message.Message):
+    __slots__ = ("bookies", "version")
+    BOOKIES_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    bookies: _containers.RepeatedCompositeFieldContainer[BookieRecord]
+    version: int
+    def __init__(self, bookies: _Optional[_Iterable[_Union[BookieRecord, _Mapping]]] = ..., version: _Optional[int] = ...) -> None: ...
+
+class GetBookieServiceInfoRequest(_message.Message):
+    __slots__ = ("bookie_id",)
+    BOOKIE_ID_FIELD_NUMBER: _ClassVar[int]
+    bookie_id: str
+    def __init__(self, bookie_id: _Optional[str] = ...) -> None: ...
+
+class GetBookieServiceInfoResponse(_message.Message):
+    __slots__ = ("record",)
+    RECORD_FIELD_NUMBER: _ClassVar[int]
+    record: BookieRecord
+    def __init__(self, record: _Optional[_Union[BookieRecord, _Mapping]] = ...) -> None: ...
+
+class WatchBookiesRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class WatchBookiesResponse(_message.Message):
+    __slots__ = ("type", "record")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    RECORD_FIELD_NUMBER: _ClassVar[int]
+    type: BookieEventType
+    record: BookieRecord
+    def __init__(self, type: _Optional[_Union[BookieEventType, str]] = ..., record: _Optional[_Union[BookieRecord, _Mapping]] = ...) -> None: ...
+
+class GetCookieRequest(_message.Message):
+    __slots__ = ("bookie_id",)
+    BOOKIE_ID_FIELD_NUMBER: _ClassVar[int]
+    bookie_id: str
+    def __init__(self, bookie_id: _Optional[str] = ...) -> None: ...
+
+class Cookie(_message.Message):
+    __slots__ = ("instance_id", "data_dirs")
+    INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    DATA_DIRS_FIELD_NUMBER: _ClassVar[int]
+    instance_id: str
+    data_dirs: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, instance_id: _Optional[str] = ..., data_dirs: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class GetCookieResponse(_message.Message):
+    __slots__ = ("cookie", "version")
+    COOKIE_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    cookie: Cookie
+    version: int
+    def __init__(self, cookie: _Optional[_Union[Cookie, _Mapping]] = ..., version: _Optional[int] = ...) -> None: ...
+
+class PutCookieRequest(_message.Message):
+    __slots__ = ("bookie_id", "cookie", "expected_version")
+    BOOKIE_ID_FIELD_NUMBER: _ClassVar[int]
+    COOKIE_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_VERSION_FIELD_NUMBER: _ClassVar[int]
+    bookie_id: str
+    cookie: Cookie
+    expected_version: int
+    def __init__(self, bookie_id: _Optional[str] = ..., cookie: _Optional[_Union[Cookie, _Mapping]] = ..., expected_version: _Optional[int] = ...) -> None: ...
+
+class PutCookieResponse(_message.Message):
+    __slots__ = ("version",)
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    version: int
+    def __init__(self, version: _Optional[int] = ...) -> None: ...
+
+class CreateLedgerMetadataRequest(_message.Message):
+    __slots__ = ("ledger_id", "scope_id", "legacy", "metadata")
+    LEDGER_ID_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
+    LEGACY_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    ledger_id: _common_pb2.LedgerId
+    scope_id: int
+    legacy: bool
+    metadata: _common_pb2.LedgerMetadata
+    def __init__(self, ledger_id: _Optional[_Union[_common_pb2.LedgerId, _Mapping]] = ..., scope_id: _Optional[int] = ..., legacy: _Optional[bool] = ..., metadata: _Optional[_Union[_common_pb2.LedgerMetadata, _Mapping]] = ...) -> None: ...
+
+class CreateLedgerMetadataResponse(_message.Message):
+    __slots__ = ("metadata", "version")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    metadata: _common_pb2.LedgerMetadata
+    version: int
+    def __init__(self, metadata: _Optional[_Union[_common_pb2.LedgerMetadata, _Mapping]] = ..., version: _Optional[int] = ...) -> None: ...
+
+class GetLedgerMetadataRequest(_message.Message):
+    __slots__ = ("ledger_id",)
+    LEDGER_ID_FIELD_NUMBER: _ClassVar[int]
+    ledger_id: _common_pb2.LedgerId
+    def __init__(self, ledger_id: _Optional[_Union[_common_pb2.LedgerId, _Mapping]] = ...) -> None: ...
+
+class GetLedgerMetadataResponse(_message.Message):
+    __slots__ = ("metadata", "version")
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    metadata: _common_pb2.LedgerMetadata
+    version: int
+    def __init__(self, metadata: _Optional[_Union[_common_pb2.LedgerMetadata, _Mapping]] = ..., version: _Optional[int] = ...) -> None: ...
+
+class UpdateLedgerMetadataRequest(_message.Message):
+    __slots__ = ("ledger_id", "metadata", "expected_version")
+    LEDGER_ID_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_VERSION_FIELD_NUMBER: _ClassVar[int]
+    ledger_id: _common_pb2.LedgerId
+    metadata: _common_pb2.LedgerMetadata
+    expected_version: int
+    def __init__(self, ledger_id: _Optional[_Union[_common_pb2.LedgerId, _Mapping]] = ..., metadata: _Optional[_Union[_common_pb2.LedgerMetadata, _Mapping]] = ..., expected_version: _Optional[int] = ...) -> None: ...
+
+class UpdateLedgerMetadataResponse(_message.Message):
+    __slots__ = ("version",)
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    version: int
+    def __init__(self, version: _Optional[int] = ...) -> None: ...
+
+class DeleteLedgerMetadataRequest(_message.Message):
+    __slots__ = ("ledger_id", "expected_version")
+    LEDGER_ID_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_VERSION_FIELD_NUMBER: _ClassVar[int]
+    ledger_id: _common_pb2.LedgerId
+    expected_version: int
+    def __init__(self, ledger_id: _Optional[_Union[_common_pb2.LedgerId, _Mapping]] = ..., expected_version: _Optional[int] = ...) -> None: ...
+
+class DeleteLedgerMetadataResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListLedgerMetadataRequest(_message.Message):
+    __slots__ = ("scope_id", "page_size", "page_token")
+    SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    scope_id: int
+    page_size: int
+    page_token: str
+    def __init__(self, scope_id: _Optional[int] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListLedgerMetadataResponse(_message.Message):
+    __slots__ = ("ledgers", "next_page_token")
+    LEDGERS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    ledgers: _containers.RepeatedCompositeFieldContainer[_common_pb2.LedgerMetadata]
+    next_page_token: str
+    def __init__(self, ledgers: _Optional[_Iterable[_Union[_common_pb2.LedgerMetadata, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...

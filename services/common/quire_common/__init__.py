@@ -1,0 +1,1 @@
+"""Quire's shared runtime: ids, entry codec, errors, config, telemetry, server bootstrap."""

@@ -1,0 +1,57 @@
+"""Client channels between services, and turning their failures back into
+QuireErrors so each hop can decide again what a downstream error means."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from typing import TypeVar
+
+import grpc
+from google.rpc import error_details_pb2, status_pb2
+from opentelemetry.instrumentation.grpc import aio_client_interceptors
+
+from quire_common.errors import ERROR_CLASSES_BY_CODE, QuireError, Reason, Unavailable
+from quire_common.server import STATUS_DETAILS_KEY
+
+T = TypeVar("T")
+
+CHANNEL_OPTIONS = [
+    ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+    ("grpc.max_send_message_length", 64 * 1024 * 1024),
+    # Reconnect quickly after a peer restarts instead of backing off for minutes.
+    ("grpc.initial_reconnect_backoff_ms", 200),
+    ("grpc.max_reconnect_backoff_ms", 2000),
+]
+
+
+def open_channel(target: str) -> grpc.aio.Channel:
+    """A channel to another service, carrying trace context."""
+    return grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS, interceptors=aio_client_interceptors())
+
+
+def error_from_rpc(exc: grpc.aio.AioRpcError, what: str) -> QuireError:
+    """The QuireError a failed call stands for, keeping its ErrorInfo reason."""
+    code = exc.code()
+    reason = None
+    for key, value in exc.trailing_metadata() or ():
+        if key == STATUS_DETAILS_KEY and isinstance(value, bytes):
+            status = status_pb2.Status.FromString(value)
+            for detail in status.details:
+                info = error_details_pb2.ErrorInfo()
+                if detail.Unpack(info):
+                    reason = info.reason
+    message = f"{what}: {exc.details() or code.name}"
+    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED):
+        return Unavailable(message, reason or Reason.SERVICE_UNAVAILABLE)
+    error_class = ERROR_CLASSES_BY_CODE.get(code.name)
+    if error_class is None:
+        return Unavailable(message, reason or Reason.SERVICE_UNAVAILABLE)
+    return error_class(message, reason)
+
+
+async def call(awaitable: Awaitable[T], what: str) -> T:
+    """Await one RPC, raising a QuireError instead of an AioRpcError."""
+    try:
+        return await awaitable
+    except grpc.aio.AioRpcError as exc:
+        raise error_from_rpc(exc, what) from None

@@ -1,0 +1,170 @@
+"""Entry format V2 (written) and V1 (read), digests and the master key.
+
+V2, all integers big-endian:
+    flags(1) | scope_id(8) | ledger_id(8) | entry_id(8) | lac(8) | length(8) | digest | payload
+flags: bit 7 set (marks V2), bits 4-6 minor version (0), bits 0-3 the digest type.
+V1 (scope 0 only, read for compatibility):
+    ledger_id(8) | entry_id(8) | lac(8) | length(8) | digest | payload
+The digest covers the header and the payload.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import struct
+import zlib
+from dataclasses import dataclass
+from enum import IntEnum
+
+import google_crc32c
+
+from quire_common.errors import DataLoss, InvalidArgument, Reason
+from quire_common.ids import LedgerId
+
+V2_FLAG = 0x80
+V2_MINOR_VERSION = 0
+_V2_HEADER = struct.Struct(">BQQqqq")  # flags, scope, ledger, entry, lac, length
+_V1_HEADER = struct.Struct(">Qqqq")  # ledger, entry, lac, length
+V2_HEADER_SIZE = _V2_HEADER.size  # 41
+V1_HEADER_SIZE = _V1_HEADER.size  # 32
+
+
+class DigestType(IntEnum):
+    """Numbers as in BookKeeper and quire.common.v1.DigestType."""
+
+    CRC32 = 1
+    HMAC = 2
+    CRC32C = 3
+    DUMMY = 4
+
+
+DIGEST_SIZES = {DigestType.CRC32: 8, DigestType.HMAC: 20, DigestType.CRC32C: 4, DigestType.DUMMY: 0}
+
+
+class DigestMismatch(DataLoss):
+    """A stored entry's digest does not match its bytes."""
+
+    default_reason = Reason.DIGEST_MISMATCH
+
+
+def master_key(password: bytes) -> bytes:
+    """SHA1("ledger" + password): proves to a bookie that an add or fence
+    comes from someone who knows the ledger's password."""
+    return hashlib.sha1(b"ledger" + password).digest()
+
+
+class Digester:
+    """Computes one ledger's entry digests."""
+
+    def __init__(self, digest_type: DigestType | int, password: bytes = b"") -> None:
+        try:
+            self.digest_type = DigestType(digest_type)
+        except ValueError:
+            raise InvalidArgument(f"unknown digest type {digest_type}") from None
+        self.size = DIGEST_SIZES[self.digest_type]
+        self._mac_key = hashlib.sha1(b"mac" + password).digest()
+
+    def compute(self, header: bytes, payload: bytes) -> bytes:
+        kind = self.digest_type
+        if kind is DigestType.CRC32C:
+            crc = google_crc32c.extend(google_crc32c.value(header), payload)
+            return crc.to_bytes(4, "big")
+        if kind is DigestType.CRC32:
+            return zlib.crc32(payload, zlib.crc32(header)).to_bytes(8, "big")
+        if kind is DigestType.HMAC:
+            mac = hmac.new(self._mac_key, header, hashlib.sha1)
+            mac.update(payload)
+            return mac.digest()
+        return b""
+
+
+@dataclass(frozen=True, slots=True)
+class EntryHeader:
+    """The fields a packed entry's header carries."""
+
+    ledger_id: LedgerId
+    entry_id: int
+    last_add_confirmed: int
+    length: int
+    format_version: int
+    digest_type: DigestType | None  # None for V1, whose header does not say
+
+    @property
+    def size(self) -> int:
+        return V2_HEADER_SIZE if self.format_version == 2 else V1_HEADER_SIZE
+
+
+def pack_entry(
+    ledger_id: LedgerId,
+    entry_id: int,
+    last_add_confirmed: int,
+    length: int,
+    payload: bytes,
+    digester: Digester,
+) -> bytes:
+    """Pack one entry in format V2."""
+    flags = V2_FLAG | (V2_MINOR_VERSION << 4) | int(digester.digest_type)
+    header = _V2_HEADER.pack(
+        flags, ledger_id.scope_id, ledger_id.ledger_id, entry_id, last_add_confirmed, length
+    )
+    return header + digester.compute(header, payload) + payload
+
+
+def pack_entry_v1(
+    ledger_id: int, entry_id: int, last_add_confirmed: int, length: int, payload: bytes, digester: Digester
+) -> bytes:
+    """Pack one entry in format V1. Quire never writes V1; this exists so that
+    tests can prove V1 data is still read."""
+    header = _V1_HEADER.pack(ledger_id, entry_id, last_add_confirmed, length)
+    return header + digester.compute(header, payload) + payload
+
+
+def parse_header(data: bytes) -> EntryHeader:
+    """Read a packed entry's header without checking its digest."""
+    if not data:
+        raise InvalidArgument("packed entry is empty", Reason.ENTRY_HEADER_MISMATCH)
+    if data[0] & V2_FLAG:
+        if len(data) < V2_HEADER_SIZE:
+            raise InvalidArgument(
+                f"packed V2 entry is {len(data)} bytes, shorter than its {V2_HEADER_SIZE}-byte header",
+                Reason.ENTRY_HEADER_MISMATCH,
+            )
+        flags, scope, ledger, entry_id, lac, length = _V2_HEADER.unpack_from(data)
+        if (flags >> 4) & 0x7 != V2_MINOR_VERSION:
+            raise InvalidArgument(
+                f"unsupported entry format minor version {(flags >> 4) & 0x7}", Reason.ENTRY_HEADER_MISMATCH
+            )
+        try:
+            digest_type = DigestType(flags & 0x0F)
+        except ValueError:
+            raise InvalidArgument(
+                f"unknown digest type {flags & 0x0F} in entry header", Reason.ENTRY_HEADER_MISMATCH
+            ) from None
+        return EntryHeader(LedgerId(scope, ledger), entry_id, lac, length, 2, digest_type)
+    if len(data) < V1_HEADER_SIZE:
+        raise InvalidArgument(
+            f"packed V1 entry is {len(data)} bytes, shorter than its {V1_HEADER_SIZE}-byte header",
+            Reason.ENTRY_HEADER_MISMATCH,
+        )
+    ledger, entry_id, lac, length = _V1_HEADER.unpack_from(data)
+    return EntryHeader(LedgerId(0, ledger), entry_id, lac, length, 1, None)
+
+
+def unpack_entry(data: bytes, digester: Digester) -> tuple[EntryHeader, bytes]:
+    """Parse a packed entry and check its digest; DigestMismatch if it is wrong."""
+    header = parse_header(data)
+    if header.digest_type is not None and header.digest_type != digester.digest_type:
+        raise DigestMismatch(
+            f"entry {header.entry_id} carries digest type {header.digest_type.name}, "
+            f"the ledger uses {digester.digest_type.name}"
+        )
+    start = header.size
+    digest_end = start + digester.size
+    if len(data) < digest_end:
+        raise DigestMismatch(f"entry {header.entry_id} is truncated inside its digest")
+    payload = data[digest_end:]
+    expected = digester.compute(data[:start], payload)
+    if not hmac.compare_digest(expected, data[start:digest_end]):
+        raise DigestMismatch(f"digest mismatch on entry {header.entry_id}")
+    return header, payload

@@ -1,0 +1,162 @@
+"""Server bootstrap shared by every service.
+
+`create_server` builds a grpc.aio server with the telemetry and error-mapping
+interceptors, gRPC health and server reflection, bound to an address (port 0
+picks a free port) and returns (server, port, health). `serve_until_signalled`
+runs it until SIGTERM/SIGINT, then marks health NOT_SERVING and stops with a
+grace period so in-flight calls finish.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from typing import Any
+
+import grpc
+from google.protobuf import any_pb2
+from google.rpc import error_details_pb2, status_pb2
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+from opentelemetry.instrumentation.grpc import aio_server_interceptor
+
+from quire_common.errors import ERROR_DOMAIN, QuireError
+
+log = logging.getLogger(__name__)
+
+STATUS_DETAILS_KEY = "grpc-status-details-bin"
+# Only our own services' handlers are wrapped; health and reflection are left alone.
+_QUIRE_METHOD_PREFIX = "/quire."
+
+
+def status_for(error: QuireError) -> status_pb2.Status:
+    """The google.rpc.Status (with ErrorInfo) that carries a QuireError."""
+    info = error_details_pb2.ErrorInfo(reason=error.reason, domain=ERROR_DOMAIN, metadata=error.metadata)
+    if error.retryable:
+        info.metadata["retryable"] = "true"
+    detail = any_pb2.Any()
+    detail.Pack(info)
+    return status_pb2.Status(code=grpc.StatusCode[error.code].value[0], message=error.message, details=[detail])
+
+
+async def _abort(context: grpc.aio.ServicerContext, exc: Exception, method: str) -> None:
+    if isinstance(exc, QuireError):
+        status = status_for(exc)
+        await context.abort(
+            grpc.StatusCode[exc.code],
+            exc.message,
+            trailing_metadata=((STATUS_DETAILS_KEY, status.SerializeToString()),),
+        )
+    log.error("unexpected error in %s", method, exc_info=exc)
+    await context.abort(grpc.StatusCode.INTERNAL, f"internal error in {method}; see the service log")
+
+
+class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):
+    """Turns QuireErrors into status + ErrorInfo, and anything unexpected into
+    INTERNAL without its traceback. Aborts and cancellations pass through."""
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(handler_call_details)
+        method = handler_call_details.method
+        if handler is None or not method.startswith(_QUIRE_METHOD_PREFIX):
+            return handler
+
+        if handler.unary_unary or handler.stream_unary:
+            inner_unary = handler.unary_unary or handler.stream_unary
+
+            async def unary_response(request: Any, context: grpc.aio.ServicerContext) -> Any:
+                try:
+                    return await inner_unary(request, context)
+                except grpc.aio.AbortError:
+                    raise
+                except Exception as exc:
+                    await _abort(context, exc, method)
+
+            factory = (
+                grpc.unary_unary_rpc_method_handler
+                if handler.unary_unary
+                else grpc.stream_unary_rpc_method_handler
+            )
+            return factory(
+                unary_response,
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+
+        inner_stream = handler.unary_stream or handler.stream_stream
+
+        async def stream_response(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+            try:
+                async for response in inner_stream(request, context):
+                    yield response
+            except grpc.aio.AbortError:
+                raise
+            except Exception as exc:
+                await _abort(context, exc, method)
+
+        factory = (
+            grpc.unary_stream_rpc_method_handler if handler.unary_stream else grpc.stream_stream_rpc_method_handler
+        )
+        return factory(
+            stream_response,
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
+
+
+def create_server(
+    address: str,
+    register: Callable[[grpc.aio.Server], Iterable[str]],
+) -> tuple[grpc.aio.Server, int, health.aio.HealthServicer]:
+    """Build a server listening on `address` (port 0 picks one).
+
+    `register` adds the service's servicers and returns their full names, which
+    are published through health and reflection.
+    """
+    server = grpc.aio.server(
+        interceptors=[aio_server_interceptor(), ErrorMappingInterceptor()],
+        options=[
+            ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+            ("grpc.max_send_message_length", 64 * 1024 * 1024),
+        ],
+    )
+    service_names = list(register(server))
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflection.enable_server_reflection(
+        [*service_names, health.SERVICE_NAME, reflection.SERVICE_NAME], server
+    )
+    port = server.add_insecure_port(address)
+    if port == 0:
+        raise OSError(f"cannot listen on {address}")
+    return server, port, health_servicer
+
+
+async def mark_serving(health_servicer: health.aio.HealthServicer, service_names: Iterable[str]) -> None:
+    for name in ["", *service_names]:
+        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+
+
+async def serve_until_signalled(
+    server: grpc.aio.Server,
+    health_servicer: health.aio.HealthServicer,
+    grace_seconds: float = 5.0,
+    on_stop: Callable[[], Awaitable[None]] | None = None,
+) -> None:
+    """Wait for SIGTERM or SIGINT, then drain and stop."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    log.info("stopping: health NOT_SERVING, draining for up to %.1fs", grace_seconds)
+    await health_servicer.enter_graceful_shutdown()
+    await server.stop(grace_seconds)
+    if on_stop is not None:
+        await on_stop()

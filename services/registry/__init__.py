@@ -1,0 +1,1 @@
+"""The registry service: the only process that talks to etcd."""

@@ -1,0 +1,37 @@
+"""Entry point: python -m quire_registry"""
+
+from __future__ import annotations
+
+import logging
+
+from quire.registry.v1 import registry_pb2, registry_pb2_grpc
+from quire_common.server import create_server, mark_serving, serve_until_signalled
+from quire_common.service import run_service
+from quire_registry.config import RegistryConfig
+from quire_registry.registry import Registry
+from quire_registry.servicer import RegistryServicer
+from quire_registry.store import EtcdStore
+
+log = logging.getLogger("quire_registry")
+SERVICE_NAME = registry_pb2.DESCRIPTOR.services_by_name["RegistryService"].full_name
+
+
+async def main() -> None:
+    config = RegistryConfig.from_env()
+    store = EtcdStore(config.etcd_endpoints, config.etcd_timeout_seconds)
+    await store.connect()
+    registry = Registry(store, config.cluster, config.bookie_ttl_seconds)
+
+    def register(server):  # type: ignore[no-untyped-def]
+        registry_pb2_grpc.add_RegistryServiceServicer_to_server(RegistryServicer(registry), server)
+        return [SERVICE_NAME]
+
+    server, port, health = create_server(config.address, register)
+    await server.start()
+    await mark_serving(health, [SERVICE_NAME])
+    log.info("registry serving on port %d, etcd %s, cluster %s", port, ",".join(config.etcd_endpoints), config.cluster)
+    await serve_until_signalled(server, health, on_stop=store.close)
+
+
+if __name__ == "__main__":
+    run_service("registry", main)

@@ -1,0 +1,125 @@
+"""RegistryService over gRPC: validate, call the Registry, return."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import grpc
+
+from quire.registry.v1 import registry_pb2, registry_pb2_grpc
+from quire_common.errors import InvalidArgument
+from quire_common.ids import LedgerId, ledger_id_from_proto
+from quire_registry.registry import IdMode, Registration, Registry
+
+
+class RegistryServicer(registry_pb2_grpc.RegistryServiceServicer):
+    def __init__(self, registry: Registry) -> None:
+        self.registry = registry
+
+    async def RegisterBookie(
+        self, request_iterator: AsyncIterator[registry_pb2.RegisterBookieRequest], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[registry_pb2.RegisterBookieResponse]:
+        registration: Registration | None = None
+        try:
+            async for request in request_iterator:
+                if registration is None:
+                    registration = await self.registry.register_bookie(
+                        request.bookie_id, request.read_only, request.service_info, request.ttl_seconds
+                    )
+                else:
+                    if request.bookie_id != registration.bookie_id:
+                        raise InvalidArgument(
+                            f"a registration session belongs to bookie {registration.bookie_id}, "
+                            f"not {request.bookie_id}"
+                        )
+                    registration = await self.registry.heartbeat(
+                        registration, request.read_only, request.service_info
+                    )
+                yield registry_pb2.RegisterBookieResponse(
+                    record=registry_pb2.BookieRecord(
+                        bookie_id=registration.bookie_id,
+                        read_only=registration.read_only,
+                        service_info=registration.info,
+                        version=registration.version,
+                    ),
+                    ttl_seconds=registration.ttl_seconds,
+                )
+        finally:
+            if registration is not None:
+                # Shielded: the session usually ends by cancellation.
+                await asyncio.shield(self.registry.unregister_bookie(registration))
+
+    async def ListBookies(
+        self, request: registry_pb2.ListBookiesRequest, context: grpc.aio.ServicerContext
+    ) -> registry_pb2.ListBookiesResponse:
+        records, revision = await self.registry.list_bookies(request.state)
+        return registry_pb2.ListBookiesResponse(bookies=records, version=revision)
+
+    async def GetBookieServiceInfo(
+        self, request: registry_pb2.GetBookieServiceInfoRequest, context: grpc.aio.ServicerContext
+    ) -> registry_pb2.GetBookieServiceInfoResponse:
+        return registry_pb2.GetBookieServiceInfoResponse(record=await self.registry.get_bookie(request.bookie_id))
+
+    async def WatchBookies(
+        self, request: registry_pb2.WatchBookiesRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[registry_pb2.WatchBookiesResponse]:
+        async for kind, record in self.registry.watch_bookies():
+            yield registry_pb2.WatchBookiesResponse(type=kind, record=record)
+
+    async def GetCookie(
+        self, request: registry_pb2.GetCookieRequest, context: grpc.aio.ServicerContext
+    ) -> registry_pb2.GetCookieResponse:
+        cookie, version = await self.registry.get_cookie(request.bookie_id)
+        return registry_pb2.GetCookieResponse(cookie=cookie, version=version)
+
+    async def PutCookie(
+        self, request: registry_pb2.PutCookieRequest, context: grpc.aio.ServicerContext
+    ) -> registry_pb2.PutCookieResponse:
+        version = await self.registry.put_cookie(request.bookie_id, request.cookie, request.expected_version)
+        return registry_pb2.PutCookieResponse(version=version)
+
+    async def CreateLedgerMetadata(
+        self, request: registry_pb2.CreateLedgerMetadataRequest, context: grpc.aio.ServicerContext
+    ) -> registry_pb2.CreateLedgerMetadataResponse:
+        which = request.WhichOneof("id")
+        if which == "ledger_id":
+            metadata, version = await self.registry.create_ledger(
+                IdMode.EXACT, request.metadata, ledger_id=ledger_id_from_proto(request.ledger_id)
+            )
+        elif which == "scope_id":
+            metadata, version = await self.registry.create_ledger(
+                IdMode.SCOPED, request.metadata, scope_id=request.scope_id
+            )
+        elif which == "legacy":
+            metadata, version = await self.registry.create_ledger(IdMode.LEGACY, request.metadata)
+        else:
+            metadata, version = await self.registry.create_ledger(IdMode.FRESH, request.metadata)
+        return registry_pb2.CreateLedgerMetadataResponse(metadata=metadata, version=version)
+
+    async def GetLedgerMetadata(
+        self, request: registry_pb2.GetLedgerMetadataRequest, context: grpc.aio.ServicerContext
+    ) -> registry_pb2.GetLedgerMetadataResponse:
+        metadata, version = await self.registry.get_ledger(ledger_id_from_proto(request.ledger_id))
+        return registry_pb2.GetLedgerMetadataResponse(metadata=metadata, version=version)
+
+    async def UpdateLedgerMetadata(
+        self, request: registry_pb2.UpdateLedgerMetadataRequest, context: grpc.aio.ServicerContext
+    ) -> registry_pb2.UpdateLedgerMetadataResponse:
+        ledger_id: LedgerId = ledger_id_from_proto(request.ledger_id)
+        if request.expected_version <= 0:
+            raise InvalidArgument("expected_version is required for an update")
+        version = await self.registry.update_ledger(ledger_id, request.metadata, request.expected_version)
+        return registry_pb2.UpdateLedgerMetadataResponse(version=version)
+
+    async def DeleteLedgerMetadata(
+        self, request: registry_pb2.DeleteLedgerMetadataRequest, context: grpc.aio.ServicerContext
+    ) -> registry_pb2.DeleteLedgerMetadataResponse:
+        await self.registry.delete_ledger(ledger_id_from_proto(request.ledger_id), request.expected_version)
+        return registry_pb2.DeleteLedgerMetadataResponse()
+
+    async def ListLedgerMetadata(
+        self, request: registry_pb2.ListLedgerMetadataRequest, context: grpc.aio.ServicerContext
+    ) -> registry_pb2.ListLedgerMetadataResponse:
+        ledgers, token = await self.registry.list_ledgers(request.scope_id, request.page_size, request.page_token)
+        return registry_pb2.ListLedgerMetadataResponse(ledgers=ledgers, next_page_token=token)

@@ -1,0 +1,200 @@
+"""The metadata store interface the registry is written against, and its etcd
+implementation.
+
+Everything the registry needs from etcd is here: versioned get, prefix listing,
+create-if-absent, compare-and-swap on version, delete, leases and watches. The
+client library (etcd3aio) is imported nowhere else, so replacing it touches
+only this file. A version is the key's etcd mod_revision.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import etcd3aio
+from etcd3aio import prefix_range_end
+from etcd3aio._protobuf import Compare, RequestOp
+
+from quire_common.errors import Reason, Unavailable
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class KeyValue:
+    key: bytes
+    value: bytes
+    version: int  # mod_revision; 0 never occurs for a stored key
+
+
+@dataclass(frozen=True, slots=True)
+class WatchEvent:
+    key: bytes
+    value: bytes | None  # None for a delete
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class Put:
+    """One write of a multi-key transaction."""
+
+    key: bytes
+    value: bytes
+    lease_id: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Delete:
+    """One delete of a multi-key transaction."""
+
+    key: bytes
+
+
+class MetadataStore(Protocol):
+    async def get(self, key: bytes) -> KeyValue | None: ...
+
+    async def list_prefix(
+        self, prefix: bytes, *, start_after: bytes | None = None, limit: int = 0
+    ) -> tuple[list[KeyValue], int]: ...
+
+    async def create(self, key: bytes, value: bytes, lease_id: int = 0) -> int | None: ...
+
+    async def compare_and_swap(self, key: bytes, value: bytes, expected_version: int) -> int | None: ...
+
+    async def delete(self, key: bytes, expected_version: int = 0) -> bool: ...
+
+    async def transact(
+        self, absent: Sequence[bytes], versions: dict[bytes, int], ops: Sequence[Put | Delete]
+    ) -> int | None: ...
+
+    async def grant_lease(self, ttl_seconds: int) -> tuple[int, int]: ...
+
+    async def keep_alive(self, lease_id: int) -> int: ...
+
+    async def revoke_lease(self, lease_id: int) -> None: ...
+
+    def watch_prefix(self, prefix: bytes, start_version: int) -> AsyncIterator[list[WatchEvent]]: ...
+
+    async def close(self) -> None: ...
+
+
+class EtcdStore:
+    """MetadataStore on etcd v3 through etcd3aio (asyncio, grpc.aio)."""
+
+    def __init__(self, endpoints: Sequence[str], timeout_seconds: float = 5.0) -> None:
+        self._client = etcd3aio.Etcd3Client(list(endpoints), rpc_max_attempts=3)
+        self._timeout = timeout_seconds
+        self._endpoints = list(endpoints)
+
+    async def connect(self) -> None:
+        await self._client.connect()
+        try:
+            await self._client.ping(write_check=False, timeout=self._timeout)
+        except Exception as exc:
+            raise Unavailable(
+                f"etcd at {','.join(self._endpoints)} is unreachable: {exc}",
+                Reason.METADATA_STORE_UNAVAILABLE,
+            ) from None
+
+    async def close(self) -> None:
+        await self._client.close()
+
+    @property
+    def _kv(self) -> etcd3aio.kv.KVService:
+        assert self._client.kv is not None, "connect() first"
+        return self._client.kv
+
+    async def _guard(self, what: str, awaitable):  # type: ignore[no-untyped-def]
+        try:
+            return await awaitable
+        except etcd3aio.EtcdError as exc:
+            raise Unavailable(f"etcd {what} failed: {exc}", Reason.METADATA_STORE_UNAVAILABLE) from None
+        except TimeoutError:
+            raise Unavailable(f"etcd {what} timed out", Reason.METADATA_STORE_UNAVAILABLE) from None
+
+    async def get(self, key: bytes) -> KeyValue | None:
+        response = await self._guard("get", self._kv.get(key, timeout=self._timeout))
+        if not response.kvs:
+            return None
+        kv = response.kvs[0]
+        return KeyValue(kv.key, kv.value, kv.mod_revision)
+
+    async def list_prefix(
+        self, prefix: bytes, *, start_after: bytes | None = None, limit: int = 0
+    ) -> tuple[list[KeyValue], int]:
+        start = start_after + b"\x00" if start_after else prefix
+        response = await self._guard(
+            "list", self._kv.get(start, prefix_range_end(prefix), limit=limit, timeout=self._timeout)
+        )
+        items = [KeyValue(kv.key, kv.value, kv.mod_revision) for kv in response.kvs]
+        return items, response.header.revision
+
+    async def create(self, key: bytes, value: bytes, lease_id: int = 0) -> int | None:
+        return await self.transact([key], {}, [Put(key, value, lease_id)])
+
+    async def compare_and_swap(self, key: bytes, value: bytes, expected_version: int) -> int | None:
+        return await self.transact([], {key: expected_version}, [Put(key, value)])
+
+    async def delete(self, key: bytes, expected_version: int = 0) -> bool:
+        if expected_version:
+            return await self.transact([], {key: expected_version}, [Delete(key)]) is not None
+        response = await self._guard("delete", self._kv.delete(key, timeout=self._timeout))
+        return response.deleted > 0
+
+    async def transact(
+        self, absent: Sequence[bytes], versions: dict[bytes, int], ops: Sequence[Put | Delete]
+    ) -> int | None:
+        """Apply `ops` atomically if every key in `absent` is missing and every
+        key in `versions` is at that version. Returns the new revision, or None
+        when a condition failed."""
+        compares = [Compare(result=Compare.EQUAL, target=Compare.CREATE, key=k, create_revision=0) for k in absent]
+        compares += [
+            Compare(result=Compare.EQUAL, target=Compare.MOD, key=k, mod_revision=v) for k, v in versions.items()
+        ]
+        requests: list[RequestOp] = []
+        for op in ops:
+            if isinstance(op, Put):
+                requests.append(self._kv.txn_op_put(op.key, op.value, lease=op.lease_id))
+            else:
+                requests.append(self._kv.txn_op_delete(op.key))
+        response = await self._guard("transaction", self._kv.txn(compares, requests, timeout=self._timeout))
+        return response.header.revision if response.succeeded else None
+
+    async def grant_lease(self, ttl_seconds: int) -> tuple[int, int]:
+        assert self._client.lease is not None
+        response = await self._guard("lease grant", self._client.lease.grant(ttl_seconds, timeout=self._timeout))
+        return response.ID, response.TTL
+
+    async def keep_alive(self, lease_id: int) -> int:
+        """Refresh a lease once; returns its TTL, 0 if it has expired."""
+        assert self._client.lease is not None
+        stream = self._client.lease.keep_alive(lease_id)
+        try:
+            response = await self._guard("lease keep-alive", stream.read())
+        finally:
+            stream.cancel()
+        return int(getattr(response, "TTL", 0) or 0)
+
+    async def revoke_lease(self, lease_id: int) -> None:
+        assert self._client.lease is not None
+        try:
+            await self._client.lease.revoke(lease_id, timeout=self._timeout)
+        except etcd3aio.EtcdError as exc:
+            log.warning("revoking lease %x failed (it will expire): %s", lease_id, exc)
+
+    async def watch_prefix(self, prefix: bytes, start_version: int) -> AsyncIterator[list[WatchEvent]]:
+        assert self._client.watch is not None
+        async for response in self._client.watch.watch(
+            prefix, prefix_range_end(prefix), start_revision=start_version
+        ):
+            events = []
+            for event in response.events:
+                is_delete = event.type == 1  # mvccpb.Event.DELETE
+                events.append(
+                    WatchEvent(event.kv.key, None if is_delete else event.kv.value, event.kv.mod_revision)
+                )
+            if events:
+                yield events
