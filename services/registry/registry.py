@@ -296,12 +296,12 @@ class Registry:
         raise Aborted(f"ledger {ledger_id} metadata changed since version {expected_version}")
 
     async def list_ledgers(
-        self, scope_id: int, page_size: int, page_token: str
+        self, scope_id: int, page_size: int, page_token: str, all_scopes: bool = False
     ) -> tuple[list[common_pb2.LedgerMetadata], str]:
         if not 0 <= scope_id <= U64_MAX:
             raise InvalidArgument(f"scope {scope_id} is not an unsigned 64-bit integer", Reason.INVALID_LEDGER_ID)
         size = min(page_size or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
-        prefix = self.keys.scope_ledgers(scope_id)
+        prefix = self.keys.ledgers if all_scopes else self.keys.scope_ledgers(scope_id)
         start_after = _decode_page_token(page_token, prefix) if page_token else None
         # One extra tells whether another page follows.
         items, _ = await self.store.list_prefix(prefix, start_after=start_after, limit=size + 1)

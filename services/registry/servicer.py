@@ -121,5 +121,7 @@ class RegistryServicer(registry_pb2_grpc.RegistryServiceServicer):
     async def ListLedgerMetadata(
         self, request: registry_pb2.ListLedgerMetadataRequest, context: grpc.aio.ServicerContext
     ) -> registry_pb2.ListLedgerMetadataResponse:
-        ledgers, token = await self.registry.list_ledgers(request.scope_id, request.page_size, request.page_token)
+        ledgers, token = await self.registry.list_ledgers(
+            request.scope_id, request.page_size, request.page_token, request.all_scopes
+        )
         return registry_pb2.ListLedgerMetadataResponse(ledgers=ledgers, next_page_token=token)

@@ -40,13 +40,12 @@ def error_from_rpc(exc: grpc.aio.AioRpcError, what: str) -> QuireError:
                 info = error_details_pb2.ErrorInfo()
                 if detail.Unpack(info):
                     reason = info.reason
-    message = f"{what}: {exc.details() or code.name}"
-    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED):
-        return Unavailable(message, reason or Reason.SERVICE_UNAVAILABLE)
     error_class = ERROR_CLASSES_BY_CODE.get(code.name)
-    if error_class is None:
-        return Unavailable(message, reason or Reason.SERVICE_UNAVAILABLE)
-    return error_class(message, reason)
+    if error_class is None or error_class is Unavailable:
+        # Transport trouble (or a peer's bug): say which hop failed.
+        return Unavailable(f"{what}: {exc.details() or code.name}", reason or Reason.SERVICE_UNAVAILABLE)
+    # A deliberate answer from a Quire service: its message already says what is wrong.
+    return error_class(exc.details() or code.name, reason)
 
 
 async def call(awaitable: Awaitable[T], what: str) -> T:

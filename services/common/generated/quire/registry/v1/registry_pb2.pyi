@@ -203,14 +203,16 @@ class DeleteLedgerMetadataResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class ListLedgerMetadataRequest(_message.Message):
-    __slots__ = ("scope_id", "page_size", "page_token")
+    __slots__ = ("scope_id", "page_size", "page_token", "all_scopes")
     SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    ALL_SCOPES_FIELD_NUMBER: _ClassVar[int]
     scope_id: int
     page_size: int
     page_token: str
-    def __init__(self, scope_id: _Optional[int] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+    all_scopes: bool
+    def __init__(self, scope_id: _Optional[int] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., all_scopes: _Optional[bool] = ...) -> None: ...
 
 class ListLedgerMetadataResponse(_message.Message):
     __slots__ = ("ledgers", "next_page_token")

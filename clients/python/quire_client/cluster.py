@@ -1,0 +1,269 @@
+"""A local Quire cluster: etcd and every service as its own process.
+
+`quire cluster up` (and so `make run`) uses this, and so do the end-to-end
+tests: start(), kill(name) with SIGKILL, restart(name), stop(). Every process
+is started here and stopped here by PID; logs go to <data_dir>/logs/.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def port_in_use(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+class ClusterError(RuntimeError):
+    pass
+
+
+@dataclass
+class Ports:
+    etcd: int = 2379
+    etcd_peer: int = 2380
+    gateway: int = 7000
+    registry: int = 7001
+    placement: int = 7002
+    bookies: list[int] = field(default_factory=lambda: [3181, 3182, 3183])
+
+    @classmethod
+    def free(cls, bookies: int = 3) -> Ports:
+        return cls(free_port(), free_port(), free_port(), free_port(), free_port(),
+                   [free_port() for _ in range(bookies)])
+
+    def all(self) -> list[int]:
+        return [self.etcd, self.etcd_peer, self.gateway, self.registry, self.placement, *self.bookies]
+
+
+@dataclass
+class _Process:
+    name: str
+    command: list[str]
+    env: dict[str, str]
+    health_target: str | None  # host:port answering grpc.health.v1, or None for etcd
+    popen: subprocess.Popen[bytes] | None = None
+
+
+class LocalCluster:
+    def __init__(
+        self,
+        data_dir: Path,
+        ports: Ports | None = None,
+        *,
+        cluster_name: str = "local",
+        extra_env: dict[str, str] | None = None,
+        etcd_binary: str | None = None,
+    ) -> None:
+        self.data_dir = data_dir.resolve()
+        self.ports = ports or Ports()
+        self.cluster_name = cluster_name
+        self.extra_env = extra_env or {}
+        self.etcd_binary = etcd_binary or shutil.which("etcd") or "/usr/bin/etcd"
+        self.processes: dict[str, _Process] = {}
+        self._define()
+
+    @property
+    def gateway_target(self) -> str:
+        return f"127.0.0.1:{self.ports.gateway}"
+
+    @property
+    def registry_target(self) -> str:
+        return f"127.0.0.1:{self.ports.registry}"
+
+    @property
+    def bookie_names(self) -> list[str]:
+        return [f"bookie-{i + 1}" for i in range(len(self.ports.bookies))]
+
+    def bookie_id(self, name: str) -> str:
+        return f"127.0.0.1:{self.ports.bookies[self.bookie_names.index(name)]}"
+
+    def _env(self, **settings: str) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(
+            QUIRE_CLUSTER=self.cluster_name,
+            QUIRE_ETCD_ENDPOINTS=f"127.0.0.1:{self.ports.etcd}",
+            QUIRE_REGISTRY_TARGET=self.registry_target,
+            QUIRE_PLACEMENT_TARGET=f"127.0.0.1:{self.ports.placement}",
+        )
+        env.update(self.extra_env)
+        env.update(settings)
+        return env
+
+    def _define(self) -> None:
+        etcd_data = self.data_dir / "etcd"
+        peer = f"http://127.0.0.1:{self.ports.etcd_peer}"
+        client = f"http://127.0.0.1:{self.ports.etcd}"
+        self._add(
+            "etcd",
+            [
+                self.etcd_binary, "--name", "quire-etcd", "--data-dir", str(etcd_data),
+                "--listen-client-urls", client, "--advertise-client-urls", client,
+                "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+                "--initial-cluster", f"quire-etcd={peer}", "--log-level", "warn",
+            ],
+            self._env(),
+            None,
+        )
+        python = sys.executable
+        self._add("registry", [python, "-m", "quire_registry"],
+                  self._env(QUIRE_REGISTRY_ADDRESS=self.registry_target), self.registry_target)
+        placement = f"127.0.0.1:{self.ports.placement}"
+        self._add("placement", [python, "-m", "quire_placement"],
+                  self._env(QUIRE_PLACEMENT_ADDRESS=placement), placement)
+        for name, port in zip(self.bookie_names, self.ports.bookies, strict=True):
+            self._add(
+                name,
+                [python, "-m", "quire_bookie"],
+                self._env(QUIRE_BOOKIE_PORT=str(port), QUIRE_BOOKIE_DATA_DIR=str(self.data_dir / name)),
+                f"127.0.0.1:{port}",
+            )
+        self._add("gateway", [python, "-m", "quire_gateway"],
+                  self._env(QUIRE_GATEWAY_ADDRESS=self.gateway_target), self.gateway_target)
+
+    def _add(self, name: str, command: list[str], env: dict[str, str], health_target: str | None) -> None:
+        self.processes[name] = _Process(name, command, env, health_target)
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    def start(self, timeout: float = 60.0) -> None:
+        busy = [p for p in self.ports.all() if port_in_use(p)]
+        if busy:
+            raise ClusterError(
+                f"ports already in use: {', '.join(map(str, busy))}; stop whatever holds them "
+                "(another Quire cluster or a system etcd) or choose other ports"
+            )
+        if not Path(self.etcd_binary).exists():
+            raise ClusterError(f"etcd not found at {self.etcd_binary}; install Debian's etcd-server (make setup)")
+        (self.data_dir / "logs").mkdir(parents=True, exist_ok=True)
+        try:
+            self.start_process("etcd", timeout)
+            self.start_process("registry", timeout)
+            self.start_process("placement", timeout)
+            for name in self.bookie_names:
+                self.start_process(name, timeout, wait=False)
+            for name in self.bookie_names:
+                self.wait_healthy(name, timeout)
+            self.wait_bookies_registered(len(self.bookie_names), timeout)
+            self.start_process("gateway", timeout)
+        except BaseException:
+            self.stop()
+            raise
+
+    def start_process(self, name: str, timeout: float = 60.0, wait: bool = True) -> None:
+        process = self.processes[name]
+        if process.popen is not None and process.popen.poll() is None:
+            return
+        log = (self.data_dir / "logs" / f"{name}.log").open("ab")
+        process.popen = subprocess.Popen(
+            process.command, env=process.env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True,  # Ctrl-C in the terminal reaches only the supervisor
+        )
+        log.close()
+        if wait:
+            self.wait_healthy(name, timeout)
+
+    def wait_healthy(self, name: str, timeout: float = 60.0) -> None:
+        process = self.processes[name]
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if process.popen is not None and process.popen.poll() is not None:
+                raise ClusterError(f"{name} exited with status {process.popen.returncode}; see {self.log_path(name)}")
+            if self._is_healthy(process):
+                return
+            time.sleep(0.1)
+        raise ClusterError(f"{name} did not become healthy within {timeout:.0f}s; see {self.log_path(name)}")
+
+    def _is_healthy(self, process: _Process) -> bool:
+        if process.health_target is None:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.ports.etcd}/health", timeout=1) as response:
+                    return json.loads(response.read()).get("health") == "true"
+            except (OSError, ValueError):
+                return False
+        try:
+            with grpc.insecure_channel(process.health_target) as channel:
+                response = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=1)
+                return response.status == health_pb2.HealthCheckResponse.SERVING
+        except grpc.RpcError:
+            return False
+
+    def wait_bookies_registered(self, count: int, timeout: float = 60.0) -> None:
+        from quire.registry.v1 import registry_pb2, registry_pb2_grpc
+
+        deadline = time.monotonic() + timeout
+        with grpc.insecure_channel(self.registry_target) as channel:
+            stub = registry_pb2_grpc.RegistryServiceStub(channel)
+            while time.monotonic() < deadline:
+                try:
+                    response = stub.ListBookies(
+                        registry_pb2.ListBookiesRequest(state=registry_pb2.BOOKIE_STATE_WRITABLE), timeout=2
+                    )
+                    if len(response.bookies) >= count:
+                        return
+                except grpc.RpcError:
+                    pass
+                time.sleep(0.1)
+        raise ClusterError(f"fewer than {count} bookies registered within {timeout:.0f}s")
+
+    def log_path(self, name: str) -> Path:
+        return self.data_dir / "logs" / f"{name}.log"
+
+    def pid(self, name: str) -> int | None:
+        popen = self.processes[name].popen
+        return popen.pid if popen is not None and popen.poll() is None else None
+
+    def kill(self, name: str) -> None:
+        """SIGKILL: no chance to flush or clean up."""
+        popen = self.processes[name].popen
+        if popen is not None and popen.poll() is None:
+            popen.send_signal(signal.SIGKILL)
+            popen.wait(timeout=10)
+
+    def terminate(self, name: str, timeout: float = 15.0) -> None:
+        """SIGTERM, then SIGKILL if it has not exited within `timeout`."""
+        popen = self.processes[name].popen
+        if popen is None or popen.poll() is not None:
+            return
+        popen.send_signal(signal.SIGTERM)
+        try:
+            popen.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            popen.kill()
+            popen.wait(timeout=10)
+
+    def restart(self, name: str, timeout: float = 60.0) -> None:
+        self.terminate(name)
+        self.start_process(name, timeout)
+
+    def stop(self) -> None:
+        """Stop everything this cluster started, gateway first, etcd last."""
+        for name in reversed(list(self.processes)):
+            self.terminate(name)
+
+    def __enter__(self) -> LocalCluster:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()

@@ -1,0 +1,1 @@
+"""The gateway: Quire's public API and BookKeeper's client role."""

@@ -1,0 +1,52 @@
+"""Entry point: python -m quire_gateway"""
+
+from __future__ import annotations
+
+import logging
+
+from quire.gateway.v1 import blob_pb2, blob_pb2_grpc, ledger_pb2, ledger_pb2_grpc
+from quire_common.config import env_float, env_int, env_str
+from quire_common.server import create_server, mark_serving, serve_until_signalled
+from quire_common.service import run_service
+from quire_gateway.handle import WriteSettings
+from quire_gateway.ledgers import LedgerManager
+from quire_gateway.remote import Remote
+from quire_gateway.servicer import BlobServicer, LedgerServicer
+
+log = logging.getLogger("quire_gateway")
+SERVICE_NAMES = [
+    ledger_pb2.DESCRIPTOR.services_by_name["LedgerService"].full_name,
+    blob_pb2.DESCRIPTOR.services_by_name["BlobService"].full_name,
+]
+
+
+async def main() -> None:
+    address = env_str("QUIRE_GATEWAY_ADDRESS", "127.0.0.1:7000")
+    registry_target = env_str("QUIRE_REGISTRY_TARGET", "127.0.0.1:7001")
+    placement_target = env_str("QUIRE_PLACEMENT_TARGET", "127.0.0.1:7002")
+    settings = WriteSettings(
+        max_inflight_bytes=env_int("QUIRE_GATEWAY_MAX_INFLIGHT_BYTES", 64 * 1024 * 1024, minimum=1024 * 1024),
+        bookie_retry_seconds=env_float("QUIRE_GATEWAY_BOOKIE_RETRY_SECONDS", 5.0, minimum=0.0),
+    )
+    remote = Remote(registry_target, placement_target)
+    manager = LedgerManager(remote, settings)
+
+    def register(server):  # type: ignore[no-untyped-def]
+        ledger_pb2_grpc.add_LedgerServiceServicer_to_server(LedgerServicer(manager), server)
+        blob_pb2_grpc.add_BlobServiceServicer_to_server(BlobServicer(), server)
+        return SERVICE_NAMES
+
+    server, port, health = create_server(address, register)
+    await server.start()
+    await mark_serving(health, SERVICE_NAMES)
+    log.info("gateway serving on port %d (registry %s, placement %s)", port, registry_target, placement_target)
+
+    async def on_stop() -> None:
+        await manager.close_all()
+        await remote.close()
+
+    await serve_until_signalled(server, health, on_stop=on_stop)
+
+
+if __name__ == "__main__":
+    run_service("gateway", main)

@@ -1,0 +1,245 @@
+"""The gateway's ledger operations: create, open, append, read, close,
+delete, list. Domain code: no grpc here; requests arrive as plain values."""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from google.protobuf import timestamp_pb2
+
+from quire.common.v1 import common_pb2
+from quire.registry.v1 import registry_pb2
+from quire_common.entry import DigestType
+from quire_common.errors import (
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    OutOfRange,
+    PermissionDenied,
+    QuireError,
+    Reason,
+    Unimplemented,
+)
+from quire_common.ids import LedgerId, ledger_id_to_proto
+from quire_gateway.handle import WriteHandle, WriteSettings
+from quire_gateway.reads import EntryReader, ReadEntry, read_last_add_confirmed
+from quire_gateway.remote import Remote
+
+log = logging.getLogger(__name__)
+
+DEFAULT_ENSEMBLE, DEFAULT_WRITE_QUORUM, DEFAULT_ACK_QUORUM = 3, 2, 2
+METADATA_FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class CreateSpec:
+    """What CreateLedger asks for; zeros mean defaults."""
+
+    ensemble_size: int = 0
+    write_quorum_size: int = 0
+    ack_quorum_size: int = 0
+    digest_type: int = 0
+    password: bytes = b""
+    custom_metadata: dict[str, str] | None = None
+    exact_id: LedgerId | None = None
+    scope_id: int | None = None
+    legacy: bool = False
+
+
+def validate_quorum(ensemble: int, write_quorum: int, ack_quorum: int) -> None:
+    if not ensemble >= write_quorum >= ack_quorum >= 1:
+        problem = (
+            "E < W" if ensemble < write_quorum else "A > W" if ack_quorum > write_quorum else "sizes below 1"
+        )
+        raise InvalidArgument(
+            f"quorum sizes must satisfy E >= W >= A >= 1 ({problem}): "
+            f"E={ensemble}, W={write_quorum}, A={ack_quorum}",
+            Reason.INVALID_QUORUM,
+        )
+
+
+def public_metadata(metadata: common_pb2.LedgerMetadata) -> common_pb2.LedgerMetadata:
+    """A copy without the password, for anything returned to clients."""
+    copy = common_pb2.LedgerMetadata()
+    copy.CopyFrom(metadata)
+    copy.ClearField("password")
+    return copy
+
+
+class LedgerManager:
+    def __init__(self, remote: Remote, settings: WriteSettings | None = None) -> None:
+        self.remote = remote
+        self.settings = settings or WriteSettings()
+        self.handles: dict[LedgerId, WriteHandle] = {}
+
+    async def create(self, spec: CreateSpec) -> common_pb2.LedgerMetadata:
+        ensemble_size = spec.ensemble_size or DEFAULT_ENSEMBLE
+        write_quorum = spec.write_quorum_size or min(DEFAULT_WRITE_QUORUM, ensemble_size)
+        ack_quorum = spec.ack_quorum_size or min(DEFAULT_ACK_QUORUM, write_quorum)
+        validate_quorum(ensemble_size, write_quorum, ack_quorum)
+        digest_type = spec.digest_type or DigestType.CRC32C
+        if digest_type not in DigestType.__members__.values():
+            raise InvalidArgument(f"unknown digest type {digest_type}")
+        bookies = await self.remote.new_ensemble(
+            ensemble_size, write_quorum, ack_quorum, dict(spec.custom_metadata or {})
+        )
+        created = timestamp_pb2.Timestamp()
+        created.GetCurrentTime()
+        metadata = common_pb2.LedgerMetadata(
+            format_version=METADATA_FORMAT_VERSION,
+            ensemble_size=ensemble_size,
+            write_quorum_size=write_quorum,
+            ack_quorum_size=ack_quorum,
+            state=common_pb2.LEDGER_STATE_OPEN,
+            last_entry_id=-1,
+            length=0,
+            digest_type=digest_type,
+            password=spec.password,
+            ensembles=[common_pb2.Ensemble(first_entry_id=0, bookie_ids=bookies)],
+            custom_metadata=spec.custom_metadata or {},
+            create_time=created,
+        )
+        request = registry_pb2.CreateLedgerMetadataRequest(metadata=metadata)
+        if spec.exact_id is not None:
+            request.ledger_id.CopyFrom(ledger_id_to_proto(spec.exact_id))
+        elif spec.scope_id is not None:
+            request.scope_id = spec.scope_id
+        elif spec.legacy:
+            request.legacy = True
+        stored, version = await self.remote.create_ledger_metadata(request)
+        ledger_id = LedgerId(stored.ledger_id.scope_id, stored.ledger_id.ledger_id)
+        self.handles[ledger_id] = WriteHandle(self.remote, ledger_id, stored, version, self.settings)
+        return public_metadata(stored)
+
+    async def metadata(self, ledger_id: LedgerId) -> tuple[common_pb2.LedgerMetadata, int]:
+        return await self.remote.get_ledger_metadata(ledger_id)
+
+    async def open(
+        self, ledger_id: LedgerId, password: bytes, recovery: bool
+    ) -> tuple[common_pb2.LedgerMetadata, int]:
+        metadata, _ = await self.metadata(ledger_id)
+        if not hmac.compare_digest(metadata.password, password):
+            raise PermissionDenied(f"wrong password for ledger {ledger_id}", Reason.WRONG_PASSWORD)
+        if recovery:
+            raise Unimplemented("opening a ledger with recovery is not available yet")
+        return public_metadata(metadata), await self.last_add_confirmed(ledger_id, metadata)
+
+    def _handle(self, ledger_id: LedgerId) -> WriteHandle:
+        handle = self.handles.get(ledger_id)
+        if handle is None:
+            raise FailedPrecondition(
+                f"ledger {ledger_id} is not open for writing on this gateway "
+                "(only the gateway that created a ledger writes to it)",
+                Reason.LEDGER_NOT_WRITABLE_HERE,
+            )
+        return handle
+
+    async def append(self, ledger_id: LedgerId, payloads: list[bytes]) -> list[asyncio.Future[int]]:
+        if not payloads:
+            raise InvalidArgument("no entries to append")
+        try:
+            handle = self._handle(ledger_id)
+        except FailedPrecondition:
+            metadata, _ = await self.metadata(ledger_id)  # NOT_FOUND if it does not exist
+            if metadata.state == common_pb2.LEDGER_STATE_CLOSED:
+                raise FailedPrecondition(f"ledger {ledger_id} is closed", Reason.LEDGER_CLOSED) from None
+            raise
+        return await handle.submit(payloads)
+
+    async def add(self, ledger_id: LedgerId, payload: bytes) -> tuple[int, int]:
+        (future,) = await self.append(ledger_id, [payload])
+        entry_id = await future
+        return entry_id, self.handles[ledger_id].last_add_confirmed
+
+    async def last_add_confirmed(
+        self, ledger_id: LedgerId, metadata: common_pb2.LedgerMetadata | None = None
+    ) -> int:
+        if metadata is None:
+            metadata, _ = await self.metadata(ledger_id)
+        if metadata.state == common_pb2.LEDGER_STATE_CLOSED:
+            return metadata.last_entry_id
+        handle = self.handles.get(ledger_id)
+        if handle is not None:
+            return handle.last_add_confirmed
+        return await read_last_add_confirmed(self.remote, ledger_id, metadata)
+
+    async def read(
+        self, ledger_id: LedgerId, first: int, last: int, *, confirmed: bool
+    ) -> AsyncIterator[list[ReadEntry]]:
+        """Entries first..last. Confirmed reads stop at the LAC (last = -1 means
+        up to it; past it is OUT_OF_RANGE); unconfirmed reads (BP-5) go past it."""
+        if first < 0:
+            raise InvalidArgument(f"first_entry_id {first} is negative")
+        if last < -1:
+            raise InvalidArgument(f"last_entry_id {last} is invalid (use -1 for 'up to the LAC')")
+        metadata, _ = await self.metadata(ledger_id)
+        if confirmed:
+            lac = await self.last_add_confirmed(ledger_id, metadata)
+            if last == -1:
+                last = lac
+            elif last > lac:
+                raise OutOfRange(
+                    f"ledger {ledger_id}: entry {last} is beyond the last-add-confirmed {lac}",
+                    Reason.READ_BEYOND_LAC,
+                    last_add_confirmed=str(lac),
+                )
+        elif last == -1:
+            raise InvalidArgument("an unconfirmed read needs an explicit last_entry_id")
+        if last != -1 and first > last:
+            if confirmed and first == last + 1:
+                return  # nothing confirmed past `first` yet
+            raise InvalidArgument(f"first_entry_id {first} is after last_entry_id {last}")
+        async for chunk in EntryReader(self.remote, ledger_id, metadata).read(first, last):
+            yield chunk
+
+    async def close(self, ledger_id: LedgerId) -> common_pb2.LedgerMetadata:
+        handle = self.handles.get(ledger_id)
+        if handle is None:
+            metadata, _ = await self.metadata(ledger_id)
+            if metadata.state == common_pb2.LEDGER_STATE_CLOSED:
+                return public_metadata(metadata)  # closing twice is fine
+            raise FailedPrecondition(
+                f"ledger {ledger_id} is open on another writer; recover it to close it",
+                Reason.LEDGER_NOT_WRITABLE_HERE,
+            )
+        try:
+            metadata = await handle.close()
+        finally:
+            self.handles.pop(ledger_id, None)
+        return public_metadata(metadata)
+
+    async def delete(self, ledger_id: LedgerId) -> None:
+        metadata, _ = await self.metadata(ledger_id)
+        handle = self.handles.pop(ledger_id, None)
+        if handle is not None:
+            handle.abandon(NotFound(f"ledger {ledger_id} was deleted", Reason.LEDGER_NOT_FOUND))
+        await self.remote.delete_ledger_metadata(ledger_id)
+        # Metadata is gone, so the data is garbage: remove it now where we can.
+        bookies = sorted({b for ensemble in metadata.ensembles for b in ensemble.bookie_ids})
+        results = await asyncio.gather(
+            *(self.remote.delete_ledger_on_bookie(b, ledger_id) for b in bookies), return_exceptions=True
+        )
+        for bookie_id, result in zip(bookies, results, strict=True):
+            if isinstance(result, QuireError):
+                log.warning("ledger %s: data on bookie %s not deleted now: %s", ledger_id, bookie_id, result)
+            elif isinstance(result, BaseException):
+                raise result
+
+    async def list(
+        self, scope_id: int, page_size: int, page_token: str, all_scopes: bool = False
+    ) -> tuple[list[common_pb2.LedgerMetadata], str]:
+        ledgers, token = await self.remote.list_ledger_metadata(scope_id, page_size, page_token, all_scopes)
+        return [public_metadata(m) for m in ledgers], token
+
+    async def close_all(self) -> None:
+        """On shutdown: close every ledger this gateway writes, so they end
+        cleanly at their LAC."""
+        for ledger_id in list(self.handles):
+            try:
+                await self.close(ledger_id)
+            except QuireError as exc:
+                log.warning("ledger %s not closed on shutdown: %s", ledger_id, exc)

@@ -1,0 +1,188 @@
+"""The gateway's calls to the other services, behind plain async methods so
+the domain modules (handle, reads, ledgers) never see grpc.
+
+Bookies are reached by BookieId (BP-41): the id is resolved to the first
+`bookie-rpc` endpoint of the bookie's registered BookieServiceInfo (BP-38),
+cached, and dropped from the cache when a call to it fails so that a bookie
+that moved is found again.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import grpc
+
+from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
+from quire.common.v1 import common_pb2
+from quire.placement.v1 import placement_pb2, placement_pb2_grpc
+from quire.registry.v1 import registry_pb2, registry_pb2_grpc
+from quire_common.channels import call, open_channel
+from quire_common.errors import NotFound, Reason, Unavailable
+from quire_common.ids import LedgerId, ledger_id_to_proto
+
+log = logging.getLogger(__name__)
+
+BOOKIE_RPC_PROTOCOL = "bookie-rpc"
+
+
+class Remote:
+    def __init__(self, registry_target: str, placement_target: str, rpc_timeout_seconds: float = 10.0) -> None:
+        self._registry_channel = open_channel(registry_target)
+        self._placement_channel = open_channel(placement_target)
+        self.registry = registry_pb2_grpc.RegistryServiceStub(self._registry_channel)
+        self.placement = placement_pb2_grpc.PlacementServiceStub(self._placement_channel)
+        self.timeout = rpc_timeout_seconds
+        self._bookie_targets: dict[str, str] = {}
+        self._bookie_channels: dict[str, grpc.aio.Channel] = {}
+
+    async def close(self) -> None:
+        await self._registry_channel.close()
+        await self._placement_channel.close()
+        for channel in self._bookie_channels.values():
+            await channel.close()
+
+    # -- registry ----------------------------------------------------------------
+
+    async def create_ledger_metadata(
+        self, request: registry_pb2.CreateLedgerMetadataRequest
+    ) -> tuple[common_pb2.LedgerMetadata, int]:
+        response = await call(
+            self.registry.CreateLedgerMetadata(request, timeout=self.timeout), "creating ledger metadata"
+        )
+        return response.metadata, response.version
+
+    async def get_ledger_metadata(self, ledger_id: LedgerId) -> tuple[common_pb2.LedgerMetadata, int]:
+        response = await call(
+            self.registry.GetLedgerMetadata(
+                registry_pb2.GetLedgerMetadataRequest(ledger_id=ledger_id_to_proto(ledger_id)), timeout=self.timeout
+            ),
+            f"reading metadata of ledger {ledger_id}",
+        )
+        return response.metadata, response.version
+
+    async def update_ledger_metadata(
+        self, ledger_id: LedgerId, metadata: common_pb2.LedgerMetadata, expected_version: int
+    ) -> int:
+        response = await call(
+            self.registry.UpdateLedgerMetadata(
+                registry_pb2.UpdateLedgerMetadataRequest(
+                    ledger_id=ledger_id_to_proto(ledger_id), metadata=metadata, expected_version=expected_version
+                ),
+                timeout=self.timeout,
+            ),
+            f"updating metadata of ledger {ledger_id}",
+        )
+        return response.version
+
+    async def delete_ledger_metadata(self, ledger_id: LedgerId) -> None:
+        await call(
+            self.registry.DeleteLedgerMetadata(
+                registry_pb2.DeleteLedgerMetadataRequest(ledger_id=ledger_id_to_proto(ledger_id)),
+                timeout=self.timeout,
+            ),
+            f"deleting metadata of ledger {ledger_id}",
+        )
+
+    async def list_ledger_metadata(
+        self, scope_id: int, page_size: int, page_token: str, all_scopes: bool = False
+    ) -> tuple[list[common_pb2.LedgerMetadata], str]:
+        response = await call(
+            self.registry.ListLedgerMetadata(
+                registry_pb2.ListLedgerMetadataRequest(
+                    scope_id=scope_id, page_size=page_size, page_token=page_token, all_scopes=all_scopes
+                ),
+                timeout=self.timeout,
+            ),
+            "listing ledgers",
+        )
+        return list(response.ledgers), response.next_page_token
+
+    # -- placement ---------------------------------------------------------------
+
+    async def new_ensemble(
+        self, ensemble_size: int, write_quorum: int, ack_quorum: int, custom_metadata: dict[str, str]
+    ) -> list[str]:
+        response = await call(
+            self.placement.NewEnsemble(
+                placement_pb2.NewEnsembleRequest(
+                    ensemble_size=ensemble_size,
+                    write_quorum_size=write_quorum,
+                    ack_quorum_size=ack_quorum,
+                    custom_metadata=custom_metadata,
+                ),
+                timeout=self.timeout,
+            ),
+            "choosing an ensemble",
+        )
+        return list(response.bookie_ids)
+
+    # -- bookies -----------------------------------------------------------------
+
+    async def _bookie(self, bookie_id: str) -> bookie_pb2_grpc.BookieServiceStub:
+        target = self._bookie_targets.get(bookie_id)
+        if target is None:
+            try:
+                response = await call(
+                    self.registry.GetBookieServiceInfo(
+                        registry_pb2.GetBookieServiceInfoRequest(bookie_id=bookie_id), timeout=self.timeout
+                    ),
+                    f"resolving bookie {bookie_id}",
+                )
+            except NotFound as exc:
+                raise Unavailable(f"bookie {bookie_id} is not registered: {exc}", Reason.BOOKIE_UNAVAILABLE) from None
+            endpoints = [e for e in response.record.service_info.endpoints if e.protocol == BOOKIE_RPC_PROTOCOL]
+            if not endpoints:
+                raise Unavailable(f"bookie {bookie_id} advertises no bookie-rpc endpoint", Reason.BOOKIE_UNAVAILABLE)
+            target = f"{endpoints[0].host}:{endpoints[0].port}"
+            self._bookie_targets[bookie_id] = target
+        channel = self._bookie_channels.get(target)
+        if channel is None:
+            channel = self._bookie_channels[target] = open_channel(target)
+        return bookie_pb2_grpc.BookieServiceStub(channel)
+
+    def _forget(self, bookie_id: str) -> None:
+        self._bookie_targets.pop(bookie_id, None)
+
+    async def _bookie_call(self, bookie_id: str, method: str, request, what: str, timeout: float | None = None):  # type: ignore[no-untyped-def]
+        stub = await self._bookie(bookie_id)
+        try:
+            return await call(getattr(stub, method)(request, timeout=timeout or self.timeout), f"{what} on bookie {bookie_id}")
+        except Unavailable:
+            self._forget(bookie_id)
+            raise
+
+    async def add_entries(
+        self,
+        bookie_id: str,
+        ledger_id: LedgerId,
+        master_key: bytes,
+        entries: list[tuple[int, bytes]],
+        recovery: bool = False,
+    ) -> None:
+        request = bookie_pb2.AddEntriesRequest(
+            ledger_id=ledger_id_to_proto(ledger_id),
+            master_key=master_key,
+            entries=[bookie_pb2.PackedEntry(entry_id=e, data=d) for e, d in entries],
+            recovery=recovery,
+        )
+        await self._bookie_call(bookie_id, "AddEntries", request, f"adding {len(entries)} entries")
+
+    async def read_entries(
+        self, bookie_id: str, ledger_id: LedgerId, entry_ids: list[int]
+    ) -> tuple[dict[int, bytes], set[int]]:
+        """Entries found and ids the bookie says it does not have. Ids in
+        neither were cut by the response size limit."""
+        request = bookie_pb2.ReadEntriesRequest(ledger_id=ledger_id_to_proto(ledger_id), entry_ids=entry_ids)
+        response = await self._bookie_call(bookie_id, "ReadEntries", request, f"reading {len(entry_ids)} entries")
+        return {e.entry_id: e.data for e in response.entries}, set(response.missing_entry_ids)
+
+    async def read_last_add_confirmed(self, bookie_id: str, ledger_id: LedgerId) -> tuple[int, int, bool]:
+        request = bookie_pb2.ReadLastAddConfirmedRequest(ledger_id=ledger_id_to_proto(ledger_id))
+        response = await self._bookie_call(bookie_id, "ReadLastAddConfirmed", request, "reading the LAC")
+        return response.last_add_confirmed, response.last_entry_id, response.fenced
+
+    async def delete_ledger_on_bookie(self, bookie_id: str, ledger_id: LedgerId) -> int:
+        request = bookie_pb2.DeleteLedgerRequest(ledger_id=ledger_id_to_proto(ledger_id))
+        response = await self._bookie_call(bookie_id, "DeleteLedger", request, f"deleting ledger {ledger_id}")
+        return int(response.deleted_entries)

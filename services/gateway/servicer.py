@@ -1,0 +1,182 @@
+"""LedgerService and BlobService over gRPC: validate, call the LedgerManager,
+shape responses."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import AsyncIterator, Iterable
+
+import grpc
+
+from quire.gateway.v1 import blob_pb2, blob_pb2_grpc, ledger_pb2, ledger_pb2_grpc
+from quire_common.errors import InvalidArgument, QuireError, Unimplemented
+from quire_common.ids import LedgerId, ledger_id_from_proto
+from quire_gateway.ledgers import CreateSpec, LedgerManager, public_metadata
+from quire_gateway.reads import ReadEntry
+
+# Entries per response message are bounded by bytes as well as by count.
+MAX_RESPONSE_BYTES = 4 * 1024 * 1024
+
+
+def batched_by_bytes(entries: Iterable[ReadEntry], limit: int = MAX_RESPONSE_BYTES) -> Iterable[list[ledger_pb2.Entry]]:
+    batch: list[ledger_pb2.Entry] = []
+    size = 0
+    for entry in entries:
+        if batch and size + len(entry.payload) > limit:
+            yield batch
+            batch, size = [], 0
+        batch.append(ledger_pb2.Entry(entry_id=entry.entry_id, payload=entry.payload, length=entry.length))
+        size += len(entry.payload)
+    if batch:
+        yield batch
+
+
+class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
+    def __init__(self, manager: LedgerManager) -> None:
+        self.manager = manager
+
+    async def CreateLedger(
+        self, request: ledger_pb2.CreateLedgerRequest, context: grpc.aio.ServicerContext
+    ) -> ledger_pb2.CreateLedgerResponse:
+        which = request.WhichOneof("id")
+        spec = CreateSpec(
+            ensemble_size=request.ensemble_size,
+            write_quorum_size=request.write_quorum_size,
+            ack_quorum_size=request.ack_quorum_size,
+            digest_type=request.digest_type,
+            password=request.password,
+            custom_metadata=dict(request.custom_metadata),
+            exact_id=ledger_id_from_proto(request.ledger_id) if which == "ledger_id" else None,
+            scope_id=request.scope_id if which == "scope_id" else None,
+            legacy=which == "legacy" and request.legacy,
+        )
+        return ledger_pb2.CreateLedgerResponse(metadata=await self.manager.create(spec))
+
+    async def OpenLedger(
+        self, request: ledger_pb2.OpenLedgerRequest, context: grpc.aio.ServicerContext
+    ) -> ledger_pb2.OpenLedgerResponse:
+        metadata, lac = await self.manager.open(
+            ledger_id_from_proto(request.ledger_id), request.password, request.recovery
+        )
+        return ledger_pb2.OpenLedgerResponse(metadata=metadata, last_add_confirmed=lac)
+
+    async def AppendEntries(
+        self, request_iterator: AsyncIterator[ledger_pb2.AppendEntriesRequest], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[ledger_pb2.AppendEntriesResponse]:
+        pending: deque[asyncio.Future[int]] = deque()
+        wake = asyncio.Event()
+        session: dict[str, object] = {"ledger": None, "finished": False, "error": None}
+
+        async def take_requests() -> None:
+            try:
+                async for request in request_iterator:
+                    ledger = session["ledger"]
+                    if ledger is None:
+                        ledger = session["ledger"] = ledger_id_from_proto(request.ledger_id)
+                    elif request.HasField("ledger_id") and ledger_id_from_proto(request.ledger_id) != ledger:
+                        raise InvalidArgument("a write session writes one ledger; ledger_id changed mid-stream")
+                    if request.payloads:
+                        assert isinstance(ledger, LedgerId)
+                        pending.extend(await self.manager.append(ledger, list(request.payloads)))
+                        wake.set()
+            except QuireError as exc:
+                session["error"] = exc
+            finally:
+                session["finished"] = True
+                wake.set()
+
+        reader = asyncio.create_task(take_requests())
+        try:
+            while True:
+                if not pending:
+                    if session["finished"]:
+                        if session["error"] is not None:
+                            raise session["error"]  # type: ignore[misc]
+                        return
+                    wake.clear()
+                    await wake.wait()
+                    continue
+                first = last = await pending.popleft()
+                # Coalesce entries that are already confirmed into one ack.
+                while pending and pending[0].done() and not pending[0].cancelled():
+                    if pending[0].exception() is not None or pending[0].result() != last + 1:
+                        break
+                    last = pending.popleft().result()
+                ledger = session["ledger"]
+                assert isinstance(ledger, LedgerId)
+                handle = self.manager.handles.get(ledger)
+                yield ledger_pb2.AppendEntriesResponse(
+                    first_entry_id=first,
+                    last_entry_id=last,
+                    last_add_confirmed=handle.last_add_confirmed if handle else last,
+                )
+        finally:
+            reader.cancel()
+
+    async def AddEntry(
+        self, request: ledger_pb2.AddEntryRequest, context: grpc.aio.ServicerContext
+    ) -> ledger_pb2.AddEntryResponse:
+        entry_id, lac = await self.manager.add(ledger_id_from_proto(request.ledger_id), request.payload)
+        return ledger_pb2.AddEntryResponse(entry_id=entry_id, last_add_confirmed=lac)
+
+    async def ReadEntries(
+        self, request: ledger_pb2.ReadEntriesRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[ledger_pb2.ReadEntriesResponse]:
+        chunks = self.manager.read(
+            ledger_id_from_proto(request.ledger_id), request.first_entry_id, request.last_entry_id, confirmed=True
+        )
+        async for chunk in chunks:
+            for batch in batched_by_bytes(chunk):
+                yield ledger_pb2.ReadEntriesResponse(entries=batch)
+
+    async def ReadUnconfirmedEntries(
+        self, request: ledger_pb2.ReadUnconfirmedEntriesRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[ledger_pb2.ReadUnconfirmedEntriesResponse]:
+        chunks = self.manager.read(
+            ledger_id_from_proto(request.ledger_id), request.first_entry_id, request.last_entry_id, confirmed=False
+        )
+        async for chunk in chunks:
+            for batch in batched_by_bytes(chunk):
+                yield ledger_pb2.ReadUnconfirmedEntriesResponse(entries=batch)
+
+    async def ReadLastAddConfirmed(
+        self, request: ledger_pb2.ReadLastAddConfirmedRequest, context: grpc.aio.ServicerContext
+    ) -> ledger_pb2.ReadLastAddConfirmedResponse:
+        lac = await self.manager.last_add_confirmed(ledger_id_from_proto(request.ledger_id))
+        return ledger_pb2.ReadLastAddConfirmedResponse(last_add_confirmed=lac)
+
+    async def CloseLedger(
+        self, request: ledger_pb2.CloseLedgerRequest, context: grpc.aio.ServicerContext
+    ) -> ledger_pb2.CloseLedgerResponse:
+        return ledger_pb2.CloseLedgerResponse(metadata=await self.manager.close(ledger_id_from_proto(request.ledger_id)))
+
+    async def DeleteLedger(
+        self, request: ledger_pb2.DeleteLedgerRequest, context: grpc.aio.ServicerContext
+    ) -> ledger_pb2.DeleteLedgerResponse:
+        await self.manager.delete(ledger_id_from_proto(request.ledger_id))
+        return ledger_pb2.DeleteLedgerResponse()
+
+    async def GetLedgerMetadata(
+        self, request: ledger_pb2.GetLedgerMetadataRequest, context: grpc.aio.ServicerContext
+    ) -> ledger_pb2.GetLedgerMetadataResponse:
+        metadata, version = await self.manager.metadata(ledger_id_from_proto(request.ledger_id))
+        return ledger_pb2.GetLedgerMetadataResponse(metadata=public_metadata(metadata), version=version)
+
+    async def ListLedgers(
+        self, request: ledger_pb2.ListLedgersRequest, context: grpc.aio.ServicerContext
+    ) -> ledger_pb2.ListLedgersResponse:
+        ledgers, token = await self.manager.list(
+            request.scope_id, request.page_size, request.page_token, request.all_scopes
+        )
+        return ledger_pb2.ListLedgersResponse(ledgers=ledgers, next_page_token=token)
+
+
+class BlobServicer(blob_pb2_grpc.BlobServiceServicer):
+    """Declared in the API; blob ledgers with roll-over are not built yet."""
+
+    async def PutBlob(self, request: blob_pb2.PutBlobRequest, context: grpc.aio.ServicerContext) -> blob_pb2.PutBlobResponse:
+        raise Unimplemented("PutBlob is not available yet")
+
+    async def GetBlob(self, request: blob_pb2.GetBlobRequest, context: grpc.aio.ServicerContext) -> blob_pb2.GetBlobResponse:
+        raise Unimplemented("GetBlob is not available yet")

@@ -1,0 +1,1 @@
+"""The placement service: chooses ensembles."""
