@@ -14,7 +14,7 @@ import struct
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from rocksdict import Options, Rdict, ReadOptions, WriteBatch, WriteOptions
+from rocksdict import Options, Rdict, WriteBatch, WriteOptions
 
 from quire_common.ids import LedgerId
 
@@ -85,9 +85,13 @@ class EntryStore:
         self._write_options.sync = sync
 
     def close(self) -> None:
+        self._db.flush_wal(True)
         self._entries.close()
         self._ledgers.close()
         self._db.close()
+        # RocksDB's lock is released only when the last handle object is
+        # dropped, so drop them all: the same process may reopen the store.
+        del self._entries, self._ledgers, self._entries_handle, self._ledgers_handle, self._db
 
     def load_states(self) -> dict[LedgerId, LedgerState]:
         return {LedgerId.from_key(key): LedgerState.decode(value) for key, value in self._ledgers.items()}
@@ -136,8 +140,7 @@ class EntryStore:
         """Remove a ledger's entries and state; returns how many entries went."""
         prefix = ledger_id.key
         count = 0
-        read_options = ReadOptions()
-        for key in self._entries.keys(from_key=prefix, read_opt=read_options):
+        for key in self._entries.keys(from_key=prefix):
             if key[:16] != prefix:
                 break
             count += 1

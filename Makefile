@@ -1,0 +1,50 @@
+# Quire developer commands. `make help` lists them.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+BUF := .tools/node_modules/.bin/buf
+DATA_DIR ?= data
+
+.DEFAULT_GOAL := help
+
+help: ## list the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+setup: ## install etcd, the virtualenv with Quire and its dev tools, and buf
+	@bash scripts/setup.sh
+
+gen: setup ## regenerate Python code from protos/
+	$(PY) scripts/gen_protos.py
+
+gen-check: setup ## fail if the generated code is stale
+	@rm -rf build/gen-check && $(PY) scripts/gen_protos.py build/gen-check
+	@diff -r -x __pycache__ build/gen-check services/common/generated >/dev/null \
+		|| (echo "generated code is stale: run 'make gen' and commit" >&2; exit 1)
+	@echo "generated code is current"
+
+fmt: setup ## format the Python code
+	$(VENV)/bin/ruff format services clients tests scripts
+	$(VENV)/bin/ruff check --fix services clients tests scripts
+
+lint: setup ## ruff and buf lint
+	$(VENV)/bin/ruff check services clients tests scripts
+	@if [ -x $(BUF) ]; then $(BUF) lint && echo "buf lint: clean"; else echo "buf not installed; skipping proto lint"; fi
+
+typecheck: setup ## mypy
+	$(VENV)/bin/mypy services/common/quire_common services/registry services/bookie services/placement services/gateway clients/python/quire_client
+
+test: setup gen-check ## run the whole test suite (unit, integration, end-to-end)
+	$(PY) -m pytest tests
+
+test-unit: setup ## only the fast unit tests
+	$(PY) -m pytest tests/unit
+
+run: setup ## start etcd + registry + placement + 3 bookies + gateway until Ctrl-C
+	$(VENV)/bin/quire cluster up --data-dir $(DATA_DIR)
+
+check: lint gen-check test ## what CI runs, plus lint
+
+clean: ## remove local cluster data and build output
+	rm -rf $(DATA_DIR) build
+
+.PHONY: help setup gen gen-check fmt lint typecheck test test-unit run check clean

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Install what Quire needs on a Debian/Ubuntu machine: etcd (Debian's
+# etcd-server), a Python virtual environment with the project and its
+# development tools, and buf (from npm) for linting the protos.
+# Safe to run again; it only installs what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON="${PYTHON:-python3}"
+VENV="${VENV:-.venv}"
+
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
+    echo "setup: need root to run: $*" >&2; exit 1; fi
+}
+
+apt_packages=()
+command -v etcd >/dev/null 2>&1 || [ -x /usr/bin/etcd ] || apt_packages+=(etcd-server)
+"$PYTHON" -c 'import ensurepip, venv' >/dev/null 2>&1 || apt_packages+=(python3-venv)
+if [ ${#apt_packages[@]} -gt 0 ]; then
+  echo "setup: installing ${apt_packages[*]} with apt-get"
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${apt_packages[@]}" >/dev/null
+  # Debian starts the packaged etcd as a system service on 2379; Quire runs its own.
+  if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet etcd 2>/dev/null; then
+    as_root systemctl disable --now etcd || true
+  fi
+fi
+
+"$PYTHON" - <<'PY'
+import sys
+if sys.version_info < (3, 11):
+    sys.exit(f"setup: Python 3.11 or newer is needed, this is {sys.version.split()[0]}")
+PY
+
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "setup: creating $VENV"
+  "$PYTHON" -m venv "$VENV"
+fi
+stamp="$VENV/.installed"
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  echo "setup: installing Quire and its development tools into $VENV"
+  "$VENV/bin/python" -m pip install -q --upgrade pip
+  "$VENV/bin/python" -m pip install -q -e '.[dev]'
+  touch "$stamp"
+fi
+
+if [ ! -x .tools/node_modules/.bin/buf ]; then
+  if command -v npm >/dev/null 2>&1; then
+    echo "setup: installing buf into .tools/"
+    mkdir -p .tools
+    npm install --prefix .tools --silent --no-audit --no-fund @bufbuild/buf@1.75.0 >/dev/null
+  else
+    echo "setup: npm not found; skipping buf (proto lint will be skipped)" >&2
+  fi
+fi
+echo "setup: done"

@@ -1,0 +1,111 @@
+import hashlib
+import zlib
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from quire_common.entry import (
+    V2_HEADER_SIZE,
+    DigestMismatch,
+    Digester,
+    DigestType,
+    master_key,
+    pack_entry,
+    pack_entry_v1,
+    parse_header,
+    unpack_entry,
+)
+from quire_common.errors import InvalidArgument
+from quire_common.ids import U64_MAX, LedgerId
+
+V1_HELLO_HEADER = bytes.fromhex("0000000000000001" "0000000000000000" "ffffffffffffffff" "0000000000000005")
+
+
+def test_v1_check_values_from_the_design():
+    crc32 = pack_entry_v1(1, 0, -1, 5, b"hello", Digester(DigestType.CRC32))
+    assert crc32 == V1_HELLO_HEADER + bytes.fromhex("0000000030a56872") + b"hello"
+    crc32c = pack_entry_v1(1, 0, -1, 5, b"hello", Digester(DigestType.CRC32C))
+    assert crc32c == V1_HELLO_HEADER + bytes.fromhex("e3a5f74d") + b"hello"
+
+
+def test_master_key_check_value():
+    assert master_key(b"pwd").hex() == "9c31dcb7214645e06dbf8a67daa6cfcdcd13a611"
+
+
+def test_hmac_digest_is_keyed_with_sha1_of_mac_and_password():
+    packed = pack_entry(LedgerId(0, 1), 0, -1, 5, b"hello", Digester(DigestType.HMAC, b"pwd"))
+    import hmac as hmac_module
+
+    key = hashlib.sha1(b"macpwd").digest()
+    expected = hmac_module.new(key, packed[:V2_HEADER_SIZE] + b"hello", hashlib.sha1).digest()
+    assert packed[V2_HEADER_SIZE : V2_HEADER_SIZE + 20] == expected
+
+
+def test_v2_layout():
+    packed = pack_entry(LedgerId(5, 7), 3, 2, 100, b"abc", Digester(DigestType.CRC32))
+    assert packed[0] == 0x80 | DigestType.CRC32
+    assert packed[1:9] == (5).to_bytes(8, "big") and packed[9:17] == (7).to_bytes(8, "big")
+    assert int.from_bytes(packed[17:25], "big") == 3
+    assert len(packed) == V2_HEADER_SIZE + 8 + 3
+    assert int.from_bytes(packed[V2_HEADER_SIZE : V2_HEADER_SIZE + 8], "big") == zlib.crc32(
+        packed[:V2_HEADER_SIZE] + b"abc"
+    )
+
+
+def test_v1_entries_are_still_read():
+    digester = Digester(DigestType.CRC32C)
+    header, payload = unpack_entry(pack_entry_v1(9, 4, 3, 10, b"old", digester), digester)
+    assert (header.ledger_id, header.entry_id, header.format_version, payload) == (LedgerId(0, 9), 4, 1, b"old")
+
+
+entries = st.tuples(
+    st.integers(0, U64_MAX),
+    st.integers(1, U64_MAX),
+    st.integers(0, 2**63 - 1),
+    st.integers(-1, 2**63 - 1),
+    st.integers(0, 2**63 - 1),
+    st.binary(max_size=2048),
+    st.sampled_from(list(DigestType)),
+    st.binary(max_size=16),
+)
+
+
+@given(entries)
+def test_round_trip(entry):
+    scope, ledger, entry_id, lac, length, payload, digest_type, password = entry
+    digester = Digester(digest_type, password)
+    header, unpacked = unpack_entry(
+        pack_entry(LedgerId(scope, ledger), entry_id, lac, length, payload, digester), digester
+    )
+    assert unpacked == payload
+    assert (header.ledger_id, header.entry_id, header.last_add_confirmed, header.length) == (
+        LedgerId(scope, ledger), entry_id, lac, length
+    )
+    assert header.digest_type == digest_type and header.format_version == 2
+
+
+@settings(max_examples=300)
+@given(entries, st.data())
+def test_any_flipped_bit_is_detected(entry, data):
+    scope, ledger, entry_id, lac, length, payload, digest_type, password = entry
+    if digest_type is DigestType.DUMMY:
+        digest_type = DigestType.CRC32C  # DUMMY detects nothing, by definition
+    digester = Digester(digest_type, password)
+    packed = bytearray(pack_entry(LedgerId(scope, ledger), entry_id, lac, length, payload, digester))
+    bit = data.draw(st.integers(0, len(packed) * 8 - 1))
+    packed[bit // 8] ^= 1 << (bit % 8)
+    with pytest.raises((DigestMismatch, InvalidArgument)):
+        unpack_entry(bytes(packed), digester)
+
+
+def test_wrong_password_fails_hmac():
+    packed = pack_entry(LedgerId(1, 1), 0, -1, 1, b"x", Digester(DigestType.HMAC, b"right"))
+    with pytest.raises(DigestMismatch):
+        unpack_entry(packed, Digester(DigestType.HMAC, b"wrong"))
+
+
+@pytest.mark.parametrize("data", [b"", b"\x80" + b"\x00" * 10, b"\x00" * 5, bytes([0x80 | 0x0F]) + b"\x00" * 40])
+def test_malformed_headers_are_invalid_argument(data):
+    with pytest.raises(InvalidArgument):
+        parse_header(data)
