@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from quire_client.cluster import free_port
 
 
@@ -25,11 +24,27 @@ class EtcdProcess:
         self.endpoint = f"127.0.0.1:{self.port}"
         self.log = (data_dir / "etcd.log").open("wb")
         self.process = subprocess.Popen(
-            [binary, "--name", "test", "--data-dir", str(data_dir / "etcd"),
-             "--listen-client-urls", client, "--advertise-client-urls", client,
-             "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-             "--initial-cluster", f"test={peer}", "--log-level", "warn"],
-            stdout=self.log, stderr=subprocess.STDOUT,
+            [
+                binary,
+                "--name",
+                "test",
+                "--data-dir",
+                str(data_dir / "etcd"),
+                "--listen-client-urls",
+                client,
+                "--advertise-client-urls",
+                client,
+                "--listen-peer-urls",
+                peer,
+                "--initial-advertise-peer-urls",
+                peer,
+                "--initial-cluster",
+                f"test={peer}",
+                "--log-level",
+                "warn",
+            ],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:

@@ -6,12 +6,12 @@ import logging
 
 from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
 from quire.common.v1 import common_pb2
-from quire_common.server import create_server, mark_serving, serve_until_signalled
-from quire_common.service import run_service
 from quire_bookie.bookie import Bookie
 from quire_bookie.config import BookieConfig
 from quire_bookie.registration import RegistrationKeeper
 from quire_bookie.servicer import BookieServicer
+from quire_common.server import create_server, mark_serving, serve_until_signalled
+from quire_common.service import run_service
 
 log = logging.getLogger("quire_bookie")
 SERVICE_NAME = bookie_pb2.DESCRIPTOR.services_by_name["BookieService"].full_name
@@ -51,7 +51,10 @@ async def main() -> None:
     await server.start()
     await mark_serving(health, [SERVICE_NAME])
     keeper = RegistrationKeeper(
-        config.registry_target, config.bookie_id, service_info(config), config.registration_ttl_seconds,
+        config.registry_target,
+        config.bookie_id,
+        service_info(config),
+        config.registration_ttl_seconds,
         lambda: bookie.read_only,
     )
     keeper.start()

@@ -11,6 +11,8 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
+from quire_bookie.journal import FlushStats, GroupCommitter
+from quire_bookie.storage import NO_ENTRY, EntryStore, LedgerState
 from quire_common.entry import parse_header
 from quire_common.errors import (
     FailedPrecondition,
@@ -20,8 +22,6 @@ from quire_common.errors import (
     ResourceExhausted,
 )
 from quire_common.ids import LedgerId
-from quire_bookie.journal import FlushStats, GroupCommitter
-from quire_bookie.storage import NO_ENTRY, EntryStore, LedgerState
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,10 @@ class Bookie:
         self._store = EntryStore(data_dir / "rocksdb", sync=sync)
         self._recent_flushes: deque[FlushStats] = deque(maxlen=10_000)
         self._committer = GroupCommitter(
-            self._store, self._store.load_states(), max_batch_bytes=max_batch_bytes, on_flush=self._recent_flushes.append
+            self._store,
+            self._store.load_states(),
+            max_batch_bytes=max_batch_bytes,
+            on_flush=self._recent_flushes.append,
         )
 
     async def start(self) -> None:
@@ -152,5 +155,3 @@ class Bookie:
             size / LOAD_WINDOW_SECONDS,
             sync_ms,
         )
-
-

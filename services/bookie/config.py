@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from quire_common.config import ConfigError, env_bool, env_int, env_str
-from quire_common.ids import validate_bookie_id
 from quire_common.errors import InvalidArgument
+from quire_common.ids import validate_bookie_id
 
 log = logging.getLogger(__name__)
 

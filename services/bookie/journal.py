@@ -19,9 +19,9 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from quire_bookie.storage import EntryStore, LedgerState
 from quire_common.errors import FailedPrecondition, PermissionDenied, QuireError, Reason, Unavailable
 from quire_common.ids import LedgerId
-from quire_bookie.storage import EntryStore, LedgerState
 
 log = logging.getLogger(__name__)
 
@@ -159,8 +159,13 @@ class GroupCommitter:
                             Reason.LEDGER_FENCED,
                         )
                     if not state.master_key:
-                        state = LedgerState(op.master_key, state.fenced, state.last_entry_id,
-                                            state.last_add_confirmed, state.explicit_lac)
+                        state = LedgerState(
+                            op.master_key,
+                            state.fenced,
+                            state.last_entry_id,
+                            state.last_add_confirmed,
+                            state.explicit_lac,
+                        )
                     for entry_id, lac, data in op.entries:
                         writes.append((op.ledger_id, entry_id, data))
                         state = state.with_entry(entry_id, lac)

@@ -8,7 +8,6 @@ import logging
 from collections.abc import AsyncIterator, Callable
 
 import grpc
-
 from quire.common.v1 import common_pb2
 from quire.registry.v1 import registry_pb2, registry_pb2_grpc
 from quire_common.channels import open_channel
@@ -46,7 +45,10 @@ class RegistrationKeeper:
 
     def _request(self) -> registry_pb2.RegisterBookieRequest:
         return registry_pb2.RegisterBookieRequest(
-            bookie_id=self._bookie_id, read_only=self._read_only(), service_info=self._info, ttl_seconds=self._ttl
+            bookie_id=self._bookie_id,
+            read_only=self._read_only(),
+            service_info=self._info,
+            ttl_seconds=self._ttl,
         )
 
     async def _requests(self) -> AsyncIterator[registry_pb2.RegisterBookieRequest]:

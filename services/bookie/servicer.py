@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import grpc
-
 from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
-from quire_common.ids import ledger_id_from_proto
 from quire_bookie.bookie import Bookie
+from quire_common.ids import ledger_id_from_proto
 
 
 class BookieServicer(bookie_pb2_grpc.BookieServiceServicer):
@@ -55,7 +54,8 @@ class BookieServicer(bookie_pb2_grpc.BookieServiceServicer):
     ) -> bookie_pb2.FenceLedgerResponse:
         state = await self.bookie.fence(ledger_id_from_proto(request.ledger_id), request.master_key)
         return bookie_pb2.FenceLedgerResponse(
-            last_add_confirmed=max(state.last_add_confirmed, state.explicit_lac), last_entry_id=state.last_entry_id
+            last_add_confirmed=max(state.last_add_confirmed, state.explicit_lac),
+            last_entry_id=state.last_entry_id,
         )
 
     async def DeleteLedger(

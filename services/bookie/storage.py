@@ -14,9 +14,8 @@ import struct
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from rocksdict import Options, Rdict, WriteBatch, WriteOptions
-
 from quire_common.ids import LedgerId
+from rocksdict import Options, Rdict, WriteBatch, WriteOptions
 
 ENTRIES_CF = "entries"
 LEDGERS_CF = "ledgers"
@@ -110,7 +109,9 @@ class EntryStore:
         value = self._entries.get(entry_key(ledger_id, entry_id))
         return bytes(value) if value is not None else None
 
-    def read_many(self, ledger_id: LedgerId, entry_ids: list[int], max_bytes: int) -> tuple[list[tuple[int, bytes]], list[int], bool]:
+    def read_many(
+        self, ledger_id: LedgerId, entry_ids: list[int], max_bytes: int
+    ) -> tuple[list[tuple[int, bytes]], list[int], bool]:
         """Entries found (at least the first one found, then up to max_bytes),
         ids missing, and whether the byte limit cut the list short."""
         found: list[tuple[int, bytes]] = []

@@ -17,7 +17,7 @@ import logging
 from dataclasses import dataclass, field
 
 from quire.common.v1 import common_pb2
-from quire_common.entry import V2_HEADER_SIZE, DigestType, Digester, master_key, pack_entry
+from quire_common.entry import V2_HEADER_SIZE, Digester, DigestType, master_key, pack_entry
 from quire_common.errors import (
     Aborted,
     FailedPrecondition,
@@ -118,9 +118,7 @@ class WriteHandle:
             entry_id = self.next_entry_id
             self.next_entry_id += 1
             self.length += len(payload)
-            packed = pack_entry(
-                self.ledger_id, entry_id, self.last_add_confirmed, self.length, payload, self.digester
-            )
+            packed = pack_entry(self.ledger_id, entry_id, self.last_add_confirmed, self.length, payload, self.digester)
             future: asyncio.Future[int] = loop.create_future()
             self._pending[entry_id] = _Pending(self.length, len(packed), future)
             self._inflight_bytes += len(packed)
@@ -141,8 +139,11 @@ class WriteHandle:
             try:
                 with _tracer.start_as_current_span(
                     "quire.gateway.bookie_add",
-                    attributes={"quire.ledger": self.ledger_id.qualified_name, "quire.bookie": bookie_id,
-                                "quire.entries": len(entries)},
+                    attributes={
+                        "quire.ledger": self.ledger_id.qualified_name,
+                        "quire.bookie": bookie_id,
+                        "quire.entries": len(entries),
+                    },
                 ):
                     await self.remote.add_entries(bookie_id, self.ledger_id, self.master_key, entries)
                 break

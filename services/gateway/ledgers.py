@@ -10,7 +10,6 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from google.protobuf import timestamp_pb2
-
 from quire.common.v1 import common_pb2
 from quire.registry.v1 import registry_pb2
 from quire_common.entry import DigestType
@@ -25,6 +24,7 @@ from quire_common.errors import (
     Unimplemented,
 )
 from quire_common.ids import LedgerId, ledger_id_to_proto
+from quire_common.quorum import validate_quorum
 from quire_gateway.handle import WriteHandle, WriteSettings
 from quire_gateway.reads import EntryReader, ReadEntry, read_last_add_confirmed
 from quire_gateway.remote import Remote
@@ -48,18 +48,6 @@ class CreateSpec:
     exact_id: LedgerId | None = None
     scope_id: int | None = None
     legacy: bool = False
-
-
-def validate_quorum(ensemble: int, write_quorum: int, ack_quorum: int) -> None:
-    if not ensemble >= write_quorum >= ack_quorum >= 1:
-        problem = (
-            "E < W" if ensemble < write_quorum else "A > W" if ack_quorum > write_quorum else "sizes below 1"
-        )
-        raise InvalidArgument(
-            f"quorum sizes must satisfy E >= W >= A >= 1 ({problem}): "
-            f"E={ensemble}, W={write_quorum}, A={ack_quorum}",
-            Reason.INVALID_QUORUM,
-        )
 
 
 def public_metadata(metadata: common_pb2.LedgerMetadata) -> common_pb2.LedgerMetadata:
@@ -118,9 +106,7 @@ class LedgerManager:
     async def metadata(self, ledger_id: LedgerId) -> tuple[common_pb2.LedgerMetadata, int]:
         return await self.remote.get_ledger_metadata(ledger_id)
 
-    async def open(
-        self, ledger_id: LedgerId, password: bytes, recovery: bool
-    ) -> tuple[common_pb2.LedgerMetadata, int]:
+    async def open(self, ledger_id: LedgerId, password: bytes, recovery: bool) -> tuple[common_pb2.LedgerMetadata, int]:
         metadata, _ = await self.metadata(ledger_id)
         if not hmac.compare_digest(metadata.password, password):
             raise PermissionDenied(f"wrong password for ledger {ledger_id}", Reason.WRONG_PASSWORD)
@@ -155,9 +141,7 @@ class LedgerManager:
         entry_id = await future
         return entry_id, self.handles[ledger_id].last_add_confirmed
 
-    async def last_add_confirmed(
-        self, ledger_id: LedgerId, metadata: common_pb2.LedgerMetadata | None = None
-    ) -> int:
+    async def last_add_confirmed(self, ledger_id: LedgerId, metadata: common_pb2.LedgerMetadata | None = None) -> int:
         if metadata is None:
             metadata, _ = await self.metadata(ledger_id)
         if metadata.state == common_pb2.LEDGER_STATE_CLOSED:

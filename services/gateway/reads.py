@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from quire.common.v1 import common_pb2
-from quire_common.entry import DigestMismatch, DigestType, Digester, unpack_entry
+from quire_common.entry import Digester, DigestMismatch, DigestType, unpack_entry
 from quire_common.errors import DataLoss, NotFound, QuireError, Reason, Unavailable
 from quire_common.ids import LedgerId
 from quire_common.telemetry import tracer
@@ -72,7 +72,11 @@ class EntryReader:
             end = min(start + CHUNK_ENTRIES - 1, last)
             with _tracer.start_as_current_span(
                 "quire.gateway.read_chunk",
-                attributes={"quire.ledger": self.ledger_id.qualified_name, "quire.first": start, "quire.last": end},
+                attributes={
+                    "quire.ledger": self.ledger_id.qualified_name,
+                    "quire.first": start,
+                    "quire.last": end,
+                },
             ):
                 yield await self._read_chunk(start, end)
 

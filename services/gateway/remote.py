@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 
 import grpc
-
 from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
 from quire.common.v1 import common_pb2
 from quire.placement.v1 import placement_pb2, placement_pb2_grpc
@@ -55,7 +54,8 @@ class Remote:
     async def get_ledger_metadata(self, ledger_id: LedgerId) -> tuple[common_pb2.LedgerMetadata, int]:
         response = await call(
             self.registry.GetLedgerMetadata(
-                registry_pb2.GetLedgerMetadataRequest(ledger_id=ledger_id_to_proto(ledger_id)), timeout=self.timeout
+                registry_pb2.GetLedgerMetadataRequest(ledger_id=ledger_id_to_proto(ledger_id)),
+                timeout=self.timeout,
             ),
             f"reading metadata of ledger {ledger_id}",
         )
@@ -67,7 +67,9 @@ class Remote:
         response = await call(
             self.registry.UpdateLedgerMetadata(
                 registry_pb2.UpdateLedgerMetadataRequest(
-                    ledger_id=ledger_id_to_proto(ledger_id), metadata=metadata, expected_version=expected_version
+                    ledger_id=ledger_id_to_proto(ledger_id),
+                    metadata=metadata,
+                    expected_version=expected_version,
                 ),
                 timeout=self.timeout,
             ),
@@ -144,10 +146,13 @@ class Remote:
     def _forget(self, bookie_id: str) -> None:
         self._bookie_targets.pop(bookie_id, None)
 
-    async def _bookie_call(self, bookie_id: str, method: str, request, what: str, timeout: float | None = None):  # type: ignore[no-untyped-def]
+    async def _bookie_call(self, bookie_id: str, method: str, request, what: str):  # type: ignore[no-untyped-def]
         stub = await self._bookie(bookie_id)
         try:
-            return await call(getattr(stub, method)(request, timeout=timeout or self.timeout), f"{what} on bookie {bookie_id}")
+            return await call(
+                getattr(stub, method)(request, timeout=self.timeout),
+                f"{what} on bookie {bookie_id}",
+            )
         except Unavailable:
             self._forget(bookie_id)
             raise

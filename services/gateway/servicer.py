@@ -8,7 +8,6 @@ from collections import deque
 from collections.abc import AsyncIterator, Iterable
 
 import grpc
-
 from quire.gateway.v1 import blob_pb2, blob_pb2_grpc, ledger_pb2, ledger_pb2_grpc
 from quire_common.errors import InvalidArgument, QuireError, Unimplemented
 from quire_common.ids import LedgerId, ledger_id_from_proto
@@ -62,7 +61,9 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
         return ledger_pb2.OpenLedgerResponse(metadata=metadata, last_add_confirmed=lac)
 
     async def AppendEntries(
-        self, request_iterator: AsyncIterator[ledger_pb2.AppendEntriesRequest], context: grpc.aio.ServicerContext
+        self,
+        request_iterator: AsyncIterator[ledger_pb2.AppendEntriesRequest],
+        context: grpc.aio.ServicerContext,
     ) -> AsyncIterator[ledger_pb2.AppendEntriesResponse]:
         pending: deque[asyncio.Future[int]] = deque()
         wake = asyncio.Event()
@@ -124,7 +125,10 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
         self, request: ledger_pb2.ReadEntriesRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[ledger_pb2.ReadEntriesResponse]:
         chunks = self.manager.read(
-            ledger_id_from_proto(request.ledger_id), request.first_entry_id, request.last_entry_id, confirmed=True
+            ledger_id_from_proto(request.ledger_id),
+            request.first_entry_id,
+            request.last_entry_id,
+            confirmed=True,
         )
         async for chunk in chunks:
             for batch in batched_by_bytes(chunk):
@@ -134,7 +138,10 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
         self, request: ledger_pb2.ReadUnconfirmedEntriesRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[ledger_pb2.ReadUnconfirmedEntriesResponse]:
         chunks = self.manager.read(
-            ledger_id_from_proto(request.ledger_id), request.first_entry_id, request.last_entry_id, confirmed=False
+            ledger_id_from_proto(request.ledger_id),
+            request.first_entry_id,
+            request.last_entry_id,
+            confirmed=False,
         )
         async for chunk in chunks:
             for batch in batched_by_bytes(chunk):
@@ -149,7 +156,9 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
     async def CloseLedger(
         self, request: ledger_pb2.CloseLedgerRequest, context: grpc.aio.ServicerContext
     ) -> ledger_pb2.CloseLedgerResponse:
-        return ledger_pb2.CloseLedgerResponse(metadata=await self.manager.close(ledger_id_from_proto(request.ledger_id)))
+        return ledger_pb2.CloseLedgerResponse(
+            metadata=await self.manager.close(ledger_id_from_proto(request.ledger_id))
+        )
 
     async def DeleteLedger(
         self, request: ledger_pb2.DeleteLedgerRequest, context: grpc.aio.ServicerContext
@@ -175,8 +184,12 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
 class BlobServicer(blob_pb2_grpc.BlobServiceServicer):
     """Declared in the API; blob ledgers with roll-over are not built yet."""
 
-    async def PutBlob(self, request: blob_pb2.PutBlobRequest, context: grpc.aio.ServicerContext) -> blob_pb2.PutBlobResponse:
+    async def PutBlob(
+        self, request: blob_pb2.PutBlobRequest, context: grpc.aio.ServicerContext
+    ) -> blob_pb2.PutBlobResponse:
         raise Unimplemented("PutBlob is not available yet")
 
-    async def GetBlob(self, request: blob_pb2.GetBlobRequest, context: grpc.aio.ServicerContext) -> blob_pb2.GetBlobResponse:
+    async def GetBlob(
+        self, request: blob_pb2.GetBlobRequest, context: grpc.aio.ServicerContext
+    ) -> blob_pb2.GetBlobResponse:
         raise Unimplemented("GetBlob is not available yet")

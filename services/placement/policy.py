@@ -9,28 +9,17 @@ from __future__ import annotations
 import random
 from collections.abc import Iterable, Sequence
 
-from quire_common.errors import InvalidArgument, Reason, Unavailable
+from quire_common.errors import Reason, Unavailable
 
 
-def validate_quorum(ensemble_size: int, write_quorum: int, ack_quorum: int) -> None:
-    if not ensemble_size >= write_quorum >= ack_quorum >= 1:
-        raise InvalidArgument(
-            f"quorum sizes must satisfy E >= W >= A >= 1; got E={ensemble_size}, W={write_quorum}, A={ack_quorum}",
-            Reason.INVALID_QUORUM,
-        )
-
-
-def new_ensemble(
-    writable: Sequence[str], ensemble_size: int, exclude: Iterable[str], rng: random.Random
-) -> list[str]:
+def new_ensemble(writable: Sequence[str], ensemble_size: int, exclude: Iterable[str], rng: random.Random) -> list[str]:
     """E distinct bookies from `writable`, none excluded, in random order."""
     excluded = set(exclude)
     candidates = sorted(set(writable) - excluded)
     if len(candidates) < ensemble_size:
         raise Unavailable(
             f"not enough bookies: the ensemble needs {ensemble_size} writable bookies, "
-            f"{len(candidates)} are available"
-            + (f" ({len(excluded)} excluded)" if excluded else ""),
+            f"{len(candidates)} are available" + (f" ({len(excluded)} excluded)" if excluded else ""),
             Reason.NOT_ENOUGH_BOOKIES,
             needed=str(ensemble_size),
             available=str(len(candidates)),

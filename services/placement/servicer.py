@@ -5,9 +5,9 @@ from __future__ import annotations
 import random
 
 import grpc
-
 from quire.placement.v1 import placement_pb2, placement_pb2_grpc
 from quire_common.errors import InvalidArgument
+from quire_common.quorum import validate_quorum
 from quire_placement import policy
 from quire_placement.directory import BookieDirectory
 
@@ -20,7 +20,7 @@ class PlacementServicer(placement_pb2_grpc.PlacementServiceServicer):
     async def NewEnsemble(
         self, request: placement_pb2.NewEnsembleRequest, context: grpc.aio.ServicerContext
     ) -> placement_pb2.NewEnsembleResponse:
-        policy.validate_quorum(request.ensemble_size, request.write_quorum_size, request.ack_quorum_size)
+        validate_quorum(request.ensemble_size, request.write_quorum_size, request.ack_quorum_size)
         chosen = policy.new_ensemble(
             await self.directory.writable(), request.ensemble_size, request.exclude_bookie_ids, self.rng
         )

@@ -29,7 +29,12 @@ async def main() -> None:
     server, port, health = create_server(config.address, register)
     await server.start()
     await mark_serving(health, [SERVICE_NAME])
-    log.info("registry serving on port %d, etcd %s, cluster %s", port, ",".join(config.etcd_endpoints), config.cluster)
+    log.info(
+        "registry serving on port %d, etcd %s, cluster %s",
+        port,
+        ",".join(config.etcd_endpoints),
+        config.cluster,
+    )
     await serve_until_signalled(server, health, on_stop=store.close)
 
 

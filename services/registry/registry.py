@@ -19,6 +19,7 @@ from quire_common.ids import (
     parse_host_port,
     validate_bookie_id,
 )
+from quire_common.quorum import validate_quorum
 from quire_registry.keys import Keys
 from quire_registry.store import Delete, MetadataStore, Put
 
@@ -46,14 +47,6 @@ class Registration:
     read_only: bool
     info: common_pb2.BookieServiceInfo
     version: int
-
-
-def validate_quorum(ensemble: int, write_quorum: int, ack_quorum: int) -> None:
-    if not ensemble >= write_quorum >= ack_quorum >= 1:
-        raise InvalidArgument(
-            f"quorum sizes must satisfy E >= W >= A >= 1; got E={ensemble}, W={write_quorum}, A={ack_quorum}",
-            Reason.INVALID_QUORUM,
-        )
 
 
 def resolve_service_info(bookie_id: str, info: common_pb2.BookieServiceInfo) -> common_pb2.BookieServiceInfo:
@@ -173,7 +166,10 @@ class Registry:
                     # one revision; only a delete with no matching put is a leave.
                     if not any(e.value is not None and e.key.endswith(b"/" + bookie_id.encode()) for e in events):
                         live.pop(bookie_id, None)
-                        yield registry_pb2.BOOKIE_EVENT_TYPE_LEFT, registry_pb2.BookieRecord(bookie_id=bookie_id)
+                        yield (
+                            registry_pb2.BOOKIE_EVENT_TYPE_LEFT,
+                            registry_pb2.BookieRecord(bookie_id=bookie_id),
+                        )
                     continue
                 record = self._record(event.key, event.value, event.version)
                 kind = (

@@ -6,7 +6,6 @@ import asyncio
 from collections.abc import AsyncIterator
 
 import grpc
-
 from quire.registry.v1 import registry_pb2, registry_pb2_grpc
 from quire_common.errors import InvalidArgument
 from quire_common.ids import LedgerId, ledger_id_from_proto
@@ -18,7 +17,9 @@ class RegistryServicer(registry_pb2_grpc.RegistryServiceServicer):
         self.registry = registry
 
     async def RegisterBookie(
-        self, request_iterator: AsyncIterator[registry_pb2.RegisterBookieRequest], context: grpc.aio.ServicerContext
+        self,
+        request_iterator: AsyncIterator[registry_pb2.RegisterBookieRequest],
+        context: grpc.aio.ServicerContext,
     ) -> AsyncIterator[registry_pb2.RegisterBookieResponse]:
         registration: Registration | None = None
         try:
@@ -33,9 +34,7 @@ class RegistryServicer(registry_pb2_grpc.RegistryServiceServicer):
                             f"a registration session belongs to bookie {registration.bookie_id}, "
                             f"not {request.bookie_id}"
                         )
-                    registration = await self.registry.heartbeat(
-                        registration, request.read_only, request.service_info
-                    )
+                    registration = await self.registry.heartbeat(registration, request.read_only, request.service_info)
                 yield registry_pb2.RegisterBookieResponse(
                     record=registry_pb2.BookieRecord(
                         bookie_id=registration.bookie_id,

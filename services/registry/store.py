@@ -17,7 +17,6 @@ from typing import Protocol
 import etcd3aio
 from etcd3aio import prefix_range_end
 from etcd3aio._protobuf import Compare, RequestOp
-
 from quire_common.errors import Reason, Unavailable
 
 log = logging.getLogger(__name__)
@@ -187,14 +186,10 @@ class EtcdStore:
 
     async def watch_prefix(self, prefix: bytes, start_version: int) -> AsyncIterator[list[WatchEvent]]:
         assert self._client.watch is not None
-        async for response in self._client.watch.watch(
-            prefix, prefix_range_end(prefix), start_revision=start_version
-        ):
+        async for response in self._client.watch.watch(prefix, prefix_range_end(prefix), start_revision=start_version):
             events = []
             for event in response.events:
                 is_delete = event.type == 1  # mvccpb.Event.DELETE
-                events.append(
-                    WatchEvent(event.kv.key, None if is_delete else event.kv.value, event.kv.mod_revision)
-                )
+                events.append(WatchEvent(event.kv.key, None if is_delete else event.kv.value, event.kv.mod_revision))
             if events:
                 yield events

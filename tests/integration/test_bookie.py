@@ -7,7 +7,6 @@ import asyncio
 import grpc
 import pytest
 from google.rpc import error_details_pb2, status_pb2
-
 from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
 from quire_bookie.bookie import Bookie
 from quire_bookie.servicer import BookieServicer
@@ -58,7 +57,7 @@ async def test_concurrent_adds_share_synced_writes(bookie):
     flushes = list(bookie._recent_flushes)
     assert sum(f.entries for f in flushes) == 200
     assert len(flushes) < 200, "group commit should put several adds in one synced write"
-    found, missing, truncated = await bookie.read_entries(LEDGER, list(range(200)) + [500], 0)
+    found, missing, truncated = await bookie.read_entries(LEDGER, [*range(200), 500], 0)
     assert len(found) == 200 and missing == [500] and not truncated
 
 
@@ -128,7 +127,8 @@ def reason_of(error: grpc.aio.AioRpcError) -> str:
 
 async def test_errors_reach_clients_with_code_and_reason(bookie_stub):
     request = bookie_pb2.AddEntriesRequest(
-        ledger_id=ledger_id_to_proto(LEDGER), master_key=KEY,
+        ledger_id=ledger_id_to_proto(LEDGER),
+        master_key=KEY,
         entries=[bookie_pb2.PackedEntry(entry_id=3, data=packed(4))],
     )
     with pytest.raises(grpc.aio.AioRpcError) as caught:

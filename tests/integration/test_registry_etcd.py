@@ -6,7 +6,6 @@ import asyncio
 import uuid
 
 import pytest
-
 from quire.common.v1 import common_pb2
 from quire.registry.v1 import registry_pb2
 from quire_common.errors import Aborted, AlreadyExists, InvalidArgument, NotFound
@@ -28,8 +27,12 @@ async def registry(etcd):
 
 def metadata(e=3, w=2, a=2) -> common_pb2.LedgerMetadata:
     return common_pb2.LedgerMetadata(
-        format_version=1, ensemble_size=e, write_quorum_size=w, ack_quorum_size=a,
-        state=common_pb2.LEDGER_STATE_OPEN, last_entry_id=-1,
+        format_version=1,
+        ensemble_size=e,
+        write_quorum_size=w,
+        ack_quorum_size=a,
+        state=common_pb2.LEDGER_STATE_OPEN,
+        last_entry_id=-1,
         ensembles=[common_pb2.Ensemble(first_entry_id=0, bookie_ids=["a:1", "b:1", "c:1"][:e])],
     )
 
@@ -115,8 +118,14 @@ async def test_bookie_registration_lifecycle(registry):
 
 
 async def test_registration_expires_without_heartbeats(registry):
-    await registry.register_bookie("bookie-x", False, common_pb2.BookieServiceInfo(
-        endpoints=[common_pb2.Endpoint(id="rpc", host="h", port=1, protocol="bookie-rpc")]), 2)
+    await registry.register_bookie(
+        "bookie-x",
+        False,
+        common_pb2.BookieServiceInfo(
+            endpoints=[common_pb2.Endpoint(id="rpc", host="h", port=1, protocol="bookie-rpc")]
+        ),
+        2,
+    )
     assert (await registry.get_bookie("bookie-x")).bookie_id == "bookie-x"
     deadline = asyncio.get_running_loop().time() + 10
     while asyncio.get_running_loop().time() < deadline:

@@ -4,11 +4,10 @@ import zlib
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from quire_common.entry import (
     V2_HEADER_SIZE,
-    DigestMismatch,
     Digester,
+    DigestMismatch,
     DigestType,
     master_key,
     pack_entry,
@@ -19,7 +18,7 @@ from quire_common.entry import (
 from quire_common.errors import InvalidArgument
 from quire_common.ids import U64_MAX, LedgerId
 
-V1_HELLO_HEADER = bytes.fromhex("0000000000000001" "0000000000000000" "ffffffffffffffff" "0000000000000005")
+V1_HELLO_HEADER = bytes.fromhex("00000000000000010000000000000000ffffffffffffffff0000000000000005")
 
 
 def test_v1_check_values_from_the_design():
@@ -56,7 +55,12 @@ def test_v2_layout():
 def test_v1_entries_are_still_read():
     digester = Digester(DigestType.CRC32C)
     header, payload = unpack_entry(pack_entry_v1(9, 4, 3, 10, b"old", digester), digester)
-    assert (header.ledger_id, header.entry_id, header.format_version, payload) == (LedgerId(0, 9), 4, 1, b"old")
+    assert (header.ledger_id, header.entry_id, header.format_version, payload) == (
+        LedgerId(0, 9),
+        4,
+        1,
+        b"old",
+    )
 
 
 entries = st.tuples(
@@ -80,7 +84,10 @@ def test_round_trip(entry):
     )
     assert unpacked == payload
     assert (header.ledger_id, header.entry_id, header.last_add_confirmed, header.length) == (
-        LedgerId(scope, ledger), entry_id, lac, length
+        LedgerId(scope, ledger),
+        entry_id,
+        lac,
+        length,
     )
     assert header.digest_type == digest_type and header.format_version == 2
 

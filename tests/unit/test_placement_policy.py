@@ -1,9 +1,9 @@
 import random
 
 import pytest
-
 from quire_common.errors import InvalidArgument, Unavailable
-from quire_placement.policy import new_ensemble, replace_bookie, validate_quorum
+from quire_common.quorum import validate_quorum
+from quire_placement.policy import new_ensemble, replace_bookie
 
 BOOKIES = [f"b{i}" for i in range(5)]
 

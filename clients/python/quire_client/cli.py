@@ -20,13 +20,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from google.protobuf import json_format
-
 from quire.common.v1 import common_pb2
 from quire.registry.v1 import registry_pb2
-from quire_client.client import QuireClient, QuireClientError
-from quire_client.cluster import ClusterError, LocalCluster, Ports
 from quire_common.errors import QuireError
 from quire_common.ids import LedgerId
+
+from quire_client.client import QuireClient, QuireClientError
+from quire_client.cluster import ClusterError, LocalCluster, Ports
 
 DIGESTS = {"crc32": 1, "hmac": 2, "crc32c": 3, "dummy": 4}
 
@@ -101,8 +101,10 @@ def cmd_ledger_list(args: argparse.Namespace) -> None:
     with _client(args) as client:
         for metadata in client.list_ledgers(args.scope):
             state = common_pb2.LedgerState.Name(metadata.state).removeprefix("LEDGER_STATE_")
-            print(f"{_ledger_name(metadata)}\t{state}\tE={metadata.ensemble_size} "
-                  f"W={metadata.write_quorum_size} A={metadata.ack_quorum_size}")
+            print(
+                f"{_ledger_name(metadata)}\t{state}\tE={metadata.ensemble_size} "
+                f"W={metadata.write_quorum_size} A={metadata.ack_quorum_size}"
+            )
 
 
 def cmd_ledger_info(args: argparse.Namespace) -> None:
@@ -147,7 +149,10 @@ def cmd_cluster_up(args: argparse.Namespace) -> None:
             for name in cluster.processes:
                 popen = cluster.processes[name].popen
                 if popen is not None and popen.poll() is not None:
-                    print(f"{name} exited with status {popen.returncode}; see {cluster.log_path(name)}", flush=True)
+                    print(
+                        f"{name} exited with status {popen.returncode}; see {cluster.log_path(name)}",
+                        flush=True,
+                    )
                     cluster.processes[name].popen = None
     finally:
         print("stopping ...", flush=True)

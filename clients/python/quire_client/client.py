@@ -9,7 +9,6 @@ from dataclasses import dataclass
 
 import grpc
 from google.rpc import error_details_pb2, status_pb2
-
 from quire.common.v1 import common_pb2
 from quire.gateway.v1 import ledger_pb2, ledger_pb2_grpc
 from quire.registry.v1 import registry_pb2, registry_pb2_grpc
@@ -50,8 +49,10 @@ def _as_ledger_id(ledger: LedgerId | str) -> LedgerId:
 
 class QuireClient:
     def __init__(self, gateway: str = "127.0.0.1:7000", registry: str = "127.0.0.1:7001", timeout: float = 30.0):
-        options = [("grpc.max_receive_message_length", 64 * 1024 * 1024),
-                   ("grpc.max_send_message_length", 64 * 1024 * 1024)]
+        options = [
+            ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+            ("grpc.max_send_message_length", 64 * 1024 * 1024),
+        ]
         self._gateway_channel = grpc.insecure_channel(gateway, options=options)
         self._registry_channel = grpc.insecure_channel(registry, options=options)
         self.ledgers = ledger_pb2_grpc.LedgerServiceStub(self._gateway_channel)
@@ -113,9 +114,7 @@ class QuireClient:
         request = ledger_pb2.AddEntryRequest(ledger_id=ledger_id_to_proto(_as_ledger_id(ledger)), payload=payload)
         return self._unary(self.ledgers.AddEntry, request).entry_id
 
-    def append(
-        self, ledger: LedgerId | str, payloads: Iterable[bytes], batch_size: int = 100
-    ) -> Iterator[AppendAck]:
+    def append(self, ledger: LedgerId | str, payloads: Iterable[bytes], batch_size: int = 100) -> Iterator[AppendAck]:
         """Stream payloads in one write session, batch_size per message; yields
         acknowledgements as entries are confirmed."""
         ledger_proto = ledger_id_to_proto(_as_ledger_id(ledger))
@@ -183,9 +182,7 @@ class QuireClient:
         response = self._unary(self.ledgers.GetLedgerMetadata, request)
         return response.metadata, response.version
 
-    def list_ledgers(
-        self, scope_id: int | None = None, page_size: int = 100
-    ) -> Iterator[common_pb2.LedgerMetadata]:
+    def list_ledgers(self, scope_id: int | None = None, page_size: int = 100) -> Iterator[common_pb2.LedgerMetadata]:
         """Ledgers of one scope, or of every scope when scope_id is None."""
         token = ""
         while True:

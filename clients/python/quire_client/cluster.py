@@ -49,8 +49,14 @@ class Ports:
 
     @classmethod
     def free(cls, bookies: int = 3) -> Ports:
-        return cls(free_port(), free_port(), free_port(), free_port(), free_port(),
-                   [free_port() for _ in range(bookies)])
+        return cls(
+            free_port(),
+            free_port(),
+            free_port(),
+            free_port(),
+            free_port(),
+            [free_port() for _ in range(bookies)],
+        )
 
     def all(self) -> list[int]:
         return [self.etcd, self.etcd_peer, self.gateway, self.registry, self.placement, *self.bookies]
@@ -117,20 +123,41 @@ class LocalCluster:
         self._add(
             "etcd",
             [
-                self.etcd_binary, "--name", "quire-etcd", "--data-dir", str(etcd_data),
-                "--listen-client-urls", client, "--advertise-client-urls", client,
-                "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-                "--initial-cluster", f"quire-etcd={peer}", "--log-level", "warn",
+                self.etcd_binary,
+                "--name",
+                "quire-etcd",
+                "--data-dir",
+                str(etcd_data),
+                "--listen-client-urls",
+                client,
+                "--advertise-client-urls",
+                client,
+                "--listen-peer-urls",
+                peer,
+                "--initial-advertise-peer-urls",
+                peer,
+                "--initial-cluster",
+                f"quire-etcd={peer}",
+                "--log-level",
+                "warn",
             ],
             self._env(),
             None,
         )
         python = sys.executable
-        self._add("registry", [python, "-m", "quire_registry"],
-                  self._env(QUIRE_REGISTRY_ADDRESS=self.registry_target), self.registry_target)
+        self._add(
+            "registry",
+            [python, "-m", "quire_registry"],
+            self._env(QUIRE_REGISTRY_ADDRESS=self.registry_target),
+            self.registry_target,
+        )
         placement = f"127.0.0.1:{self.ports.placement}"
-        self._add("placement", [python, "-m", "quire_placement"],
-                  self._env(QUIRE_PLACEMENT_ADDRESS=placement), placement)
+        self._add(
+            "placement",
+            [python, "-m", "quire_placement"],
+            self._env(QUIRE_PLACEMENT_ADDRESS=placement),
+            placement,
+        )
         for name, port in zip(self.bookie_names, self.ports.bookies, strict=True):
             self._add(
                 name,
@@ -138,8 +165,12 @@ class LocalCluster:
                 self._env(QUIRE_BOOKIE_PORT=str(port), QUIRE_BOOKIE_DATA_DIR=str(self.data_dir / name)),
                 f"127.0.0.1:{port}",
             )
-        self._add("gateway", [python, "-m", "quire_gateway"],
-                  self._env(QUIRE_GATEWAY_ADDRESS=self.gateway_target), self.gateway_target)
+        self._add(
+            "gateway",
+            [python, "-m", "quire_gateway"],
+            self._env(QUIRE_GATEWAY_ADDRESS=self.gateway_target),
+            self.gateway_target,
+        )
 
     def _add(self, name: str, command: list[str], env: dict[str, str], health_target: str | None) -> None:
         self.processes[name] = _Process(name, command, env, health_target)
@@ -176,7 +207,11 @@ class LocalCluster:
             return
         log = (self.data_dir / "logs" / f"{name}.log").open("ab")
         process.popen = subprocess.Popen(
-            process.command, env=process.env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            process.command,
+            env=process.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
             start_new_session=True,  # Ctrl-C in the terminal reaches only the supervisor
         )
         log.close()

@@ -105,9 +105,7 @@ def pack_entry(
 ) -> bytes:
     """Pack one entry in format V2."""
     flags = V2_FLAG | (V2_MINOR_VERSION << 4) | int(digester.digest_type)
-    header = _V2_HEADER.pack(
-        flags, ledger_id.scope_id, ledger_id.ledger_id, entry_id, last_add_confirmed, length
-    )
+    header = _V2_HEADER.pack(flags, ledger_id.scope_id, ledger_id.ledger_id, entry_id, last_add_confirmed, length)
     return header + digester.compute(header, payload) + payload
 
 

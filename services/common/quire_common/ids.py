@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass
 
 from quire.common.v1 import common_pb2
+
 from quire_common.errors import InvalidArgument, Reason
 
 U64_MAX = (1 << 64) - 1
@@ -33,9 +34,7 @@ class LedgerId:
     def __post_init__(self) -> None:
         for name, value in (("scope_id", self.scope_id), ("ledger_id", self.ledger_id)):
             if not 0 <= value <= U64_MAX:
-                raise InvalidArgument(
-                    f"{name} {value} is not an unsigned 64-bit integer", Reason.INVALID_LEDGER_ID
-                )
+                raise InvalidArgument(f"{name} {value} is not an unsigned 64-bit integer", Reason.INVALID_LEDGER_ID)
 
     @property
     def value(self) -> int:

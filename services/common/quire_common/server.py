@@ -79,9 +79,7 @@ class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):
                     await _abort(context, exc, method)
 
             factory = (
-                grpc.unary_unary_rpc_method_handler
-                if handler.unary_unary
-                else grpc.stream_unary_rpc_method_handler
+                grpc.unary_unary_rpc_method_handler if handler.unary_unary else grpc.stream_unary_rpc_method_handler
             )
             return factory(
                 unary_response,
@@ -129,9 +127,7 @@ def create_server(
     service_names = list(register(server))
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    reflection.enable_server_reflection(
-        [*service_names, health.SERVICE_NAME, reflection.SERVICE_NAME], server
-    )
+    reflection.enable_server_reflection([*service_names, health.SERVICE_NAME, reflection.SERVICE_NAME], server)
     port = server.add_insecure_port(address)
     if port == 0:
         raise OSError(f"cannot listen on {address}")

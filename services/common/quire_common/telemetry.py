@@ -2,7 +2,8 @@
 
 Tracing is configured by the standard OTEL_* variables plus QUIRE_TELEMETRY_DIR:
 when that directory is set, finished spans are appended as JSON lines to
-`<dir>/<service>-spans.jsonl`. With no exporter configured (or
+`<dir>/<service>-<pid>-spans.jsonl` (one file per process, so several
+bookies never interleave their lines). With no exporter configured (or
 OTEL_SDK_DISABLED=true) the API's no-op tracer is used, and context from
 incoming calls is still passed on to outgoing ones.
 """
@@ -77,7 +78,7 @@ def setup_telemetry(service: str) -> None:
     if not telemetry_dir:
         return
     provider = TracerProvider(resource=Resource.create({"service.name": service}))
-    path = Path(telemetry_dir) / f"{service}-spans.jsonl"
+    path = Path(telemetry_dir) / f"{service}-{os.getpid()}-spans.jsonl"
     provider.add_span_processor(BatchSpanProcessor(JsonLinesSpanExporter(path), schedule_delay_millis=500))
     trace.set_tracer_provider(provider)
     _provider = provider
