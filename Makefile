@@ -42,7 +42,7 @@ test-unit: setup ## only the fast unit tests
 run: setup ## start etcd + registry + placement + 3 bookies + gateway until Ctrl-C
 	$(VENV)/bin/quire cluster up --data-dir $(DATA_DIR)
 
-check: lint gen-check test ## what CI runs, plus lint
+check: lint typecheck gen-check test ## lint, types, generated code and the whole suite
 
 clean: ## remove local cluster data and build output
 	rm -rf $(DATA_DIR) build

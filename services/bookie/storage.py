@@ -11,6 +11,7 @@ Everything here is synchronous; the bookie calls it from worker threads.
 from __future__ import annotations
 
 import struct
+from typing import cast
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -93,7 +94,10 @@ class EntryStore:
         del self._entries, self._ledgers, self._entries_handle, self._ledgers_handle, self._db
 
     def load_states(self) -> dict[LedgerId, LedgerState]:
-        return {LedgerId.from_key(key): LedgerState.decode(value) for key, value in self._ledgers.items()}
+        return {
+            LedgerId.from_key(cast(bytes, key)): LedgerState.decode(cast(bytes, value))
+            for key, value in self._ledgers.items()
+        }
 
     def write(self, entries: list[tuple[LedgerId, int, bytes]], states: dict[LedgerId, LedgerState]) -> None:
         """Write entries and ledger states in one WriteBatch; synced unless the
@@ -132,9 +136,10 @@ class EntryStore:
         """The highest stored entry of a ledger."""
         upper = ledger_id.key + b"\xff" * 8
         for key, value in self._entries.items(backwards=True, from_key=upper):
-            if key[:16] != ledger_id.key:
+            stored_key = cast(bytes, key)
+            if stored_key[:16] != ledger_id.key:
                 return None
-            return int.from_bytes(key[16:24], "big"), bytes(value)
+            return int.from_bytes(stored_key[16:24], "big"), bytes(value)
         return None
 
     def delete_ledger(self, ledger_id: LedgerId) -> int:
@@ -142,7 +147,7 @@ class EntryStore:
         prefix = ledger_id.key
         count = 0
         for key in self._entries.keys(from_key=prefix):
-            if key[:16] != prefix:
+            if cast(bytes, key)[:16] != prefix:
                 break
             count += 1
         self._entries.delete_range(prefix + b"\x00" * 8, prefix + b"\xff" * 8, self._write_options)

@@ -39,6 +39,8 @@ class JsonLinesSpanExporter(SpanExporter):
         lines = []
         for span in spans:
             context = span.get_span_context()
+            if context is None:
+                continue
             lines.append(
                 json.dumps(
                     {
