@@ -8,6 +8,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 
 import grpc
+
 from quire.common.v1 import common_pb2
 from quire.registry.v1 import registry_pb2, registry_pb2_grpc
 from quire_common.channels import open_channel

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import grpc
+
 from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
 from quire_bookie.bookie import Bookie
 from quire_common.ids import ledger_id_from_proto

@@ -11,12 +11,13 @@ Everything here is synchronous; the bookie calls it from worker threads.
 from __future__ import annotations
 
 import struct
-from typing import cast
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import cast
+
+from rocksdict import Options, Rdict, WriteBatch, WriteOptions
 
 from quire_common.ids import LedgerId
-from rocksdict import Options, Rdict, WriteBatch, WriteOptions
 
 ENTRIES_CF = "entries"
 LEDGERS_CF = "ledgers"

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from google.protobuf import timestamp_pb2
+
 from quire.common.v1 import common_pb2
 from quire.registry.v1 import registry_pb2
 from quire_common.entry import DigestType

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 
 import grpc
+
 from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
 from quire.common.v1 import common_pb2
 from quire.placement.v1 import placement_pb2, placement_pb2_grpc

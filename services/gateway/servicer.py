@@ -8,6 +8,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Iterable
 
 import grpc
+
 from quire.gateway.v1 import blob_pb2, blob_pb2_grpc, ledger_pb2, ledger_pb2_grpc
 from quire_common.errors import InvalidArgument, QuireError, Unimplemented
 from quire_common.ids import LedgerId, ledger_id_from_proto

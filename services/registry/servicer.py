@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator
 
 import grpc
+
 from quire.registry.v1 import registry_pb2, registry_pb2_grpc
 from quire_common.errors import InvalidArgument
 from quire_common.ids import LedgerId, ledger_id_from_proto

@@ -17,6 +17,7 @@ from typing import Protocol
 import etcd3aio
 from etcd3aio import prefix_range_end
 from etcd3aio._protobuf import Compare, RequestOp
+
 from quire_common.errors import Reason, Unavailable
 
 log = logging.getLogger(__name__)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+
 from quire_client import QuireClient
 from quire_client.cluster import LocalCluster, Ports
 

@@ -8,6 +8,7 @@ import time
 
 import grpc
 import pytest
+
 from quire.common.v1 import common_pb2
 from quire_client import QuireClientError
 from quire_common.ids import LedgerId

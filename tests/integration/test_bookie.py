@@ -7,6 +7,7 @@ import asyncio
 import grpc
 import pytest
 from google.rpc import error_details_pb2, status_pb2
+
 from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
 from quire_bookie.bookie import Bookie
 from quire_bookie.servicer import BookieServicer

@@ -6,6 +6,7 @@ import asyncio
 import uuid
 
 import pytest
+
 from quire.common.v1 import common_pb2
 from quire.registry.v1 import registry_pb2
 from quire_common.errors import Aborted, AlreadyExists, InvalidArgument, NotFound

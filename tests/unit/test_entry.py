@@ -4,6 +4,7 @@ import zlib
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from quire_common.entry import (
     V2_HEADER_SIZE,
     Digester,

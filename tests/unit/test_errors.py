@@ -1,4 +1,5 @@
 import grpc
+
 from quire.common.v1 import common_pb2
 from quire_common.errors import ERROR_CLASSES_BY_CODE, Reason
 from quire_common.server import status_for

@@ -1,6 +1,7 @@
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from quire_common.errors import InvalidArgument
 from quire_common.ids import (
     U64_MAX,

@@ -1,6 +1,7 @@
 import random
 
 import pytest
+
 from quire_common.errors import InvalidArgument, Unavailable
 from quire_common.quorum import validate_quorum
 from quire_placement.policy import new_ensemble, replace_bookie

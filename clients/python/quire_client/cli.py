@@ -20,13 +20,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from google.protobuf import json_format
+
 from quire.common.v1 import common_pb2
 from quire.registry.v1 import registry_pb2
-from quire_common.errors import QuireError
-from quire_common.ids import LedgerId
-
 from quire_client.client import QuireClient, QuireClientError
 from quire_client.cluster import ClusterError, LocalCluster, Ports
+from quire_common.errors import QuireError
+from quire_common.ids import LedgerId
 
 DIGESTS = {"crc32": 1, "hmac": 2, "crc32c": 3, "dummy": 4}
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import grpc
 from google.rpc import error_details_pb2, status_pb2
+
 from quire.common.v1 import common_pb2
 from quire.gateway.v1 import ledger_pb2, ledger_pb2_grpc
 from quire.registry.v1 import registry_pb2, registry_pb2_grpc
