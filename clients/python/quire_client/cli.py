@@ -3,6 +3,7 @@
     quire cluster up                      start a local cluster (what `make run` runs)
     quire ledger create|append|read|close|delete|list|info
     quire bookie list
+    quire bench [--local]                 append/read throughput
 
 Ledger ids are printed and accepted as qualified names (UUID form); 32 hex
 digits and scope:ledger in decimal are accepted too.
@@ -23,6 +24,7 @@ from google.protobuf import json_format
 
 from quire.common.v1 import common_pb2
 from quire.registry.v1 import registry_pb2
+from quire_client import bench
 from quire_client.client import QuireClient, QuireClientError
 from quire_client.cluster import ClusterError, LocalCluster, Ports
 from quire_common.errors import QuireError
@@ -217,6 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--data-dir", default=os.environ.get("QUIRE_DATA_DIR", "data"))
     up.add_argument("--bookies", type=int, default=3)
     up.set_defaults(func=cmd_cluster_up)
+    bench.add_parser(areas)
     return parser
 
 
