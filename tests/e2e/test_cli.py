@@ -1,0 +1,57 @@
+"""The `quire` command line against the running cluster."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+
+def quire(cluster, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "quire_client.cli",
+            "--gateway",
+            cluster.gateway_target,
+            "--registry",
+            cluster.registry_target,
+            *args,
+        ],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_first_ledger_walkthrough(cluster):
+    created = quire(cluster, "ledger", "create", "-e", "3", "-w", "2", "-a", "2")
+    assert created.returncode == 0, created.stderr
+    ledger = created.stdout.strip()
+    assert len(ledger) == 36 and ledger.count("-") == 4
+
+    assert quire(cluster, "ledger", "append", ledger, "hello", "world").stdout.strip() == "last entry id 1"
+    assert quire(cluster, "ledger", "append", ledger, stdin="from\nstdin\n").stdout.strip() == "last entry id 3"
+    read = quire(cluster, "ledger", "read", ledger)
+    assert read.stdout.splitlines() == ["0\thello", "1\tworld", "2\tfrom", "3\tstdin"]
+    assert ledger in quire(cluster, "ledger", "list").stdout
+    assert '"last_add_confirmed": 3' in quire(cluster, "ledger", "info", ledger).stdout
+    assert "at entry 3" in quire(cluster, "ledger", "close", ledger).stdout
+    assert len(quire(cluster, "bookie", "list").stdout.splitlines()) == 3
+    assert quire(cluster, "ledger", "delete", ledger).returncode == 0
+
+
+def test_errors_are_one_line_with_code_and_no_traceback(cluster):
+    for args, expected in (
+        (("ledger", "read", "nonsense"), "INVALID_ARGUMENT"),
+        (("ledger", "create", "-e", "2", "-w", "3"), "INVALID_ARGUMENT [INVALID_QUORUM]"),
+        (("ledger", "info", "00000000-0000-0000-0000-00000000beef"), "NOT_FOUND [LEDGER_NOT_FOUND]"),
+    ):
+        result = quire(cluster, *args)
+        assert result.returncode == 1
+        assert expected in result.stderr and "Traceback" not in result.stderr
