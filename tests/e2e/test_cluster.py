@@ -172,3 +172,26 @@ def test_trace_context_crosses_every_hop(cluster, client):
             return
         time.sleep(0.5)
     pytest.fail("no trace spans gateway -> placement -> registry and gateway -> bookie")
+
+
+def test_every_service_answers_health_and_reflection(cluster):
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+    from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+    expected = {
+        "gateway": "quire.gateway.v1.LedgerService",
+        "registry": "quire.registry.v1.RegistryService",
+        "placement": "quire.placement.v1.PlacementService",
+        cluster.bookie_names[0]: "quire.bookie.v1.BookieService",
+    }
+    for name, service in expected.items():
+        with grpc.insecure_channel(cluster.processes[name].health_target) as channel:
+            status = health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(service=service), timeout=5
+            )
+            assert status.status == health_pb2.HealthCheckResponse.SERVING
+            responses = reflection_pb2_grpc.ServerReflectionStub(channel).ServerReflectionInfo(
+                iter([reflection_pb2.ServerReflectionRequest(list_services="")]), timeout=5
+            )
+            listed = {s.name for r in responses for s in r.list_services_response.service}
+            assert {service, "grpc.health.v1.Health"} <= listed, (name, listed)

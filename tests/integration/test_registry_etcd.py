@@ -146,3 +146,28 @@ async def test_empty_record_resolves_from_host_port_id(registry):
     await registry.register_bookie("opaque-id", False, common_pb2.BookieServiceInfo(), 2)
     with pytest.raises(NotFound, match="cannot be resolved"):
         await registry.get_bookie("opaque-id")
+
+
+async def test_watch_sees_snapshot_join_move_and_leave(registry):
+    info = common_pb2.BookieServiceInfo(
+        endpoints=[common_pb2.Endpoint(id="rpc", host="h", port=1, protocol="bookie-rpc")]
+    )
+    first = await registry.register_bookie("first:1", False, info, 5)
+    events = registry.watch_bookies()
+
+    async def next_event():
+        return await asyncio.wait_for(anext(events), timeout=10)
+
+    kind, record = await next_event()
+    assert (kind, record.bookie_id) == (registry_pb2.BOOKIE_EVENT_TYPE_SNAPSHOT, "first:1")
+    second = await registry.register_bookie("second:1", False, info, 5)
+    kind, record = await next_event()
+    assert (kind, record.bookie_id) == (registry_pb2.BOOKIE_EVENT_TYPE_JOINED, "second:1")
+    await registry.heartbeat(second, True, info)
+    kind, record = await next_event()
+    assert (kind, record.bookie_id, record.read_only) == (registry_pb2.BOOKIE_EVENT_TYPE_CHANGED, "second:1", True)
+    await registry.unregister_bookie(first)
+    kind, record = await next_event()
+    assert (kind, record.bookie_id) == (registry_pb2.BOOKIE_EVENT_TYPE_LEFT, "first:1")
+    await events.aclose()
+    await registry.unregister_bookie(second)
