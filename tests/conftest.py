@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from quire_client.cluster import free_port
+from quire_client.cluster import etcd_command, etcd_healthy, free_port
 
 
 class EtcdProcess:
@@ -21,40 +19,18 @@ class EtcdProcess:
         if not Path(binary).exists():
             pytest.fail("etcd is not installed: run `make setup` (it installs Debian's etcd-server)")
         self.port, peer_port = free_port(), free_port()
-        client, peer = f"http://127.0.0.1:{self.port}", f"http://127.0.0.1:{peer_port}"
         self.endpoint = f"127.0.0.1:{self.port}"
         self.log = (data_dir / "etcd.log").open("wb")
         self.process = subprocess.Popen(
-            [
-                binary,
-                "--name",
-                "test",
-                "--data-dir",
-                str(data_dir / "etcd"),
-                "--listen-client-urls",
-                client,
-                "--advertise-client-urls",
-                client,
-                "--listen-peer-urls",
-                peer,
-                "--initial-advertise-peer-urls",
-                peer,
-                "--initial-cluster",
-                f"test={peer}",
-                "--log-level",
-                "warn",
-            ],
+            etcd_command(binary, "test", data_dir / "etcd", self.port, peer_port),
             stdout=self.log,
             stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(f"{client}/health", timeout=1) as response:
-                    if json.loads(response.read()).get("health") == "true":
-                        return
-            except (OSError, ValueError):
-                time.sleep(0.1)
+            if etcd_healthy(self.port):
+                return
+            time.sleep(0.1)
         self.stop()
         pytest.fail("etcd did not become healthy within 30s")
 

@@ -38,6 +38,25 @@ class ClusterError(RuntimeError):
     pass
 
 
+def etcd_command(binary: str, name: str, data_dir: Path, client_port: int, peer_port: int) -> list[str]:
+    """A single-member etcd on loopback."""
+    client, peer = f"http://127.0.0.1:{client_port}", f"http://127.0.0.1:{peer_port}"
+    return [
+        binary, "--name", name, "--data-dir", str(data_dir),
+        "--listen-client-urls", client, "--advertise-client-urls", client,
+        "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+        "--initial-cluster", f"{name}={peer}", "--log-level", "warn",
+    ]  # fmt: skip
+
+
+def etcd_healthy(client_port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{client_port}/health", timeout=1) as response:
+            return bool(json.loads(response.read()).get("health") == "true")
+    except (OSError, ValueError):
+        return False
+
+
 @dataclass
 class Ports:
     etcd: int = 2379
@@ -117,30 +136,9 @@ class LocalCluster:
         return env
 
     def _define(self) -> None:
-        etcd_data = self.data_dir / "etcd"
-        peer = f"http://127.0.0.1:{self.ports.etcd_peer}"
-        client = f"http://127.0.0.1:{self.ports.etcd}"
         self._add(
             "etcd",
-            [
-                self.etcd_binary,
-                "--name",
-                "quire-etcd",
-                "--data-dir",
-                str(etcd_data),
-                "--listen-client-urls",
-                client,
-                "--advertise-client-urls",
-                client,
-                "--listen-peer-urls",
-                peer,
-                "--initial-advertise-peer-urls",
-                peer,
-                "--initial-cluster",
-                f"quire-etcd={peer}",
-                "--log-level",
-                "warn",
-            ],
+            etcd_command(self.etcd_binary, "quire-etcd", self.data_dir / "etcd", self.ports.etcd, self.ports.etcd_peer),
             self._env(),
             None,
         )
@@ -231,11 +229,7 @@ class LocalCluster:
 
     def _is_healthy(self, process: _Process) -> bool:
         if process.health_target is None:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.ports.etcd}/health", timeout=1) as response:
-                    return json.loads(response.read()).get("health") == "true"
-            except (OSError, ValueError):
-                return False
+            return etcd_healthy(self.ports.etcd)
         try:
             with grpc.insecure_channel(process.health_target) as channel:
                 response = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=1)
