@@ -122,13 +122,13 @@ class EntryStore:
         found: list[tuple[int, bytes]] = []
         missing: list[int] = []
         total = 0
-        for index, entry_id in enumerate(entry_ids):
-            value = self._entries.get(entry_key(ledger_id, entry_id)) if entry_id >= 0 else None
+        for entry_id in entry_ids:
+            value = self._entries.get(entry_key(ledger_id, entry_id))
             if value is None:
                 missing.append(entry_id)
                 continue
             if found and total + len(value) > max_bytes:
-                return found, missing + [e for e in entry_ids[index:] if e < 0], True
+                return found, missing, True
             found.append((entry_id, bytes(value)))
             total += len(value)
         return found, missing, False
