@@ -1,5 +1,6 @@
 """Keeps this bookie registered: one RegisterBookie session with the registry,
-heartbeating well inside the lease TTL, re-established after any failure."""
+heartbeating well inside the lease TTL, re-established after any failure. A
+change of read-only mode is sent at once (`nudge`), not at the next beat."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ class RegistrationKeeper:
         self._ttl = ttl_seconds
         self._read_only = read_only
         self._task: asyncio.Task[None] | None = None
+        self._nudged = asyncio.Event()
         self.registered = asyncio.Event()
 
     def start(self) -> None:
@@ -44,6 +46,10 @@ class RegistrationKeeper:
             except asyncio.CancelledError:
                 pass
 
+    def nudge(self) -> None:
+        """Send a heartbeat now (the read-only mode changed)."""
+        self._nudged.set()
+
     def _request(self) -> registry_pb2.RegisterBookieRequest:
         return registry_pb2.RegisterBookieRequest(
             bookie_id=self._bookie_id,
@@ -55,8 +61,12 @@ class RegistrationKeeper:
     async def _requests(self) -> AsyncIterator[registry_pb2.RegisterBookieRequest]:
         interval = max(self._ttl / 3, 0.5)
         while True:
+            self._nudged.clear()
             yield self._request()
-            await asyncio.sleep(interval)
+            try:
+                await asyncio.wait_for(self._nudged.wait(), interval)
+            except TimeoutError:
+                pass
 
     async def _run(self) -> None:
         backoff = 0.2

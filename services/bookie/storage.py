@@ -11,11 +11,12 @@ Everything here is synchronous; the bookie calls it from worker threads.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import cast
 
-from rocksdict import Options, Rdict, WriteBatch, WriteOptions
+from rocksdict import AccessType, Options, Rdict, WriteBatch, WriteOptions
 
 from quire_common.ids import LedgerId
 
@@ -57,6 +58,11 @@ class LedgerState:
         last_entry, lac, explicit_lac = struct.unpack_from(">qqq", data, 3 + key_length)
         return cls(master_key, bool(fenced), last_entry, lac, explicit_lac)
 
+    @property
+    def lac(self) -> int:
+        """The LAC this bookie reports: from entry headers or written explicitly."""
+        return max(self.last_add_confirmed, self.explicit_lac)
+
     def with_entry(self, entry_id: int, lac: int) -> LedgerState:
         return replace(
             self,
@@ -66,17 +72,26 @@ class LedgerState:
 
 
 class EntryStore:
-    """One RocksDB per bookie."""
+    """One RocksDB per bookie. `read_only=True` opens a stopped bookie's
+    database without writing anything (for `quire bookie inspect`)."""
 
-    def __init__(self, path: Path, *, sync: bool = True) -> None:
-        path.mkdir(parents=True, exist_ok=True)
+    def __init__(self, path: Path, *, sync: bool = True, read_only: bool = False) -> None:
+        self.read_only = read_only
         options = Options(raw_mode=True)
-        options.create_if_missing(True)
-        options.create_missing_column_families(True)
+        if read_only:
+            if not (path / "CURRENT").exists():
+                raise FileNotFoundError(f"no bookie database at {path}")
+            access = AccessType.read_only()
+        else:
+            path.mkdir(parents=True, exist_ok=True)
+            options.create_if_missing(True)
+            options.create_missing_column_families(True)
+            access = AccessType.read_write()
         self._db = Rdict(
             str(path),
             options=options,
             column_families={ENTRIES_CF: Options(raw_mode=True), LEDGERS_CF: Options(raw_mode=True)},
+            access_type=access,
         )
         self._entries = self._db.get_column_family(ENTRIES_CF)
         self._ledgers = self._db.get_column_family(LEDGERS_CF)
@@ -86,7 +101,8 @@ class EntryStore:
         self._write_options.sync = sync
 
     def close(self) -> None:
-        self._db.flush_wal(True)
+        if not self.read_only:
+            self._db.flush_wal(True)
         self._entries.close()
         self._ledgers.close()
         self._db.close()
@@ -115,10 +131,10 @@ class EntryStore:
         return bytes(value) if value is not None else None
 
     def read_many(
-        self, ledger_id: LedgerId, entry_ids: list[int], max_bytes: int
+        self, ledger_id: LedgerId, entry_ids: list[int], max_bytes: int, max_entries: int
     ) -> tuple[list[tuple[int, bytes]], list[int], bool]:
-        """Entries found (at least the first one found, then up to max_bytes),
-        ids missing, and whether the byte limit cut the list short."""
+        """Entries found (at least the first one found, then up to max_bytes
+        and max_entries), ids missing, and whether a limit cut the list short."""
         found: list[tuple[int, bytes]] = []
         missing: list[int] = []
         total = 0
@@ -127,11 +143,28 @@ class EntryStore:
             if value is None:
                 missing.append(entry_id)
                 continue
-            if found and total + len(value) > max_bytes:
+            if found and (total + len(value) > max_bytes or len(found) >= max_entries):
                 return found, missing, True
             found.append((entry_id, bytes(value)))
             total += len(value)
         return found, missing, False
+
+    def entries(self, ledger_id: LedgerId, first: int = 0, last: int = (1 << 63) - 1) -> Iterator[tuple[int, bytes]]:
+        """A ledger's stored entries with ids in [first, last], in id order."""
+        for key, value in self._entries.items(from_key=entry_key(ledger_id, first)):
+            stored_key = cast(bytes, key)
+            entry_id = int.from_bytes(stored_key[16:24], "big")
+            if stored_key[:16] != ledger_id.key or entry_id > last:
+                return
+            yield entry_id, bytes(value)
+
+    def ledgers_with_entries(self) -> dict[LedgerId, int]:
+        """Every ledger that has entries, with its entry count (a full scan)."""
+        counts: dict[LedgerId, int] = {}
+        for key in self._entries.keys():
+            ledger_id = LedgerId.from_key(cast(bytes, key))
+            counts[ledger_id] = counts.get(ledger_id, 0) + 1
+        return counts
 
     def last_entry(self, ledger_id: LedgerId) -> tuple[int, bytes] | None:
         """The highest stored entry of a ledger."""

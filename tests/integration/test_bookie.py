@@ -9,7 +9,7 @@ import pytest
 from google.rpc import error_details_pb2, status_pb2
 
 from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
-from quire_bookie.bookie import Bookie
+from quire_bookie.bookie import Bookie, BookieSettings
 from quire_bookie.servicer import BookieServicer
 from quire_common.entry import Digester, DigestType, master_key, pack_entry
 from quire_common.errors import FailedPrecondition, InvalidArgument, PermissionDenied, ResourceExhausted
@@ -29,7 +29,7 @@ def packed(entry_id: int, payload: bytes = b"payload", ledger: LedgerId = LEDGER
 
 @pytest.fixture
 async def bookie(tmp_path):
-    instance = Bookie(tmp_path, max_entry_bytes=64 * 1024)
+    instance = Bookie(tmp_path, BookieSettings(max_entry_bytes=64 * 1024))
     await instance.start()
     yield instance
     await instance.close()

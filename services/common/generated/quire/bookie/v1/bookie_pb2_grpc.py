@@ -57,6 +57,11 @@ class BookieServiceStub:
                 request_serializer=quire_dot_bookie_dot_v1_dot_bookie__pb2.ReadLastAddConfirmedRequest.SerializeToString,
                 response_deserializer=quire_dot_bookie_dot_v1_dot_bookie__pb2.ReadLastAddConfirmedResponse.FromString,
                 _registered_method=True)
+        self.WriteLastAddConfirmed = channel.unary_unary(
+                '/quire.bookie.v1.BookieService/WriteLastAddConfirmed',
+                request_serializer=quire_dot_bookie_dot_v1_dot_bookie__pb2.WriteLastAddConfirmedRequest.SerializeToString,
+                response_deserializer=quire_dot_bookie_dot_v1_dot_bookie__pb2.WriteLastAddConfirmedResponse.FromString,
+                _registered_method=True)
         self.FenceLedger = channel.unary_unary(
                 '/quire.bookie.v1.BookieService/FenceLedger',
                 request_serializer=quire_dot_bookie_dot_v1_dot_bookie__pb2.FenceLedgerRequest.SerializeToString,
@@ -105,7 +110,17 @@ class BookieServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ReadLastAddConfirmed(self, request, context):
-        """ReadLastAddConfirmed returns the bookie's view of the ledger's LAC.
+        """ReadLastAddConfirmed returns the bookie's view of the ledger's LAC. With
+        timeout_ms set it is a long poll: it answers once the LAC passes
+        previous_lac, or when the timeout ends (with the LAC as it stands).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WriteLastAddConfirmed(self, request, context):
+        """WriteLastAddConfirmed durably records a LAC the writer knows, for ledgers
+        whose writer goes quiet: readers see it without a new entry.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -154,6 +169,11 @@ def add_BookieServiceServicer_to_server(servicer, server):
                     servicer.ReadLastAddConfirmed,
                     request_deserializer=quire_dot_bookie_dot_v1_dot_bookie__pb2.ReadLastAddConfirmedRequest.FromString,
                     response_serializer=quire_dot_bookie_dot_v1_dot_bookie__pb2.ReadLastAddConfirmedResponse.SerializeToString,
+            ),
+            'WriteLastAddConfirmed': grpc.unary_unary_rpc_method_handler(
+                    servicer.WriteLastAddConfirmed,
+                    request_deserializer=quire_dot_bookie_dot_v1_dot_bookie__pb2.WriteLastAddConfirmedRequest.FromString,
+                    response_serializer=quire_dot_bookie_dot_v1_dot_bookie__pb2.WriteLastAddConfirmedResponse.SerializeToString,
             ),
             'FenceLedger': grpc.unary_unary_rpc_method_handler(
                     servicer.FenceLedger,
@@ -282,6 +302,33 @@ class BookieService:
             '/quire.bookie.v1.BookieService/ReadLastAddConfirmed',
             quire_dot_bookie_dot_v1_dot_bookie__pb2.ReadLastAddConfirmedRequest.SerializeToString,
             quire_dot_bookie_dot_v1_dot_bookie__pb2.ReadLastAddConfirmedResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WriteLastAddConfirmed(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/quire.bookie.v1.BookieService/WriteLastAddConfirmed',
+            quire_dot_bookie_dot_v1_dot_bookie__pb2.WriteLastAddConfirmedRequest.SerializeToString,
+            quire_dot_bookie_dot_v1_dot_bookie__pb2.WriteLastAddConfirmedResponse.FromString,
             options,
             channel_credentials,
             insecure,
