@@ -190,4 +190,9 @@ class EntryStore:
         batch.delete(prefix + b"\xff" * 8, self._entries_handle)
         batch.delete(prefix, self._ledgers_handle)
         self._db.write(batch, self._write_options)
+        # Give the space back now: flushing the memtables retires the WAL that
+        # still holds the entries, compaction drops them from the SST files.
+        self._entries.flush()
+        self._ledgers.flush()
+        self._entries.compact_range(prefix, prefix + b"\xff" * 8)
         return count
