@@ -13,8 +13,8 @@ from quire_bookie import inspect
 from quire_bookie.bookie import Bookie, BookieSettings
 from quire_bookie.collector import LedgerCollector
 from quire_bookie.disk import ReadOnlyPolicy
-from quire_bookie.storage import EntryStore
 from quire_bookie.servicer import BookieServicer
+from quire_bookie.storage import EntryStore
 from quire_common.entry import Digester, DigestType, master_key, pack_entry
 from quire_common.errors import (
     FailedPrecondition,
