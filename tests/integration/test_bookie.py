@@ -379,3 +379,51 @@ async def test_inspect_lists_dumps_and_verifies_without_writing(tmp_path):
 
 def snapshot(path) -> dict[str, bytes]:
     return {str(p): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+async def test_lac_rpcs_long_poll_and_explicit_write(bookie_stub):
+    ledger = ledger_id_to_proto(LEDGER)
+    poll = asyncio.ensure_future(
+        bookie_stub.ReadLastAddConfirmed(
+            bookie_pb2.ReadLastAddConfirmedRequest(ledger_id=ledger, previous_lac=-1, timeout_ms=30_000)
+        )
+    )
+    await asyncio.sleep(0.1)
+    assert not poll.done()
+    written = await bookie_stub.WriteLastAddConfirmed(
+        bookie_pb2.WriteLastAddConfirmedRequest(ledger_id=ledger, master_key=KEY, last_add_confirmed=3)
+    )
+    assert written.last_add_confirmed == 3
+    assert (await asyncio.wait_for(poll, 10)).last_add_confirmed == 3
+    now = await bookie_stub.ReadLastAddConfirmed(bookie_pb2.ReadLastAddConfirmedRequest(ledger_id=ledger))
+    assert now.last_add_confirmed == 3
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await bookie_stub.WriteLastAddConfirmed(
+            bookie_pb2.WriteLastAddConfirmedRequest(
+                ledger_id=ledger, master_key=master_key(b"no"), last_add_confirmed=4
+            )
+        )
+    assert caught.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    fenced = await bookie_stub.FenceLedger(bookie_pb2.FenceLedgerRequest(ledger_id=ledger, master_key=KEY))
+    assert fenced.last_add_confirmed == 3
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await bookie_stub.AddEntries(
+            bookie_pb2.AddEntriesRequest(
+                ledger_id=ledger, master_key=KEY, entries=[bookie_pb2.PackedEntry(entry_id=0, data=packed(0))]
+            )
+        )
+    assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert reason_of(caught.value) == "ERROR_REASON_LEDGER_FENCED"
+
+
+async def test_oversize_entry_is_resource_exhausted_over_grpc(bookie_stub):
+    request = bookie_pb2.AddEntriesRequest(
+        ledger_id=ledger_id_to_proto(LEDGER),
+        master_key=KEY,
+        entries=[bookie_pb2.PackedEntry(entry_id=0, data=packed(0, b"x" * 70_000))],
+    )
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await bookie_stub.AddEntries(request)
+    assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert reason_of(caught.value) == "ERROR_REASON_ENTRY_TOO_LARGE"
+    assert "at most 65536" in (caught.value.details() or "")

@@ -3,6 +3,7 @@
     quire cluster up                      start a local cluster (what `make run` runs)
     quire ledger create|append|read|close|delete|list|info
     quire bookie list
+    quire bookie inspect --data-dir D     look into a stopped bookie's RocksDB (read-only)
     quire bench [--local]                 append/read throughput
 
 Ledger ids are printed and accepted as qualified names (UUID form); 32 hex
@@ -126,6 +127,50 @@ def cmd_bookie_list(args: argparse.Namespace) -> None:
             print(f"{record.bookie_id}\t{'read-only' if record.read_only else 'writable'}\t{endpoints}")
 
 
+def _payload_preview(payload: bytes, limit: int = 60) -> str:
+    text = payload[:limit].decode("utf-8", errors="backslashreplace")
+    return text + ("..." if len(payload) > limit else "")
+
+
+def cmd_bookie_inspect(args: argparse.Namespace) -> int:
+    # Imported here: only this command needs RocksDB and the bookie's storage layout.
+    from quire_bookie import inspect
+
+    data_dir = Path(args.data_dir)
+    password = args.password.encode() if args.password is not None else None
+    try:
+        ledgers = inspect.list_ledgers(data_dir)
+    except FileNotFoundError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if args.ledger is None and not args.verify:
+        print("ledger\tentries\tlast_entry\tlac\tfenced")
+        for row in ledgers:
+            print(f"{row.ledger_id}\t{row.entries}\t{row.last_entry_id}\t{row.last_add_confirmed}\t{row.fenced}")
+        return 0
+    wanted = [LedgerId.parse(args.ledger)] if args.ledger is not None else [row.ledger_id for row in ledgers]
+    last = args.last if args.last is not None else inspect.LAST_ENTRY_ID
+    bad = 0
+    for ledger_id in wanted:
+        checked = failed = unchecked = 0
+        for entry in inspect.dump_entries(data_dir, ledger_id, args.first, last, verify=args.verify, password=password):
+            checked += entry.digest_ok is True
+            failed += entry.digest_ok is False
+            unchecked += entry.digest_ok is None
+            if args.ledger is not None:
+                status = {True: "ok", False: "BAD", None: "-"}[entry.digest_ok]
+                note = f"\t{entry.problem}" if entry.problem else ""
+                print(
+                    f"{entry.entry_id}\tV{entry.format_version}\t{entry.digest_type}\tlac={entry.last_add_confirmed}"
+                    f"\tlength={entry.length}\t{entry.size_bytes}B\tdigest={status}\t"
+                    f"{_payload_preview(entry.payload)}{note}"
+                )
+        if args.verify:
+            print(f"{ledger_id}: {checked} ok, {failed} bad, {unchecked} not checked", file=sys.stderr)
+        bad += failed
+    return 1 if bad else 0
+
+
 def cmd_cluster_up(args: argparse.Namespace) -> None:
     data_dir = Path(args.data_dir)
     ports = Ports(bookies=[3181 + i for i in range(args.bookies)])
@@ -213,6 +258,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     bookie = areas.add_parser("bookie", help="bookies").add_subparsers(dest="command", required=True)
     bookie.add_parser("list", help="list registered bookies").set_defaults(func=cmd_bookie_list)
+    inspect = bookie.add_parser(
+        "inspect",
+        help="look into a stopped bookie's RocksDB without changing it",
+        description="Lists ledgers (default), dumps a ledger's entries (--ledger), or checks digests (--verify; "
+        "exit status 1 when a digest is bad). Opens the database read-only and never writes to it.",
+    )
+    inspect.add_argument("--data-dir", required=True, help="the bookie's QUIRE_BOOKIE_DATA_DIR")
+    inspect.add_argument("--ledger", help="dump this ledger's entries")
+    inspect.add_argument("--from", dest="first", type=int, default=0, help="first entry id to dump")
+    inspect.add_argument("--to", dest="last", type=int, default=None, help="last entry id to dump")
+    inspect.add_argument("--verify", action="store_true", help="check digests (all ledgers without --ledger)")
+    inspect.add_argument("--password", default=None, help="the ledger password, needed only for HMAC digests")
+    inspect.set_defaults(func=cmd_bookie_inspect)
 
     cluster = areas.add_parser("cluster", help="local clusters").add_subparsers(dest="command", required=True)
     up = cluster.add_parser("up", help="start etcd and every service locally until Ctrl-C")
@@ -226,7 +284,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        args.func(args)
+        status = args.func(args)
+        if isinstance(status, int):
+            return status
     except QuireClientError as exc:
         reason = f" [{exc.reason.removeprefix('ERROR_REASON_')}]" if exc.reason else ""
         print(f"error: {exc.code.name}{reason}: {exc.message}", file=sys.stderr)
