@@ -6,10 +6,20 @@ in id order; value = the packed entry exactly as received.
 Column family `ledgers`: key = scope_id(8) | ledger_id(8); value = LedgerState.
 
 Everything here is synchronous; the bookie calls it from worker threads.
+
+Durability: rocksdict holds the GIL for the whole of a synced write,
+fsync included, so a synced `Rdict.write` would stall the event loop (and
+gRPC's poller) for every sync and starve group commit of the requests that
+should share the next one. So the batch is written unsynced (RocksDB hands
+the WAL record to the OS before `write` returns) and then `WalSyncer` fsyncs
+RocksDB's WAL files with os.fdatasync, which releases the GIL. A WAL file that
+appears is made durable in its directory too; one that vanishes was retired
+after its memtable was flushed to a synced SST file.
 """
 
 from __future__ import annotations
 
+import os
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -71,6 +81,37 @@ class LedgerState:
         )
 
 
+class WalSyncer:
+    """Syncs the live write-ahead log files of one RocksDB directory."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._files: dict[str, int] = {}  # WAL file name -> open descriptor
+
+    def sync(self) -> None:
+        names = {name for name in os.listdir(self._path) if name.endswith(".log")}
+        if names != set(self._files):
+            for gone in set(self._files) - names:
+                os.close(self._files.pop(gone))
+            for new in names - set(self._files):
+                try:
+                    self._files[new] = os.open(self._path / new, os.O_RDONLY)
+                except FileNotFoundError:  # retired meanwhile: its data is in a synced SST file
+                    continue
+            directory = os.open(self._path, os.O_RDONLY)
+            try:
+                os.fsync(directory)  # a new WAL's directory entry must be durable too
+            finally:
+                os.close(directory)
+        for fd in self._files.values():
+            os.fdatasync(fd)  # what RocksDB itself uses for a synced WAL write
+
+    def close(self) -> None:
+        for fd in self._files.values():
+            os.close(fd)
+        self._files.clear()
+
+
 class EntryStore:
     """One RocksDB per bookie. `read_only=True` opens a stopped bookie's
     database without writing anything (for `quire bookie inspect`)."""
@@ -98,9 +139,14 @@ class EntryStore:
         self._entries_handle = self._db.get_column_family_handle(ENTRIES_CF)
         self._ledgers_handle = self._db.get_column_family_handle(LEDGERS_CF)
         self._write_options = WriteOptions()
-        self._write_options.sync = sync
+        self._write_options.sync = sync  # for deletes: rare, so a GIL-holding sync does not matter
+        self._batch_options = WriteOptions()
+        self._batch_options.sync = False  # synced by the WalSyncer instead, without the GIL
+        self._sync = sync
+        self._wal = WalSyncer(path)
 
     def close(self) -> None:
+        self._wal.close()
         if not self.read_only:
             self._db.flush_wal(True)
         self._entries.close()
@@ -117,14 +163,16 @@ class EntryStore:
         }
 
     def write(self, entries: list[tuple[LedgerId, int, bytes]], states: dict[LedgerId, LedgerState]) -> None:
-        """Write entries and ledger states in one WriteBatch; synced unless the
-        store was opened without sync."""
+        """Write entries and ledger states in one WriteBatch; durable on
+        return (the WAL is fsynced) unless the store was opened without sync."""
         batch = WriteBatch(raw_mode=True)
         for ledger_id, entry_id, data in entries:
             batch.put(entry_key(ledger_id, entry_id), data, self._entries_handle)
         for ledger_id, state in states.items():
             batch.put(ledger_id.key, state.encode(), self._ledgers_handle)
-        self._db.write(batch, self._write_options)
+        self._db.write(batch, self._batch_options)
+        if self._sync:
+            self._wal.sync()
 
     def read(self, ledger_id: LedgerId, entry_id: int) -> bytes | None:
         value = self._entries.get(entry_key(ledger_id, entry_id))

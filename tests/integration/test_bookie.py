@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 
 import grpc
 import pytest
@@ -427,3 +428,33 @@ async def test_oversize_entry_is_resource_exhausted_over_grpc(bookie_stub):
     assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert reason_of(caught.value) == "ERROR_REASON_ENTRY_TOO_LARGE"
     assert "at most 65536" in (caught.value.details() or "")
+
+
+async def test_every_write_syncs_the_wal_before_the_add_returns(tmp_path, monkeypatch):
+    synced: list[str] = []
+    real_fdatasync = os.fdatasync
+
+    def recording_fdatasync(fd: int) -> None:
+        real_fdatasync(fd)
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+
+    monkeypatch.setattr("quire_bookie.storage.os.fdatasync", recording_fdatasync)
+    bookie = Bookie(tmp_path)
+    await bookie.start()
+    try:
+        for i in range(3):
+            before = len(synced)
+            await bookie.add_entries(LEDGER, KEY, [(i, packed(i))], False)
+            assert len(synced) > before and synced[-1].endswith(".log"), "acknowledged without a WAL sync"
+    finally:
+        await bookie.close()
+
+    unsafe = Bookie(tmp_path / "unsafe", BookieSettings(sync=False))
+    await unsafe.start()
+    try:
+        before = len(synced)
+        await unsafe.add_entries(LEDGER, KEY, [(0, packed(0))], False)
+        assert len(synced) == before
+        assert unsafe.info().sync_disabled
+    finally:
+        await unsafe.close()
