@@ -15,7 +15,7 @@ from pathlib import Path
 from quire_bookie.disk import DiskUsage, ReadOnlyPolicy, measure
 from quire_bookie.journal import FlushStats, GroupCommitter
 from quire_bookie.storage import NO_ENTRY, EntryStore, LedgerState
-from quire_common.entry import parse_header
+from quire_common.entry import header_ids
 from quire_common.errors import (
     FailedPrecondition,
     InvalidArgument,
@@ -173,6 +173,7 @@ class Bookie:
             )
         check_master_key_length(master_key)
         limit = self.settings.max_entry_bytes
+        scope_id, ledger = ledger_id.scope_id, ledger_id.ledger_id
         checked: list[tuple[int, int, bytes]] = []
         for entry_id, data in entries:
             if len(data) > limit:
@@ -180,16 +181,16 @@ class Bookie:
                     f"entry {entry_id} is {len(data)} bytes; this bookie takes at most {limit}",
                     Reason.ENTRY_TOO_LARGE,
                 )
-            header = parse_header(data)
-            if header.ledger_id != ledger_id or header.entry_id != entry_id:
+            header_scope, header_ledger, header_entry, lac = header_ids(data)
+            if header_scope != scope_id or header_ledger != ledger or header_entry != entry_id:
                 raise InvalidArgument(
-                    f"entry header says ledger {header.ledger_id} entry {header.entry_id}, "
+                    f"entry header says ledger {LedgerId(header_scope, header_ledger)} entry {header_entry}, "
                     f"the request says ledger {ledger_id} entry {entry_id}",
                     Reason.ENTRY_HEADER_MISMATCH,
                 )
             if entry_id < 0:
                 raise InvalidArgument(f"entry id {entry_id} is negative")
-            checked.append((entry_id, header.last_add_confirmed, data))
+            checked.append((entry_id, lac, data))
         return checked
 
     async def fence(self, ledger_id: LedgerId, master_key: bytes) -> LedgerState:

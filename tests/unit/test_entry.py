@@ -10,6 +10,7 @@ from quire_common.entry import (
     Digester,
     DigestMismatch,
     DigestType,
+    header_ids,
     master_key,
     pack_entry,
     pack_entry_v1,
@@ -117,3 +118,20 @@ def test_wrong_password_fails_hmac():
 def test_malformed_headers_are_invalid_argument(data):
     with pytest.raises(InvalidArgument):
         parse_header(data)
+
+
+@settings(max_examples=200)
+@given(entries)
+def test_header_ids_agree_with_parse_header(entry):
+    scope, ledger, entry_id, lac, length, payload, digest_type, password = entry
+    packed = pack_entry(LedgerId(scope, ledger), entry_id, lac, length, payload, Digester(digest_type, password))
+    header = parse_header(packed)
+    assert header_ids(packed) == (scope, ledger, header.entry_id, header.last_add_confirmed)
+    old = pack_entry_v1(ledger >> 1, entry_id, lac, length, payload, Digester(digest_type, password))
+    assert header_ids(old) == (0, ledger >> 1, entry_id, lac)
+
+
+@pytest.mark.parametrize("data", [b"", b"\x80" + b"\x00" * 10, b"\x00" * 5, bytes([0x80 | 0x0F]) + b"\x00" * 40])
+def test_header_ids_rejects_what_parse_header_rejects(data):
+    with pytest.raises(InvalidArgument):
+        header_ids(data)
