@@ -6,6 +6,7 @@ import asyncio
 import json
 import subprocess
 import sys
+import time
 import urllib.request
 
 import grpc
@@ -162,3 +163,38 @@ def test_admin_http_shows_status_metrics_and_the_unsafe_no_sync_mode(tmp_path):
             info = bookie_pb2_grpc.BookieServiceStub(channel).GetBookieInfo(bookie_pb2.GetBookieInfoRequest())
             assert info.sync_disabled
     assert "WITHOUT fsync" in bookie.log_path.read_text()
+
+
+def health_status(target: str, service: str = "") -> str:
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    try:
+        with grpc.insecure_channel(target) as channel:
+            response = health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(service=service), timeout=2
+            )
+            return str(health_pb2.HealthCheckResponse.ServingStatus.Name(response.status))
+    except grpc.RpcError as exc:
+        return exc.code().name
+
+
+def test_health_stays_not_serving_until_registered(tmp_path):
+    # A registry that is not there: the bookie opens storage and serves
+    # health, but must not claim SERVING before its registration is written.
+    env = {"QUIRE_BOOKIE_STANDALONE": "false", "QUIRE_REGISTRY_TARGET": f"127.0.0.1:{free_port()}"}
+    bookie = StandaloneBookie(tmp_path, env=env)
+    with bookie.log_path.open("ab") as log:
+        bookie.popen = subprocess.Popen(
+            [sys.executable, "-m", "quire_bookie"], env=bookie.env, stdout=log, stderr=subprocess.STDOUT
+        )
+    try:
+        seen: list[str] = []
+        for _ in range(100):
+            seen.append(health_status(bookie.target))
+            if seen[-1] == "NOT_SERVING" and len([s for s in seen if s == "NOT_SERVING"]) >= 5:
+                break
+            time.sleep(0.1)
+        assert "SERVING" not in seen and seen[-1] == "NOT_SERVING", seen
+        assert health_status(bookie.target, "writable") == "NOT_SERVING"
+    finally:
+        assert bookie.stop() == 0  # a stop while waiting for the registry is clean
