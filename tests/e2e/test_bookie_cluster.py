@@ -113,8 +113,15 @@ def test_a_full_bookie_turns_read_only_in_the_registry_and_back(cluster, client)
         assert grpc_serving(target, "writable")
 
         payload = b"f" * (256 * 1024)
-        for entry_id in range(14):  # 3.5 MiB: past the 50% threshold of 6 MiB
-            add(stub, ledger, entry_id, payload)
+        stored = 0
+        for entry_id in range(40):  # 10 MiB would be far past the 50% threshold of 6 MiB
+            try:
+                add(stub, ledger, entry_id, payload)
+            except grpc.RpcError as exc:  # the disk check saw it fill up
+                assert exc.code() == grpc.StatusCode.FAILED_PRECONDITION, exc
+                break
+            stored += 1
+        assert 10 <= stored < 40
         wait_for(lambda: bookie_id in registered(client, registry_pb2.BOOKIE_STATE_READ_ONLY), "read-only registration")
         assert bookie_id not in registered(client, registry_pb2.BOOKIE_STATE_WRITABLE)
         assert not grpc_serving(target, "writable") and grpc_serving(target)
@@ -122,7 +129,8 @@ def test_a_full_bookie_turns_read_only_in_the_registry_and_back(cluster, client)
             add(stub, LedgerId(77, 2), 0, b"more")
         assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
         assert "read-only" in caught.value.details()
-        read = stub.ReadEntry(bookie_pb2.ReadEntryRequest(ledger_id=ledger_id_to_proto(ledger), entry_id=13))
+        last = stored - 1
+        read = stub.ReadEntry(bookie_pb2.ReadEntryRequest(ledger_id=ledger_id_to_proto(ledger), entry_id=last))
         assert read.entry.data.endswith(payload)  # reads are still served
         info = stub.GetBookieInfo(bookie_pb2.GetBookieInfoRequest())
         assert info.read_only and "threshold 50%" in info.read_only_reason
