@@ -105,7 +105,7 @@ async def main() -> None:
                 config.registration_ttl_seconds,
                 lambda: bookie.read_only,
             )
-            bookie.on_read_only_change(lambda *_: keeper.nudge() if keeper else None)
+            bookie.on_read_only_change(lambda *_: keeper.nudge())  # re-register at once, not at the next beat
             keeper.start()
             registered = asyncio.create_task(keeper.registered.wait())
             stopping = asyncio.create_task(stop.wait())
@@ -121,7 +121,14 @@ async def main() -> None:
                     recheck_seconds=config.gc_recheck_seconds,
                 )
                 collector.start()
-        bookie.on_read_only_change(lambda read_only, _: asyncio.ensure_future(set_writable_health(read_only)))
+        health_updates: set[asyncio.Task[None]] = set()  # keep a reference until each is done
+
+        def on_mode_change(read_only: bool, _: str) -> None:
+            task = asyncio.create_task(set_writable_health(read_only))
+            health_updates.add(task)
+            task.add_done_callback(health_updates.discard)
+
+        bookie.on_read_only_change(on_mode_change)
         if not stop.is_set():
             await mark_serving(health, [SERVICE_NAME])
             await set_writable_health(bookie.read_only)

@@ -137,7 +137,8 @@ class Bookie:
             self.read_only_reason = reason
             for listener in self._read_only_listeners:
                 listener(bool(reason), reason)
-        self.read_only_reason = reason
+        else:
+            self.read_only_reason = reason  # same mode; the figures in the reason may differ
         return disk
 
     async def _watch_disk(self) -> None:

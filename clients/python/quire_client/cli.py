@@ -187,7 +187,10 @@ def cmd_cluster_up(args: argparse.Namespace) -> None:
             f"  gateway    {cluster.gateway_target}   (quire.gateway.v1.LedgerService)\n"
             f"  registry   {cluster.registry_target}\n"
             f"  placement  127.0.0.1:{ports.placement}\n"
-            + "".join(f"  {name:<10} {cluster.bookie_id(name)}\n" for name in cluster.bookie_names)
+            + "".join(
+                f"  {name:<10} {cluster.bookie_id(name)}   (admin http://{cluster.bookie_http(name)}/status)\n"
+                for name in cluster.bookie_names
+            )
             + "\nTry:  L=$(quire ledger create) && quire ledger append $L hello world && quire ledger read $L\n"
             "Press Ctrl-C to stop.",
             flush=True,
