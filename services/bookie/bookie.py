@@ -205,8 +205,7 @@ class Bookie:
         return await self._committer.write_lac(ledger_id, master_key, lac)
 
     async def delete_ledger(self, ledger_id: LedgerId) -> int:
-        count = await asyncio.to_thread(self._store.delete_ledger, ledger_id)
-        self._committer.states.pop(ledger_id, None)
+        count = await self._committer.delete(ledger_id)
         log.info("deleted ledger %s (%d entries)", ledger_id, count)
         return count
 

@@ -1,6 +1,6 @@
 """Durable group commit.
 
-Every state-changing operation (add, fence, explicit LAC) goes through one
+Every state-changing operation (add, fence, explicit LAC, delete) goes through one
 queue and one flusher task, so operations take effect in arrival order. The
 flusher takes what is queued (up to a byte bound), checks each operation
 against the ledger states as they stand at that point, writes the accepted
@@ -62,7 +62,16 @@ class LacOp:
     size_bytes: int = 0
 
 
-Op = AddOp | FenceOp | LacOp
+@dataclass
+class DeleteOp:
+    """Remove a ledger's entries and state, in queue order with its adds."""
+
+    ledger_id: LedgerId
+    future: asyncio.Future[int] = field(repr=False)
+    size_bytes: int = 0
+
+
+Op = AddOp | FenceOp | LacOp | DeleteOp
 
 
 def check_master_key(ledger_id: LedgerId, state: LedgerState, master_key: bytes) -> None:
@@ -75,7 +84,7 @@ def check_not_fenced(ledger_id: LedgerId, state: LedgerState) -> None:
         raise FailedPrecondition(f"ledger {ledger_id} is fenced: a recovery has taken it over", Reason.LEDGER_FENCED)
 
 
-def apply(op: Op, state: LedgerState) -> LedgerState:
+def apply(op: AddOp | FenceOp | LacOp, state: LedgerState) -> LedgerState:
     """The ledger state after `op`, or a QuireError saying why `op` is refused.
     Pure: the flusher applies it to states as they will be after the batch."""
     check_master_key(op.ledger_id, state, op.master_key)
@@ -176,10 +185,21 @@ class GroupCommitter:
         await self._enqueue(LacOp(ledger_id, master_key, last_add_confirmed, future))
         return await future
 
+    async def delete(self, ledger_id: LedgerId) -> int:
+        """Delete a ledger after everything queued before; returns how many
+        entries went."""
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        await self._enqueue(DeleteOp(ledger_id, future))
+        return await future
+
     def _take_batch(self) -> list[Op]:
+        """Queued operations up to the byte bound; a delete goes alone, so the
+        writes before it are flushed first and the ones after it follow it."""
         batch: list[Op] = []
         size = 0
         while self._queue and (not batch or size + self._queue[0].size_bytes <= self._max_batch_bytes):
+            if batch and (isinstance(self._queue[0], DeleteOp) or isinstance(batch[0], DeleteOp)):
+                break
             op = self._queue.popleft()
             batch.append(op)
             size += op.size_bytes
@@ -206,17 +226,32 @@ class GroupCommitter:
                 batch = self._take_batch()
                 async with self._space:
                     self._space.notify_all()
-                await self._flush(batch)
+                if isinstance(batch[0], DeleteOp):
+                    await self._delete(batch[0])
+                else:
+                    await self._flush(batch)
             if self._closing:
                 async with self._space:
                     self._space.notify_all()  # producers still waiting for space learn we are closing
                 return
+
+    async def _delete(self, op: DeleteOp) -> None:
+        try:
+            count = await asyncio.to_thread(self._store.delete_ledger, op.ledger_id)
+        except Exception as exc:
+            log.error("deleting ledger %s failed", op.ledger_id, exc_info=exc)
+            op.future.set_exception(Unavailable(f"bookie storage delete failed: {exc}", Reason.BOOKIE_UNAVAILABLE))
+            return
+        self.states.pop(op.ledger_id, None)
+        if not op.future.done():
+            op.future.set_result(count)
 
     async def _flush(self, batch: list[Op]) -> None:
         pending = dict[LedgerId, LedgerState]()  # states as they will be after this batch
         writes: list[tuple[LedgerId, int, bytes]] = []
         accepted: list[tuple[Op, LedgerState]] = []
         for op in batch:
+            assert not isinstance(op, DeleteOp), "deletes are flushed alone"
             before = pending.get(op.ledger_id) or self.states.get(op.ledger_id) or LedgerState()
             try:
                 state = apply(op, before)

@@ -168,3 +168,33 @@ async def test_lac_moves_are_signalled_once_written():
     await committer.write_lac(LEDGER, KEY, 7)
     assert moved == [LEDGER, LEDGER]
     await committer.stop()
+
+
+async def test_a_delete_takes_effect_in_queue_order():
+    class DeletingStore(FakeStore):
+        def __init__(self) -> None:
+            super().__init__()
+            self.deleted: list[tuple[LedgerId, int]] = []
+
+        def delete_ledger(self, ledger_id: LedgerId) -> int:
+            stored = sum(1 for batch in self.batches for entry in batch if entry[0] == ledger_id)
+            self.deleted.append((ledger_id, stored))
+            return stored
+
+    store = DeletingStore()
+    store.release.clear()
+    states: dict[LedgerId, LedgerState] = {}
+    committer = GroupCommitter(store, states)  # type: ignore[arg-type]
+    committer.start()
+    first = asyncio.create_task(committer.add(LEDGER, KEY, [add(0)], False))
+    await asyncio.sleep(0.05)  # being written
+    before = asyncio.create_task(committer.add(LEDGER, KEY, [add(1)], False))
+    deleting = asyncio.create_task(committer.delete(LEDGER))
+    after = asyncio.create_task(committer.add(LEDGER, OTHER_KEY, [add(0)], False))
+    await asyncio.sleep(0.05)
+    store.release.set()
+    await asyncio.gather(first, before, after)
+    assert await deleting == 2  # both earlier adds were written before the delete
+    assert [len(batch) for batch in store.batches] == [1, 1, 1]  # the delete split the queue
+    assert states[LEDGER].master_key == OTHER_KEY  # the add after the delete started afresh
+    await committer.stop()
