@@ -5,6 +5,7 @@ No grpc here."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections import deque
@@ -115,6 +116,8 @@ class Bookie:
         """Finish and sync every queued add, then close RocksDB."""
         if self._disk_task is not None:
             self._disk_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._disk_task
         await self._committer.stop()
         self._store.close()
 
