@@ -31,6 +31,7 @@ class RegistrationKeeper:
         self._ttl = ttl_seconds
         self._read_only = read_only
         self._task: asyncio.Task[None] | None = None
+        self._lease_id = 0  # the live registration's lease, resumed after a reconnect
         self.registered = asyncio.Event()
 
     def start(self) -> None:
@@ -50,6 +51,7 @@ class RegistrationKeeper:
             read_only=self._read_only(),
             service_info=self._info,
             ttl_seconds=self._ttl,
+            resume_lease_id=self._lease_id,
         )
 
     async def _requests(self) -> AsyncIterator[registry_pb2.RegisterBookieRequest]:
@@ -67,6 +69,7 @@ class RegistrationKeeper:
                     async for response in stub.RegisterBookie(self._requests()):
                         if not self.registered.is_set():
                             log.info("registered as %s (ttl %ds)", self._bookie_id, response.ttl_seconds)
+                        self._lease_id = response.lease_id
                         self.registered.set()
                         backoff = 0.2
                 except grpc.aio.AioRpcError as exc:

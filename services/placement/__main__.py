@@ -5,10 +5,10 @@ from __future__ import annotations
 import logging
 
 from quire.placement.v1 import placement_pb2, placement_pb2_grpc
-from quire_common.config import env_str
+from quire_common.bookies import BookieDirectory
+from quire_common.config import env_bool, env_str
 from quire_common.server import create_server, mark_serving, serve_until_signalled
 from quire_common.service import run_service
-from quire_placement.directory import BookieDirectory
 from quire_placement.servicer import PlacementServicer
 
 log = logging.getLogger("quire_placement")
@@ -18,7 +18,9 @@ SERVICE_NAME = placement_pb2.DESCRIPTOR.services_by_name["PlacementService"].ful
 async def main() -> None:
     address = env_str("QUIRE_PLACEMENT_ADDRESS", "127.0.0.1:7002")
     registry_target = env_str("QUIRE_REGISTRY_TARGET", "127.0.0.1:7001")
-    directory = BookieDirectory(registry_target)
+    # The live view of the registered bookies, fed by the registry's watch.
+    directory = BookieDirectory(registry_target, resolver_enabled=env_bool("QUIRE_RESOLVER_ENABLED", True))
+    directory.start()
 
     def register(server):  # type: ignore[no-untyped-def]
         placement_pb2_grpc.add_PlacementServiceServicer_to_server(PlacementServicer(directory), server)

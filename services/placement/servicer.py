@@ -7,10 +7,10 @@ import random
 import grpc
 
 from quire.placement.v1 import placement_pb2, placement_pb2_grpc
+from quire_common.bookies import BookieDirectory
 from quire_common.errors import InvalidArgument
 from quire_common.quorum import validate_quorum
 from quire_placement import policy
-from quire_placement.directory import BookieDirectory
 
 
 class PlacementServicer(placement_pb2_grpc.PlacementServiceServicer):

@@ -27,7 +27,11 @@ class RegistryServicer(registry_pb2_grpc.RegistryServiceServicer):
             async for request in request_iterator:
                 if registration is None:
                     registration = await self.registry.register_bookie(
-                        request.bookie_id, request.read_only, request.service_info, request.ttl_seconds
+                        request.bookie_id,
+                        request.read_only,
+                        request.service_info,
+                        request.ttl_seconds,
+                        request.resume_lease_id,
                     )
                 else:
                     if request.bookie_id != registration.bookie_id:
@@ -44,6 +48,7 @@ class RegistryServicer(registry_pb2_grpc.RegistryServiceServicer):
                         version=registration.version,
                     ),
                     ttl_seconds=registration.ttl_seconds,
+                    lease_id=registration.lease_id,
                 )
         finally:
             if registration is not None:
@@ -59,7 +64,8 @@ class RegistryServicer(registry_pb2_grpc.RegistryServiceServicer):
     async def GetBookieServiceInfo(
         self, request: registry_pb2.GetBookieServiceInfoRequest, context: grpc.aio.ServicerContext
     ) -> registry_pb2.GetBookieServiceInfoResponse:
-        return registry_pb2.GetBookieServiceInfoResponse(record=await self.registry.get_bookie(request.bookie_id))
+        record, effective = await self.registry.get_bookie(request.bookie_id)
+        return registry_pb2.GetBookieServiceInfoResponse(record=record, effective_service_info=effective)
 
     async def WatchBookies(
         self, request: registry_pb2.WatchBookiesRequest, context: grpc.aio.ServicerContext

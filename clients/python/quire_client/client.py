@@ -13,7 +13,7 @@ from google.rpc import error_details_pb2, status_pb2
 from quire.common.v1 import common_pb2
 from quire.gateway.v1 import ledger_pb2, ledger_pb2_grpc
 from quire.registry.v1 import registry_pb2, registry_pb2_grpc
-from quire_common.ids import LedgerId, ledger_id_to_proto
+from quire_common.ids import LedgerId, ledger_id_to_proto, validate_bookie_id
 
 _STATUS_DETAILS_KEY = "grpc-status-details-bin"
 
@@ -200,3 +200,10 @@ class QuireClient:
 
     def list_bookies(self, state: int = registry_pb2.BOOKIE_STATE_ALL) -> list[registry_pb2.BookieRecord]:
         return list(self._unary(self.registry.ListBookies, registry_pb2.ListBookiesRequest(state=state)).bookies)
+
+    def bookie_service_info(self, bookie_id: str) -> registry_pb2.GetBookieServiceInfoResponse:
+        """A bookie's registration as stored, and the service info clients use."""
+        validate_bookie_id(bookie_id)
+        return self._unary(
+            self.registry.GetBookieServiceInfo, registry_pb2.GetBookieServiceInfoRequest(bookie_id=bookie_id)
+        )
