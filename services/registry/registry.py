@@ -150,15 +150,14 @@ class Registry:
     async def list_bookies(self, state: int) -> tuple[list[registry_pb2.BookieRecord], int]:
         if state not in registry_pb2.BookieState.values():
             raise InvalidArgument(f"unknown bookie state {state}; use writable, read-only or all")
-        prefixes = {
-            registry_pb2.BOOKIE_STATE_WRITABLE: [self.keys.writable_bookies],
-            registry_pb2.BOOKIE_STATE_READ_ONLY: [self.keys.readonly_bookies],
-        }.get(state, [self.keys.writable_bookies, self.keys.readonly_bookies])
-        records, revision = [], 0
-        for prefix in prefixes:
-            items, revision = await self.store.list_prefix(prefix)
-            records += [self._record(kv.key, kv.value, kv.version) for kv in items]
-        records.sort(key=lambda r: r.bookie_id)
+        # One range read, so the list is one consistent revision: a watch that
+        # starts right after it misses nothing.
+        prefix = {
+            registry_pb2.BOOKIE_STATE_WRITABLE: self.keys.writable_bookies,
+            registry_pb2.BOOKIE_STATE_READ_ONLY: self.keys.readonly_bookies,
+        }.get(state, self.keys.bookies)
+        items, revision = await self.store.list_prefix(prefix)
+        records = sorted((self._record(kv.key, kv.value, kv.version) for kv in items), key=lambda r: r.bookie_id)
         return records, revision
 
     async def watch_bookies(self):  # type: ignore[no-untyped-def]

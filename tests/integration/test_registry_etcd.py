@@ -329,7 +329,7 @@ async def test_watch_relists_after_a_compaction(etcd, registry, caplog):
         nonlocal calls
         calls += 1
         result = await real_list(prefix, **kwargs)
-        if calls == 2:  # list_bookies(ALL) reads writable, then read-only
+        if calls == 1:
             await registry.unregister_bookie(gone)
             await registry.register_bookie("joined:1", False, two_endpoints(), 10)
             admin = etcd3aio.Etcd3Client([etcd.endpoint])
