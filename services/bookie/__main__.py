@@ -8,7 +8,8 @@ from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
 from quire.common.v1 import common_pb2
 from quire_bookie.bookie import Bookie
 from quire_bookie.config import BookieConfig
-from quire_bookie.registration import RegistrationKeeper
+from quire_bookie.cookie import check_cookie
+from quire_bookie.registration import RegistrationKeeper, RegistryCookies
 from quire_bookie.servicer import BookieServicer
 from quire_common.server import create_server, mark_serving, serve_until_signalled
 from quire_common.service import run_service
@@ -35,6 +36,12 @@ async def main() -> None:
             "QUIRE_BOOKIE_UNSAFE_NO_SYNC_LOSES_DATA is set: adds are acknowledged WITHOUT fsync; "
             "a crash or power loss will lose acknowledged entries"
         )
+    # Identity first: never open, let alone serve, data that is not this bookie's.
+    cookies = RegistryCookies(config.registry_target)
+    try:
+        await check_cookie(cookies, config.bookie_id, [config.data_dir])
+    finally:
+        await cookies.close()
     bookie = Bookie(
         config.data_dir,
         max_entry_bytes=config.max_entry_bytes,

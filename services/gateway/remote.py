@@ -34,8 +34,8 @@ class Remote:
         bookies: BookieDirectory,
         rpc_timeout_seconds: float = 10.0,
     ) -> None:
-        self._registry_channel = open_channel(registry_target)
-        self._placement_channel = open_channel(placement_target)
+        self._registry_channel = open_channel(registry_target, wait_for_ready=True)
+        self._placement_channel = open_channel(placement_target, wait_for_ready=True)
         self.registry = registry_pb2_grpc.RegistryServiceStub(self._registry_channel)
         self.placement = placement_pb2_grpc.PlacementServiceStub(self._placement_channel)
         self.timeout = rpc_timeout_seconds

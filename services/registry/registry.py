@@ -207,7 +207,7 @@ class Registry:
         if expected_version == 0:
             version = await self.store.create(key, cookie.SerializeToString())
             if version is None:
-                raise AlreadyExists(f"bookie {bookie_id} already has a cookie", Reason.INVALID_ARGUMENT)
+                raise AlreadyExists(f"bookie {bookie_id} already has a cookie", Reason.COOKIE_EXISTS)
             return version
         version = await self.store.compare_and_swap(key, cookie.SerializeToString(), expected_version)
         if version is None:

@@ -4,39 +4,14 @@
 from __future__ import annotations
 
 import asyncio
-import uuid
 
 import pytest
 
 from quire.common.v1 import common_pb2
-from quire.registry.v1 import registry_pb2_grpc
 from quire_common.bookies import BookieDirectory
 from quire_common.errors import InvalidArgument, NotFound
-from quire_common.server import create_server
-from quire_registry.registry import Registry
-from quire_registry.servicer import RegistryServicer
-from quire_registry.store import EtcdStore
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-async def registry_server(etcd):
-    store = EtcdStore([etcd.endpoint])
-    await store.connect()
-    registry = Registry(store, f"resolver-{uuid.uuid4().hex[:8]}", default_ttl_seconds=5)
-
-    def register(server):
-        registry_pb2_grpc.add_RegistryServiceServicer_to_server(RegistryServicer(registry), server)
-        return []
-
-    server, port, _ = create_server("127.0.0.1:0", register)
-    await server.start()
-    try:
-        yield registry, f"127.0.0.1:{port}"
-    finally:
-        await server.stop(None)
-        await store.close()
 
 
 @pytest.fixture

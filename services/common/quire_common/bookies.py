@@ -111,7 +111,7 @@ class BookieDirectory:
     """
 
     def __init__(self, registry_target: str, *, resolver_enabled: bool = True, timeout_seconds: float = 5.0) -> None:
-        self._channel = open_channel(registry_target)
+        self._channel = open_channel(registry_target, wait_for_ready=True)
         self._stub = registry_pb2_grpc.RegistryServiceStub(self._channel)
         self.resolver_enabled = resolver_enabled
         self._timeout = timeout_seconds
