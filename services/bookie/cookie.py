@@ -178,4 +178,3 @@ async def _with_retries(operation, wait_seconds: float):  # type: ignore[no-unty
             log.warning("registry unreachable for the cookie check (%s); retrying", exc)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 2.0)
-

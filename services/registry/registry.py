@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 DEFAULT_PAGE_SIZE = 100
 MAX_PAGE_SIZE = 1000
 _ID_ATTEMPTS = 16
+_OPS_PER_TRANSACTION = 100  # etcd refuses transactions of more than 128 operations by default
 
 
 class IdMode(Enum):
@@ -213,6 +214,23 @@ class Registry:
         if version is None:
             raise Aborted(f"cookie of bookie {bookie_id} changed since version {expected_version}")
         return version
+
+    # -- load weights (written by the telemetry stage, read by placement) --------
+
+    async def put_load_weights(self, weights: list[registry_pb2.LoadWeight]) -> None:
+        for weight in weights:
+            validate_bookie_id(weight.bookie_id)
+            if not 0 < weight.factor <= 1:
+                raise InvalidArgument(f"load factor {weight.factor} of bookie {weight.bookie_id} is not in (0, 1]")
+        for start in range(0, len(weights), _OPS_PER_TRANSACTION):
+            chunk = weights[start : start + _OPS_PER_TRANSACTION]
+            await self.store.transact(
+                [], {}, [Put(self.keys.load_weight(w.bookie_id), w.SerializeToString()) for w in chunk]
+            )
+
+    async def list_load_weights(self) -> list[registry_pb2.LoadWeight]:
+        items, _ = await self.store.list_prefix(self.keys.load_weights)
+        return [registry_pb2.LoadWeight.FromString(kv.value) for kv in items]
 
     # -- ledgers ---------------------------------------------------------------
 

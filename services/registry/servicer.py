@@ -131,3 +131,14 @@ class RegistryServicer(registry_pb2_grpc.RegistryServiceServicer):
             request.scope_id, request.page_size, request.page_token, request.all_scopes
         )
         return registry_pb2.ListLedgerMetadataResponse(ledgers=ledgers, next_page_token=token)
+
+    async def PutLoadWeights(
+        self, request: registry_pb2.PutLoadWeightsRequest, context: grpc.aio.ServicerContext
+    ) -> registry_pb2.PutLoadWeightsResponse:
+        await self.registry.put_load_weights(list(request.weights))
+        return registry_pb2.PutLoadWeightsResponse()
+
+    async def ListLoadWeights(
+        self, request: registry_pb2.ListLoadWeightsRequest, context: grpc.aio.ServicerContext
+    ) -> registry_pb2.ListLoadWeightsResponse:
+        return registry_pb2.ListLoadWeightsResponse(weights=await self.registry.list_load_weights())

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+from collections.abc import Callable
 
 from quire.common.v1 import common_pb2
 from quire.registry.v1 import registry_pb2, registry_pb2_grpc
@@ -118,6 +119,12 @@ class BookieDirectory:
         self.view = BookieView()
         self._addresses: dict[str, str] = {}
         self._task: asyncio.Task[None] | None = None
+        self._listeners: list[Callable[[], None]] = []
+
+    def on_change(self, listener: Callable[[], None]) -> None:
+        """Call `listener` after every membership event (a join, leave,
+        change or fresh snapshot)."""
+        self._listeners.append(listener)
 
     def start(self) -> None:
         if self._task is None:
@@ -140,6 +147,9 @@ class BookieDirectory:
                 async for event in self._stub.WatchBookies(registry_pb2.WatchBookiesRequest()):
                     self.view.apply(event)
                     self._on_event(event)
+                    if event.type != registry_pb2.BOOKIE_EVENT_TYPE_SNAPSHOT:
+                        for listener in self._listeners:
+                            listener()
                     backoff = 0.2
             except asyncio.CancelledError:
                 raise

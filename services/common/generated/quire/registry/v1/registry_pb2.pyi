@@ -1,3 +1,6 @@
+import datetime
+
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from quire.common.v1 import common_pb2 as _common_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
@@ -229,3 +232,33 @@ class ListLedgerMetadataResponse(_message.Message):
     ledgers: _containers.RepeatedCompositeFieldContainer[_common_pb2.LedgerMetadata]
     next_page_token: str
     def __init__(self, ledgers: _Optional[_Iterable[_Union[_common_pb2.LedgerMetadata, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class LoadWeight(_message.Message):
+    __slots__ = ("bookie_id", "factor", "computed_at")
+    BOOKIE_ID_FIELD_NUMBER: _ClassVar[int]
+    FACTOR_FIELD_NUMBER: _ClassVar[int]
+    COMPUTED_AT_FIELD_NUMBER: _ClassVar[int]
+    bookie_id: str
+    factor: float
+    computed_at: _timestamp_pb2.Timestamp
+    def __init__(self, bookie_id: _Optional[str] = ..., factor: _Optional[float] = ..., computed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class PutLoadWeightsRequest(_message.Message):
+    __slots__ = ("weights",)
+    WEIGHTS_FIELD_NUMBER: _ClassVar[int]
+    weights: _containers.RepeatedCompositeFieldContainer[LoadWeight]
+    def __init__(self, weights: _Optional[_Iterable[_Union[LoadWeight, _Mapping]]] = ...) -> None: ...
+
+class PutLoadWeightsResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListLoadWeightsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListLoadWeightsResponse(_message.Message):
+    __slots__ = ("weights",)
+    WEIGHTS_FIELD_NUMBER: _ClassVar[int]
+    weights: _containers.RepeatedCompositeFieldContainer[LoadWeight]
+    def __init__(self, weights: _Optional[_Iterable[_Union[LoadWeight, _Mapping]]] = ...) -> None: ...
