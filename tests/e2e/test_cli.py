@@ -21,6 +21,8 @@ def quire(cluster, *args: str, stdin: str | None = None) -> subprocess.Completed
             cluster.gateway_target,
             "--registry",
             cluster.registry_target,
+            "--placement",
+            cluster.placement_target,
             *args,
         ],
         input=stdin,
@@ -72,6 +74,21 @@ def test_metadata_and_bookie_commands_in_table_and_json(cluster):
     assert shown["record"]["service_info"]["endpoints"][0]["protocol"] == "bookie-rpc"
     assert "resolves   bookie-rpc" in quire(cluster, "bookie", "endpoints", bookie_id).stdout
     assert quire(cluster, "ledger", "delete", ledger).returncode == 0
+
+
+def test_bookieinfo_and_placement_weights(cluster):
+    table = quire(cluster, "bookieinfo").stdout.splitlines()
+    assert table[0] == "Free disk space info:" and len(table) == 1 + 3 + 2
+    assert table[-2].startswith("Total free disk space in the cluster:")
+    report = json.loads(quire(cluster, "bookieinfo", "-o", "json").stdout)
+    assert len(report["bookies"]) == 3 and report["unreachable"] == {}
+    assert report["cluster"]["total_bytes"] == sum(b["total_bytes"] for b in report["bookies"].values())
+
+    weights = json.loads(quire(cluster, "placement", "weights", "-o", "json").stdout)
+    assert weights["policy"] == "default"
+    polled = {b["bookie_id"] for b in weights.get("bookies", [])} | set(weights.get("unknown_bookie_ids", []))
+    assert polled == set(report["bookies"])
+    assert "P(FIRST)" in quire(cluster, "placement", "weights").stdout
 
 
 def test_errors_are_one_line_with_code_and_no_traceback(cluster):

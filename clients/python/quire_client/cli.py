@@ -3,6 +3,8 @@
     quire cluster up                      start a local cluster (what `make run` runs)
     quire ledger create|append|read|close|delete|list|info|meta
     quire bookie list [--state rw|ro|all] | endpoints ID
+    quire bookieinfo                      free and total disk per bookie, and cluster totals
+    quire placement weights               how placement weighs each writable bookie (BP-2)
     quire bench [--local]                 append/read throughput
 
 Ledger ids are printed and accepted as qualified names (UUID form); 32 hex
@@ -59,7 +61,16 @@ def _state_name(metadata: common_pb2.LedgerMetadata) -> str:
 
 
 def _client(args: argparse.Namespace) -> QuireClient:
-    return QuireClient(args.gateway, args.registry)
+    return QuireClient(args.gateway, args.registry, placement=args.placement)
+
+
+def _readable_bytes(count: int) -> str:
+    value = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.2f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def cmd_ledger_create(args: argparse.Namespace) -> None:
@@ -232,6 +243,72 @@ def cmd_bookie_endpoints(args: argparse.Namespace) -> None:
     print(f"legacy     {legacy or '(id is not host:port: unresolvable without the registry)'}")
 
 
+def cmd_bookieinfo(args: argparse.Namespace) -> int:
+    """Free and total space of every registered bookie, then the cluster's
+    totals, each BookieId counted once."""
+    answers: dict[str, tuple[int, int]] = {}
+    failures: dict[str, str] = {}
+    with _client(args) as client:
+        for record in client.list_bookies(registry_pb2.BOOKIE_STATE_ALL):
+            try:
+                info = client.bookie_info(record)
+            except (QuireClientError, QuireError) as exc:
+                failures[record.bookie_id] = str(exc)
+                continue
+            answers[record.bookie_id] = (int(info.free_disk_bytes), int(info.total_disk_bytes))
+    if not answers:
+        print("Failed to retrieve bookie information from any of the bookies", file=sys.stderr)
+        return 1
+    total_free = sum(free for free, _ in answers.values())
+    total = sum(size for _, size in answers.values())
+    if args.output == "json":
+        _print_json(
+            {
+                "bookies": {b: {"free_bytes": f, "total_bytes": t} for b, (f, t) in sorted(answers.items())},
+                "unreachable": failures,
+                "cluster": {"free_bytes": total_free, "total_bytes": total},
+            }
+        )
+        return 0
+    print("Free disk space info:")
+    for bookie_id, (free, size) in sorted(answers.items()):
+        print(f"{bookie_id}:\tFree: {free}({_readable_bytes(free)})\tTotal: {size}({_readable_bytes(size)})")
+    for bookie_id, error in sorted(failures.items()):
+        print(f"{bookie_id}:\tunreachable: {error}")
+    print(f"Total free disk space in the cluster:\t{total_free}({_readable_bytes(total_free)})")
+    print(f"Total disk capacity in the cluster:\t{total}({_readable_bytes(total)})")
+    return 0
+
+
+def cmd_placement_weights(args: argparse.Namespace) -> None:
+    with _client(args) as client:
+        response = client.placement_weights()
+    if args.output == "json":
+        _print_json(json_format.MessageToDict(response, preserving_proto_field_name=True))
+        return
+    state = "on" if response.disk_weight_placement_enabled else "off (uniform draws)"
+    print(f"policy {response.policy}, disk weights {state}, cap {response.max_weight_multiple} x median")
+    _print_table(
+        ["BOOKIE", "FREE", "TOTAL", "NATURAL", "CAPPED", "LOAD", "P(FIRST)", "CHOSEN", "READ AT"],
+        [
+            [
+                b.bookie_id,
+                _readable_bytes(b.free_bytes),
+                _readable_bytes(b.total_bytes),
+                f"{b.natural_weight:.4f}",
+                f"{b.capped_weight:.4f}",
+                f"{b.load_factor:.2f}",
+                f"{b.selection_probability:.4f}",
+                str(b.selections),
+                b.info_read_at.ToJsonString(),
+            ]
+            for b in response.bookies
+        ],
+    )
+    for bookie_id in response.unknown_bookie_ids:
+        print(f"{bookie_id}: info not read yet (or unreachable); drawn as the smallest weight")
+
+
 def cmd_cluster_up(args: argparse.Namespace) -> None:
     data_dir = Path(args.data_dir)
     ports = Ports(bookies=[3181 + i for i in range(args.bookies)])
@@ -276,6 +353,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="quire", description="Quire: a replicated ledger store")
     parser.add_argument("--gateway", default=os.environ.get("QUIRE_GATEWAY", "127.0.0.1:7000"))
     parser.add_argument("--registry", default=os.environ.get("QUIRE_REGISTRY", "127.0.0.1:7001"))
+    parser.add_argument("--placement", default=os.environ.get("QUIRE_PLACEMENT", "127.0.0.1:7002"))
     areas = parser.add_subparsers(dest="area", required=True)
 
     ledger = areas.add_parser("ledger", help="create, write, read and manage ledgers").add_subparsers(
@@ -337,6 +415,15 @@ def build_parser() -> argparse.ArgumentParser:
     _add_output(endpoints)
     endpoints.set_defaults(func=cmd_bookie_endpoints)
 
+    bookieinfo = areas.add_parser("bookieinfo", help="free and total disk space of every bookie, and the totals")
+    _add_output(bookieinfo)
+    bookieinfo.set_defaults(func=cmd_bookieinfo)
+
+    placement = areas.add_parser("placement", help="placement").add_subparsers(dest="command", required=True)
+    weights = placement.add_parser("weights", help="how placement weighs each writable bookie (BP-2)")
+    _add_output(weights)
+    weights.set_defaults(func=cmd_placement_weights)
+
     cluster = areas.add_parser("cluster", help="local clusters").add_subparsers(dest="command", required=True)
     up = cluster.add_parser("up", help="start etcd and every service locally until Ctrl-C")
     up.add_argument("--data-dir", default=os.environ.get("QUIRE_DATA_DIR", "data"))
@@ -349,7 +436,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        args.func(args)
+        status = args.func(args)
     except QuireClientError as exc:
         reason = f" [{exc.reason.removeprefix('ERROR_REASON_')}]" if exc.reason else ""
         print(f"error: {exc.code.name}{reason}: {exc.message}", file=sys.stderr)
@@ -362,7 +449,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except BrokenPipeError:
         return 0
-    return 0
+    return int(status or 0)
 
 
 if __name__ == "__main__":

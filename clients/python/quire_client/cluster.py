@@ -117,6 +117,10 @@ class LocalCluster:
         return f"127.0.0.1:{self.ports.registry}"
 
     @property
+    def placement_target(self) -> str:
+        return f"127.0.0.1:{self.ports.placement}"
+
+    @property
     def bookie_names(self) -> list[str]:
         return [f"bookie-{i + 1}" for i in range(len(self.ports.bookies))]
 
