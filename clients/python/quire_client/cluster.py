@@ -98,12 +98,14 @@ class LocalCluster:
         *,
         cluster_name: str = "local",
         extra_env: dict[str, str] | None = None,
+        bookie_env: dict[str, dict[str, str]] | None = None,
         etcd_binary: str | None = None,
     ) -> None:
         self.data_dir = data_dir.resolve()
         self.ports = ports or Ports()
         self.cluster_name = cluster_name
         self.extra_env = extra_env or {}
+        self.bookie_env = bookie_env or {}  # settings for single bookies, by name
         self.etcd_binary = etcd_binary or shutil.which("etcd") or "/usr/bin/etcd"
         self.processes: dict[str, _Process] = {}
         self._define()
@@ -164,7 +166,11 @@ class LocalCluster:
             self._add(
                 name,
                 [python, "-m", "quire_bookie"],
-                self._env(QUIRE_BOOKIE_PORT=str(port), QUIRE_BOOKIE_DATA_DIR=str(self.data_dir / name)),
+                self._env(
+                    QUIRE_BOOKIE_PORT=str(port),
+                    QUIRE_BOOKIE_DATA_DIR=str(self.data_dir / name),
+                    **self.bookie_env.get(name, {}),
+                ),
                 f"127.0.0.1:{port}",
             )
         self._add(
