@@ -1,6 +1,6 @@
 """Entry point: python -m quire_bookie
 
-Start-up order: open storage, check the bookie's identity (cookie), serve
+Start-up order: check the bookie's identity (cookie), open storage, serve
 gRPC with health NOT_SERVING, register with the registry, and only then turn
 health SERVING. On SIGTERM: health NOT_SERVING, leave the registry, let
 in-flight calls finish, sync every queued add, close RocksDB.
@@ -20,8 +20,9 @@ from quire_bookie.admin import AdminServer
 from quire_bookie.bookie import Bookie
 from quire_bookie.collector import LedgerCollector
 from quire_bookie.config import BookieConfig
+from quire_bookie.cookie import check_cookie
 from quire_bookie.metadata import RegistryLedgerLookup
-from quire_bookie.registration import RegistrationKeeper
+from quire_bookie.registration import RegistrationKeeper, RegistryCookies
 from quire_bookie.servicer import BookieServicer
 from quire_common.server import create_server, mark_serving
 from quire_common.service import run_service
@@ -49,9 +50,13 @@ def service_info(config: BookieConfig, http_port: int) -> common_pb2.BookieServi
 
 
 async def verify_identity(config: BookieConfig) -> None:
-    """Refuse to start when the data directories belong to another BookieId."""
-    # cookie check: quire_bookie.cookie.check_cookie (issue 3)
-    return None
+    """Refuse to start when the data directories belong to another BookieId
+    (ConfigError from the cookie check)."""
+    cookies = RegistryCookies(config.registry_target)
+    try:
+        await check_cookie(cookies, config.bookie_id, [config.data_dir])
+    finally:
+        await cookies.close()
 
 
 async def main() -> None:
@@ -66,6 +71,17 @@ async def main() -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
 
+    # Identity first: never open, let alone serve, data that is not this bookie's.
+    if not config.standalone:
+        identity = asyncio.create_task(verify_identity(config))
+        stopping = asyncio.create_task(stop.wait())
+        await asyncio.wait([identity, stopping], return_when=asyncio.FIRST_COMPLETED)
+        stopping.cancel()
+        if not identity.done():  # stopped while waiting for the registry
+            identity.cancel()
+            log.info("bookie %s stopped before its identity was checked", config.bookie_id)
+            return
+        identity.result()  # a mismatch raises ConfigError: no start
     bookie = Bookie(config.data_dir, config.storage)
     await bookie.start()
 
@@ -81,8 +97,6 @@ async def main() -> None:
     collector: LedgerCollector | None = None
     lookup: RegistryLedgerLookup | None = None
     try:
-        if not config.standalone:
-            await verify_identity(config)
         await server.start()
         if config.http_port:
             admin = AdminServer(bookie, config.bookie_id, config.listen_address.rsplit(":", 1)[0], config.http_port)

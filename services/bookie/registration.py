@@ -1,6 +1,7 @@
-"""Keeps this bookie registered: one RegisterBookie session with the registry,
-heartbeating well inside the lease TTL, re-established after any failure. A
-change of read-only mode is sent at once (`nudge`), not at the next beat."""
+"""The bookie's side of the registry: its cookie (RegistryCookies) and its
+registration (RegistrationKeeper: one RegisterBookie session, heartbeating
+well inside the lease TTL, re-established after any failure; a change of
+read-only mode is sent at once (`nudge`), not at the next beat)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,41 @@ import grpc
 
 from quire.common.v1 import common_pb2
 from quire.registry.v1 import registry_pb2, registry_pb2_grpc
-from quire_common.channels import open_channel
+from quire_bookie.cookie import Cookie
+from quire_common.channels import call, open_channel
+from quire_common.errors import NotFound
 
 log = logging.getLogger(__name__)
+
+
+class RegistryCookies:
+    """The registry's copy of bookie cookies (quire_bookie.cookie.CookieRegistry)."""
+
+    def __init__(self, registry_target: str, timeout_seconds: float = 5.0) -> None:
+        self._channel = open_channel(registry_target)
+        self._stub = registry_pb2_grpc.RegistryServiceStub(self._channel)
+        self._timeout = timeout_seconds
+
+    async def get(self, bookie_id: str) -> tuple[Cookie, int] | None:
+        try:
+            response = await call(
+                self._stub.GetCookie(registry_pb2.GetCookieRequest(bookie_id=bookie_id), timeout=self._timeout),
+                f"reading the cookie of bookie {bookie_id}",
+            )
+        except NotFound:
+            return None
+        return Cookie(response.cookie.instance_id, tuple(response.cookie.data_dirs)), response.version
+
+    async def create(self, bookie_id: str, cookie: Cookie) -> None:
+        request = registry_pb2.PutCookieRequest(
+            bookie_id=bookie_id,
+            cookie=registry_pb2.Cookie(instance_id=cookie.instance_id, data_dirs=list(cookie.data_dirs)),
+            expected_version=0,
+        )
+        await call(self._stub.PutCookie(request, timeout=self._timeout), f"writing the cookie of bookie {bookie_id}")
+
+    async def close(self) -> None:
+        await self._channel.close()
 
 
 class RegistrationKeeper:
@@ -33,6 +66,7 @@ class RegistrationKeeper:
         self._read_only = read_only
         self._task: asyncio.Task[None] | None = None
         self._nudged = asyncio.Event()
+        self._lease_id = 0  # the live registration's lease, resumed after a reconnect
         self.registered = asyncio.Event()
 
     def start(self) -> None:
@@ -56,6 +90,7 @@ class RegistrationKeeper:
             read_only=self._read_only(),
             service_info=self._info,
             ttl_seconds=self._ttl,
+            resume_lease_id=self._lease_id,
         )
 
     async def _requests(self) -> AsyncIterator[registry_pb2.RegisterBookieRequest]:
@@ -77,6 +112,7 @@ class RegistrationKeeper:
                     async for response in stub.RegisterBookie(self._requests()):
                         if not self.registered.is_set():
                             log.info("registered as %s (ttl %ds)", self._bookie_id, response.ttl_seconds)
+                        self._lease_id = response.lease_id
                         self.registered.set()
                         backoff = 0.2
                 except grpc.aio.AioRpcError as exc:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 
 from quire.gateway.v1 import blob_pb2, blob_pb2_grpc, ledger_pb2, ledger_pb2_grpc
-from quire_common.config import env_float, env_int, env_str
+from quire_common.bookies import BookieDirectory
+from quire_common.config import env_bool, env_float, env_int, env_str
 from quire_common.server import create_server, mark_serving, serve_until_signalled
 from quire_common.service import run_service
 from quire_gateway.handle import WriteSettings
@@ -28,7 +29,9 @@ async def main() -> None:
         max_inflight_bytes=env_int("QUIRE_GATEWAY_MAX_INFLIGHT_BYTES", 64 * 1024 * 1024, minimum=1024 * 1024),
         bookie_retry_seconds=env_float("QUIRE_GATEWAY_BOOKIE_RETRY_SECONDS", 5.0, minimum=0.0),
     )
-    remote = Remote(registry_target, placement_target)
+    bookies = BookieDirectory(registry_target, resolver_enabled=env_bool("QUIRE_RESOLVER_ENABLED", True))
+    bookies.start()
+    remote = Remote(registry_target, placement_target, bookies)
     manager = LedgerManager(remote, settings)
 
     def register(server):  # type: ignore[no-untyped-def]
@@ -44,6 +47,7 @@ async def main() -> None:
     async def on_stop() -> None:
         await manager.close_all()
         await remote.close()
+        await bookies.close()
 
     await serve_until_signalled(server, health, on_stop=on_stop)
 

@@ -1,10 +1,11 @@
 """The gateway's calls to the other services, behind plain async methods so
 the domain modules (handle, reads, ledgers) never see grpc.
 
-Bookies are reached by BookieId (BP-41): the id is resolved to the first
-`bookie-rpc` endpoint of the bookie's registered BookieServiceInfo (BP-38),
-cached, and dropped from the cache when a call to it fails so that a bookie
-that moved is found again.
+Bookies are reached by BookieId (BP-41) through the shared BookieDirectory:
+it resolves an id to the first `bookie-rpc` endpoint of the bookie's registered
+BookieServiceInfo (BP-38), keeps that current from the registry's watch, and
+forgets an address when a call to it fails so that a bookie that moved is
+found again.
 """
 
 from __future__ import annotations
@@ -17,23 +18,28 @@ from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
 from quire.common.v1 import common_pb2
 from quire.placement.v1 import placement_pb2, placement_pb2_grpc
 from quire.registry.v1 import registry_pb2, registry_pb2_grpc
+from quire_common.bookies import BookieDirectory
 from quire_common.channels import call, open_channel
 from quire_common.errors import NotFound, Reason, Unavailable
 from quire_common.ids import LedgerId, ledger_id_to_proto
 
 log = logging.getLogger(__name__)
 
-BOOKIE_RPC_PROTOCOL = "bookie-rpc"
-
 
 class Remote:
-    def __init__(self, registry_target: str, placement_target: str, rpc_timeout_seconds: float = 10.0) -> None:
-        self._registry_channel = open_channel(registry_target)
-        self._placement_channel = open_channel(placement_target)
+    def __init__(
+        self,
+        registry_target: str,
+        placement_target: str,
+        bookies: BookieDirectory,
+        rpc_timeout_seconds: float = 10.0,
+    ) -> None:
+        self._registry_channel = open_channel(registry_target, wait_for_ready=True)
+        self._placement_channel = open_channel(placement_target, wait_for_ready=True)
         self.registry = registry_pb2_grpc.RegistryServiceStub(self._registry_channel)
         self.placement = placement_pb2_grpc.PlacementServiceStub(self._placement_channel)
         self.timeout = rpc_timeout_seconds
-        self._bookie_targets: dict[str, str] = {}
+        self.bookies = bookies
         self._bookie_channels: dict[str, grpc.aio.Channel] = {}
 
     async def close(self) -> None:
@@ -123,29 +129,17 @@ class Remote:
     # -- bookies -----------------------------------------------------------------
 
     async def _bookie(self, bookie_id: str) -> bookie_pb2_grpc.BookieServiceStub:
-        target = self._bookie_targets.get(bookie_id)
-        if target is None:
-            try:
-                response = await call(
-                    self.registry.GetBookieServiceInfo(
-                        registry_pb2.GetBookieServiceInfoRequest(bookie_id=bookie_id), timeout=self.timeout
-                    ),
-                    f"resolving bookie {bookie_id}",
-                )
-            except NotFound as exc:
-                raise Unavailable(f"bookie {bookie_id} is not registered: {exc}", Reason.BOOKIE_UNAVAILABLE) from None
-            endpoints = [e for e in response.record.service_info.endpoints if e.protocol == BOOKIE_RPC_PROTOCOL]
-            if not endpoints:
-                raise Unavailable(f"bookie {bookie_id} advertises no bookie-rpc endpoint", Reason.BOOKIE_UNAVAILABLE)
-            target = f"{endpoints[0].host}:{endpoints[0].port}"
-            self._bookie_targets[bookie_id] = target
+        try:
+            target = await self.bookies.resolve(bookie_id)
+        except NotFound as exc:
+            raise Unavailable(f"bookie {bookie_id} cannot be reached: {exc}", Reason.BOOKIE_UNAVAILABLE) from None
         channel = self._bookie_channels.get(target)
         if channel is None:
             channel = self._bookie_channels[target] = open_channel(target)
         return bookie_pb2_grpc.BookieServiceStub(channel)
 
     def _forget(self, bookie_id: str) -> None:
-        self._bookie_targets.pop(bookie_id, None)
+        self.bookies.invalidate(bookie_id)
 
     async def _bookie_call(self, bookie_id: str, method: str, request, what: str):  # type: ignore[no-untyped-def]
         stub = await self._bookie(bookie_id)

@@ -2,33 +2,80 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
+from collections.abc import Mapping
+
+from opentelemetry import metrics
 
 from quire.placement.v1 import placement_pb2, placement_pb2_grpc
-from quire_common.config import env_str
+from quire.registry.v1 import registry_pb2
+from quire_common.bookies import BookieDirectory
 from quire_common.server import create_server, mark_serving, serve_until_signalled
 from quire_common.service import run_service
-from quire_placement.directory import BookieDirectory
+from quire_placement.config import PlacementConfig
+from quire_placement.placement import Placer
+from quire_placement.remote import BookieInfoClient, RegistryLoadFactors
 from quire_placement.servicer import PlacementServicer
+from quire_placement.tracker import WeightTracker
 
 log = logging.getLogger("quire_placement")
 SERVICE_NAME = placement_pb2.DESCRIPTOR.services_by_name["PlacementService"].full_name
+_poll_failures = metrics.get_meter("quire.placement").create_counter(
+    "quire.placement.info_poll_failures", unit="{poll}", description="GetBookieInfo polls that failed"
+)
 
 
 async def main() -> None:
-    address = env_str("QUIRE_PLACEMENT_ADDRESS", "127.0.0.1:7002")
-    registry_target = env_str("QUIRE_REGISTRY_TARGET", "127.0.0.1:7001")
-    directory = BookieDirectory(registry_target)
+    config = PlacementConfig.from_env()
+    # The live view of the registered bookies, fed by the registry's watch.
+    directory = BookieDirectory(config.registry_target, resolver_enabled=config.resolver_enabled)
+    directory.start()
+    info = BookieInfoClient(directory)
+    loads = RegistryLoadFactors(config.registry_target)
+    tracker = WeightTracker(
+        config.weights,
+        info,
+        loads,
+        on_poll_failure=lambda bookie_id: _poll_failures.add(1, {"bookie_id": bookie_id}),
+    )
+    directory.on_change(tracker.wake)  # a joined bookie is polled at once
+
+    async def writable() -> list[tuple[str, Mapping[str, str]]]:
+        records = await directory.records(registry_pb2.BOOKIE_STATE_WRITABLE)
+        return [(r.bookie_id, r.service_info.properties) for r in records]
+
+    async def writable_ids() -> list[str]:
+        return [bookie_id for bookie_id, _ in await writable()]
+
+    placer = Placer(config.policy, tracker, writable)
+    polling = asyncio.create_task(tracker.run(writable_ids), name="bookie-info-polling")
 
     def register(server):  # type: ignore[no-untyped-def]
-        placement_pb2_grpc.add_PlacementServiceServicer_to_server(PlacementServicer(directory), server)
+        placement_pb2_grpc.add_PlacementServiceServicer_to_server(PlacementServicer(placer), server)
         return [SERVICE_NAME]
 
-    server, port, health = create_server(address, register)
+    server, port, health = create_server(config.address, register)
     await server.start()
     await mark_serving(health, [SERVICE_NAME])
-    log.info("placement serving on port %d, registry %s", port, registry_target)
-    await serve_until_signalled(server, health, on_stop=directory.close)
+    log.info(
+        "placement serving on port %d, registry %s, policy %s, disk weights %s",
+        port,
+        config.registry_target,
+        config.policy.policy,
+        "on" if config.weights.enabled else "off",
+    )
+
+    async def on_stop() -> None:
+        polling.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await polling
+        await info.close()
+        await loads.close()
+        await directory.close()
+
+    await serve_until_signalled(server, health, on_stop=on_stop)
 
 
 if __name__ == "__main__":

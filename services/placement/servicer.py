@@ -1,29 +1,27 @@
-"""PlacementService over gRPC."""
+"""PlacementService over gRPC: validate, call the Placer, return."""
 
 from __future__ import annotations
-
-import random
 
 import grpc
 
 from quire.placement.v1 import placement_pb2, placement_pb2_grpc
 from quire_common.errors import InvalidArgument
-from quire_common.quorum import validate_quorum
-from quire_placement import policy
-from quire_placement.directory import BookieDirectory
+from quire_placement.placement import Placer
 
 
 class PlacementServicer(placement_pb2_grpc.PlacementServiceServicer):
-    def __init__(self, directory: BookieDirectory, rng: random.Random | None = None) -> None:
-        self.directory = directory
-        self.rng = rng or random.Random()
+    def __init__(self, placer: Placer) -> None:
+        self.placer = placer
 
     async def NewEnsemble(
         self, request: placement_pb2.NewEnsembleRequest, context: grpc.aio.ServicerContext
     ) -> placement_pb2.NewEnsembleResponse:
-        validate_quorum(request.ensemble_size, request.write_quorum_size, request.ack_quorum_size)
-        chosen = policy.new_ensemble(
-            await self.directory.writable(), request.ensemble_size, request.exclude_bookie_ids, self.rng
+        chosen = await self.placer.new_ensemble(
+            request.ensemble_size,
+            request.write_quorum_size,
+            request.ack_quorum_size,
+            request.exclude_bookie_ids,
+            dict(request.custom_metadata),
         )
         return placement_pb2.NewEnsembleResponse(bookie_ids=chosen)
 
@@ -32,11 +30,37 @@ class PlacementServicer(placement_pb2_grpc.PlacementServiceServicer):
     ) -> placement_pb2.ReplaceBookieResponse:
         if not request.failed_bookie_id:
             raise InvalidArgument("failed_bookie_id is required")
-        chosen = policy.replace_bookie(
-            await self.directory.writable(),
-            request.ensemble_bookie_ids,
+        chosen = await self.placer.replace_bookie(
+            request.ensemble_size,
+            request.write_quorum_size,
+            request.ack_quorum_size,
+            list(request.ensemble_bookie_ids),
             request.failed_bookie_id,
             request.exclude_bookie_ids,
-            self.rng,
+            dict(request.custom_metadata),
         )
         return placement_pb2.ReplaceBookieResponse(bookie_id=chosen)
+
+    async def GetPlacementWeights(
+        self, request: placement_pb2.GetPlacementWeightsRequest, context: grpc.aio.ServicerContext
+    ) -> placement_pb2.GetPlacementWeightsResponse:
+        tracker = self.placer.tracker
+        response = placement_pb2.GetPlacementWeightsResponse(
+            disk_weight_placement_enabled=tracker.settings.enabled,
+            max_weight_multiple=tracker.settings.max_weight_multiple,
+            policy=self.placer.settings.policy,
+        )
+        for row, sample in tracker.table():
+            weight = response.bookies.add(
+                bookie_id=row.bookie_id,
+                free_bytes=row.free_bytes,
+                total_bytes=row.total_bytes,
+                natural_weight=row.natural,
+                capped_weight=row.capped,
+                load_factor=row.load_factor,
+                selection_probability=row.probability,
+                selections=self.placer.selections[row.bookie_id],
+            )
+            weight.info_read_at.FromMicroseconds(int(sample.read_at * 1e6))
+        response.unknown_bookie_ids.extend(tracker.unknown())
+        return response

@@ -47,5 +47,12 @@ class Keys:
         return self.root + b"idgen/legacy"
 
     @property
+    def load_weights(self) -> bytes:
+        return self.root + b"placement/load/"
+
+    def load_weight(self, bookie_id: str) -> bytes:
+        return self.load_weights + bookie_id.encode()
+
+    @property
     def cluster(self) -> bytes:
         return self.root + b"cluster"

@@ -10,24 +10,25 @@ from enum import Enum
 
 from quire.common.v1 import common_pb2
 from quire.registry.v1 import registry_pb2
+from quire_common.bookies import effective_service_info
 from quire_common.errors import Aborted, AlreadyExists, InvalidArgument, NotFound, Reason
 from quire_common.ids import (
     U64_MAX,
     LedgerId,
     new_scoped_ledger_id,
     new_uuid7_ledger_id,
-    parse_host_port,
     validate_bookie_id,
 )
 from quire_common.quorum import validate_quorum
 from quire_registry.keys import Keys
-from quire_registry.store import Delete, MetadataStore, Put
+from quire_registry.store import Delete, MetadataStore, Put, WatchCompacted, WatchEvent
 
 log = logging.getLogger(__name__)
 
 DEFAULT_PAGE_SIZE = 100
 MAX_PAGE_SIZE = 1000
 _ID_ATTEMPTS = 16
+_OPS_PER_TRANSACTION = 100  # etcd refuses transactions of more than 128 operations by default
 
 
 class IdMode(Enum):
@@ -49,22 +50,6 @@ class Registration:
     version: int
 
 
-def resolve_service_info(bookie_id: str, info: common_pb2.BookieServiceInfo) -> common_pb2.BookieServiceInfo:
-    """An empty record stands for one bookie-rpc endpoint at the host:port the
-    BookieId spells (BP-38 legacy rule)."""
-    if info.endpoints or info.properties:
-        return info
-    host_port = parse_host_port(bookie_id)
-    if host_port is None:
-        raise NotFound(
-            f"bookie {bookie_id} registered no endpoints and its id is not host:port, so it cannot be resolved",
-            Reason.BOOKIE_NOT_FOUND,
-        )
-    resolved = common_pb2.BookieServiceInfo()
-    resolved.endpoints.add(id="rpc", host=host_port[0], port=host_port[1], protocol="bookie-rpc")
-    return resolved
-
-
 class Registry:
     def __init__(self, store: MetadataStore, cluster: str, default_ttl_seconds: int = 10) -> None:
         self.store = store
@@ -77,9 +62,22 @@ class Registry:
         return self.keys.readonly_bookie(bookie_id) if read_only else self.keys.writable_bookie(bookie_id)
 
     async def register_bookie(
-        self, bookie_id: str, read_only: bool, info: common_pb2.BookieServiceInfo, ttl_seconds: int
+        self,
+        bookie_id: str,
+        read_only: bool,
+        info: common_pb2.BookieServiceInfo,
+        ttl_seconds: int,
+        resume_lease_id: int = 0,
     ) -> Registration:
+        """Start a registration session. A session that names the lease of a
+        registration that is still live (the registry restarted, or the bookie
+        reconnected to another replica) adopts it; any other claim on a live
+        BookieId is refused, so one id never has two live registrations."""
         validate_bookie_id(bookie_id)
+        if resume_lease_id:
+            resumed = await self._resume(bookie_id, resume_lease_id)
+            if resumed is not None:
+                return await self.heartbeat(resumed, read_only, info)
         lease_id, granted_ttl = await self.store.grant_lease(ttl_seconds or self.default_ttl_seconds)
         key = self._bookie_key(bookie_id, read_only)
         # Absent under both states: never two live registrations of one id.
@@ -97,6 +95,20 @@ class Registry:
             )
         log.info("bookie %s registered (%s)", bookie_id, "read-only" if read_only else "writable")
         return Registration(bookie_id, lease_id, granted_ttl, read_only, info, version)
+
+    async def _resume(self, bookie_id: str, lease_id: int) -> Registration | None:
+        """The live registration of this bookie on `lease_id`, or None."""
+        for read_only in (False, True):
+            kv = await self.store.get(self._bookie_key(bookie_id, read_only))
+            if kv is None or kv.lease_id != lease_id:
+                continue
+            ttl = await self.store.keep_alive(lease_id)
+            if ttl <= 0:
+                return None
+            log.info("bookie %s resumed its registration on lease %x", bookie_id, lease_id)
+            info = common_pb2.BookieServiceInfo.FromString(kv.value)
+            return Registration(bookie_id, lease_id, ttl, read_only, info, kv.version)
+        return None
 
     async def heartbeat(
         self, registration: Registration, read_only: bool, info: common_pb2.BookieServiceInfo
@@ -128,66 +140,57 @@ class Registry:
         log.info("bookie %s unregistered", registration.bookie_id)
 
     def _record(self, key: bytes, value: bytes, version: int) -> registry_pb2.BookieRecord:
-        read_only = key.startswith(self.keys.readonly_bookies)
-        prefix = self.keys.readonly_bookies if read_only else self.keys.writable_bookies
+        bookie_id, read_only = bookie_id_of(self.keys, key)
         return registry_pb2.BookieRecord(
-            bookie_id=key[len(prefix) :].decode(),
+            bookie_id=bookie_id,
             read_only=read_only,
             service_info=common_pb2.BookieServiceInfo.FromString(value),
             version=version,
         )
 
     async def list_bookies(self, state: int) -> tuple[list[registry_pb2.BookieRecord], int]:
-        prefixes = {
-            registry_pb2.BOOKIE_STATE_WRITABLE: [self.keys.writable_bookies],
-            registry_pb2.BOOKIE_STATE_READ_ONLY: [self.keys.readonly_bookies],
-        }.get(state, [self.keys.writable_bookies, self.keys.readonly_bookies])
-        records, revision = [], 0
-        for prefix in prefixes:
-            items, revision = await self.store.list_prefix(prefix)
-            records += [self._record(kv.key, kv.value, kv.version) for kv in items]
-        records.sort(key=lambda r: r.bookie_id)
+        if state not in registry_pb2.BookieState.values():
+            raise InvalidArgument(f"unknown bookie state {state}; use writable, read-only or all")
+        # One range read, so the list is one consistent revision: a watch that
+        # starts right after it misses nothing.
+        prefix = {
+            registry_pb2.BOOKIE_STATE_WRITABLE: self.keys.writable_bookies,
+            registry_pb2.BOOKIE_STATE_READ_ONLY: self.keys.readonly_bookies,
+        }.get(state, self.keys.bookies)
+        items, revision = await self.store.list_prefix(prefix)
+        records = sorted((self._record(kv.key, kv.value, kv.version) for kv in items), key=lambda r: r.bookie_id)
         return records, revision
 
     async def watch_bookies(self):  # type: ignore[no-untyped-def]
-        """Yield (event type, record): first a snapshot of every bookie, then
-        joins, leaves and changes as they happen."""
+        """Yield (event type, record): a snapshot of every bookie and a
+        SNAPSHOT_DONE marker, then joins, leaves and changes as they happen.
+        When etcd has compacted the history the watch needs, relist and yield
+        the difference, so a watcher never misses a leave."""
         records, revision = await self.list_bookies(registry_pb2.BOOKIE_STATE_ALL)
         live = {r.bookie_id: r for r in records}
         for record in records:
             yield registry_pb2.BOOKIE_EVENT_TYPE_SNAPSHOT, record
-        async for events in self.store.watch_prefix(self.keys.bookies, revision + 1):
-            for event in events:
-                if event.value is None:
-                    read_only = event.key.startswith(self.keys.readonly_bookies)
-                    prefix = self.keys.readonly_bookies if read_only else self.keys.writable_bookies
-                    bookie_id = event.key[len(prefix) :].decode()
-                    # A move between states deletes one key and writes the other in
-                    # one revision; only a delete with no matching put is a leave.
-                    if not any(e.value is not None and e.key.endswith(b"/" + bookie_id.encode()) for e in events):
-                        live.pop(bookie_id, None)
-                        yield (
-                            registry_pb2.BOOKIE_EVENT_TYPE_LEFT,
-                            registry_pb2.BookieRecord(bookie_id=bookie_id),
-                        )
-                    continue
-                record = self._record(event.key, event.value, event.version)
-                kind = (
-                    registry_pb2.BOOKIE_EVENT_TYPE_CHANGED
-                    if record.bookie_id in live
-                    else registry_pb2.BOOKIE_EVENT_TYPE_JOINED
-                )
-                live[record.bookie_id] = record
-                yield kind, record
+        yield registry_pb2.BOOKIE_EVENT_TYPE_SNAPSHOT_DONE, registry_pb2.BookieRecord()
+        while True:
+            try:
+                async for events in self.store.watch_prefix(self.keys.bookies, revision + 1):
+                    for kind, record in bookie_events(self.keys, live, events):
+                        yield kind, record
+                    revision = max(revision, *(event.version for event in events))
+            except WatchCompacted as exc:
+                log.warning("bookie watch fell behind a compaction (%s); relisting", exc)
+                records, revision = await self.list_bookies(registry_pb2.BOOKIE_STATE_ALL)
+                for kind, record in relist_events(live, records):
+                    yield kind, record
 
-    async def get_bookie(self, bookie_id: str) -> registry_pb2.BookieRecord:
+    async def get_bookie(self, bookie_id: str) -> tuple[registry_pb2.BookieRecord, common_pb2.BookieServiceInfo]:
+        """The registration as stored, and the service info clients go by."""
         validate_bookie_id(bookie_id)
         for key in (self.keys.writable_bookie(bookie_id), self.keys.readonly_bookie(bookie_id)):
             kv = await self.store.get(key)
             if kv is not None:
                 record = self._record(kv.key, kv.value, kv.version)
-                record.service_info.CopyFrom(resolve_service_info(bookie_id, record.service_info))
-                return record
+                return record, effective_service_info(bookie_id, record.service_info)
         raise NotFound(f"bookie {bookie_id} is not registered", Reason.BOOKIE_NOT_FOUND)
 
     # -- cookies ---------------------------------------------------------------
@@ -205,12 +208,29 @@ class Registry:
         if expected_version == 0:
             version = await self.store.create(key, cookie.SerializeToString())
             if version is None:
-                raise AlreadyExists(f"bookie {bookie_id} already has a cookie", Reason.INVALID_ARGUMENT)
+                raise AlreadyExists(f"bookie {bookie_id} already has a cookie", Reason.COOKIE_EXISTS)
             return version
         version = await self.store.compare_and_swap(key, cookie.SerializeToString(), expected_version)
         if version is None:
             raise Aborted(f"cookie of bookie {bookie_id} changed since version {expected_version}")
         return version
+
+    # -- load weights (written by the telemetry stage, read by placement) --------
+
+    async def put_load_weights(self, weights: list[registry_pb2.LoadWeight]) -> None:
+        for weight in weights:
+            validate_bookie_id(weight.bookie_id)
+            if not 0 < weight.factor <= 1:
+                raise InvalidArgument(f"load factor {weight.factor} of bookie {weight.bookie_id} is not in (0, 1]")
+        for start in range(0, len(weights), _OPS_PER_TRANSACTION):
+            chunk = weights[start : start + _OPS_PER_TRANSACTION]
+            await self.store.transact(
+                [], {}, [Put(self.keys.load_weight(w.bookie_id), w.SerializeToString()) for w in chunk]
+            )
+
+    async def list_load_weights(self) -> list[registry_pb2.LoadWeight]:
+        items, _ = await self.store.list_prefix(self.keys.load_weights)
+        return [registry_pb2.LoadWeight.FromString(kv.value) for kv in items]
 
     # -- ledgers ---------------------------------------------------------------
 
@@ -221,7 +241,7 @@ class Registry:
         ledger_id: LedgerId | None = None,
         scope_id: int = 0,
     ) -> tuple[common_pb2.LedgerMetadata, int]:
-        validate_quorum(metadata.ensemble_size, metadata.write_quorum_size, metadata.ack_quorum_size)
+        validate_metadata(metadata)
         for _ in range(_ID_ATTEMPTS):
             if mode is IdMode.EXACT:
                 assert ledger_id is not None
@@ -244,19 +264,12 @@ class Registry:
         raise Aborted(f"could not find a free ledger id in {_ID_ATTEMPTS} attempts")
 
     async def _next_legacy_id(self) -> LedgerId:
-        """Take the next scope-0 id from the counter at idgen/legacy (CAS loop)."""
-        key = self.keys.legacy_id_generator
-        while True:
-            kv = await self.store.get(key)
-            if kv is None:
-                if await self.store.create(key, b"1") is not None:
-                    return LedgerId(0, 1)
-                continue
-            next_id = int(kv.value) + 1
-            if next_id > U64_MAX >> 1:
-                raise Aborted("the legacy 63-bit ledger id space is exhausted")
-            if await self.store.compare_and_swap(key, str(next_id).encode(), kv.version) is not None:
-                return LedgerId(0, next_id)
+        """The next scope-0 id: the sequence at idgen/legacy hands every caller
+        its own number, so concurrent creators never share an id."""
+        next_id = await self.store.next_in_sequence(self.keys.legacy_id_generator)
+        if next_id > U64_MAX >> 1:
+            raise Aborted("the legacy 63-bit ledger id space is exhausted")
+        return LedgerId(0, next_id)
 
     async def get_ledger(self, ledger_id: LedgerId) -> tuple[common_pb2.LedgerMetadata, int]:
         kv = await self.store.get(self.keys.ledger(ledger_id))
@@ -267,7 +280,7 @@ class Registry:
     async def update_ledger(
         self, ledger_id: LedgerId, metadata: common_pb2.LedgerMetadata, expected_version: int
     ) -> int:
-        validate_quorum(metadata.ensemble_size, metadata.write_quorum_size, metadata.ack_quorum_size)
+        validate_metadata(metadata)
         record = common_pb2.LedgerMetadata()
         record.CopyFrom(metadata)
         record.ledger_id.scope_id, record.ledger_id.ledger_id = ledger_id.scope_id, ledger_id.ledger_id
@@ -305,6 +318,87 @@ class Registry:
         ledgers = [common_pb2.LedgerMetadata.FromString(kv.value) for kv in page]
         next_token = _encode_page_token(page[-1].key) if len(items) > size else ""
         return ledgers, next_token
+
+
+def validate_metadata(metadata: common_pb2.LedgerMetadata) -> None:
+    """A record the registry will store: sound quorums, a known state, and
+    ensembles of E valid, distinct BookieIds in increasing entry order."""
+    validate_quorum(metadata.ensemble_size, metadata.write_quorum_size, metadata.ack_quorum_size)
+    if metadata.state not in (
+        common_pb2.LEDGER_STATE_OPEN,
+        common_pb2.LEDGER_STATE_IN_RECOVERY,
+        common_pb2.LEDGER_STATE_CLOSED,
+    ):
+        raise InvalidArgument(f"ledger state {metadata.state} is not OPEN, IN_RECOVERY or CLOSED")
+    previous_first = -1
+    for ensemble in metadata.ensembles:
+        if ensemble.first_entry_id < 0 or ensemble.first_entry_id < previous_first:
+            raise InvalidArgument(f"ensemble starting at entry {ensemble.first_entry_id} is out of order or negative")
+        previous_first = ensemble.first_entry_id
+        if len(ensemble.bookie_ids) != metadata.ensemble_size:
+            raise InvalidArgument(
+                f"ensemble starting at entry {ensemble.first_entry_id} has {len(ensemble.bookie_ids)} "
+                f"bookies; the ensemble size is {metadata.ensemble_size}",
+                Reason.INVALID_QUORUM,
+            )
+        for bookie_id in ensemble.bookie_ids:
+            validate_bookie_id(bookie_id)
+        if len(set(ensemble.bookie_ids)) != len(ensemble.bookie_ids):
+            raise InvalidArgument(f"ensemble starting at entry {ensemble.first_entry_id} repeats a bookie")
+
+
+def bookie_id_of(keys: Keys, key: bytes) -> tuple[str, bool]:
+    """(BookieId, read-only) of a registration key."""
+    read_only = key.startswith(keys.readonly_bookies)
+    prefix = keys.readonly_bookies if read_only else keys.writable_bookies
+    return key[len(prefix) :].decode(), read_only
+
+
+def bookie_events(
+    keys: Keys, live: dict[str, registry_pb2.BookieRecord], events: list[WatchEvent]
+) -> list[tuple[int, registry_pb2.BookieRecord]]:
+    """Turn one batch of etcd events under bookies/ into joins, leaves and
+    changes, updating `live`. A move between writable and read-only deletes one
+    key and writes the other in the same revision: that is a change, not a
+    leave and a join."""
+    written = {bookie_id_of(keys, e.key)[0] for e in events if e.value is not None}
+    out: list[tuple[int, registry_pb2.BookieRecord]] = []
+    for event in events:
+        bookie_id, read_only = bookie_id_of(keys, event.key)
+        if event.value is None:
+            if bookie_id not in written and live.pop(bookie_id, None) is not None:
+                out.append((registry_pb2.BOOKIE_EVENT_TYPE_LEFT, registry_pb2.BookieRecord(bookie_id=bookie_id)))
+            continue
+        record = registry_pb2.BookieRecord(
+            bookie_id=bookie_id,
+            read_only=read_only,
+            service_info=common_pb2.BookieServiceInfo.FromString(event.value),
+            version=event.version,
+        )
+        kind = registry_pb2.BOOKIE_EVENT_TYPE_CHANGED if bookie_id in live else registry_pb2.BOOKIE_EVENT_TYPE_JOINED
+        live[bookie_id] = record
+        out.append((kind, record))
+    return out
+
+
+def relist_events(
+    live: dict[str, registry_pb2.BookieRecord], records: list[registry_pb2.BookieRecord]
+) -> list[tuple[int, registry_pb2.BookieRecord]]:
+    """The events that take a watcher from `live` to a fresh listing (after a
+    compaction), updating `live`."""
+    fresh = {r.bookie_id: r for r in records}
+    out: list[tuple[int, registry_pb2.BookieRecord]] = [
+        (registry_pb2.BOOKIE_EVENT_TYPE_LEFT, registry_pb2.BookieRecord(bookie_id=bookie_id))
+        for bookie_id in sorted(live.keys() - fresh.keys())
+    ]
+    for bookie_id, record in sorted(fresh.items()):
+        if bookie_id not in live:
+            out.append((registry_pb2.BOOKIE_EVENT_TYPE_JOINED, record))
+        elif live[bookie_id] != record:
+            out.append((registry_pb2.BOOKIE_EVENT_TYPE_CHANGED, record))
+    live.clear()
+    live.update(fresh)
+    return out
 
 
 def _encode_page_token(last_key: bytes) -> str:

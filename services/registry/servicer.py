@@ -27,7 +27,11 @@ class RegistryServicer(registry_pb2_grpc.RegistryServiceServicer):
             async for request in request_iterator:
                 if registration is None:
                     registration = await self.registry.register_bookie(
-                        request.bookie_id, request.read_only, request.service_info, request.ttl_seconds
+                        request.bookie_id,
+                        request.read_only,
+                        request.service_info,
+                        request.ttl_seconds,
+                        request.resume_lease_id,
                     )
                 else:
                     if request.bookie_id != registration.bookie_id:
@@ -44,6 +48,7 @@ class RegistryServicer(registry_pb2_grpc.RegistryServiceServicer):
                         version=registration.version,
                     ),
                     ttl_seconds=registration.ttl_seconds,
+                    lease_id=registration.lease_id,
                 )
         finally:
             if registration is not None:
@@ -59,7 +64,8 @@ class RegistryServicer(registry_pb2_grpc.RegistryServiceServicer):
     async def GetBookieServiceInfo(
         self, request: registry_pb2.GetBookieServiceInfoRequest, context: grpc.aio.ServicerContext
     ) -> registry_pb2.GetBookieServiceInfoResponse:
-        return registry_pb2.GetBookieServiceInfoResponse(record=await self.registry.get_bookie(request.bookie_id))
+        record, effective = await self.registry.get_bookie(request.bookie_id)
+        return registry_pb2.GetBookieServiceInfoResponse(record=record, effective_service_info=effective)
 
     async def WatchBookies(
         self, request: registry_pb2.WatchBookiesRequest, context: grpc.aio.ServicerContext
@@ -125,3 +131,14 @@ class RegistryServicer(registry_pb2_grpc.RegistryServiceServicer):
             request.scope_id, request.page_size, request.page_token, request.all_scopes
         )
         return registry_pb2.ListLedgerMetadataResponse(ledgers=ledgers, next_page_token=token)
+
+    async def PutLoadWeights(
+        self, request: registry_pb2.PutLoadWeightsRequest, context: grpc.aio.ServicerContext
+    ) -> registry_pb2.PutLoadWeightsResponse:
+        await self.registry.put_load_weights(list(request.weights))
+        return registry_pb2.PutLoadWeightsResponse()
+
+    async def ListLoadWeights(
+        self, request: registry_pb2.ListLoadWeightsRequest, context: grpc.aio.ServicerContext
+    ) -> registry_pb2.ListLoadWeightsResponse:
+        return registry_pb2.ListLoadWeightsResponse(weights=await self.registry.list_load_weights())

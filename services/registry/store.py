@@ -28,6 +28,7 @@ class KeyValue:
     key: bytes
     value: bytes
     version: int  # mod_revision; 0 never occurs for a stored key
+    lease_id: int = 0  # the lease the key is attached to; 0 for none
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +36,15 @@ class WatchEvent:
     key: bytes
     value: bytes | None  # None for a delete
     version: int
+
+
+class WatchCompacted(Exception):
+    """The history a watch needed was compacted away; relist and watch again
+    from the relist's revision."""
+
+    def __init__(self, compact_revision: int) -> None:
+        super().__init__(f"watch history compacted up to revision {compact_revision}")
+        self.compact_revision = compact_revision
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +79,8 @@ class MetadataStore(Protocol):
     async def transact(
         self, absent: Sequence[bytes], versions: dict[bytes, int], ops: Sequence[Put | Delete]
     ) -> int | None: ...
+
+    async def next_in_sequence(self, key: bytes) -> int: ...
 
     async def grant_lease(self, ttl_seconds: int) -> tuple[int, int]: ...
 
@@ -120,7 +132,7 @@ class EtcdStore:
         if not response.kvs:
             return None
         kv = response.kvs[0]
-        return KeyValue(kv.key, kv.value, kv.mod_revision)
+        return KeyValue(kv.key, kv.value, kv.mod_revision, kv.lease)
 
     async def list_prefix(
         self, prefix: bytes, *, start_after: bytes | None = None, limit: int = 0
@@ -129,7 +141,7 @@ class EtcdStore:
         response = await self._guard(
             "list", self._kv.get(start, prefix_range_end(prefix), limit=limit, timeout=self._timeout)
         )
-        items = [KeyValue(kv.key, kv.value, kv.mod_revision) for kv in response.kvs]
+        items = [KeyValue(kv.key, kv.value, kv.mod_revision, kv.lease) for kv in response.kvs]
         return items, response.header.revision
 
     async def create(self, key: bytes, value: bytes, lease_id: int = 0) -> int | None:
@@ -163,6 +175,15 @@ class EtcdStore:
         response = await self._guard("transaction", self._kv.txn(compares, requests, timeout=self._timeout))
         return response.header.revision if response.succeeded else None
 
+    async def next_in_sequence(self, key: bytes) -> int:
+        """The next number of a sequence, unique to this caller: one transaction
+        puts the key and reads it back, and etcd counts every put in the key's
+        `version`. No compare, so concurrent callers never retry."""
+        put = self._kv.txn_op_put(key, b"")
+        read = self._kv.txn_op_get(key)
+        response = await self._guard("sequence transaction", self._kv.txn([], [put, read], timeout=self._timeout))
+        return int(response.responses[1].response_range.kvs[0].version)
+
     async def grant_lease(self, ttl_seconds: int) -> tuple[int, int]:
         assert self._client.lease is not None
         response = await self._guard("lease grant", self._client.lease.grant(ttl_seconds, timeout=self._timeout))
@@ -186,8 +207,18 @@ class EtcdStore:
             log.warning("revoking lease %x failed (it will expire): %s", lease_id, exc)
 
     async def watch_prefix(self, prefix: bytes, start_version: int) -> AsyncIterator[list[WatchEvent]]:
+        """Batches of events under a prefix from `start_version` on, one batch
+        per etcd revision group. Raises WatchCompacted when etcd no longer has
+        that history (it cancels the watch and would otherwise fall silent)."""
         assert self._client.watch is not None
         async for response in self._client.watch.watch(prefix, prefix_range_end(prefix), start_revision=start_version):
+            if response.compact_revision > 0:
+                raise WatchCompacted(response.compact_revision)
+            if response.canceled:
+                raise Unavailable(
+                    f"etcd cancelled the watch: {response.cancel_reason or 'no reason given'}",
+                    Reason.METADATA_STORE_UNAVAILABLE,
+                )
             events = []
             for event in response.events:
                 is_delete = event.type == 1  # mvccpb.Event.DELETE

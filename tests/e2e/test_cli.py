@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -20,6 +21,8 @@ def quire(cluster, *args: str, stdin: str | None = None) -> subprocess.Completed
             cluster.gateway_target,
             "--registry",
             cluster.registry_target,
+            "--placement",
+            cluster.placement_target,
             *args,
         ],
         input=stdin,
@@ -42,8 +45,50 @@ def test_first_ledger_walkthrough(cluster):
     assert ledger in quire(cluster, "ledger", "list").stdout
     assert '"last_add_confirmed": 3' in quire(cluster, "ledger", "info", ledger).stdout
     assert "at entry 3" in quire(cluster, "ledger", "close", ledger).stdout
-    assert len(quire(cluster, "bookie", "list").stdout.splitlines()) == 3
     assert quire(cluster, "ledger", "delete", ledger).returncode == 0
+
+
+def test_metadata_and_bookie_commands_in_table_and_json(cluster):
+    ledger = quire(cluster, "ledger", "create", "--id", "7:42").stdout.strip()
+    assert ledger == "00000000-0000-0007-0000-00000000002a"
+
+    table = quire(cluster, "ledger", "meta", ledger).stdout
+    assert "OPEN" in table and "FROM ENTRY" in table
+    meta = json.loads(quire(cluster, "ledger", "meta", ledger, "-o", "json").stdout)
+    assert meta["ledger"] == ledger and meta["version"] > 0 and "password" not in meta
+    assert len(meta["ensembles"][0]["bookie_ids"]) == 3
+
+    listed = json.loads(quire(cluster, "ledger", "list", "--scope", "7", "-o", "json").stdout)
+    assert [item["ledger"] for item in listed] == [ledger]
+    assert quire(cluster, "ledger", "list", "--scope", "8", "-o", "json").stdout.strip() == "[]"
+
+    bookies = quire(cluster, "bookie", "list").stdout.splitlines()
+    assert bookies[0].split() == ["BOOKIE", "STATE", "ENDPOINTS", "PROPERTIES"] and len(bookies) == 4
+    records = json.loads(quire(cluster, "bookie", "list", "--state", "rw", "-o", "json").stdout)
+    assert sorted(r["bookie_id"] for r in records) == sorted(cluster.bookie_id(n) for n in cluster.bookie_names)
+    assert json.loads(quire(cluster, "bookie", "list", "--state", "ro", "-o", "json").stdout) == []
+
+    bookie_id = records[0]["bookie_id"]
+    shown = json.loads(quire(cluster, "bookie", "endpoints", bookie_id, "-o", "json").stdout)
+    assert shown["resolved_address"] == bookie_id  # local bookies listen where their id says
+    assert shown["record"]["service_info"]["endpoints"][0]["protocol"] == "bookie-rpc"
+    assert "resolves   bookie-rpc" in quire(cluster, "bookie", "endpoints", bookie_id).stdout
+    assert quire(cluster, "ledger", "delete", ledger).returncode == 0
+
+
+def test_bookieinfo_and_placement_weights(cluster):
+    table = quire(cluster, "bookieinfo").stdout.splitlines()
+    assert table[0] == "Free disk space info:" and len(table) == 1 + 3 + 2
+    assert table[-2].startswith("Total free disk space in the cluster:")
+    report = json.loads(quire(cluster, "bookieinfo", "-o", "json").stdout)
+    assert len(report["bookies"]) == 3 and report["unreachable"] == {}
+    assert report["cluster"]["total_bytes"] == sum(b["total_bytes"] for b in report["bookies"].values())
+
+    weights = json.loads(quire(cluster, "placement", "weights", "-o", "json").stdout)
+    assert weights["policy"] == "default"
+    polled = {b["bookie_id"] for b in weights.get("bookies", [])} | set(weights.get("unknown_bookie_ids", []))
+    assert polled == set(report["bookies"])
+    assert "P(FIRST)" in quire(cluster, "placement", "weights").stdout
 
 
 def test_errors_are_one_line_with_code_and_no_traceback(cluster):
@@ -51,6 +96,10 @@ def test_errors_are_one_line_with_code_and_no_traceback(cluster):
         (("ledger", "read", "nonsense"), "INVALID_ARGUMENT"),
         (("ledger", "create", "-e", "2", "-w", "3"), "INVALID_ARGUMENT [INVALID_QUORUM]"),
         (("ledger", "info", "00000000-0000-0000-0000-00000000beef"), "NOT_FOUND [LEDGER_NOT_FOUND]"),
+        (("ledger", "meta", "00000000-0000-0000-0000-00000000beef"), "NOT_FOUND [LEDGER_NOT_FOUND]"),
+        (("bookie", "endpoints", "readonly"), "INVALID_ARGUMENT"),
+        (("bookie", "endpoints", "bad/id"), "INVALID_ARGUMENT"),
+        (("bookie", "endpoints", "never-registered"), "NOT_FOUND [BOOKIE_NOT_FOUND]"),
     ):
         result = quire(cluster, *args)
         assert result.returncode == 1

@@ -111,7 +111,8 @@ async def test_bookie_registration_lifecycle(registry):
     assert (await registry.list_bookies(registry_pb2.BOOKIE_STATE_WRITABLE))[0] == []
     read_only, _ = await registry.list_bookies(registry_pb2.BOOKIE_STATE_READ_ONLY)
     assert [r.bookie_id for r in read_only] == ["127.0.0.1:3181"]
-    assert (await registry.get_bookie("127.0.0.1:3181")).read_only
+    record, _ = await registry.get_bookie("127.0.0.1:3181")
+    assert record.read_only
 
     await registry.unregister_bookie(registration)
     with pytest.raises(NotFound):
@@ -127,7 +128,7 @@ async def test_registration_expires_without_heartbeats(registry):
         ),
         2,
     )
-    assert (await registry.get_bookie("bookie-x")).bookie_id == "bookie-x"
+    assert (await registry.get_bookie("bookie-x"))[0].bookie_id == "bookie-x"
     deadline = asyncio.get_running_loop().time() + 10
     while asyncio.get_running_loop().time() < deadline:
         try:
@@ -140,8 +141,9 @@ async def test_registration_expires_without_heartbeats(registry):
 
 async def test_empty_record_resolves_from_host_port_id(registry):
     await registry.register_bookie("10.0.0.5:3181", False, common_pb2.BookieServiceInfo(), 2)
-    record = await registry.get_bookie("10.0.0.5:3181")
-    (endpoint,) = record.service_info.endpoints
+    record, effective = await registry.get_bookie("10.0.0.5:3181")
+    assert record.service_info == common_pb2.BookieServiceInfo()  # stored verbatim
+    (endpoint,) = effective.endpoints
     assert (endpoint.host, endpoint.port, endpoint.protocol) == ("10.0.0.5", 3181, "bookie-rpc")
     await registry.register_bookie("opaque-id", False, common_pb2.BookieServiceInfo(), 2)
     with pytest.raises(NotFound, match="cannot be resolved"):
@@ -160,6 +162,8 @@ async def test_watch_sees_snapshot_join_move_and_leave(registry):
 
     kind, record = await next_event()
     assert (kind, record.bookie_id) == (registry_pb2.BOOKIE_EVENT_TYPE_SNAPSHOT, "first:1")
+    kind, _ = await next_event()
+    assert kind == registry_pb2.BOOKIE_EVENT_TYPE_SNAPSHOT_DONE
     second = await registry.register_bookie("second:1", False, info, 5)
     kind, record = await next_event()
     assert (kind, record.bookie_id) == (registry_pb2.BOOKIE_EVENT_TYPE_JOINED, "second:1")
@@ -171,3 +175,187 @@ async def test_watch_sees_snapshot_join_move_and_leave(registry):
     assert (kind, record.bookie_id) == (registry_pb2.BOOKIE_EVENT_TYPE_LEFT, "first:1")
     await events.aclose()
     await registry.unregister_bookie(second)
+
+
+def two_endpoints(port: int = 3181) -> common_pb2.BookieServiceInfo:
+    info = common_pb2.BookieServiceInfo(
+        endpoints=[
+            common_pb2.Endpoint(id="rpc", host="10.1.2.3", port=port, protocol="bookie-rpc", auth=["tls"]),
+            common_pb2.Endpoint(id="http", host="10.1.2.3", port=8181, protocol="http", extensions=["metrics"]),
+        ]
+    )
+    info.properties["topology.rack"] = "/r1"
+    return info
+
+
+async def test_service_info_round_trips_verbatim(registry):
+    info = two_endpoints()
+    await registry.register_bookie("bookie-a", False, info, 5)
+    record, effective = await registry.get_bookie("bookie-a")
+    assert record.service_info == info and effective == info
+    listed, revision = await registry.list_bookies(registry_pb2.BOOKIE_STATE_ALL)
+    assert [r.service_info for r in listed] == [info]
+    assert revision >= record.version > 0
+
+
+async def test_same_session_same_record_is_a_no_op(registry):
+    registration = await registry.register_bookie("bookie-b", False, two_endpoints(), 5)
+    version = registration.version
+    again = await registry.heartbeat(registration, False, two_endpoints())
+    assert again.version == version
+    assert (await registry.get_bookie("bookie-b"))[0].version == version
+
+
+async def test_a_new_session_resumes_its_own_live_lease_only(registry):
+    first = await registry.register_bookie("bookie-c", False, two_endpoints(), 5)
+    with pytest.raises(AlreadyExists):  # someone else claiming the live id
+        await registry.register_bookie("bookie-c", False, two_endpoints(), 5, resume_lease_id=first.lease_id + 1)
+    # The same bookie reconnecting (say the registry restarted) adopts its registration.
+    resumed = await registry.register_bookie("bookie-c", True, two_endpoints(), 5, resume_lease_id=first.lease_id)
+    assert resumed.lease_id == first.lease_id and resumed.read_only
+    writable, _ = await registry.list_bookies(registry_pb2.BOOKIE_STATE_WRITABLE)
+    read_only, _ = await registry.list_bookies(registry_pb2.BOOKIE_STATE_READ_ONLY)
+    assert writable == [] and [r.bookie_id for r in read_only] == ["bookie-c"]
+    await registry.unregister_bookie(resumed)
+    # Once the lease is gone, resuming it falls back to a fresh registration.
+    fresh = await registry.register_bookie("bookie-c", False, two_endpoints(), 5, resume_lease_id=first.lease_id)
+    assert fresh.lease_id != first.lease_id
+    await registry.unregister_bookie(fresh)
+
+
+async def test_invalid_bookie_ids_are_refused_everywhere(registry):
+    for bad in ("", "readonly", "ReadOnly", "has space:1", "a/b", "x" * 256):
+        with pytest.raises(InvalidArgument):
+            await registry.register_bookie(bad, False, two_endpoints(), 5)
+        with pytest.raises(InvalidArgument):
+            await registry.get_bookie(bad)
+        with pytest.raises(InvalidArgument):
+            await registry.get_cookie(bad)
+    record = metadata()
+    record.ensembles[0].bookie_ids[1] = "readonly"
+    with pytest.raises(InvalidArgument, match="readonly"):
+        await registry.create_ledger(IdMode.FRESH, record)
+    with pytest.raises(InvalidArgument):
+        await registry.list_bookies(42)
+
+
+async def test_metadata_with_a_malformed_ensemble_is_refused(registry):
+    short = metadata()
+    del short.ensembles[0].bookie_ids[2]
+    repeated = metadata()
+    repeated.ensembles[0].bookie_ids[2] = "a:1"
+    backwards = metadata()
+    backwards.ensembles.add(first_entry_id=-5, bookie_ids=["a:1", "b:1", "c:1"])
+    for record in (short, repeated, backwards):
+        with pytest.raises(InvalidArgument):
+            await registry.create_ledger(IdMode.FRESH, record)
+
+
+async def test_cas_conflicts_change_nothing(registry):
+    created, version = await registry.create_ledger(IdMode.FRESH, metadata())
+    ledger_id = LedgerId(created.ledger_id.scope_id, created.ledger_id.ledger_id)
+    closed = common_pb2.LedgerMetadata()
+    closed.CopyFrom(created)
+    closed.state = common_pb2.LEDGER_STATE_CLOSED
+    new_version = await registry.update_ledger(ledger_id, closed, version)
+
+    stale = common_pb2.LedgerMetadata()
+    stale.CopyFrom(created)
+    stale.ensembles[0].bookie_ids[0] = "intruder:1"
+    with pytest.raises(Aborted):
+        await registry.update_ledger(ledger_id, stale, version)
+    with pytest.raises(Aborted):
+        await registry.delete_ledger(ledger_id, version)
+    stored, stored_version = await registry.get_ledger(ledger_id)
+    assert stored == closed and stored_version == new_version
+    await registry.delete_ledger(ledger_id, new_version)
+    with pytest.raises(NotFound):
+        await registry.get_ledger(ledger_id)
+
+
+async def test_scope_zero_keys_read_like_a_64_bit_system(registry):
+    created, _ = await registry.create_ledger(IdMode.EXACT, metadata(), ledger_id=LedgerId(0, 1))
+    key = registry.keys.ledger(LedgerId(0, 1))
+    assert key.endswith(b"/ledgers/00000000-0000-0000-0000-000000000001")
+    stored = await registry.store.get(key)
+    assert stored is not None and common_pb2.LedgerMetadata.FromString(stored.value) == created
+    listed, _ = await registry.list_ledgers(0, 10, "")
+    assert [m.ledger_id.ledger_id for m in listed] == [1]
+
+
+async def test_fresh_and_scoped_ids(registry):
+    fresh = [await registry.create_ledger(IdMode.FRESH, metadata()) for _ in range(5)]
+    values = [LedgerId(m.ledger_id.scope_id, m.ledger_id.ledger_id).value for m, _ in fresh]
+    assert len(set(values)) == 5
+    assert all((value >> 76) & 0xF == 7 for value in values)  # UUIDv7 layout
+    scoped = [await registry.create_ledger(IdMode.SCOPED, metadata(), scope_id=99) for _ in range(5)]
+    assert {m.ledger_id.scope_id for m, _ in scoped} == {99}
+    assert len({m.ledger_id.ledger_id for m, _ in scoped}) == 5
+
+
+async def test_legacy_generator_ten_clients_a_thousand_ids_each(etcd, registry):
+    """Ten separate etcd clients draw 1,000 ids each, all at once: no id twice."""
+    stores = [EtcdStore([etcd.endpoint]) for _ in range(10)]
+    for store in stores:
+        await store.connect()
+    try:
+        clients = [Registry(store, registry.keys.root.decode().split("/")[2]) for store in stores]
+
+        async def draw(client: Registry) -> list[int]:
+            return [(await client._next_legacy_id()).ledger_id for _ in range(1000)]
+
+        drawn = await asyncio.gather(*(draw(client) for client in clients))
+    finally:
+        for store in stores:
+            await store.close()
+    every = [value for batch in drawn for value in batch]
+    assert len(every) == 10_000 and len(set(every)) == 10_000
+    assert min(every) >= 1 and all(batch == sorted(batch) for batch in drawn)
+
+
+async def test_watch_relists_after_a_compaction(etcd, registry, caplog):
+    """A watch whose history was compacted away relists and reports the
+    difference: the leave it missed and the join it missed."""
+    import etcd3aio
+
+    gone = await registry.register_bookie("gone:1", False, two_endpoints(), 10)
+    stays = await registry.register_bookie("stays:1", False, two_endpoints(), 10)
+    real_list = registry.store.list_prefix
+    calls = 0
+
+    async def list_then_change_history(prefix, **kwargs):
+        # After the watcher's first listing, change the bookies and compact
+        # etcd, so the watch that follows starts inside compacted history.
+        nonlocal calls
+        calls += 1
+        result = await real_list(prefix, **kwargs)
+        if calls == 1:
+            await registry.unregister_bookie(gone)
+            await registry.register_bookie("joined:1", False, two_endpoints(), 10)
+            admin = etcd3aio.Etcd3Client([etcd.endpoint])
+            await admin.connect()
+            revision = (await admin.kv.get(b"/")).header.revision
+            await admin.kv.compact(revision)
+            await admin.close()
+        return result
+
+    registry.store.list_prefix = list_then_change_history
+    events = registry.watch_bookies()
+    seen = []
+    try:
+        while len(seen) < 5:
+            kind, record = await asyncio.wait_for(anext(events), timeout=10)
+            seen.append((kind, record.bookie_id))
+    finally:
+        await events.aclose()
+        registry.store.list_prefix = real_list
+    assert seen[:3] == [
+        (registry_pb2.BOOKIE_EVENT_TYPE_SNAPSHOT, "gone:1"),
+        (registry_pb2.BOOKIE_EVENT_TYPE_SNAPSHOT, "stays:1"),
+        (registry_pb2.BOOKIE_EVENT_TYPE_SNAPSHOT_DONE, ""),
+    ]
+    assert sorted(seen[3:]) == sorted(
+        [(registry_pb2.BOOKIE_EVENT_TYPE_LEFT, "gone:1"), (registry_pb2.BOOKIE_EVENT_TYPE_JOINED, "joined:1")]
+    )
+    assert "relisting" in caplog.text  # the difference came from a relist, not from history
+    await registry.unregister_bookie(stays)

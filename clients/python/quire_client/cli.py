@@ -1,9 +1,11 @@
 """The `quire` command line.
 
     quire cluster up                      start a local cluster (what `make run` runs)
-    quire ledger create|append|read|close|delete|list|info
-    quire bookie list
+    quire ledger create|append|read|close|delete|list|info|meta
+    quire bookie list [--state rw|ro|all] | endpoints ID
     quire bookie inspect --data-dir D     look into a stopped bookie's RocksDB (read-only)
+    quire bookieinfo                      free and total disk per bookie, and cluster totals
+    quire placement weights               how placement weighs each writable bookie (BP-2)
     quire bench [--local]                 append/read throughput
 
 Ledger ids are printed and accepted as qualified names (UUID form); 32 hex
@@ -28,6 +30,7 @@ from quire.registry.v1 import registry_pb2
 from quire_client import bench
 from quire_client.client import QuireClient, QuireClientError
 from quire_client.cluster import ClusterError, LocalCluster, Ports
+from quire_common.bookies import bookie_rpc_address, legacy_address
 from quire_common.errors import QuireError
 from quire_common.ids import LedgerId
 
@@ -44,8 +47,31 @@ def _metadata_json(metadata: common_pb2.LedgerMetadata) -> dict[str, object]:
     return data
 
 
+def _print_table(header: list[str], rows: list[list[str]]) -> None:
+    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows, strict=True)]
+    for row in [header, *rows]:
+        print("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+
+
+def _print_json(data: object) -> None:
+    print(json.dumps(data, indent=2, sort_keys=True))
+
+
+def _state_name(metadata: common_pb2.LedgerMetadata) -> str:
+    return common_pb2.LedgerState.Name(metadata.state).removeprefix("LEDGER_STATE_")
+
+
 def _client(args: argparse.Namespace) -> QuireClient:
-    return QuireClient(args.gateway, args.registry)
+    return QuireClient(args.gateway, args.registry, placement=args.placement)
+
+
+def _readable_bytes(count: int) -> str:
+    value = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.2f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def cmd_ledger_create(args: argparse.Namespace) -> None:
@@ -102,12 +128,50 @@ def cmd_ledger_delete(args: argparse.Namespace) -> None:
 
 def cmd_ledger_list(args: argparse.Namespace) -> None:
     with _client(args) as client:
-        for metadata in client.list_ledgers(args.scope):
-            state = common_pb2.LedgerState.Name(metadata.state).removeprefix("LEDGER_STATE_")
-            print(
-                f"{_ledger_name(metadata)}\t{state}\tE={metadata.ensemble_size} "
-                f"W={metadata.write_quorum_size} A={metadata.ack_quorum_size}"
-            )
+        ledgers = list(client.list_ledgers(args.scope))
+    if args.output == "json":
+        _print_json([_metadata_json(metadata) for metadata in ledgers])
+        return
+    rows = [
+        [
+            _ledger_name(m),
+            _state_name(m),
+            f"{m.ensemble_size}/{m.write_quorum_size}/{m.ack_quorum_size}",
+            str(m.last_entry_id) if m.state == common_pb2.LEDGER_STATE_CLOSED else "-",
+        ]
+        for m in ledgers
+    ]
+    _print_table(["LEDGER", "STATE", "E/W/A", "LAST ENTRY"], rows)
+
+
+def cmd_ledger_meta(args: argparse.Namespace) -> None:
+    with _client(args) as client:
+        metadata, version = client.ledger_metadata(args.ledger)
+    if args.output == "json":
+        data = _metadata_json(metadata)
+        data["version"] = version
+        _print_json(data)
+        return
+    digest = common_pb2.DigestType.Name(metadata.digest_type).removeprefix("DIGEST_TYPE_")
+    _print_table(
+        ["FIELD", "VALUE"],
+        [
+            ["ledger", _ledger_name(metadata)],
+            ["version", str(version)],
+            ["state", _state_name(metadata)],
+            ["E/W/A", f"{metadata.ensemble_size}/{metadata.write_quorum_size}/{metadata.ack_quorum_size}"],
+            ["last entry", str(metadata.last_entry_id)],
+            ["length", str(metadata.length)],
+            ["digest", digest],
+            ["created", metadata.create_time.ToJsonString() if metadata.HasField("create_time") else "-"],
+            *[[f"custom {key}", value] for key, value in sorted(metadata.custom_metadata.items())],
+        ],
+    )
+    print()
+    _print_table(
+        ["FROM ENTRY", "ENSEMBLE"],
+        [[str(e.first_entry_id), " ".join(e.bookie_ids)] for e in metadata.ensembles],
+    )
 
 
 def cmd_ledger_info(args: argparse.Namespace) -> None:
@@ -120,11 +184,130 @@ def cmd_ledger_info(args: argparse.Namespace) -> None:
     print(json.dumps(data, indent=2))
 
 
+BOOKIE_STATES = {
+    "rw": registry_pb2.BOOKIE_STATE_WRITABLE,
+    "ro": registry_pb2.BOOKIE_STATE_READ_ONLY,
+    "all": registry_pb2.BOOKIE_STATE_ALL,
+}
+
+
+def _record_json(record: registry_pb2.BookieRecord) -> dict[str, object]:
+    return json_format.MessageToDict(
+        record, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+    )
+
+
 def cmd_bookie_list(args: argparse.Namespace) -> None:
     with _client(args) as client:
+        records = client.list_bookies(BOOKIE_STATES[args.state])
+    if args.output == "json":
+        _print_json([_record_json(record) for record in records])
+        return
+    rows = [
+        [
+            record.bookie_id,
+            "read-only" if record.read_only else "writable",
+            " ".join(f"{e.protocol}={e.host}:{e.port}" for e in record.service_info.endpoints) or "(from id)",
+            " ".join(f"{k}={v}" for k, v in sorted(record.service_info.properties.items())) or "-",
+        ]
+        for record in records
+    ]
+    _print_table(["BOOKIE", "STATE", "ENDPOINTS", "PROPERTIES"], rows)
+
+
+def cmd_bookie_endpoints(args: argparse.Namespace) -> None:
+    with _client(args) as client:
+        response = client.bookie_service_info(args.bookie_id)
+    record = response.record
+    address = bookie_rpc_address(record.bookie_id, record.service_info)
+    try:
+        legacy: str | None = legacy_address(record.bookie_id)
+    except QuireError:
+        legacy = None  # not a host:port id: only the resolver can find it
+    if args.output == "json":
+        _print_json(
+            {
+                "record": _record_json(record),
+                "effective_service_info": json_format.MessageToDict(
+                    response.effective_service_info, preserving_proto_field_name=True
+                ),
+                "resolved_address": address,
+                "legacy_address": legacy,
+            }
+        )
+        return
+    print(
+        f"bookie     {record.bookie_id} ({'read-only' if record.read_only else 'writable'}, version {record.version})"
+    )
+    print("registered " + (json_format.MessageToJson(record.service_info, indent=None) or "{}"))
+    print(f"resolves   bookie-rpc {address}")
+    print(f"legacy     {legacy or '(id is not host:port: unresolvable without the registry)'}")
+
+
+def cmd_bookieinfo(args: argparse.Namespace) -> int:
+    """Free and total space of every registered bookie, then the cluster's
+    totals, each BookieId counted once."""
+    answers: dict[str, tuple[int, int]] = {}
+    failures: dict[str, str] = {}
+    with _client(args) as client:
         for record in client.list_bookies(registry_pb2.BOOKIE_STATE_ALL):
-            endpoints = ", ".join(f"{e.protocol}={e.host}:{e.port}" for e in record.service_info.endpoints)
-            print(f"{record.bookie_id}\t{'read-only' if record.read_only else 'writable'}\t{endpoints}")
+            try:
+                info = client.bookie_info(record)
+            except (QuireClientError, QuireError) as exc:
+                failures[record.bookie_id] = str(exc)
+                continue
+            answers[record.bookie_id] = (int(info.free_disk_bytes), int(info.total_disk_bytes))
+    if not answers:
+        print("Failed to retrieve bookie information from any of the bookies", file=sys.stderr)
+        return 1
+    total_free = sum(free for free, _ in answers.values())
+    total = sum(size for _, size in answers.values())
+    if args.output == "json":
+        _print_json(
+            {
+                "bookies": {b: {"free_bytes": f, "total_bytes": t} for b, (f, t) in sorted(answers.items())},
+                "unreachable": failures,
+                "cluster": {"free_bytes": total_free, "total_bytes": total},
+            }
+        )
+        return 0
+    print("Free disk space info:")
+    for bookie_id, (free, size) in sorted(answers.items()):
+        print(f"{bookie_id}:\tFree: {free}({_readable_bytes(free)})\tTotal: {size}({_readable_bytes(size)})")
+    for bookie_id, error in sorted(failures.items()):
+        print(f"{bookie_id}:\tunreachable: {error}")
+    print(f"Total free disk space in the cluster:\t{total_free}({_readable_bytes(total_free)})")
+    print(f"Total disk capacity in the cluster:\t{total}({_readable_bytes(total)})")
+    return 0
+
+
+def cmd_placement_weights(args: argparse.Namespace) -> None:
+    with _client(args) as client:
+        response = client.placement_weights()
+    if args.output == "json":
+        _print_json(json_format.MessageToDict(response, preserving_proto_field_name=True))
+        return
+    state = "on" if response.disk_weight_placement_enabled else "off (uniform draws)"
+    print(f"policy {response.policy}, disk weights {state}, cap {response.max_weight_multiple} x median")
+    _print_table(
+        ["BOOKIE", "FREE", "TOTAL", "NATURAL", "CAPPED", "LOAD", "P(FIRST)", "CHOSEN", "READ AT"],
+        [
+            [
+                b.bookie_id,
+                _readable_bytes(b.free_bytes),
+                _readable_bytes(b.total_bytes),
+                f"{b.natural_weight:.4f}",
+                f"{b.capped_weight:.4f}",
+                f"{b.load_factor:.2f}",
+                f"{b.selection_probability:.4f}",
+                str(b.selections),
+                b.info_read_at.ToJsonString(),
+            ]
+            for b in response.bookies
+        ],
+    )
+    for bookie_id in response.unknown_bookie_ids:
+        print(f"{bookie_id}: info not read yet (or unreachable); drawn as the smallest weight")
 
 
 def _payload_preview(payload: bytes, limit: int = 60) -> str:
@@ -210,10 +393,15 @@ def cmd_cluster_up(args: argparse.Namespace) -> None:
         print("stopped.")
 
 
+def _add_output(command: argparse.ArgumentParser) -> None:
+    command.add_argument("-o", "--output", choices=["table", "json"], default="table")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="quire", description="Quire: a replicated ledger store")
     parser.add_argument("--gateway", default=os.environ.get("QUIRE_GATEWAY", "127.0.0.1:7000"))
     parser.add_argument("--registry", default=os.environ.get("QUIRE_REGISTRY", "127.0.0.1:7001"))
+    parser.add_argument("--placement", default=os.environ.get("QUIRE_PLACEMENT", "127.0.0.1:7002"))
     areas = parser.add_subparsers(dest="area", required=True)
 
     ledger = areas.add_parser("ledger", help="create, write, read and manage ledgers").add_subparsers(
@@ -255,12 +443,26 @@ def build_parser() -> argparse.ArgumentParser:
         command.add_argument("ledger")
         command.set_defaults(func=func)
 
-    listing = ledger.add_parser("list", help="list ledgers (of one scope with --scope)")
+    listing = ledger.add_parser("list", help="list ledgers (every scope, or one with --scope)")
     listing.add_argument("--scope", type=int, default=None)
+    _add_output(listing)
     listing.set_defaults(func=cmd_ledger_list)
 
+    meta = ledger.add_parser("meta", help="print a ledger's metadata record and version")
+    meta.add_argument("ledger")
+    _add_output(meta)
+    meta.set_defaults(func=cmd_ledger_meta)
+
     bookie = areas.add_parser("bookie", help="bookies").add_subparsers(dest="command", required=True)
-    bookie.add_parser("list", help="list registered bookies").set_defaults(func=cmd_bookie_list)
+    bookie_list = bookie.add_parser("list", help="list registered bookies")
+    bookie_list.add_argument("--state", choices=sorted(BOOKIE_STATES), default="all")
+    _add_output(bookie_list)
+    bookie_list.set_defaults(func=cmd_bookie_list)
+    endpoints = bookie.add_parser("endpoints", help="a bookie's registered info and the address it resolves to")
+    endpoints.add_argument("bookie_id")
+    _add_output(endpoints)
+    endpoints.set_defaults(func=cmd_bookie_endpoints)
+
     inspect = bookie.add_parser(
         "inspect",
         help="look into a stopped bookie's RocksDB without changing it",
@@ -275,6 +477,15 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.add_argument("--password", default=None, help="the ledger password, needed only for HMAC digests")
     inspect.set_defaults(func=cmd_bookie_inspect)
 
+    bookieinfo = areas.add_parser("bookieinfo", help="free and total disk space of every bookie, and the totals")
+    _add_output(bookieinfo)
+    bookieinfo.set_defaults(func=cmd_bookieinfo)
+
+    placement = areas.add_parser("placement", help="placement").add_subparsers(dest="command", required=True)
+    weights = placement.add_parser("weights", help="how placement weighs each writable bookie (BP-2)")
+    _add_output(weights)
+    weights.set_defaults(func=cmd_placement_weights)
+
     cluster = areas.add_parser("cluster", help="local clusters").add_subparsers(dest="command", required=True)
     up = cluster.add_parser("up", help="start etcd and every service locally until Ctrl-C")
     up.add_argument("--data-dir", default=os.environ.get("QUIRE_DATA_DIR", "data"))
@@ -288,8 +499,6 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         status = args.func(args)
-        if isinstance(status, int):
-            return status
     except QuireClientError as exc:
         reason = f" [{exc.reason.removeprefix('ERROR_REASON_')}]" if exc.reason else ""
         print(f"error: {exc.code.name}{reason}: {exc.message}", file=sys.stderr)
@@ -302,7 +511,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except BrokenPipeError:
         return 0
-    return 0
+    return int(status or 0)
 
 
 if __name__ == "__main__":

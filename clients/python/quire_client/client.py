@@ -10,10 +10,13 @@ from dataclasses import dataclass
 import grpc
 from google.rpc import error_details_pb2, status_pb2
 
+from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
 from quire.common.v1 import common_pb2
 from quire.gateway.v1 import ledger_pb2, ledger_pb2_grpc
+from quire.placement.v1 import placement_pb2, placement_pb2_grpc
 from quire.registry.v1 import registry_pb2, registry_pb2_grpc
-from quire_common.ids import LedgerId, ledger_id_to_proto
+from quire_common.bookies import bookie_rpc_address
+from quire_common.ids import LedgerId, ledger_id_to_proto, validate_bookie_id
 
 _STATUS_DETAILS_KEY = "grpc-status-details-bin"
 
@@ -49,7 +52,13 @@ def _as_ledger_id(ledger: LedgerId | str) -> LedgerId:
 
 
 class QuireClient:
-    def __init__(self, gateway: str = "127.0.0.1:7000", registry: str = "127.0.0.1:7001", timeout: float = 30.0):
+    def __init__(
+        self,
+        gateway: str = "127.0.0.1:7000",
+        registry: str = "127.0.0.1:7001",
+        timeout: float = 30.0,
+        placement: str = "127.0.0.1:7002",
+    ):
         options = [
             ("grpc.max_receive_message_length", 64 * 1024 * 1024),
             ("grpc.max_send_message_length", 64 * 1024 * 1024),
@@ -58,6 +67,8 @@ class QuireClient:
         self._registry_channel = grpc.insecure_channel(registry, options=options)
         self.ledgers = ledger_pb2_grpc.LedgerServiceStub(self._gateway_channel)
         self.registry = registry_pb2_grpc.RegistryServiceStub(self._registry_channel)
+        self._options = options
+        self._placement_target = placement
         self.timeout = timeout
 
     def close(self) -> None:
@@ -200,3 +211,26 @@ class QuireClient:
 
     def list_bookies(self, state: int = registry_pb2.BOOKIE_STATE_ALL) -> list[registry_pb2.BookieRecord]:
         return list(self._unary(self.registry.ListBookies, registry_pb2.ListBookiesRequest(state=state)).bookies)
+
+    def bookie_info(self, record: registry_pb2.BookieRecord, timeout: float = 5.0) -> bookie_pb2.GetBookieInfoResponse:
+        """One bookie's GetBookieInfo, at the address its registration resolves to."""
+        address = bookie_rpc_address(record.bookie_id, record.service_info)
+        with grpc.insecure_channel(address, options=self._options) as channel:
+            try:
+                return bookie_pb2_grpc.BookieServiceStub(channel).GetBookieInfo(
+                    bookie_pb2.GetBookieInfoRequest(), timeout=timeout
+                )
+            except grpc.RpcError as exc:
+                raise _translate(exc) from None
+
+    def placement_weights(self) -> placement_pb2.GetPlacementWeightsResponse:
+        with grpc.insecure_channel(self._placement_target, options=self._options) as channel:
+            stub = placement_pb2_grpc.PlacementServiceStub(channel)
+            return self._unary(stub.GetPlacementWeights, placement_pb2.GetPlacementWeightsRequest())
+
+    def bookie_service_info(self, bookie_id: str) -> registry_pb2.GetBookieServiceInfoResponse:
+        """A bookie's registration as stored, and the service info clients use."""
+        validate_bookie_id(bookie_id)
+        return self._unary(
+            self.registry.GetBookieServiceInfo, registry_pb2.GetBookieServiceInfoRequest(bookie_id=bookie_id)
+        )

@@ -126,7 +126,7 @@ class LocalCluster:
         self.ports = ports or Ports()
         self.cluster_name = cluster_name
         self.extra_env = extra_env or {}
-        self.bookie_env = bookie_env or {}  # per bookie name, e.g. {"bookie-3": {"QUIRE_BOOKIE_CAPACITY_BYTES": ...}}
+        self.bookie_env = bookie_env or {}  # settings for single bookies, by name
         self.etcd_binary = etcd_binary or shutil.which("etcd") or "/usr/bin/etcd"
         self.processes: dict[str, _Process] = {}
         self._define()
@@ -138,6 +138,10 @@ class LocalCluster:
     @property
     def registry_target(self) -> str:
         return f"127.0.0.1:{self.ports.registry}"
+
+    @property
+    def placement_target(self) -> str:
+        return f"127.0.0.1:{self.ports.placement}"
 
     @property
     def bookie_names(self) -> list[str]:

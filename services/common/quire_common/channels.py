@@ -3,6 +3,7 @@ QuireErrors so each hop can decide again what a downstream error means."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable
 from typing import TypeVar
 
@@ -24,9 +25,20 @@ CHANNEL_OPTIONS = [
 ]
 
 
-def open_channel(target: str) -> grpc.aio.Channel:
-    """A channel to another service, carrying trace context."""
-    return grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS, interceptors=aio_client_interceptors())
+# Calls wait (within their deadline) for the channel to connect instead of
+# failing at once while the peer restarts.
+_WAIT_FOR_READY = json.dumps({"methodConfig": [{"name": [{}], "waitForReady": True}]})
+
+
+def open_channel(target: str, *, wait_for_ready: bool = False) -> grpc.aio.Channel:
+    """A channel to another service, carrying trace context. With
+    `wait_for_ready`, calls ride out a restart of the peer (a registry or
+    placement replica); leave it off for bookies, whose failure the caller
+    must see at once to try another replica."""
+    options: list[tuple[str, str | int]] = list(CHANNEL_OPTIONS)
+    if wait_for_ready:
+        options.append(("grpc.service_config", _WAIT_FOR_READY))
+    return grpc.aio.insecure_channel(target, options=options, interceptors=aio_client_interceptors())
 
 
 def error_from_rpc(exc: grpc.aio.AioRpcError, what: str) -> QuireError:

@@ -45,6 +45,11 @@ class PlacementServiceStub:
                 request_serializer=quire_dot_placement_dot_v1_dot_placement__pb2.ReplaceBookieRequest.SerializeToString,
                 response_deserializer=quire_dot_placement_dot_v1_dot_placement__pb2.ReplaceBookieResponse.FromString,
                 _registered_method=True)
+        self.GetPlacementWeights = channel.unary_unary(
+                '/quire.placement.v1.PlacementService/GetPlacementWeights',
+                request_serializer=quire_dot_placement_dot_v1_dot_placement__pb2.GetPlacementWeightsRequest.SerializeToString,
+                response_deserializer=quire_dot_placement_dot_v1_dot_placement__pb2.GetPlacementWeightsResponse.FromString,
+                _registered_method=True)
 
 
 class PlacementServiceServicer:
@@ -65,6 +70,14 @@ class PlacementServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetPlacementWeights(self, request, context):
+        """GetPlacementWeights shows how the next draws would weigh each writable
+        bookie (BP-2 disk weights and telemetry load factors).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_PlacementServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -77,6 +90,11 @@ def add_PlacementServiceServicer_to_server(servicer, server):
                     servicer.ReplaceBookie,
                     request_deserializer=quire_dot_placement_dot_v1_dot_placement__pb2.ReplaceBookieRequest.FromString,
                     response_serializer=quire_dot_placement_dot_v1_dot_placement__pb2.ReplaceBookieResponse.SerializeToString,
+            ),
+            'GetPlacementWeights': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetPlacementWeights,
+                    request_deserializer=quire_dot_placement_dot_v1_dot_placement__pb2.GetPlacementWeightsRequest.FromString,
+                    response_serializer=quire_dot_placement_dot_v1_dot_placement__pb2.GetPlacementWeightsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -134,6 +152,33 @@ class PlacementService:
             '/quire.placement.v1.PlacementService/ReplaceBookie',
             quire_dot_placement_dot_v1_dot_placement__pb2.ReplaceBookieRequest.SerializeToString,
             quire_dot_placement_dot_v1_dot_placement__pb2.ReplaceBookieResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetPlacementWeights(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/quire.placement.v1.PlacementService/GetPlacementWeights',
+            quire_dot_placement_dot_v1_dot_placement__pb2.GetPlacementWeightsRequest.SerializeToString,
+            quire_dot_placement_dot_v1_dot_placement__pb2.GetPlacementWeightsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,3 +1,6 @@
+import datetime
+
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from quire.common.v1 import common_pb2 as _common_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
@@ -22,6 +25,7 @@ class BookieEventType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     BOOKIE_EVENT_TYPE_JOINED: _ClassVar[BookieEventType]
     BOOKIE_EVENT_TYPE_LEFT: _ClassVar[BookieEventType]
     BOOKIE_EVENT_TYPE_CHANGED: _ClassVar[BookieEventType]
+    BOOKIE_EVENT_TYPE_SNAPSHOT_DONE: _ClassVar[BookieEventType]
 BOOKIE_STATE_UNSPECIFIED: BookieState
 BOOKIE_STATE_WRITABLE: BookieState
 BOOKIE_STATE_READ_ONLY: BookieState
@@ -31,6 +35,7 @@ BOOKIE_EVENT_TYPE_SNAPSHOT: BookieEventType
 BOOKIE_EVENT_TYPE_JOINED: BookieEventType
 BOOKIE_EVENT_TYPE_LEFT: BookieEventType
 BOOKIE_EVENT_TYPE_CHANGED: BookieEventType
+BOOKIE_EVENT_TYPE_SNAPSHOT_DONE: BookieEventType
 
 class BookieRecord(_message.Message):
     __slots__ = ("bookie_id", "read_only", "service_info", "version")
@@ -45,24 +50,28 @@ class BookieRecord(_message.Message):
     def __init__(self, bookie_id: _Optional[str] = ..., read_only: _Optional[bool] = ..., service_info: _Optional[_Union[_common_pb2.BookieServiceInfo, _Mapping]] = ..., version: _Optional[int] = ...) -> None: ...
 
 class RegisterBookieRequest(_message.Message):
-    __slots__ = ("bookie_id", "read_only", "service_info", "ttl_seconds")
+    __slots__ = ("bookie_id", "read_only", "service_info", "ttl_seconds", "resume_lease_id")
     BOOKIE_ID_FIELD_NUMBER: _ClassVar[int]
     READ_ONLY_FIELD_NUMBER: _ClassVar[int]
     SERVICE_INFO_FIELD_NUMBER: _ClassVar[int]
     TTL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    RESUME_LEASE_ID_FIELD_NUMBER: _ClassVar[int]
     bookie_id: str
     read_only: bool
     service_info: _common_pb2.BookieServiceInfo
     ttl_seconds: int
-    def __init__(self, bookie_id: _Optional[str] = ..., read_only: _Optional[bool] = ..., service_info: _Optional[_Union[_common_pb2.BookieServiceInfo, _Mapping]] = ..., ttl_seconds: _Optional[int] = ...) -> None: ...
+    resume_lease_id: int
+    def __init__(self, bookie_id: _Optional[str] = ..., read_only: _Optional[bool] = ..., service_info: _Optional[_Union[_common_pb2.BookieServiceInfo, _Mapping]] = ..., ttl_seconds: _Optional[int] = ..., resume_lease_id: _Optional[int] = ...) -> None: ...
 
 class RegisterBookieResponse(_message.Message):
-    __slots__ = ("record", "ttl_seconds")
+    __slots__ = ("record", "ttl_seconds", "lease_id")
     RECORD_FIELD_NUMBER: _ClassVar[int]
     TTL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    LEASE_ID_FIELD_NUMBER: _ClassVar[int]
     record: BookieRecord
     ttl_seconds: int
-    def __init__(self, record: _Optional[_Union[BookieRecord, _Mapping]] = ..., ttl_seconds: _Optional[int] = ...) -> None: ...
+    lease_id: int
+    def __init__(self, record: _Optional[_Union[BookieRecord, _Mapping]] = ..., ttl_seconds: _Optional[int] = ..., lease_id: _Optional[int] = ...) -> None: ...
 
 class ListBookiesRequest(_message.Message):
     __slots__ = ("state",)
@@ -85,10 +94,12 @@ class GetBookieServiceInfoRequest(_message.Message):
     def __init__(self, bookie_id: _Optional[str] = ...) -> None: ...
 
 class GetBookieServiceInfoResponse(_message.Message):
-    __slots__ = ("record",)
+    __slots__ = ("record", "effective_service_info")
     RECORD_FIELD_NUMBER: _ClassVar[int]
+    EFFECTIVE_SERVICE_INFO_FIELD_NUMBER: _ClassVar[int]
     record: BookieRecord
-    def __init__(self, record: _Optional[_Union[BookieRecord, _Mapping]] = ...) -> None: ...
+    effective_service_info: _common_pb2.BookieServiceInfo
+    def __init__(self, record: _Optional[_Union[BookieRecord, _Mapping]] = ..., effective_service_info: _Optional[_Union[_common_pb2.BookieServiceInfo, _Mapping]] = ...) -> None: ...
 
 class WatchBookiesRequest(_message.Message):
     __slots__ = ()
@@ -221,3 +232,33 @@ class ListLedgerMetadataResponse(_message.Message):
     ledgers: _containers.RepeatedCompositeFieldContainer[_common_pb2.LedgerMetadata]
     next_page_token: str
     def __init__(self, ledgers: _Optional[_Iterable[_Union[_common_pb2.LedgerMetadata, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class LoadWeight(_message.Message):
+    __slots__ = ("bookie_id", "factor", "computed_at")
+    BOOKIE_ID_FIELD_NUMBER: _ClassVar[int]
+    FACTOR_FIELD_NUMBER: _ClassVar[int]
+    COMPUTED_AT_FIELD_NUMBER: _ClassVar[int]
+    bookie_id: str
+    factor: float
+    computed_at: _timestamp_pb2.Timestamp
+    def __init__(self, bookie_id: _Optional[str] = ..., factor: _Optional[float] = ..., computed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class PutLoadWeightsRequest(_message.Message):
+    __slots__ = ("weights",)
+    WEIGHTS_FIELD_NUMBER: _ClassVar[int]
+    weights: _containers.RepeatedCompositeFieldContainer[LoadWeight]
+    def __init__(self, weights: _Optional[_Iterable[_Union[LoadWeight, _Mapping]]] = ...) -> None: ...
+
+class PutLoadWeightsResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListLoadWeightsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListLoadWeightsResponse(_message.Message):
+    __slots__ = ("weights",)
+    WEIGHTS_FIELD_NUMBER: _ClassVar[int]
+    weights: _containers.RepeatedCompositeFieldContainer[LoadWeight]
+    def __init__(self, weights: _Optional[_Iterable[_Union[LoadWeight, _Mapping]]] = ...) -> None: ...

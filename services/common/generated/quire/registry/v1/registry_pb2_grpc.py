@@ -92,6 +92,16 @@ class RegistryServiceStub:
                 request_serializer=quire_dot_registry_dot_v1_dot_registry__pb2.ListLedgerMetadataRequest.SerializeToString,
                 response_deserializer=quire_dot_registry_dot_v1_dot_registry__pb2.ListLedgerMetadataResponse.FromString,
                 _registered_method=True)
+        self.PutLoadWeights = channel.unary_unary(
+                '/quire.registry.v1.RegistryService/PutLoadWeights',
+                request_serializer=quire_dot_registry_dot_v1_dot_registry__pb2.PutLoadWeightsRequest.SerializeToString,
+                response_deserializer=quire_dot_registry_dot_v1_dot_registry__pb2.PutLoadWeightsResponse.FromString,
+                _registered_method=True)
+        self.ListLoadWeights = channel.unary_unary(
+                '/quire.registry.v1.RegistryService/ListLoadWeights',
+                request_serializer=quire_dot_registry_dot_v1_dot_registry__pb2.ListLoadWeightsRequest.SerializeToString,
+                response_deserializer=quire_dot_registry_dot_v1_dot_registry__pb2.ListLoadWeightsResponse.FromString,
+                _registered_method=True)
 
 
 class RegistryServiceServicer:
@@ -184,6 +194,20 @@ class RegistryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PutLoadWeights(self, request, context):
+        """PutLoadWeights stores the load factors the telemetry stage computed.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListLoadWeights(self, request, context):
+        """ListLoadWeights returns every stored load factor.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RegistryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -241,6 +265,16 @@ def add_RegistryServiceServicer_to_server(servicer, server):
                     servicer.ListLedgerMetadata,
                     request_deserializer=quire_dot_registry_dot_v1_dot_registry__pb2.ListLedgerMetadataRequest.FromString,
                     response_serializer=quire_dot_registry_dot_v1_dot_registry__pb2.ListLedgerMetadataResponse.SerializeToString,
+            ),
+            'PutLoadWeights': grpc.unary_unary_rpc_method_handler(
+                    servicer.PutLoadWeights,
+                    request_deserializer=quire_dot_registry_dot_v1_dot_registry__pb2.PutLoadWeightsRequest.FromString,
+                    response_serializer=quire_dot_registry_dot_v1_dot_registry__pb2.PutLoadWeightsResponse.SerializeToString,
+            ),
+            'ListLoadWeights': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListLoadWeights,
+                    request_deserializer=quire_dot_registry_dot_v1_dot_registry__pb2.ListLoadWeightsRequest.FromString,
+                    response_serializer=quire_dot_registry_dot_v1_dot_registry__pb2.ListLoadWeightsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -543,6 +577,60 @@ class RegistryService:
             '/quire.registry.v1.RegistryService/ListLedgerMetadata',
             quire_dot_registry_dot_v1_dot_registry__pb2.ListLedgerMetadataRequest.SerializeToString,
             quire_dot_registry_dot_v1_dot_registry__pb2.ListLedgerMetadataResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PutLoadWeights(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/quire.registry.v1.RegistryService/PutLoadWeights',
+            quire_dot_registry_dot_v1_dot_registry__pb2.PutLoadWeightsRequest.SerializeToString,
+            quire_dot_registry_dot_v1_dot_registry__pb2.PutLoadWeightsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListLoadWeights(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/quire.registry.v1.RegistryService/ListLoadWeights',
+            quire_dot_registry_dot_v1_dot_registry__pb2.ListLoadWeightsRequest.SerializeToString,
+            quire_dot_registry_dot_v1_dot_registry__pb2.ListLoadWeightsResponse.FromString,
             options,
             channel_credentials,
             insecure,

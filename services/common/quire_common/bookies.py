@@ -1,0 +1,218 @@
+"""Who the bookies are and where to reach them (BP-38, BP-41).
+
+Ledger metadata names bookies by BookieId, never by address. This module is
+the one place that turns a BookieId into a network address:
+
+- `effective_service_info` applies BP-38's legacy rule (an empty record means
+  one `bookie-rpc` endpoint at the `host:port` the id spells);
+- `bookie_rpc_address` picks the first `bookie-rpc` endpoint;
+- `BookieDirectory` keeps a live view of the registered bookies, fed by the
+  registry's WatchBookies stream, so a bookie that comes back on a new address
+  under the same id is found there without any metadata rewrite. With the
+  resolver disabled it only parses `host:port` ids (legacy clusters).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Callable
+
+from quire.common.v1 import common_pb2
+from quire.registry.v1 import registry_pb2, registry_pb2_grpc
+from quire_common.channels import call, open_channel
+from quire_common.errors import NotFound, Reason
+from quire_common.ids import parse_host_port, validate_bookie_id
+
+log = logging.getLogger(__name__)
+
+BOOKIE_RPC_PROTOCOL = "bookie-rpc"
+HTTP_PROTOCOL = "http"
+
+
+def effective_service_info(bookie_id: str, info: common_pb2.BookieServiceInfo) -> common_pb2.BookieServiceInfo:
+    """The record clients go by: the registered one, or for an empty record one
+    bookie-rpc endpoint parsed from a `host:port` id. NOT_FOUND when the record
+    is empty and the id is not `host:port`."""
+    if info.endpoints or info.properties:
+        return info
+    host_port = parse_host_port(bookie_id)
+    if host_port is None:
+        raise NotFound(
+            f"bookie {bookie_id} registered no endpoints and its id is not host:port, so it cannot be resolved",
+            Reason.BOOKIE_NOT_FOUND,
+        )
+    derived = common_pb2.BookieServiceInfo()
+    derived.endpoints.add(id="rpc", host=host_port[0], port=host_port[1], protocol=BOOKIE_RPC_PROTOCOL)
+    return derived
+
+
+def bookie_rpc_address(bookie_id: str, info: common_pb2.BookieServiceInfo) -> str:
+    """`host:port` of the bookie's first bookie-rpc endpoint."""
+    for endpoint in effective_service_info(bookie_id, info).endpoints:
+        if endpoint.protocol == BOOKIE_RPC_PROTOCOL:
+            return f"{endpoint.host}:{endpoint.port}"
+    raise NotFound(f"bookie {bookie_id} advertises no {BOOKIE_RPC_PROTOCOL} endpoint", Reason.BOOKIE_NOT_FOUND)
+
+
+def legacy_address(bookie_id: str) -> str:
+    """The address a `host:port` id spells, for clusters run without the resolver."""
+    validate_bookie_id(bookie_id)
+    host_port = parse_host_port(bookie_id)
+    if host_port is None:
+        raise NotFound(
+            f"bookie {bookie_id} is not host:port and the address resolver is disabled",
+            Reason.BOOKIE_NOT_FOUND,
+        )
+    return f"{host_port[0]}:{host_port[1]}"
+
+
+class BookieView:
+    """The registered bookies as a sequence of watch events describes them.
+    Pure state; BookieDirectory feeds it."""
+
+    def __init__(self) -> None:
+        self.records: dict[str, registry_pb2.BookieRecord] = {}
+        self._incoming: dict[str, registry_pb2.BookieRecord] | None = None
+        self.complete = False  # a whole snapshot has been applied
+
+    def apply(self, event: registry_pb2.WatchBookiesResponse) -> None:
+        kind, record = event.type, event.record
+        if kind == registry_pb2.BOOKIE_EVENT_TYPE_SNAPSHOT:
+            if self._incoming is None:
+                self._incoming = {}
+            self._incoming[record.bookie_id] = record
+        elif kind == registry_pb2.BOOKIE_EVENT_TYPE_SNAPSHOT_DONE:
+            # Replace the whole view at once: a bookie missing from the
+            # snapshot left while we were not watching.
+            self.records = self._incoming or {}
+            self._incoming = None
+            self.complete = True
+        elif kind == registry_pb2.BOOKIE_EVENT_TYPE_LEFT:
+            self.records.pop(record.bookie_id, None)
+        elif kind in (registry_pb2.BOOKIE_EVENT_TYPE_JOINED, registry_pb2.BOOKIE_EVENT_TYPE_CHANGED):
+            self.records[record.bookie_id] = record
+
+    def reset(self) -> None:
+        """The watch broke: what we hold may be stale from now on."""
+        self._incoming = None
+        self.complete = False
+
+    def writable(self) -> list[str]:
+        return sorted(bookie_id for bookie_id, record in self.records.items() if not record.read_only)
+
+
+class BookieDirectory:
+    """Live view of the registered bookies and the BookieId → address resolver.
+
+    A background task follows WatchBookies; a deleted registration evicts its
+    address, a changed one replaces it. Until the view is complete (at start,
+    or after the watch broke) lookups go to the registry directly.
+    """
+
+    def __init__(self, registry_target: str, *, resolver_enabled: bool = True, timeout_seconds: float = 5.0) -> None:
+        self._channel = open_channel(registry_target, wait_for_ready=True)
+        self._stub = registry_pb2_grpc.RegistryServiceStub(self._channel)
+        self.resolver_enabled = resolver_enabled
+        self._timeout = timeout_seconds
+        self.view = BookieView()
+        self._addresses: dict[str, str] = {}
+        self._task: asyncio.Task[None] | None = None
+        self._listeners: list[Callable[[], None]] = []
+
+    def on_change(self, listener: Callable[[], None]) -> None:
+        """Call `listener` after every membership event (a join, leave,
+        change or fresh snapshot)."""
+        self._listeners.append(listener)
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._follow(), name="bookie-directory")
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            self._task = None
+        await self._channel.close()
+
+    async def _follow(self) -> None:
+        backoff = 0.2
+        while True:
+            try:
+                async for event in self._stub.WatchBookies(registry_pb2.WatchBookiesRequest()):
+                    self.view.apply(event)
+                    self._on_event(event)
+                    if event.type != registry_pb2.BOOKIE_EVENT_TYPE_SNAPSHOT:
+                        for listener in self._listeners:
+                            listener()
+                    backoff = 0.2
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the registry went away; relist when it is back
+                log.warning("bookie watch broke (%s); retrying in %.1fs", exc, backoff)
+            self.view.reset()
+            self._addresses.clear()
+            await asyncio.sleep(backoff + random.uniform(0, backoff / 2))
+            backoff = min(backoff * 2, 5.0)
+
+    def _on_event(self, event: registry_pb2.WatchBookiesResponse) -> None:
+        bookie_id = event.record.bookie_id
+        if event.type == registry_pb2.BOOKIE_EVENT_TYPE_SNAPSHOT_DONE:
+            self._addresses = {k: v for k, v in self._addresses.items() if k in self.view.records}
+        elif event.type == registry_pb2.BOOKIE_EVENT_TYPE_LEFT:
+            self._addresses.pop(bookie_id, None)
+        elif bookie_id:
+            self._addresses.pop(bookie_id, None)  # resolved again from the new record on next use
+
+    async def resolve(self, bookie_id: str) -> str:
+        """`host:port` of the bookie's bookie-rpc endpoint. NOT_FOUND when the
+        bookie is not registered or cannot be resolved."""
+        if not self.resolver_enabled:
+            return legacy_address(bookie_id)
+        address = self._addresses.get(bookie_id)
+        if address is not None:
+            return address
+        record = self.view.records.get(bookie_id) if self.view.complete else None
+        if record is None:
+            record = await self._fetch(bookie_id)
+        address = bookie_rpc_address(bookie_id, record.service_info)
+        self._addresses[bookie_id] = address
+        return address
+
+    def invalidate(self, bookie_id: str) -> None:
+        """Forget a cached address (a call to it failed: the bookie may have moved)."""
+        self._addresses.pop(bookie_id, None)
+
+    async def _fetch(self, bookie_id: str) -> registry_pb2.BookieRecord:
+        validate_bookie_id(bookie_id)
+        response = await call(
+            self._stub.GetBookieServiceInfo(
+                registry_pb2.GetBookieServiceInfoRequest(bookie_id=bookie_id), timeout=self._timeout
+            ),
+            f"resolving bookie {bookie_id}",
+        )
+        return response.record
+
+    async def records(self, state: int = registry_pb2.BOOKIE_STATE_ALL) -> list[registry_pb2.BookieRecord]:
+        """Registered bookies in a state, from the live view when it is
+        complete, else straight from the registry."""
+        if self.view.complete:
+            records = sorted(self.view.records.values(), key=lambda r: r.bookie_id)
+            if state == registry_pb2.BOOKIE_STATE_WRITABLE:
+                return [r for r in records if not r.read_only]
+            if state == registry_pb2.BOOKIE_STATE_READ_ONLY:
+                return [r for r in records if r.read_only]
+            return records
+        response = await call(
+            self._stub.ListBookies(registry_pb2.ListBookiesRequest(state=state), timeout=self._timeout),
+            "listing bookies from the registry",
+        )
+        return list(response.bookies)
+
+    async def writable(self) -> list[str]:
+        return [r.bookie_id for r in await self.records(registry_pb2.BOOKIE_STATE_WRITABLE)]

@@ -1,0 +1,59 @@
+"""Placement's calls to other services, behind the plain protocols the
+tracker is written against: bookies' GetBookieInfo, and the load factors the
+registry keeps."""
+
+from __future__ import annotations
+
+import grpc
+
+from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
+from quire.registry.v1 import registry_pb2, registry_pb2_grpc
+from quire_common.bookies import BookieDirectory
+from quire_common.channels import call, open_channel
+
+
+class BookieInfoClient:
+    """quire_placement.tracker.BookieInfoSource over gRPC."""
+
+    def __init__(self, directory: BookieDirectory) -> None:
+        self._directory = directory
+        self._channels: dict[str, grpc.aio.Channel] = {}
+
+    async def disk(self, bookie_id: str, timeout_seconds: float) -> tuple[int, int]:
+        address = await self._directory.resolve(bookie_id)
+        channel = self._channels.get(address)
+        if channel is None:
+            channel = self._channels[address] = open_channel(address)
+        stub = bookie_pb2_grpc.BookieServiceStub(channel)
+        try:
+            response = await call(
+                stub.GetBookieInfo(bookie_pb2.GetBookieInfoRequest(), timeout=timeout_seconds),
+                f"reading the info of bookie {bookie_id}",
+            )
+        except Exception:
+            self._directory.invalidate(bookie_id)
+            raise
+        return int(response.free_disk_bytes), int(response.total_disk_bytes)
+
+    async def close(self) -> None:
+        for channel in self._channels.values():
+            await channel.close()
+
+
+class RegistryLoadFactors:
+    """quire_placement.tracker.LoadFactorSource over gRPC."""
+
+    def __init__(self, registry_target: str, timeout_seconds: float = 5.0) -> None:
+        self._channel = open_channel(registry_target, wait_for_ready=True)
+        self._stub = registry_pb2_grpc.RegistryServiceStub(self._channel)
+        self._timeout = timeout_seconds
+
+    async def load_factors(self) -> dict[str, tuple[float, float]]:
+        response = await call(
+            self._stub.ListLoadWeights(registry_pb2.ListLoadWeightsRequest(), timeout=self._timeout),
+            "reading load factors",
+        )
+        return {w.bookie_id: (w.factor, w.computed_at.ToMicroseconds() / 1e6) for w in response.weights}
+
+    async def close(self) -> None:
+        await self._channel.close()
