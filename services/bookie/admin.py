@@ -14,6 +14,7 @@ import logging
 from typing import Any
 
 from quire_bookie.bookie import Bookie
+from quire_common.config import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +87,13 @@ class AdminServer:
         self.port = 0
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._handle, self._host, self._port)
+        try:
+            self._server = await asyncio.start_server(self._handle, self._host, self._port)
+        except OSError as exc:
+            raise ConfigError(
+                f"QUIRE_BOOKIE_HTTP_PORT: cannot listen on {self._host}:{self._port} ({exc.strerror or exc}); "
+                "choose another port, or 0 to turn the admin endpoint off"
+            ) from None
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def stop(self) -> None:

@@ -197,3 +197,18 @@ def test_health_stays_not_serving_until_registered(tmp_path):
         assert bookie.popen.poll() is None, "the bookie gave up while the registry was away"
     finally:
         assert bookie.stop() == 0  # a stop while waiting for the registry is clean
+
+
+def test_a_taken_admin_port_stops_the_start_with_a_clear_message(tmp_path):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        bookie = StandaloneBookie(tmp_path, http_port=port)
+        result = subprocess.run(
+            [sys.executable, "-m", "quire_bookie"], env=bookie.env, capture_output=True, text=True, timeout=60
+        )
+    assert result.returncode == 2
+    assert "QUIRE_BOOKIE_HTTP_PORT" in result.stderr and "Traceback" not in result.stderr
