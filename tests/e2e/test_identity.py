@@ -16,9 +16,7 @@ pytestmark = pytest.mark.e2e
 
 def boot_bookie(cluster, name: str, **overrides: str) -> subprocess.CompletedProcess[str]:
     """Run bookie `name`'s command with changed settings; a refused boot exits."""
-    env = dict(
-        cluster.processes[name].env, QUIRE_BOOKIE_PORT=str(free_port()), QUIRE_BOOKIE_HTTP_PORT="0", **overrides
-    )
+    env = dict(cluster.processes[name].env, QUIRE_BOOKIE_PORT=str(free_port()), QUIRE_BOOKIE_HTTP_PORT="0", **overrides)
     return subprocess.run(
         cluster.processes[name].command, env=env, capture_output=True, text=True, timeout=60, check=False
     )
