@@ -16,7 +16,7 @@ from pathlib import Path
 from quire_bookie.disk import DiskUsage, ReadOnlyPolicy, measure
 from quire_bookie.journal import FlushStats, GroupCommitter
 from quire_bookie.storage import NO_ENTRY, EntryStore, LedgerState
-from quire_common.entry import header_ids
+from quire_common.entry import check_keyless_digest, header_ids
 from quire_common.errors import (
     FailedPrecondition,
     InvalidArgument,
@@ -45,6 +45,7 @@ class BookieSettings:
     read_only: ReadOnlyPolicy = field(default_factory=ReadOnlyPolicy)
     disk_check_interval_seconds: float = 5.0
     max_long_poll_seconds: float = 30.0
+    verify_digests: bool = True  # check CRC32/CRC32C digests of incoming entries
 
 
 @dataclass(frozen=True)
@@ -194,6 +195,12 @@ class Bookie:
                 )
             if entry_id < 0:
                 raise InvalidArgument(f"entry id {entry_id} is negative")
+            if self.settings.verify_digests and check_keyless_digest(data) is False:
+                raise InvalidArgument(
+                    f"entry {entry_id} of ledger {ledger_id} does not match its digest: "
+                    "corrupted on the way in; nothing stored",
+                    Reason.DIGEST_MISMATCH,
+                )
             checked.append((entry_id, lac, data))
         return checked
 

@@ -71,6 +71,7 @@ class BookieConfig:
             read_only=ReadOnlyPolicy(read_only_usage, writable_usage, env_bool("QUIRE_BOOKIE_FORCE_READ_ONLY", False)),
             disk_check_interval_seconds=env_int("QUIRE_BOOKIE_DISK_CHECK_INTERVAL_MS", 5000, minimum=50) / 1000,
             max_long_poll_seconds=env_int("QUIRE_BOOKIE_MAX_LONG_POLL_MS", 30_000, minimum=0) / 1000,
+            verify_digests=env_bool("QUIRE_BOOKIE_VERIFY_DIGESTS", True),
         )
         return cls(
             listen_address=f"{env_str('QUIRE_BOOKIE_LISTEN_HOST', '127.0.0.1')}:{port}",

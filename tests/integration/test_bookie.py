@@ -458,3 +458,23 @@ async def test_every_write_syncs_the_wal_before_the_add_returns(tmp_path, monkey
         assert unsafe.info().sync_disabled
     finally:
         await unsafe.close()
+
+
+async def test_an_entry_corrupted_on_the_way_in_is_refused_and_not_stored(tmp_path):
+    corrupt = bytearray(packed(0, b"payload bytes"))
+    corrupt[-3] ^= 0x10
+    bookie = Bookie(tmp_path)
+    await bookie.start()
+    try:
+        with pytest.raises(InvalidArgument, match="does not match its digest") as caught:
+            await bookie.add_entries(LEDGER, KEY, [(0, bytes(corrupt))], False)
+        assert caught.value.reason == Reason.DIGEST_MISMATCH
+        assert bookie.ledger_ids() == []
+    finally:
+        await bookie.close()
+    trusting = Bookie(tmp_path / "trusting", BookieSettings(verify_digests=False))
+    await trusting.start()
+    try:
+        await trusting.add_entries(LEDGER, KEY, [(0, bytes(corrupt))], False)  # the setting is what refused it
+    finally:
+        await trusting.close()

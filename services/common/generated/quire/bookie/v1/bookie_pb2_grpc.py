@@ -28,7 +28,8 @@ if _version_not_supported:
 class BookieServiceStub:
     """BookieService stores packed entries durably. Entries arrive packed (entry
     format V2, with digest) by the gateway; the bookie checks each header
-    against the request and never unpacks the payload.
+    against the request and, for CRC32 and CRC32C digests, the digest too (a
+    mismatch is INVALID_ARGUMENT with reason DIGEST_MISMATCH; nothing is stored).
     """
 
     def __init__(self, channel):
@@ -82,7 +83,8 @@ class BookieServiceStub:
 class BookieServiceServicer:
     """BookieService stores packed entries durably. Entries arrive packed (entry
     format V2, with digest) by the gateway; the bookie checks each header
-    against the request and never unpacks the payload.
+    against the request and, for CRC32 and CRC32C digests, the digest too (a
+    mismatch is INVALID_ARGUMENT with reason DIGEST_MISMATCH; nothing is stored).
     """
 
     def AddEntries(self, request, context):
@@ -201,7 +203,8 @@ def add_BookieServiceServicer_to_server(servicer, server):
 class BookieService:
     """BookieService stores packed entries durably. Entries arrive packed (entry
     format V2, with digest) by the gateway; the bookie checks each header
-    against the request and never unpacks the payload.
+    against the request and, for CRC32 and CRC32C digests, the digest too (a
+    mismatch is INVALID_ARGUMENT with reason DIGEST_MISMATCH; nothing is stored).
     """
 
     @staticmethod
