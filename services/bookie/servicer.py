@@ -6,6 +6,7 @@ import grpc
 
 from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
 from quire_bookie.bookie import Bookie
+from quire_common.errors import InvalidArgument
 from quire_common.ids import ledger_id_from_proto
 
 
@@ -33,9 +34,21 @@ class BookieServicer(bookie_pb2_grpc.BookieServiceServicer):
     async def ReadEntries(
         self, request: bookie_pb2.ReadEntriesRequest, context: grpc.aio.ServicerContext
     ) -> bookie_pb2.ReadEntriesResponse:
-        found, missing, truncated = await self.bookie.read_entries(
-            ledger_id_from_proto(request.ledger_id), list(request.entry_ids), request.max_bytes, request.max_entries
-        )
+        ledger_id = ledger_id_from_proto(request.ledger_id)
+        if request.HasField("range"):
+            if request.entry_ids:
+                raise InvalidArgument("give entry_ids or a range, not both")
+            found, missing, truncated = await self.bookie.read_range(
+                ledger_id,
+                request.range.first_entry_id,
+                request.range.last_entry_id,
+                request.max_bytes,
+                request.max_entries,
+            )
+        else:
+            found, missing, truncated = await self.bookie.read_entries(
+                ledger_id, list(request.entry_ids), request.max_bytes, request.max_entries
+            )
         return bookie_pb2.ReadEntriesResponse(
             entries=[bookie_pb2.PackedEntry(entry_id=e, data=d) for e, d in found],
             missing_entry_ids=missing,

@@ -197,6 +197,25 @@ class EntryStore:
             total += len(value)
         return found, missing, False
 
+    def read_range(
+        self, ledger_id: LedgerId, first: int, last: int, max_bytes: int, max_entries: int
+    ) -> tuple[list[tuple[int, bytes]], list[int], bool]:
+        """Stored entries with ids in [first, last] in id order (at least the
+        first one, then up to max_bytes and max_entries), the ids missing
+        between them, and whether a limit cut the range short."""
+        found: list[tuple[int, bytes]] = []
+        missing: list[int] = []
+        total = 0
+        expected = first
+        for entry_id, value in self.entries(ledger_id, first, last):
+            if found and (total + len(value) > max_bytes or len(found) >= max_entries):
+                return found, missing, True
+            missing.extend(range(expected, entry_id))
+            found.append((entry_id, value))
+            total += len(value)
+            expected = entry_id + 1
+        return found, missing, False
+
     def entries(self, ledger_id: LedgerId, first: int = 0, last: int = (1 << 63) - 1) -> Iterator[tuple[int, bytes]]:
         """A ledger's stored entries with ids in [first, last], in id order."""
         for key, value in self._entries.items(from_key=entry_key(ledger_id, first)):

@@ -478,3 +478,34 @@ async def test_an_entry_corrupted_on_the_way_in_is_refused_and_not_stored(tmp_pa
         await trusting.add_entries(LEDGER, KEY, [(0, bytes(corrupt))], False)  # the setting is what refused it
     finally:
         await trusting.close()
+
+
+async def test_range_reads_scan_in_order_report_gaps_and_respect_bounds(bookie):
+    stored = [0, 1, 2, 5, 6, 9]
+    await bookie.add_entries(LEDGER, KEY, [(i, packed(i, b"r" * 1000)) for i in stored], False)
+    found, missing, truncated = await bookie.read_range(LEDGER, 1, 1 << 62)
+    assert [e for e, _ in found] == [1, 2, 5, 6, 9] and missing == [3, 4, 7, 8] and not truncated
+    assert found[2][1] == packed(5, b"r" * 1000)
+    found, missing, truncated = await bookie.read_range(LEDGER, 0, 9, max_entries=4)
+    assert [e for e, _ in found] == [0, 1, 2, 5] and missing == [3, 4] and truncated
+    found, _, truncated = await bookie.read_range(LEDGER, 3, 9, max_bytes=10)  # always the first one
+    assert [e for e, _ in found] == [5] and truncated
+    assert await bookie.read_range(LedgerId(9, 77), 0, 10) == ([], [], False)
+    with pytest.raises(InvalidArgument):
+        await bookie.read_range(LEDGER, 5, 4)
+
+
+async def test_range_reads_over_grpc(bookie, bookie_stub):
+    await bookie.add_entries(LEDGER, KEY, [(i, packed(i)) for i in range(5)], False)
+    ledger = ledger_id_to_proto(LEDGER)
+    response = await bookie_stub.ReadEntries(
+        bookie_pb2.ReadEntriesRequest(ledger_id=ledger, range=bookie_pb2.EntryRange(first_entry_id=1, last_entry_id=3))
+    )
+    assert [e.entry_id for e in response.entries] == [1, 2, 3] and not response.truncated
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await bookie_stub.ReadEntries(
+            bookie_pb2.ReadEntriesRequest(
+                ledger_id=ledger, entry_ids=[1], range=bookie_pb2.EntryRange(first_entry_id=1, last_entry_id=3)
+            )
+        )
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT

@@ -47,17 +47,27 @@ class ReadEntryResponse(_message.Message):
     entry: PackedEntry
     def __init__(self, entry: _Optional[_Union[PackedEntry, _Mapping]] = ...) -> None: ...
 
+class EntryRange(_message.Message):
+    __slots__ = ("first_entry_id", "last_entry_id")
+    FIRST_ENTRY_ID_FIELD_NUMBER: _ClassVar[int]
+    LAST_ENTRY_ID_FIELD_NUMBER: _ClassVar[int]
+    first_entry_id: int
+    last_entry_id: int
+    def __init__(self, first_entry_id: _Optional[int] = ..., last_entry_id: _Optional[int] = ...) -> None: ...
+
 class ReadEntriesRequest(_message.Message):
-    __slots__ = ("ledger_id", "entry_ids", "max_bytes", "max_entries")
+    __slots__ = ("ledger_id", "entry_ids", "range", "max_bytes", "max_entries")
     LEDGER_ID_FIELD_NUMBER: _ClassVar[int]
     ENTRY_IDS_FIELD_NUMBER: _ClassVar[int]
+    RANGE_FIELD_NUMBER: _ClassVar[int]
     MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
     MAX_ENTRIES_FIELD_NUMBER: _ClassVar[int]
     ledger_id: _common_pb2.LedgerId
     entry_ids: _containers.RepeatedScalarFieldContainer[int]
+    range: EntryRange
     max_bytes: int
     max_entries: int
-    def __init__(self, ledger_id: _Optional[_Union[_common_pb2.LedgerId, _Mapping]] = ..., entry_ids: _Optional[_Iterable[int]] = ..., max_bytes: _Optional[int] = ..., max_entries: _Optional[int] = ...) -> None: ...
+    def __init__(self, ledger_id: _Optional[_Union[_common_pb2.LedgerId, _Mapping]] = ..., entry_ids: _Optional[_Iterable[int]] = ..., range: _Optional[_Union[EntryRange, _Mapping]] = ..., max_bytes: _Optional[int] = ..., max_entries: _Optional[int] = ...) -> None: ...
 
 class ReadEntriesResponse(_message.Message):
     __slots__ = ("entries", "missing_entry_ids", "truncated")

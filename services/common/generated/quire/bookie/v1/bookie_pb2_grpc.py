@@ -104,8 +104,9 @@ class BookieServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ReadEntries(self, request, context):
-        """ReadEntries reads the listed entries of one ledger, bounded by bytes but
-        always returning the first one found; ids not stored are reported missing.
+        """ReadEntries reads the listed entries (or a range) of one ledger, bounded by
+        bytes and count but always returning the first one found; ids not stored
+        are reported missing.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
