@@ -31,6 +31,9 @@ log = logging.getLogger("quire_bookie")
 SERVICE_NAME = bookie_pb2.DESCRIPTOR.services_by_name["BookieService"].full_name
 # A health service that is SERVING only while the bookie accepts adds.
 WRITABLE_HEALTH = "writable"
+# A health service that is SERVING only when adds are fsynced before they are
+# acknowledged: NOT_SERVING under QUIRE_BOOKIE_UNSAFE_NO_SYNC_LOSES_DATA.
+DURABLE_HEALTH = "durable"
 SHUTDOWN_GRACE_SECONDS = 5.0
 
 
@@ -90,7 +93,7 @@ async def main() -> None:
         return [SERVICE_NAME]
 
     server, port, health = create_server(config.listen_address, register)
-    for name in ("", SERVICE_NAME, WRITABLE_HEALTH):
+    for name in ("", SERVICE_NAME, WRITABLE_HEALTH, DURABLE_HEALTH):
         await health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
     admin: AdminServer | None = None
     keeper: RegistrationKeeper | None = None
@@ -146,6 +149,8 @@ async def main() -> None:
         if not stop.is_set():
             await mark_serving(health, [SERVICE_NAME])
             await set_writable_health(bookie.read_only)
+            if not config.unsafe_no_sync:
+                await health.set(DURABLE_HEALTH, health_pb2.HealthCheckResponse.SERVING)
             log.info(
                 "bookie %s serving on port %d (admin http %s), data in %s%s",
                 config.bookie_id,

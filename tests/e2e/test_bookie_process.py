@@ -162,7 +162,11 @@ def test_admin_http_shows_status_metrics_and_the_unsafe_no_sync_mode(tmp_path):
         with grpc.insecure_channel(bookie.target) as channel:
             info = bookie_pb2_grpc.BookieServiceStub(channel).GetBookieInfo(bookie_pb2.GetBookieInfoRequest())
             assert info.sync_disabled
+        assert health_status(bookie.target) == "SERVING"
+        assert health_status(bookie.target, "durable") == "NOT_SERVING"
     assert "WITHOUT fsync" in bookie.log_path.read_text()
+    with StandaloneBookie(tmp_path / "safe") as safe:
+        assert health_status(safe.target, "durable") == "SERVING"
 
 
 def health_status(target: str, service: str = "") -> str:
