@@ -31,7 +31,7 @@ lint: setup ## ruff and buf lint
 	@if [ -x $(BUF) ]; then $(BUF) lint && echo "buf lint: clean"; else echo "buf not installed; skipping proto lint"; fi
 
 typecheck: setup ## mypy
-	$(VENV)/bin/mypy services/common/quire_common services/registry services/bookie services/placement services/gateway clients/python/quire_client
+	$(VENV)/bin/mypy services/common/quire_common services/registry services/bookie services/placement services/gateway services/telemetry clients/python/quire_client
 
 test: setup gen-check ## run the whole test suite (unit, integration, end-to-end)
 	$(PY) -m pytest tests
