@@ -229,9 +229,7 @@ def setup_telemetry(service: str) -> None:
             BatchSpanProcessor(JsonLinesSpanExporter(sink("spans")), schedule_delay_millis=500)
         )
         readers.append(
-            PeriodicExportingMetricReader(
-                JsonLinesMetricExporter(sink("metrics")), export_interval_millis=interval_ms
-            )
+            PeriodicExportingMetricReader(JsonLinesMetricExporter(sink("metrics")), export_interval_millis=interval_ms)
         )
         _samples = sink("samples")
     if _otlp_configured("TRACES"):
@@ -260,8 +258,10 @@ def record_sample(record: str, **fields: Any) -> None:
     telemetry files, if they are configured."""
     if _samples is not None:
         _samples.write(
-            [{"record": record, "service": _service, "instance": _instance or None, "time_unix_nano": time.time_ns()}
-             | fields]
+            [
+                {"record": record, "service": _service, "instance": _instance or None, "time_unix_nano": time.time_ns()}
+                | fields
+            ]
         )
 
 
