@@ -45,9 +45,12 @@ run: setup ## start etcd + registry + placement + 3 bookies + gateway until Ctrl
 bench: setup ## append/read throughput on a throwaway local cluster (20k x 1 KiB, E3 W2 A2)
 	$(VENV)/bin/quire bench --local
 
+bench-telemetry: setup ## the telemetry stage on 1,000,000 synthetic records, local[2]
+	$(PY) -m quire_telemetry.bench --records 1000000 --master 'local[2]'
+
 check: lint typecheck gen-check test ## lint, types, generated code and the whole suite
 
 clean: ## remove local cluster data and build output
 	rm -rf $(DATA_DIR) build
 
-.PHONY: help setup gen gen-check fmt lint typecheck test test-unit run bench check clean
+.PHONY: help setup gen gen-check fmt lint typecheck test test-unit run bench bench-telemetry check clean

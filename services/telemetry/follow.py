@@ -25,6 +25,7 @@ def follow(
     history_windows: int = 12,
     on_report: Callable[[Report], None] | None = None,
     max_batches: int | None = None,
+    spark=None,  # type: ignore[no-untyped-def]
 ) -> None:
     """Run until interrupted (or `max_batches` triggers, for tests)."""
     from pyspark.sql import functions as F
@@ -35,7 +36,8 @@ def follow(
     seconds = window_seconds(window)
     output_dir.mkdir(parents=True, exist_ok=True)
     staging = output_dir / "staging_rows"
-    spark = spark_session(master)
+    own_session = spark is None
+    spark = spark or spark_session(master)
     batches = 0
 
     def each_batch(batch, batch_id: int) -> None:  # type: ignore[no-untyped-def]
@@ -71,4 +73,5 @@ def follow(
             query.awaitTermination(timeout=1)
     finally:
         query.stop()
-        spark.stop()
+        if own_session:
+            spark.stop()

@@ -57,15 +57,20 @@ class Report:
     load_factors: dict[str, float] = field(default_factory=dict)
 
 
-def spark_session(master: str = "local[*]", app_name: str = "quire-telemetry"):  # type: ignore[no-untyped-def]
+def spark_session(master: str | None = "local[*]", app_name: str = "quire-telemetry"):  # type: ignore[no-untyped-def]
     """A Spark session for the stage: UI off, few shuffle partitions (the data
-    is per-bookie summaries, not big joins), loopback unless told otherwise."""
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    is per-bookie summaries, not big joins). A local master binds to loopback
+    unless SPARK_LOCAL_IP says otherwise; master None leaves the choice to
+    spark-submit."""
     from pyspark.sql import SparkSession
 
+    builder = SparkSession.builder
+    if master is not None:
+        if master.startswith("local"):
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        builder = builder.master(master)
     return (
-        SparkSession.builder.master(master)
-        .appName(app_name)
+        builder.appName(app_name)
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "8")
         .config("spark.sql.session.timeZone", "UTC")

@@ -121,3 +121,28 @@ def test_window_parsing():
     assert window_seconds("5m") == 300 and window_seconds("30s") == 30 and window_seconds("1h") == 3600
     with pytest.raises(ValueError):
         window_seconds("five minutes")
+
+
+def test_follow_publishes_factors_from_each_trigger(spark, tmp_path):
+    """Structured Streaming over a growing directory: each trigger's report
+    covers what has arrived so far."""
+    import time as clock
+
+    from quire_telemetry.follow import follow
+
+    now = clock.time()
+    synthetic.write(tmp_path / "in" / "first.jsonl", synthetic.records(2, 100, now - 120, 60, slow={1: 5.0}))
+    reports = []
+    follow(
+        tmp_path / "in",
+        tmp_path / "out",
+        master="local[2]",
+        window="1m",
+        trigger_seconds=1,
+        on_report=reports.append,
+        max_batches=1,
+        spark=spark,
+    )
+    (report,) = reports
+    assert report.records_read > 0 and report.load_factors["bookie-1"] < report.load_factors["bookie-0"]
+    assert (tmp_path / "out" / "summary.md").exists()
