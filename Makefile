@@ -31,7 +31,7 @@ lint: setup ## ruff and buf lint
 	@if [ -x $(BUF) ]; then $(BUF) lint && echo "buf lint: clean"; else echo "buf not installed; skipping proto lint"; fi
 
 typecheck: setup ## mypy
-	$(VENV)/bin/mypy services/common/quire_common services/registry services/bookie services/placement services/gateway clients/python/quire_client
+	$(VENV)/bin/mypy services/common/quire_common services/registry services/bookie services/placement services/gateway services/telemetry clients/python/quire_client
 
 test: setup gen-check ## run the whole test suite (unit, integration, end-to-end)
 	$(PY) -m pytest tests
@@ -48,9 +48,12 @@ bench: setup ## append/read throughput on a throwaway local cluster (20k x 1 KiB
 bench-bookie: setup ## durable adds/s through one bookie's gRPC API vs the raw rocksdict synced-batch limit
 	$(VENV)/bin/quire bench bookie
 
+bench-telemetry: setup ## the telemetry stage on 1,000,000 synthetic records, local[2]
+	$(PY) -m quire_telemetry.bench --records 1000000 --master 'local[2]'
+
 check: lint typecheck gen-check test ## lint, types, generated code and the whole suite
 
 clean: ## remove local cluster data and build output
 	rm -rf $(DATA_DIR) build
 
-.PHONY: help setup gen gen-check fmt lint typecheck test test-unit run bench bench-bookie check clean
+.PHONY: help setup gen gen-check fmt lint typecheck test test-unit run bench bench-bookie bench-telemetry check clean

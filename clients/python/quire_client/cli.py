@@ -6,6 +6,7 @@
     quire bookie inspect --data-dir D     look into a stopped bookie's RocksDB (read-only)
     quire bookieinfo                      free and total disk per bookie, and cluster totals
     quire placement weights               how placement weighs each writable bookie (BP-2)
+    quire telemetry analyze --input D --output D   load report and load factors (PySpark)
     quire bench [--local]                 append/read throughput
 
 Ledger ids are printed and accepted as qualified names (UUID form); 32 hex
@@ -393,6 +394,16 @@ def cmd_cluster_up(args: argparse.Namespace) -> None:
         print("stopped.")
 
 
+def _add_telemetry_parser(areas) -> None:  # type: ignore[no-untyped-def]
+    """`quire telemetry ...` lives with the stage, which needs the `telemetry`
+    extra (pyspark); without it the command says how to get it."""
+    try:
+        from quire_telemetry.cli import add_parser
+    except ImportError:  # pragma: no cover - the package ships with the client
+        return
+    add_parser(areas)
+
+
 def _add_output(command: argparse.ArgumentParser) -> None:
     command.add_argument("-o", "--output", choices=["table", "json"], default="table")
 
@@ -492,6 +503,7 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--bookies", type=int, default=3)
     up.set_defaults(func=cmd_cluster_up)
     bench.add_parser(areas)
+    _add_telemetry_parser(areas)
     return parser
 
 
