@@ -81,6 +81,10 @@ class Ports:
     bookies: list[int] = field(default_factory=lambda: [3181, 3182, 3183])
     # The bookies' admin HTTP ports; empty: each bookie's port + 5000 (3181 -> 8181).
     bookie_http: list[int] = field(default_factory=list)
+    # The other services' admin HTTP ports (/status, /metrics).
+    gateway_http: int = 8000
+    registry_http: int = 8001
+    placement_http: int = 8002
 
     @classmethod
     def free(cls, bookies: int = 3) -> Ports:
@@ -92,6 +96,9 @@ class Ports:
             free_port(),
             [free_port() for _ in range(bookies)],
             [free_port() for _ in range(bookies)],
+            gateway_http=free_port(),
+            registry_http=free_port(),
+            placement_http=free_port(),
         )
 
     def http_port(self, index: int) -> int:
@@ -99,7 +106,8 @@ class Ports:
 
     def all(self) -> list[int]:
         http = [self.http_port(i) for i in range(len(self.bookies))]
-        return [self.etcd, self.etcd_peer, self.gateway, self.registry, self.placement, *self.bookies, *http]
+        admin = [self.gateway_http, self.registry_http, self.placement_http]
+        return [self.etcd, self.etcd_peer, self.gateway, self.registry, self.placement, *self.bookies, *http, *admin]
 
 
 @dataclass
@@ -177,14 +185,16 @@ class LocalCluster:
         self._add(
             "registry",
             [python, "-m", "quire_registry"],
-            self._env(QUIRE_REGISTRY_ADDRESS=self.registry_target),
+            self._env(
+                QUIRE_REGISTRY_ADDRESS=self.registry_target, QUIRE_REGISTRY_HTTP_PORT=str(self.ports.registry_http)
+            ),
             self.registry_target,
         )
         placement = f"127.0.0.1:{self.ports.placement}"
         self._add(
             "placement",
             [python, "-m", "quire_placement"],
-            self._env(QUIRE_PLACEMENT_ADDRESS=placement),
+            self._env(QUIRE_PLACEMENT_ADDRESS=placement, QUIRE_PLACEMENT_HTTP_PORT=str(self.ports.placement_http)),
             placement,
         )
         for index, (name, port) in enumerate(zip(self.bookie_names, self.ports.bookies, strict=True)):
@@ -202,7 +212,7 @@ class LocalCluster:
         self._add(
             "gateway",
             [python, "-m", "quire_gateway"],
-            self._env(QUIRE_GATEWAY_ADDRESS=self.gateway_target),
+            self._env(QUIRE_GATEWAY_ADDRESS=self.gateway_target, QUIRE_GATEWAY_HTTP_PORT=str(self.ports.gateway_http)),
             self.gateway_target,
         )
 
