@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 from quire.gateway.v1 import blob_pb2, blob_pb2_grpc, ledger_pb2, ledger_pb2_grpc
+from quire_common.admin_http import start_admin_server
 from quire_common.bookies import BookieDirectory
 from quire_common.config import env_bool, env_float, env_int, env_str
 from quire_common.server import create_server, mark_serving, serve_until_signalled
@@ -41,10 +42,18 @@ async def main() -> None:
 
     server, port, health = create_server(address, register)
     await server.start()
+    admin = await start_admin_server(
+        "QUIRE_GATEWAY_HTTP_PORT",
+        address,
+        env_int("QUIRE_GATEWAY_HTTP_PORT", 8000, minimum=0, maximum=65535),
+        lambda: {"service": "gateway", "registry": registry_target, "placement": placement_target},
+    )
     await mark_serving(health, SERVICE_NAMES)
     log.info("gateway serving on port %d (registry %s, placement %s)", port, registry_target, placement_target)
 
     async def on_stop() -> None:
+        if admin is not None:
+            await admin.stop()
         await manager.close_all()
         await remote.close()
         await bookies.close()
