@@ -10,6 +10,8 @@ from quire_common.server import create_server, mark_serving, serve_until_signall
 from quire_common.service import run_service
 from quire_gateway.handle import WriteSettings
 from quire_gateway.ledgers import LedgerManager
+from quire_gateway.reads import ReadSettings
+from quire_gateway.recovery import RecoverySettings
 from quire_gateway.remote import Remote
 from quire_gateway.servicer import BlobServicer, LedgerServicer
 
@@ -26,10 +28,18 @@ async def main() -> None:
     placement_target = env_str("QUIRE_PLACEMENT_TARGET", "127.0.0.1:7002")
     settings = WriteSettings(
         max_inflight_bytes=env_int("QUIRE_GATEWAY_MAX_INFLIGHT_BYTES", 64 * 1024 * 1024, minimum=1024 * 1024),
-        bookie_retry_seconds=env_float("QUIRE_GATEWAY_BOOKIE_RETRY_SECONDS", 5.0, minimum=0.0),
+        bookie_retry_seconds=env_float("QUIRE_GATEWAY_BOOKIE_RETRY_SECONDS", 2.0, minimum=0.0),
+        add_timeout_seconds=env_float("QUIRE_GATEWAY_ADD_TIMEOUT_SECONDS", 5.0, minimum=0.1),
+    )
+    recovery = RecoverySettings(
+        timeout_seconds=env_float("QUIRE_GATEWAY_RECOVERY_TIMEOUT_SECONDS", 30.0, minimum=0.1),
+        bookie_timeout_seconds=env_float("QUIRE_GATEWAY_RECOVERY_BOOKIE_TIMEOUT_SECONDS", 2.0, minimum=0.1),
+    )
+    reads = ReadSettings(
+        speculative_delay_seconds=env_float("QUIRE_GATEWAY_SPECULATIVE_READ_SECONDS", 0.5, minimum=0.001),
     )
     remote = Remote(registry_target, placement_target)
-    manager = LedgerManager(remote, settings)
+    manager = LedgerManager(remote, settings, recovery, reads)
 
     def register(server):  # type: ignore[no-untyped-def]
         ledger_pb2_grpc.add_LedgerServiceServicer_to_server(LedgerServicer(manager), server)
