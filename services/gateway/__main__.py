@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from quire.gateway.v1 import blob_pb2, blob_pb2_grpc, ledger_pb2, ledger_pb2_grpc
 from quire_common.config import env_float, env_int, env_str
 from quire_common.server import create_server, mark_serving, serve_until_signalled
 from quire_common.service import run_service
+from quire_gateway.blobs import BlobSettings, BlobStore
 from quire_gateway.handle import WriteSettings
 from quire_gateway.ledgers import LedgerManager
 from quire_gateway.reads import ReadSettings
@@ -40,10 +42,18 @@ async def main() -> None:
     )
     remote = Remote(registry_target, placement_target)
     manager = LedgerManager(remote, settings, recovery, reads)
+    blobs = BlobStore(
+        manager,
+        BlobSettings(
+            ledgers_per_scope=env_int("QUIRE_GATEWAY_BLOB_LEDGERS_PER_SCOPE", 2, minimum=1),
+            ledger_max_bytes=env_int("QUIRE_GATEWAY_BLOB_LEDGER_MAX_BYTES", 1024**3, minimum=1),
+            ledger_max_age_seconds=env_float("QUIRE_GATEWAY_BLOB_LEDGER_MAX_AGE_SECONDS", 3600.0, minimum=1.0),
+        ),
+    )
 
     def register(server):  # type: ignore[no-untyped-def]
         ledger_pb2_grpc.add_LedgerServiceServicer_to_server(LedgerServicer(manager), server)
-        blob_pb2_grpc.add_BlobServiceServicer_to_server(BlobServicer(), server)
+        blob_pb2_grpc.add_BlobServiceServicer_to_server(BlobServicer(blobs), server)
         return SERVICE_NAMES
 
     server, port, health = create_server(address, register)
@@ -51,7 +61,15 @@ async def main() -> None:
     await mark_serving(health, SERVICE_NAMES)
     log.info("gateway serving on port %d (registry %s, placement %s)", port, registry_target, placement_target)
 
+    async def roll_over_blob_ledgers() -> None:
+        while True:
+            await asyncio.sleep(min(60.0, blobs.settings.ledger_max_age_seconds / 4))
+            await blobs.roll_over_idle()
+
+    roller = asyncio.create_task(roll_over_blob_ledgers())
+
     async def on_stop() -> None:
+        roller.cancel()
         await manager.close_all()
         await remote.close()
 
