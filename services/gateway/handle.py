@@ -4,7 +4,9 @@ Entry e goes to the ensemble members (e + i) mod E for i in 0..W-1 (DESIGN
 section 6). An entry completes when A of its write set have it durably AND
 every earlier entry has completed; the LAC then moves to it. Each entry is
 packed (format V2, the ledger's digest) with the LAC as it stood when packed.
-Entries are batched: one AddEntries call per bookie per submitted batch.
+Entries are batched per bookie: at most a couple of AddEntries calls per
+bookie are in flight, and entries arriving meanwhile go together in the next
+call, so a busy ledger makes bigger calls rather than more of them.
 
 In-flight bytes are bounded: `submit` waits for room, so a slow bookie slows
 its writers instead of growing memory without bound.
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any
@@ -65,6 +68,10 @@ class WriteSettings:
     bookie_retry_seconds: float = 2.0
     # Deadline of one AddEntries call to a bookie; past it the bookie counts as failed.
     add_timeout_seconds: float = 5.0
+    # AddEntries calls in flight per bookie; entries arriving meanwhile wait and
+    # go together in the next call (so load turns into bigger calls, not more).
+    max_calls_per_bookie: int = 2
+    max_call_bytes: int = 4 * 1024 * 1024
 
 
 def replaceable(error: QuireError) -> bool:
@@ -119,6 +126,8 @@ class WriteHandle:
         self._replaced: set[str] = set()
         self._failure: QuireError | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._outbox: dict[str, deque[tuple[int, bytes]]] = {}
+        self._calls: dict[str, int] = {}
 
     @property
     def failed(self) -> bool:
@@ -172,10 +181,35 @@ class WriteHandle:
                 per_bookie.setdefault(bookie_id, []).append((entry_id, packed))
         self._idle.clear()
         for bookie_id, entries in per_bookie.items():
-            self._spawn(self._send(bookie_id, entries))
+            self._queue(bookie_id, entries)
         return futures
 
+    def _queue(self, bookie_id: str, entries: list[tuple[int, bytes]]) -> None:
+        self._outbox.setdefault(bookie_id, deque()).extend(entries)
+        self._pump(bookie_id)
+
+    def _pump(self, bookie_id: str) -> None:
+        """Start AddEntries calls to `bookie_id` for what waits in its outbox,
+        up to max_calls_per_bookie at a time and max_call_bytes per call."""
+        outbox = self._outbox.get(bookie_id)
+        while outbox and self._calls.get(bookie_id, 0) < self.settings.max_calls_per_bookie:
+            batch: list[tuple[int, bytes]] = []
+            size = 0
+            while outbox and (not batch or size + len(outbox[0][1]) <= self.settings.max_call_bytes):
+                entry = outbox.popleft()
+                batch.append(entry)
+                size += len(entry[1])
+            self._calls[bookie_id] = self._calls.get(bookie_id, 0) + 1
+            self._spawn(self._send(bookie_id, batch))
+
     async def _send(self, bookie_id: str, entries: list[tuple[int, bytes]]) -> None:
+        try:
+            await self._send_once(bookie_id, entries)
+        finally:
+            self._calls[bookie_id] -= 1
+            self._pump(bookie_id)
+
+    async def _send_once(self, bookie_id: str, entries: list[tuple[int, bytes]]) -> None:
         deadline = asyncio.get_running_loop().time() + self.settings.bookie_retry_seconds
         delay = 0.05
         while True:
@@ -258,8 +292,9 @@ class WriteHandle:
                     first_entry_id,
                     len(resend),
                 )
+                self._outbox.pop(failed, None)  # all of it is in `resend` if still needed
                 if resend:
-                    self._spawn(self._send(replacement, resend))
+                    self._queue(replacement, resend)
             except QuireError as exc:
                 self._fail(exc)
             finally:
@@ -318,6 +353,7 @@ class WriteHandle:
             if not pending.future.done():
                 pending.future.set_exception(error)
         self._pending.clear()
+        self._outbox.clear()
         self._inflight_bytes = 0
         self._room.set()
         self._idle.set()

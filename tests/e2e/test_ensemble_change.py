@@ -44,7 +44,7 @@ def test_ensemble_change_under_sigkill_loses_no_acknowledged_entry(cluster, clie
     metadata = client.create_ledger(ensemble_size=3, write_quorum_size=2, ack_quorum_size=2, password=b"pw")
     ledger = ledger_of(metadata).qualified_name
     victim = bookie_name(cluster, metadata.ensembles[0].bookie_ids[1])
-    total = 5000
+    total = 20_000
     acked: list[int] = []
     outcome: dict[str, object] = {}
 
@@ -127,7 +127,10 @@ def test_a_corrupt_replica_is_skipped_and_data_loss_only_when_all_are(cluster, c
                 timeout=10,
             )
 
-    first, second = metadata.ensembles[0].bookie_ids[1], metadata.ensembles[0].bookie_ids[0]
+    # The ensemble now covering entry 1 (a bookie restarted by an earlier test may have been replaced).
+    current, _ = client.ledger_metadata(ledger)
+    ensemble = [e for e in current.ensembles if e.first_entry_id <= 1][-1].bookie_ids
+    first, second = ensemble[1], ensemble[0]
     store_on(first, bad)  # entry 1's first replica
     assert [e.payload for e in client.read(ledger, 0, 2)] == [body(i) for i in range(3)]
     assert [e.payload for e in client.read(ledger, 1, 1, unconfirmed=True)] == [body(1)]

@@ -99,7 +99,7 @@ def run_one(
 ) -> RunResult:
     payload = os.urandom(entry_bytes)
     per_writer = max(1, entries // writers)
-    window = max(batch * 4, (8 * 1024 * 1024) // entry_bytes)
+    window = max(batch * 4, 64)  # in-flight entries per writer: enough to keep the pipeline busy, no more
     clients = [QuireClient(*target) for _ in range(writers)]
     try:
         ledgers = []
@@ -168,7 +168,8 @@ def matrix(args: argparse.Namespace) -> Iterator[tuple[tuple[int, int, int], int
         for writers in args.writers:
             for size in args.sizes:
                 entries = args.entries if size <= 4096 else max(writers, args.entries * 1024 // size * 4)
-                yield quorum, writers, size, entries, args.batch, 0.0  # type: ignore[misc]
+                batch = min(args.batch, max(1, 1024 * 1024 // size))  # at most ~1 MiB per message
+                yield quorum, writers, size, entries, batch, 0.0  # type: ignore[misc]
     for quorum in quorums:
         # Latency at moderate load: one writer, one entry per message, paced.
         yield quorum, 1, 1024, args.paced_entries, 1, args.paced_rate  # type: ignore[misc]
