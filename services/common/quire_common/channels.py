@@ -12,6 +12,7 @@ from opentelemetry.instrumentation.grpc import aio_client_interceptors
 
 from quire_common.errors import ERROR_CLASSES_BY_CODE, QuireError, Reason, Unavailable
 from quire_common.server import STATUS_DETAILS_KEY
+from quire_common.telemetry import tracing_enabled
 
 T = TypeVar("T")
 
@@ -25,8 +26,9 @@ CHANNEL_OPTIONS = [
 
 
 def open_channel(target: str) -> grpc.aio.Channel:
-    """A channel to another service, carrying trace context."""
-    return grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS, interceptors=aio_client_interceptors())
+    """A channel to another service, carrying trace context when tracing is on."""
+    interceptors = aio_client_interceptors() if tracing_enabled() else None
+    return grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS, interceptors=interceptors)
 
 
 def error_from_rpc(exc: grpc.aio.AioRpcError, what: str) -> QuireError:
