@@ -101,8 +101,8 @@ class WriteHandle:
         self.metadata = metadata
         self.version = version
         self.settings = settings
-        self.ensemble = list(metadata.ensembles[-1].bookie_ids)
         self.write_quorum = metadata.write_quorum_size
+        self._set_ensemble(list(metadata.ensembles[-1].bookie_ids))
         self.ack_quorum = metadata.ack_quorum_size
         self.digester = Digester(metadata.digest_type or DigestType.CRC32C, metadata.password)
         self.master_key = master_key(metadata.password)
@@ -128,6 +128,11 @@ class WriteHandle:
         self._tasks: set[asyncio.Task[None]] = set()
         self._outbox: dict[str, deque[tuple[int, bytes]]] = {}
         self._calls: dict[str, int] = {}
+
+    def _set_ensemble(self, ensemble: list[str]) -> None:
+        self.ensemble = ensemble
+        # Write sets repeat every E entries: compute them once per ensemble, not per entry.
+        self._stripes = [write_set(i, ensemble, self.write_quorum) for i in range(len(ensemble))]
 
     @property
     def failed(self) -> bool:
@@ -173,7 +178,7 @@ class WriteHandle:
             self.length += len(payload)
             packed = pack_entry(self.ledger_id, entry_id, self.last_add_confirmed, self.length, payload, self.digester)
             future: asyncio.Future[int] = loop.create_future()
-            members = write_set(entry_id, self.ensemble, self.write_quorum)
+            members = self._stripes[entry_id % len(self._stripes)]
             self._pending[entry_id] = _Pending(entry_id, packed, self.length, members, future)
             self._inflight_bytes += len(packed)
             futures.append(future)
@@ -275,13 +280,13 @@ class WriteHandle:
                     first_entry_id = self.last_add_confirmed + 1
                     ensemble = [replacement if b == failed else b for b in self.ensemble]
                     await self._record_ensemble(first_entry_id, ensemble)
-                self.ensemble = ensemble
+                self._set_ensemble(ensemble)
                 self.ensemble_changes += 1
                 resend: list[tuple[int, bytes]] = []
                 for entry_id in sorted(self._pending):
                     pending = self._pending[entry_id]
                     if failed in pending.write_set:
-                        pending.write_set = write_set(entry_id, ensemble, self.write_quorum)
+                        pending.write_set = self._stripes[entry_id % len(self._stripes)]
                         pending.acks.discard(failed)
                         resend.append((entry_id, pending.packed))
                 log.info(
