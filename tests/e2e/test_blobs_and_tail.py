@@ -83,6 +83,7 @@ def test_bad_and_unknown_blob_ids(client):
 def test_tail_follows_a_live_ledger_until_it_closes(client, cluster):
     metadata = client.create_ledger()
     ledger = LedgerId(metadata.ledger_id.scope_id, metadata.ledger_id.ledger_id).qualified_name
+    client.append_all(ledger, [b"tail-0", b"tail-1"])  # the session below continues a written ledger
     seen: list[bytes] = []
     done = threading.Event()
 
@@ -96,7 +97,7 @@ def test_tail_follows_a_live_ledger_until_it_closes(client, cluster):
     thread.start()
     try:
         with client.writer(ledger, batch_size=7) as session:
-            for i in range(100):
+            for i in range(2, 100):
                 session.append(b"tail-%d" % i)
             assert session.flush(timeout=30) == 99
             for i in range(100, 150):

@@ -348,8 +348,9 @@ class LedgerWriter:
         self._batch_size = batch_size
         self._queue: queue.Queue[bytes | None] = queue.Queue(maxsize=10 * batch_size)
         self._lock = threading.Condition()
-        self.appended = 0
-        self.last_acknowledged = -1
+        self.appended = 0  # entries handed to append()
+        self.acknowledged = 0  # of those, how many are confirmed
+        self.last_acknowledged = -1  # the highest entry id confirmed in this session
         self.error: QuireClientError | None = None
         self._thread: threading.Thread | None = None
 
@@ -382,6 +383,7 @@ class LedgerWriter:
         try:
             for ack in self._client.ledgers.AppendEntries(self._requests()):
                 with self._lock:
+                    self.acknowledged += ack.last_entry_id - ack.first_entry_id + 1
                     self.last_acknowledged = ack.last_entry_id
                     self._lock.notify_all()
         except grpc.RpcError as exc:
@@ -394,18 +396,17 @@ class LedgerWriter:
                 except queue.Empty:
                     break
 
-    def append(self, payload: bytes) -> int:
-        """Queue one entry; the id it will get (ids are assigned in order)."""
+    def append(self, payload: bytes) -> None:
+        """Queue one entry (entries get ids in the order they are appended)."""
         if self.error is not None:
             raise self.error
         self._queue.put(payload)
         self.appended += 1
-        return self.appended - 1
 
     def flush(self, timeout: float | None = None) -> int:
-        """Wait until every appended entry is acknowledged; the last id."""
+        """Wait until every appended entry is acknowledged; the last entry id."""
         with self._lock:
-            self._lock.wait_for(lambda: self.error is not None or self.last_acknowledged >= self.appended - 1, timeout)
+            self._lock.wait_for(lambda: self.error is not None or self.acknowledged >= self.appended, timeout)
         if self.error is not None:
             raise self.error
         return self.last_acknowledged
