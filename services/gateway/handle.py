@@ -76,14 +76,16 @@ class WriteSettings:
 
 def replaceable(error: QuireError) -> bool:
     """Whether a bookie's failure to store entries calls for an ensemble
-    change. A fence or a wrong master key is an answer about the ledger, not a
-    broken bookie: replacing the bookie would not help and must not happen."""
+    change: it is unreachable or timed out, or it refuses adds because it is
+    read-only or its disk is full. A fence or a wrong master key is an answer
+    about the ledger, not a broken bookie: replacing the bookie would not help
+    and must not happen."""
     if isinstance(error, Unavailable):
         return True  # unreachable, timed out, or its storage failed
     if isinstance(error, FailedPrecondition):
         return error.reason == Reason.BOOKIE_READ_ONLY
     if isinstance(error, ResourceExhausted):
-        return error.reason != Reason.ENTRY_TOO_LARGE  # disk full or overloaded
+        return error.reason == Reason.DISK_FULL
     return False
 
 

@@ -111,3 +111,15 @@ async def test_in_flight_bytes_are_bounded():
     assert not second.done()  # waits for room
     await asyncio.gather(*first)
     assert await asyncio.gather(*await second) == [1]
+
+
+def test_which_bookie_errors_call_for_a_replacement():
+    from quire_common.errors import PermissionDenied, ResourceExhausted
+    from quire_gateway.handle import replaceable
+
+    assert replaceable(Unavailable("down", Reason.BOOKIE_UNAVAILABLE))
+    assert replaceable(FailedPrecondition("read-only", Reason.BOOKIE_READ_ONLY))
+    assert replaceable(ResourceExhausted("full", Reason.DISK_FULL))
+    assert not replaceable(FailedPrecondition("fenced", Reason.LEDGER_FENCED))
+    assert not replaceable(PermissionDenied("wrong key", Reason.WRONG_PASSWORD))
+    assert not replaceable(ResourceExhausted("too big", Reason.ENTRY_TOO_LARGE))
