@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -34,6 +35,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_ENSEMBLE, DEFAULT_WRITE_QUORUM, DEFAULT_ACK_QUORUM = 3, 2, 2
 METADATA_FORMAT_VERSION = 1
+READER_LACS_KEPT = 100_000
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,8 @@ class LedgerManager:
         self.recovery_settings = recovery_settings or RecoverySettings()
         self.read_settings = read_settings or ReadSettings()
         self.handles: dict[LedgerId, WriteHandle] = {}
+        # LACs readers learned from the bookies, per ledger not written here (LRU-bounded).
+        self._reader_lacs: OrderedDict[LedgerId, int] = OrderedDict()
 
     async def create(self, spec: CreateSpec) -> common_pb2.LedgerMetadata:
         ensemble_size = spec.ensemble_size or DEFAULT_ENSEMBLE
@@ -170,7 +174,15 @@ class LedgerManager:
         entry_id = await future
         return entry_id, self.handles[ledger_id].last_add_confirmed
 
-    async def last_add_confirmed(self, ledger_id: LedgerId, metadata: common_pb2.LedgerMetadata | None = None) -> int:
+    async def last_add_confirmed(
+        self, ledger_id: LedgerId, metadata: common_pb2.LedgerMetadata | None = None, *, refresh: bool = True
+    ) -> int:
+        """The LAC readers get: a closed ledger's last entry; the write
+        handle's LAC if this gateway writes the ledger; otherwise the LAC read
+        from the bookies (coverage rule), remembered as the readers' LAC.
+        Without `refresh` the remembered value is used as it stands (the
+        bookies are asked only if there is none yet), so a confirmed read is
+        bounded by what readers last learned, as a BookKeeper reader is."""
         if metadata is None:
             metadata, _ = await self.metadata(ledger_id)
         if metadata.state == common_pb2.LEDGER_STATE_CLOSED:
@@ -178,22 +190,33 @@ class LedgerManager:
         handle = self.handles.get(ledger_id)
         if handle is not None and not handle.failed:
             return handle.last_add_confirmed  # this gateway is the writer: it knows best
-        return await read_last_add_confirmed(
+        known = self._reader_lacs.get(ledger_id)
+        if known is not None and not refresh:
+            self._reader_lacs.move_to_end(ledger_id)
+            return known
+        lac = await read_last_add_confirmed(
             self.remote, ledger_id, metadata, self.recovery_settings.bookie_timeout_seconds
         )
+        lac = max(lac, self._reader_lacs.get(ledger_id, -1))  # a LAC never moves back
+        self._reader_lacs[ledger_id] = lac
+        self._reader_lacs.move_to_end(ledger_id)
+        while len(self._reader_lacs) > READER_LACS_KEPT:
+            self._reader_lacs.popitem(last=False)
+        return lac
 
     async def read(
         self, ledger_id: LedgerId, first: int, last: int, *, confirmed: bool
     ) -> AsyncIterator[list[ReadEntry]]:
         """Entries first..last. Parameters are checked first (INVALID_ARGUMENT),
-        then, for confirmed reads, the LAC (beyond it: OUT_OF_RANGE, before any
-        entry is read; last = -1 means up to it). Unconfirmed reads (BP-5) go
-        past the LAC, fail NOT_FOUND where no replica has an entry, and never
-        change the LAC."""
+        then, for confirmed reads, the LAC as readers know it (beyond it:
+        OUT_OF_RANGE, decided without asking a bookie once the LAC is known;
+        last = -1 means up to it). OpenLedger, ReadLastAddConfirmed and tails
+        refresh that LAC. Unconfirmed reads (BP-5) go past the LAC, fail
+        NOT_FOUND where no replica has an entry, and never move the LAC."""
         check_range(first, last, confirmed=confirmed)
         metadata, _ = await self.metadata(ledger_id)
         if confirmed:
-            lac = await self.last_add_confirmed(ledger_id, metadata)
+            lac = await self.last_add_confirmed(ledger_id, metadata, refresh=False)
             if last == -1:
                 if first == lac + 1:
                     return  # nothing confirmed at or past `first` yet
@@ -260,6 +283,7 @@ class LedgerManager:
 
     async def delete(self, ledger_id: LedgerId) -> None:
         metadata, _ = await self.metadata(ledger_id)
+        self._reader_lacs.pop(ledger_id, None)
         handle = self.handles.pop(ledger_id, None)
         if handle is not None:
             handle.abandon(NotFound(f"ledger {ledger_id} was deleted", Reason.LEDGER_NOT_FOUND))

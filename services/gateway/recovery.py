@@ -17,6 +17,9 @@ The procedure (DESIGN section 6, BookKeeper's recovery read):
      A CAS conflict re-reads the metadata: if another recovery (or the
      writer) closed it first, its end is the answer, so concurrent recoveries
      always report one agreed end.
+Each step is idempotent, so a step that meets unavailable bookies is tried
+again (with a short backoff) until QUIRE_GATEWAY_RECOVERY_TIMEOUT_SECONDS ends
+the whole; the error then names the last cause.
 No grpc here: the calls go through Remote.
 """
 
@@ -26,6 +29,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from quire.common.v1 import common_pb2
 from quire_common.entry import Digester, DigestType, master_key, parse_header, unpack_entry
@@ -37,6 +41,7 @@ from quire_gateway.remote import Remote
 
 log = logging.getLogger(__name__)
 _tracer = tracer(__name__)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -146,6 +151,7 @@ class Recovery:
         self.settings = settings
         self.master_key = master_key(metadata.password)
         self.digester = Digester(metadata.digest_type or DigestType.CRC32C, metadata.password)
+        self._last_problem = ""
 
     async def run(self) -> common_pb2.LedgerMetadata:
         """The closed metadata, within the configured timeout."""
@@ -155,26 +161,40 @@ class Recovery:
             ):
                 return await asyncio.wait_for(self._run(), self.settings.timeout_seconds)
         except TimeoutError:
+            cause = f": {self._last_problem}" if self._last_problem else ""
             raise Unavailable(
-                f"recovery of ledger {self.ledger_id} did not finish within {self.settings.timeout_seconds:g}s",
+                f"recovery of ledger {self.ledger_id} did not finish within {self.settings.timeout_seconds:g}s{cause}",
                 Reason.BOOKIE_UNAVAILABLE,
             ) from None
+
+    async def _retrying(self, step: Callable[[], Awaitable[T]]) -> T:
+        """Run one step of recovery again while bookies are unavailable: every
+        step is idempotent, and the recovery timeout bounds the whole."""
+        delay = 0.05
+        while True:
+            try:
+                return await step()
+            except Unavailable as exc:
+                self._last_problem = str(exc)
+                log.info("ledger %s recovery: %s; trying again", self.ledger_id, exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
 
     async def _run(self) -> common_pb2.LedgerMetadata:
         if self.metadata.state == common_pb2.LEDGER_STATE_CLOSED:
             return self.metadata
         if not await self._mark_in_recovery():
             return self.metadata  # closed meanwhile
-        fenced_lac = await self._fence()
+        fenced_lac = await self._retrying(self._fence)
         last_ensemble = self.metadata.ensembles[-1]
         # Entries before the last ensemble were confirmed when it was made.
         last_entry_id = max(fenced_lac, last_ensemble.first_entry_id - 1)
-        length = await self._length_at(last_entry_id)
+        length = await self._retrying(lambda: self._length_at(last_entry_id))
         next_entry = last_entry_id + 1
         while True:
-            found, ended = await self._read_forward(next_entry)
+            found, ended = await self._retrying(lambda: self._read_forward(next_entry))  # noqa: B023
             if found:
-                await self._re_add(found)
+                await self._retrying(lambda: self._re_add(found))  # noqa: B023
                 last_entry_id, length = found[-1].entry_id, found[-1].length
                 next_entry = last_entry_id + 1
             if ended:

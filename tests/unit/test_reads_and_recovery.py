@@ -37,10 +37,10 @@ def stored_ledger(ensemble: list[str], write_quorum: int, ack_quorum: int, entri
     return remote
 
 
-def manager(remote: FakeRemote, **read: float) -> LedgerManager:
+def manager(remote: FakeRemote, recovery_timeout_seconds: float = 5, **read: float) -> LedgerManager:
     return LedgerManager(
         remote,  # type: ignore[arg-type]
-        recovery_settings=RecoverySettings(timeout_seconds=5, bookie_timeout_seconds=0.2),
+        recovery_settings=RecoverySettings(timeout_seconds=recovery_timeout_seconds, bookie_timeout_seconds=0.2),
         read_settings=ReadSettings(**read),
     )
 
@@ -49,14 +49,25 @@ async def collect(manager: LedgerManager, first: int, last: int, confirmed: bool
     return [e.entry_id async for chunk in manager.read(LEDGER, first, last, confirmed=confirmed) for e in chunk]
 
 
-async def test_confirmed_reads_stop_at_the_lac_without_reading_entries():
+async def test_confirmed_reads_stop_at_the_readers_lac_without_asking_a_bookie():
     remote = stored_ledger(["a", "b", "c"], 2, 2, 5)
     quire = manager(remote)
+    assert (await quire.open(LEDGER, b"pw", recovery=False))[1] == 3
     assert await collect(quire, 0, 3, True) == [0, 1, 2, 3]
     remote.calls.clear()
     with pytest.raises(OutOfRange):
         await collect(quire, 0, 4, True)
-    assert not [c for c in remote.calls if c[0] == "read"]
+    assert not remote.calls
+    # The writer goes on elsewhere: entry 5 carries LAC 4. Readers see it once they refresh.
+    digester = Digester(DigestType.CRC32C, b"pw")
+    packed = pack_entry(LEDGER, 5, 4, 999, b"e5", digester)
+    for bookie in replicas_of(remote.metadata, 5):  # type: ignore[arg-type]
+        remote.bookies[bookie].entries[5] = packed
+        remote.bookies[bookie].lac = 4
+    with pytest.raises(OutOfRange):
+        await collect(quire, 0, 4, True)
+    assert await quire.last_add_confirmed(LEDGER) == 4
+    assert await collect(quire, 0, 4, True) == [0, 1, 2, 3, 4]
     for first, last in ((-1, 2), (3, 2)):
         for confirmed in (True, False):
             remote.calls.clear()
@@ -110,8 +121,9 @@ async def test_recovery_needs_coverage():
     remote = stored_ledger(["a", "b", "c"], 3, 2, 3)
     remote.bookies["a"].down = remote.bookies["b"].down = True
     with pytest.raises(Exception) as caught:
-        await manager(remote).open(LEDGER, b"pw", recovery=True)
+        await manager(remote, recovery_timeout_seconds=0.5).open(LEDGER, b"pw", recovery=True)
     assert getattr(caught.value, "code", None) == "UNAVAILABLE"
+    assert "too few to cover" in str(caught.value)  # the cause survives the timeout
     assert remote.metadata is not None and remote.metadata.state == common_pb2.LEDGER_STATE_IN_RECOVERY
 
 
@@ -127,3 +139,17 @@ async def test_concurrent_recoveries_report_one_end():
     remote = stored_ledger(["a", "b", "c"], 3, 2, 20)
     results = await asyncio.gather(*(manager(remote).open(LEDGER, b"pw", recovery=True) for _ in range(5)))
     assert {lac for _, lac in results} == {19}
+
+
+async def test_recovery_rides_out_a_bookie_that_comes_back():
+    remote = stored_ledger(["a", "b", "c"], 3, 2, 5)
+    remote.bookies["a"].down = remote.bookies["b"].down = True  # no coverage for now
+
+    async def bring_back() -> None:
+        await asyncio.sleep(0.3)
+        remote.bookies["a"].down = False
+
+    back = asyncio.ensure_future(bring_back())
+    metadata, lac = await manager(remote).open(LEDGER, b"pw", recovery=True)
+    await back
+    assert lac == 4 and metadata.state == common_pb2.LEDGER_STATE_CLOSED
