@@ -50,7 +50,7 @@ log = logging.getLogger(__name__)
 _tracer = tracer(__name__)
 
 
-@dataclass
+@dataclass(slots=True)
 class _Pending:
     entry_id: int
     packed: bytes  # kept until confirmed: an ensemble change resends it
