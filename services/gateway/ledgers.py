@@ -90,7 +90,7 @@ class LedgerManager:
         self.read_settings = read_settings or ReadSettings()
         self.handles: dict[LedgerId, WriteHandle] = {}
         # LACs readers learned from the bookies, per ledger not written here (LRU-bounded).
-        self._reader_lacs: OrderedDict[LedgerId, int] = OrderedDict()
+        self._reader_lacs: OrderedDict[tuple[LedgerId, int, int], int] = OrderedDict()
 
     async def create(self, spec: CreateSpec) -> common_pb2.LedgerMetadata:
         ensemble_size = spec.ensemble_size or DEFAULT_ENSEMBLE
@@ -190,16 +190,18 @@ class LedgerManager:
         handle = self.handles.get(ledger_id)
         if handle is not None and not handle.failed:
             return handle.last_add_confirmed  # this gateway is the writer: it knows best
-        known = self._reader_lacs.get(ledger_id)
+        # Keyed by creation time too: a ledger deleted and created again under the same id starts afresh.
+        key = (ledger_id, metadata.create_time.seconds, metadata.create_time.nanos)
+        known = self._reader_lacs.get(key)
         if known is not None and not refresh:
-            self._reader_lacs.move_to_end(ledger_id)
+            self._reader_lacs.move_to_end(key)
             return known
         lac = await read_last_add_confirmed(
             self.remote, ledger_id, metadata, self.recovery_settings.bookie_timeout_seconds
         )
-        lac = max(lac, self._reader_lacs.get(ledger_id, -1))  # a LAC never moves back
-        self._reader_lacs[ledger_id] = lac
-        self._reader_lacs.move_to_end(ledger_id)
+        lac = max(lac, self._reader_lacs.get(key, -1))  # a LAC never moves back
+        self._reader_lacs[key] = lac
+        self._reader_lacs.move_to_end(key)
         while len(self._reader_lacs) > READER_LACS_KEPT:
             self._reader_lacs.popitem(last=False)
         return lac
@@ -283,7 +285,6 @@ class LedgerManager:
 
     async def delete(self, ledger_id: LedgerId) -> None:
         metadata, _ = await self.metadata(ledger_id)
-        self._reader_lacs.pop(ledger_id, None)
         handle = self.handles.pop(ledger_id, None)
         if handle is not None:
             handle.abandon(NotFound(f"ledger {ledger_id} was deleted", Reason.LEDGER_NOT_FOUND))
