@@ -1,7 +1,8 @@
 """A local Quire cluster: etcd and every service as its own process.
 
 `quire cluster up` (and so `make run`) uses this, and so do the end-to-end
-tests: start(), kill(name) with SIGKILL, restart(name), stop(). Every process
+tests: start(), kill(name) with SIGKILL, pause(name)/resume(name) with
+SIGSTOP/SIGCONT, restart(name), stop(). Every process
 is started here and stopped here by PID; logs go to <data_dir>/logs/.
 `StandaloneBookie` runs one bookie without a registry (for the bookie
 benchmark and bookie-only tests).
@@ -310,11 +311,24 @@ class LocalCluster:
             popen.send_signal(signal.SIGKILL)
             popen.wait(timeout=10)
 
+    def pause(self, name: str) -> None:
+        """SIGSTOP: the process hangs, its sockets stay open (a hung bookie)."""
+        popen = self.processes[name].popen
+        if popen is not None and popen.poll() is None:
+            popen.send_signal(signal.SIGSTOP)
+
+    def resume(self, name: str) -> None:
+        """SIGCONT after pause()."""
+        popen = self.processes[name].popen
+        if popen is not None and popen.poll() is None:
+            popen.send_signal(signal.SIGCONT)
+
     def terminate(self, name: str, timeout: float = 15.0) -> None:
         """SIGTERM, then SIGKILL if it has not exited within `timeout`."""
         popen = self.processes[name].popen
         if popen is None or popen.poll() is not None:
             return
+        popen.send_signal(signal.SIGCONT)  # a paused process cannot act on SIGTERM
         popen.send_signal(signal.SIGTERM)
         try:
             popen.wait(timeout=timeout)
