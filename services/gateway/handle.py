@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import deque
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
@@ -41,6 +42,7 @@ from quire_common.errors import (
 )
 from quire_common.ids import LedgerId
 from quire_common.telemetry import tracer
+from quire_gateway import metrics
 from quire_gateway.quorums import write_set
 from quire_gateway.remote import Remote
 
@@ -58,6 +60,7 @@ class _Pending:
     write_set: list[str]
     future: asyncio.Future[int]
     acks: set[str] = field(default_factory=set)
+    submitted_at: float = field(default_factory=time.perf_counter)
 
 
 @dataclass(frozen=True)
@@ -284,6 +287,7 @@ class WriteHandle:
                     await self._record_ensemble(first_entry_id, ensemble)
                 self._set_ensemble(ensemble)
                 self.ensemble_changes += 1
+                metrics.ensemble_changes.add(1)
                 resend: list[tuple[int, bytes]] = []
                 for entry_id in sorted(self._pending):
                     pending = self._pending[entry_id]
@@ -337,10 +341,14 @@ class WriteHandle:
         (not while the ensemble changes)."""
         if not self._stable.is_set():
             return
+        newest: _Pending | None = None
         while True:
             pending = self._pending.get(self.last_add_confirmed + 1)
             if pending is None or len(pending.acks) < self.ack_quorum:
+                if newest is not None:
+                    metrics.add_latency.record((time.perf_counter() - newest.submitted_at) * 1000)
                 break
+            newest = pending
             self.last_add_confirmed += 1
             self.confirmed_length = pending.length
             del self._pending[self.last_add_confirmed]

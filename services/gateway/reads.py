@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
@@ -23,6 +24,7 @@ from quire_common.entry import Digester, DigestType, unpack_entry
 from quire_common.errors import DataLoss, NotFound, QuireError, Reason, Unavailable
 from quire_common.ids import LedgerId
 from quire_common.telemetry import tracer
+from quire_gateway import metrics
 from quire_gateway.quorums import replicas_of
 from quire_gateway.remote import Remote
 
@@ -91,7 +93,10 @@ class EntryReader:
                     "quire.last": end,
                 },
             ):
-                yield await self._read_chunk(start, end)
+                started = time.perf_counter()
+                chunk = await self._read_chunk(start, end)
+                metrics.read_latency.record((time.perf_counter() - started) * 1000)
+                yield chunk
 
     async def _read_chunk(self, first: int, last: int) -> list[ReadEntry]:
         attempts = {e: _Attempt(replicas_of(self.metadata, e)) for e in range(first, last + 1)}
@@ -171,9 +176,11 @@ class EntryReader:
                 except QuireError as exc:
                     log.warning("ledger %s entry %d on %s: %s", self.ledger_id, entry_id, bookie, exc)
                     attempt.corrupt += 1
+                    metrics.digest_mismatches.add(1, {"bookie_id": bookie})
                     continue
                 if header.ledger_id != self.ledger_id or header.entry_id != entry_id:
                     attempt.corrupt += 1
+                    metrics.digest_mismatches.add(1, {"bookie_id": bookie})
                     continue
                 done[entry_id] = ReadEntry(entry_id, payload, header.length)
             elif entry_id in missing:

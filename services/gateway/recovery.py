@@ -36,6 +36,7 @@ from quire_common.entry import Digester, DigestType, master_key, parse_header, u
 from quire_common.errors import Aborted, PermissionDenied, QuireError, Reason, Unavailable
 from quire_common.ids import LedgerId
 from quire_common.telemetry import tracer
+from quire_gateway import metrics
 from quire_gateway.quorums import covered, entry_missing, replicas_of
 from quire_gateway.remote import Remote
 
@@ -155,17 +156,23 @@ class Recovery:
 
     async def run(self) -> common_pb2.LedgerMetadata:
         """The closed metadata, within the configured timeout."""
+        outcome = "error"
         try:
             with _tracer.start_as_current_span(
                 "quire.gateway.recover", attributes={"quire.ledger": self.ledger_id.qualified_name}
             ):
-                return await asyncio.wait_for(self._run(), self.settings.timeout_seconds)
+                closed = await asyncio.wait_for(self._run(), self.settings.timeout_seconds)
+                outcome = "closed"
+                return closed
         except TimeoutError:
+            outcome = "timeout"
             cause = f": {self._last_problem}" if self._last_problem else ""
             raise Unavailable(
                 f"recovery of ledger {self.ledger_id} did not finish within {self.settings.timeout_seconds:g}s{cause}",
                 Reason.BOOKIE_UNAVAILABLE,
             ) from None
+        finally:
+            metrics.recovery_runs.add(1, {"outcome": outcome})
 
     async def _retrying(self, step: Callable[[], Awaitable[T]]) -> T:
         """Run one step of recovery again while bookies are unavailable: every

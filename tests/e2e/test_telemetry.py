@@ -63,7 +63,7 @@ def test_every_service_serves_prometheus_metrics_and_status(observed_cluster):
     assert "quire_bookie_adds_total" in bookie and "quire_bookie_sync_duration_milliseconds" in bookie
     assert json.loads(get(f"http://127.0.0.1:{ports.placement_http}/status"))["service"] == "placement"
     gateway = get(f"http://127.0.0.1:{ports.gateway_http}/metrics")
-    assert "# TYPE" in gateway
+    assert "quire_gateway_add_duration_milliseconds_count" in gateway
 
 
 def test_a_slow_bookie_gets_a_lower_load_factor_and_is_drawn_less(observed_cluster, tmp_path):
