@@ -26,12 +26,14 @@ from quire_common.errors import (
 )
 from quire_common.ids import LedgerId, ledger_id_to_proto
 from quire_common.quorum import validate_quorum
+from quire_common.telemetry import tracer
 from quire_gateway.handle import WriteHandle, WriteSettings
 from quire_gateway.reads import EntryReader, ReadEntry, ReadSettings
 from quire_gateway.recovery import Recovery, RecoverySettings, read_last_add_confirmed
 from quire_gateway.remote import Remote
 
 log = logging.getLogger(__name__)
+_tracer = tracer(__name__)
 
 DEFAULT_ENSEMBLE, DEFAULT_WRITE_QUORUM, DEFAULT_ACK_QUORUM = 3, 2, 2
 METADATA_FORMAT_VERSION = 1
@@ -171,7 +173,8 @@ class LedgerManager:
 
     async def add(self, ledger_id: LedgerId, payload: bytes) -> tuple[int, int]:
         (future,) = await self.append(ledger_id, [payload])
-        entry_id = await future
+        with _tracer.start_as_current_span("quire.gateway.quorum_wait", attributes={"quire.ledger": str(ledger_id)}):
+            entry_id = await future
         return entry_id, self.handles[ledger_id].last_add_confirmed
 
     async def last_add_confirmed(

@@ -12,9 +12,12 @@ import grpc
 from quire.gateway.v1 import blob_pb2, blob_pb2_grpc, ledger_pb2, ledger_pb2_grpc
 from quire_common.errors import InvalidArgument, QuireError
 from quire_common.ids import LedgerId, ledger_id_from_proto
+from quire_common.telemetry import tracer
 from quire_gateway.blobs import BlobStore
 from quire_gateway.ledgers import CreateSpec, LedgerManager, public_metadata
 from quire_gateway.reads import ReadEntry
+
+_tracer = tracer(__name__)
 
 # Entries per response message are bounded by bytes as well as by count.
 MAX_RESPONSE_BYTES = 4 * 1024 * 1024
@@ -100,7 +103,10 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
                     wake.clear()
                     await wake.wait()
                     continue
-                first = last = await pending.popleft()
+                with _tracer.start_as_current_span(
+                    "quire.gateway.quorum_wait", attributes={"quire.ledger": str(session["ledger"])}
+                ):
+                    first = last = await pending.popleft()
                 # Coalesce entries that are already confirmed into one ack.
                 while pending and pending[0].done() and not pending[0].cancelled():
                     if pending[0].exception() is not None or pending[0].result() != last + 1:
