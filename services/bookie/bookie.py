@@ -5,7 +5,6 @@ No grpc here."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections import deque
@@ -25,6 +24,7 @@ from quire_common.errors import (
     ResourceExhausted,
 )
 from quire_common.ids import LedgerId
+from quire_common.tasks import cancel_and_wait
 from quire_common.telemetry import meter, record_sample
 
 log = logging.getLogger(__name__)
@@ -131,10 +131,7 @@ class Bookie:
 
     async def close(self) -> None:
         """Finish and sync every queued add, then close RocksDB."""
-        if self._disk_task is not None:
-            self._disk_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._disk_task
+        await cancel_and_wait(self._disk_task)
         await self._committer.stop()
         self._store.close()
 

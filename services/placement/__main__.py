@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Mapping
 
@@ -15,6 +14,7 @@ from quire_common.admin_http import start_admin_server
 from quire_common.bookies import BookieDirectory
 from quire_common.server import create_server, mark_serving, serve_until_signalled
 from quire_common.service import run_service
+from quire_common.tasks import cancel_and_wait
 from quire_placement.config import PlacementConfig
 from quire_placement.placement import Placer
 from quire_placement.remote import BookieInfoClient, RegistryLoadFactors
@@ -84,9 +84,7 @@ async def main() -> None:
     async def on_stop() -> None:
         if admin is not None:
             await admin.stop()
-        polling.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await polling
+        await cancel_and_wait(polling)
         await info.close()
         await loads.close()
         await directory.close()
