@@ -72,6 +72,7 @@ def spark_session(master: str | None = "local[*]", app_name: str = "quire-teleme
     return (
         builder.appName(app_name)
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "8")
         .config("spark.sql.session.timeZone", "UTC")
         .getOrCreate()
