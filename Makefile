@@ -47,7 +47,17 @@ bench: setup ## append/read throughput on a throwaway local cluster (20k x 1 KiB
 
 check: lint typecheck gen-check test ## lint, types, generated code and the whole suite
 
+image: ## build the container image quire:latest (needs a Docker engine; docs/deploy.md)
+	@bash scripts/docker-engine.sh start >/dev/null || (echo "make image: no Docker engine could be started" >&2; exit 1)
+	@bash scripts/build-image.sh
+
+test-deploy: setup ## validate the Kubernetes manifests offline
+	$(PY) -m pytest tests/deploy
+
+test-container: setup ## the testcontainers tests against the image (make image first)
+	$(PY) -m pytest tests/container
+
 clean: ## remove local cluster data and build output
 	rm -rf $(DATA_DIR) build
 
-.PHONY: help setup gen gen-check fmt lint typecheck test test-unit run bench check clean
+.PHONY: help setup gen gen-check fmt lint typecheck test test-unit run bench check clean image test-deploy test-container
