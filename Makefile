@@ -48,7 +48,7 @@ bench: setup ## append/read throughput on a throwaway local cluster (20k x 1 KiB
 check: lint typecheck gen-check test ## lint, types, generated code and the whole suite
 
 image: ## build the container image quire:latest (needs a Docker engine; docs/deploy.md)
-	@bash scripts/docker-engine.sh start >/dev/null || (echo "make image: no Docker engine could be started" >&2; exit 1)
+	@bash scripts/docker-engine.sh start || (echo "make image: no Docker engine could be started" >&2; exit 1)
 	@bash scripts/build-image.sh
 
 test-deploy: setup ## validate the Kubernetes manifests offline
