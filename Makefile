@@ -31,7 +31,7 @@ lint: setup ## ruff and buf lint
 	@if [ -x $(BUF) ]; then $(BUF) lint && echo "buf lint: clean"; else echo "buf not installed; skipping proto lint"; fi
 
 typecheck: setup ## mypy
-	$(VENV)/bin/mypy services/common/quire_common services/registry services/bookie services/placement services/gateway clients/python/quire_client
+	$(VENV)/bin/mypy services/common/quire_common services/registry services/bookie services/placement services/gateway services/telemetry clients/python/quire_client
 
 test: setup gen-check ## run the whole test suite (unit, integration, end-to-end)
 	$(PY) -m pytest tests
@@ -45,11 +45,21 @@ run: setup ## start etcd + registry + placement + 3 bookies + gateway until Ctrl
 bench: setup ## append/read throughput on a throwaway local cluster (20k x 1 KiB, E3 W2 A2)
 	$(VENV)/bin/quire bench --local
 
+bench-bookie: setup ## durable adds/s through one bookie's gRPC API vs the raw rocksdict synced-batch limit
+	$(VENV)/bin/quire bench bookie
+
+bench-telemetry: setup ## the telemetry stage on 1,000,000 synthetic records, local[2]
+	$(PY) -m quire_telemetry.bench --records 1000000 --master 'local[2]'
+
 check: lint typecheck gen-check test ## lint, types, generated code and the whole suite
 
 image: ## build the container image quire:latest (needs a Docker engine; docs/deploy.md)
 	@bash scripts/docker-engine.sh start || (echo "make image: no Docker engine could be started" >&2; exit 1)
 	@bash scripts/build-image.sh
+
+image-telemetry: ## build quire-telemetry:latest, the image plus PySpark and Java (the telemetry CronJob's)
+	@bash scripts/docker-engine.sh start || (echo "make image-telemetry: no Docker engine could be started" >&2; exit 1)
+	@QUIRE_IMAGE_TELEMETRY=true bash scripts/build-image.sh
 
 test-deploy: setup ## validate the Kubernetes manifests offline
 	$(PY) -m pytest tests/deploy
@@ -60,4 +70,4 @@ test-container: setup ## the testcontainers tests against the image (make image 
 clean: ## remove local cluster data and build output
 	rm -rf $(DATA_DIR) build
 
-.PHONY: help setup gen gen-check fmt lint typecheck test test-unit run bench check clean image test-deploy test-container
+.PHONY: help setup gen gen-check fmt lint typecheck test test-unit run bench bench-bookie bench-telemetry check clean image image-telemetry test-deploy test-container

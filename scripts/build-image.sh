@@ -13,15 +13,20 @@
 # The root filesystem tarball is cached under .cache/image/ (git-ignored), so
 # only the first build pays for it.
 #
-# Settings (environment): QUIRE_IMAGE (default quire:latest, also tagged with
-# the project version), QUIRE_BASE_IMAGE (skip debootstrap and use this base),
+# Settings (environment): QUIRE_IMAGE_TELEMETRY (true: quire-telemetry, with
+# PySpark and Java), QUIRE_IMAGE (default quire:latest, also tagged with the
+# project version), QUIRE_BASE_IMAGE (skip debootstrap and use this base),
 # QUIRE_DEBIAN_MIRROR (default: from /etc/apt/sources.list*), QUIRE_BUILD_CA_FILE
 # (a CA bundle pip must trust in the builder stage; default $PIP_CERT).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-IMAGE="${QUIRE_IMAGE:-quire:latest}"
 VERSION="$(sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml | head -n 1)"
+# QUIRE_IMAGE_TELEMETRY=true: the same image plus PySpark and Java, for the
+# telemetry stage (quire-telemetry:latest); the services' image stays lean.
+WITH_TELEMETRY="${QUIRE_IMAGE_TELEMETRY:-false}"
+if [ "$WITH_TELEMETRY" = true ]; then REPOSITORY=quire-telemetry; else REPOSITORY=quire; fi
+IMAGE="${QUIRE_IMAGE:-$REPOSITORY:latest}"
 SUITE=bookworm
 LOCAL_BASE="quire-base:$SUITE"
 CACHE_DIR=.cache/image
@@ -93,14 +98,15 @@ else
   rm -f "$CACHE_DIR/build-ca.crt"
 fi
 
-log "building $IMAGE (and quire:$VERSION) from base $BASE"
+log "building $IMAGE (and $REPOSITORY:$VERSION) from base $BASE"
 start=$(date +%s)
 # Host networking for the build: RUN steps reach the Debian mirror and PyPI the
 # way the host does, also where the engine has no bridge network.
 docker build --network host \
   --build-arg "BASE_IMAGE=$BASE" \
+  --build-arg "WITH_TELEMETRY=$WITH_TELEMETRY" \
   -f deploy/image/Dockerfile \
-  -t "$IMAGE" -t "quire:$VERSION" \
+  -t "$IMAGE" -t "$REPOSITORY:$VERSION" \
   .
 log "built $IMAGE in $(( $(date +%s) - start ))s, $(docker image inspect "$IMAGE" --format '{{.Size}}' \
   | awk '{printf "%.0f MB", $1 / 1000000}')"

@@ -17,6 +17,8 @@ as_root() {
 apt_packages=()
 command -v etcd >/dev/null 2>&1 || [ -x /usr/bin/etcd ] || apt_packages+=(etcd-server)
 "$PYTHON" -c 'import ensurepip, venv' >/dev/null 2>&1 || apt_packages+=(python3-venv)
+# The telemetry stage runs PySpark, which needs a Java runtime (17 or newer).
+command -v java >/dev/null 2>&1 || apt_packages+=(openjdk-17-jre-headless)
 if [ ${#apt_packages[@]} -gt 0 ]; then
   echo "setup: installing ${apt_packages[*]} with apt-get"
   as_root apt-get update -qq

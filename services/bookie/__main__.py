@@ -1,32 +1,65 @@
-"""Entry point: python -m quire_bookie"""
+"""Entry point: python -m quire_bookie
+
+Start-up order: check the bookie's identity (cookie), open storage, serve
+gRPC with health NOT_SERVING, register with the registry, and only then turn
+health SERVING. On SIGTERM: health NOT_SERVING, leave the registry, let
+in-flight calls finish, sync every queued add, close RocksDB.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import signal
+
+from grpc_health.v1 import health_pb2
 
 from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
 from quire.common.v1 import common_pb2
+from quire_bookie.admin import AdminServer
 from quire_bookie.bookie import Bookie
+from quire_bookie.collector import LedgerCollector
 from quire_bookie.config import BookieConfig
 from quire_bookie.cookie import check_cookie
+from quire_bookie.metadata import RegistryLedgerLookup
 from quire_bookie.registration import RegistrationKeeper, RegistryCookies
 from quire_bookie.servicer import BookieServicer
-from quire_common.server import create_server, mark_serving, serve_until_signalled
+from quire_common.server import create_server, mark_serving
 from quire_common.service import run_service
 
 log = logging.getLogger("quire_bookie")
 SERVICE_NAME = bookie_pb2.DESCRIPTOR.services_by_name["BookieService"].full_name
+# A health service that is SERVING only while the bookie accepts adds.
+WRITABLE_HEALTH = "writable"
+# A health service that is SERVING only when adds are fsynced before they are
+# acknowledged: NOT_SERVING under QUIRE_BOOKIE_UNSAFE_NO_SYNC_LOSES_DATA.
+DURABLE_HEALTH = "durable"
+SHUTDOWN_GRACE_SECONDS = 5.0
 
 
-def service_info(config: BookieConfig) -> common_pb2.BookieServiceInfo:
+def service_info(config: BookieConfig, http_port: int) -> common_pb2.BookieServiceInfo:
     """What this bookie advertises (BP-38)."""
     info = common_pb2.BookieServiceInfo()
     info.endpoints.add(id="rpc", host=config.advertised_host, port=config.port, protocol="bookie-rpc")
+    if http_port:
+        info.endpoints.add(id="http", host=config.advertised_host, port=http_port, protocol="http")
     if config.rack:
         info.properties["topology.rack"] = config.rack
     if config.region:
         info.properties["topology.region"] = config.region
+    if config.autorecovery:
+        info.properties["autorecovery.enabled"] = config.autorecovery
     return info
+
+
+async def verify_identity(config: BookieConfig) -> None:
+    """Refuse to start when the data directories belong to another BookieId
+    (ConfigError from the cookie check)."""
+    cookies = RegistryCookies(config.registry_target)
+    try:
+        await check_cookie(cookies, config.bookie_id, [config.data_dir])
+    finally:
+        await cookies.close()
 
 
 async def main() -> None:
@@ -36,18 +69,23 @@ async def main() -> None:
             "QUIRE_BOOKIE_UNSAFE_NO_SYNC_LOSES_DATA is set: adds are acknowledged WITHOUT fsync; "
             "a crash or power loss will lose acknowledged entries"
         )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+
     # Identity first: never open, let alone serve, data that is not this bookie's.
-    cookies = RegistryCookies(config.registry_target)
-    try:
-        await check_cookie(cookies, config.bookie_id, [config.data_dir])
-    finally:
-        await cookies.close()
-    bookie = Bookie(
-        config.data_dir,
-        max_entry_bytes=config.max_entry_bytes,
-        max_batch_bytes=config.group_commit_max_bytes,
-        sync=not config.unsafe_no_sync,
-    )
+    if not config.standalone:
+        identity = asyncio.create_task(verify_identity(config))
+        stopping = asyncio.create_task(stop.wait())
+        await asyncio.wait([identity, stopping], return_when=asyncio.FIRST_COMPLETED)
+        stopping.cancel()
+        if not identity.done():  # stopped while waiting for the registry
+            identity.cancel()
+            log.info("bookie %s stopped before its identity was checked", config.bookie_id)
+            return
+        identity.result()  # a mismatch raises ConfigError: no start
+    bookie = Bookie(config.data_dir, config.storage)
     await bookie.start()
 
     def register(server):  # type: ignore[no-untyped-def]
@@ -55,23 +93,87 @@ async def main() -> None:
         return [SERVICE_NAME]
 
     server, port, health = create_server(config.listen_address, register)
-    await server.start()
-    await mark_serving(health, [SERVICE_NAME])
-    keeper = RegistrationKeeper(
-        config.registry_target,
-        config.bookie_id,
-        service_info(config),
-        config.registration_ttl_seconds,
-        lambda: bookie.read_only,
-    )
-    keeper.start()
-    log.info("bookie %s serving on port %d, data in %s", config.bookie_id, port, config.data_dir)
+    for name in ("", SERVICE_NAME, WRITABLE_HEALTH, DURABLE_HEALTH):
+        await health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+    admin: AdminServer | None = None
+    keeper: RegistrationKeeper | None = None
+    collector: LedgerCollector | None = None
+    lookup: RegistryLedgerLookup | None = None
+    try:
+        await server.start()
+        if config.http_port:
+            admin = AdminServer(bookie, config.bookie_id, config.listen_address.rsplit(":", 1)[0], config.http_port)
+            await admin.start()
 
-    async def on_stop() -> None:
-        await keeper.stop()
-        await bookie.close()
+        async def set_writable_health(read_only: bool) -> None:
+            if not stop.is_set():
+                status = (
+                    health_pb2.HealthCheckResponse.NOT_SERVING if read_only else health_pb2.HealthCheckResponse.SERVING
+                )
+                await health.set(WRITABLE_HEALTH, status)
 
-    await serve_until_signalled(server, health, on_stop=on_stop)
+        if config.standalone:
+            log.warning("QUIRE_BOOKIE_STANDALONE is set: no registration, cookie check or garbage collection")
+        else:
+            keeper = RegistrationKeeper(
+                config.registry_target,
+                config.bookie_id,
+                service_info(config, admin.port if admin else 0),
+                config.registration_ttl_seconds,
+                lambda: bookie.read_only,
+            )
+            bookie.on_read_only_change(lambda *_: keeper.nudge())  # re-register at once, not at the next beat
+            keeper.start()
+            registered = asyncio.create_task(keeper.registered.wait())
+            stopping = asyncio.create_task(stop.wait())
+            await asyncio.wait([registered, stopping], return_when=asyncio.FIRST_COMPLETED)
+            registered.cancel()
+            stopping.cancel()
+            if config.gc_interval_seconds > 0:
+                lookup = RegistryLedgerLookup(config.registry_target)
+                collector = LedgerCollector(
+                    bookie,
+                    lookup.metadata_gone,
+                    interval_seconds=config.gc_interval_seconds,
+                    recheck_seconds=config.gc_recheck_seconds,
+                )
+                collector.start()
+        health_updates: set[asyncio.Task[None]] = set()  # keep a reference until each is done
+
+        def on_mode_change(read_only: bool, _: str) -> None:
+            task = asyncio.create_task(set_writable_health(read_only))
+            health_updates.add(task)
+            task.add_done_callback(health_updates.discard)
+
+        bookie.on_read_only_change(on_mode_change)
+        if not stop.is_set():
+            await mark_serving(health, [SERVICE_NAME])
+            await set_writable_health(bookie.read_only)
+            if not config.unsafe_no_sync:
+                await health.set(DURABLE_HEALTH, health_pb2.HealthCheckResponse.SERVING)
+            log.info(
+                "bookie %s serving on port %d (admin http %s), data in %s%s",
+                config.bookie_id,
+                port,
+                admin.port if admin else "off",
+                config.data_dir,
+                f"; read-only: {bookie.read_only_reason}" if bookie.read_only else "",
+            )
+            await stop.wait()
+        log.info("stopping: health NOT_SERVING, draining for up to %.1fs", SHUTDOWN_GRACE_SECONDS)
+        await health.enter_graceful_shutdown()
+    finally:
+        if collector is not None:
+            await collector.stop()
+        if lookup is not None:
+            await lookup.close()
+        if keeper is not None:
+            await keeper.stop()
+        await server.stop(SHUTDOWN_GRACE_SECONDS)  # in-flight adds finish (their syncs included)
+        if admin is not None:
+            await admin.stop()
+        await bookie.close()  # syncs whatever is still queued, then closes RocksDB
+        log.info("bookie %s stopped", config.bookie_id)
 
 
 if __name__ == "__main__":

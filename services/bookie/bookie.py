@@ -1,19 +1,22 @@
 """The bookie's domain logic: validate requests against entry headers and
-ledger state, store through the group committer, read back. No grpc here."""
+ledger state, store through the group committer, read back, watch the disk.
+No grpc here."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-import shutil
 import time
 from collections import deque
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from quire_bookie.disk import DiskUsage, ReadOnlyPolicy, measure
 from quire_bookie.journal import FlushStats, GroupCommitter
 from quire_bookie.storage import NO_ENTRY, EntryStore, LedgerState
-from quire_common.entry import parse_header
+from quire_common.entry import check_keyless_digest, header_ids
 from quire_common.errors import (
     FailedPrecondition,
     InvalidArgument,
@@ -29,129 +32,302 @@ LOAD_WINDOW_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
+class BookieSettings:
+    """The storage engine's limits; BookieConfig fills them from the environment."""
+
+    max_entry_bytes: int = 5 * 1024 * 1024
+    max_read_bytes: int = 4 * 1024 * 1024
+    max_read_entries: int = 10_000
+    group_commit_max_bytes: int = 4 * 1024 * 1024
+    group_commit_max_delay_seconds: float = 0.0
+    sync: bool = True
+    capacity_bytes: int = 0  # 0: the filesystem's size
+    read_only: ReadOnlyPolicy = field(default_factory=ReadOnlyPolicy)
+    disk_check_interval_seconds: float = 5.0
+    max_long_poll_seconds: float = 30.0
+    verify_digests: bool = True  # check CRC32/CRC32C digests of incoming entries
+
+
+@dataclass(frozen=True)
 class BookieInfo:
     total_disk_bytes: int
     free_disk_bytes: int
+    used_bytes: int
     read_only: bool
+    read_only_reason: str
     adds_per_second: float
     add_bytes_per_second: float
     sync_latency_ms: float
+    sync_latency_p50_ms: float
+    sync_latency_p99_ms: float
+    sync_disabled: bool
+
+
+@dataclass
+class Counters:
+    """Totals since start, for the Prometheus endpoint."""
+
+    adds: int = 0
+    add_bytes: int = 0
+    flushes: int = 0
+    sync_seconds: float = 0.0
+    reads: int = 0
+    rejected_adds: int = 0
+
+
+def percentile(sorted_values: list[float], fraction: float) -> float:
+    """Nearest-rank percentile of an ascending list (0.0 when empty)."""
+    if not sorted_values:
+        return 0.0
+    rank = max(1, round(fraction * len(sorted_values) + 0.5 - 1e-9))
+    return sorted_values[min(rank, len(sorted_values)) - 1]
 
 
 class Bookie:
-    def __init__(
-        self,
-        data_dir: Path,
-        *,
-        max_entry_bytes: int = 5 * 1024 * 1024,
-        max_read_bytes: int = 4 * 1024 * 1024,
-        max_batch_bytes: int = 4 * 1024 * 1024,
-        sync: bool = True,
-    ) -> None:
+    def __init__(self, data_dir: Path, settings: BookieSettings | None = None) -> None:
         self.data_dir = data_dir
-        self.max_entry_bytes = max_entry_bytes
-        self.max_read_bytes = max_read_bytes
-        self.read_only = False
-        self._store = EntryStore(data_dir / "rocksdb", sync=sync)
+        self.settings = settings or BookieSettings()
+        self.counters = Counters()
+        self.read_only_reason = ""
+        self._read_only_listeners: list[Callable[[bool, str], None]] = []
+        self._disk: DiskUsage | None = None
+        self._store = EntryStore(data_dir / "rocksdb", sync=self.settings.sync)
         self._recent_flushes: deque[FlushStats] = deque(maxlen=10_000)
+        self._lac_moved: dict[LedgerId, asyncio.Event] = {}
         self._committer = GroupCommitter(
             self._store,
             self._store.load_states(),
-            max_batch_bytes=max_batch_bytes,
-            on_flush=self._recent_flushes.append,
+            max_batch_bytes=self.settings.group_commit_max_bytes,
+            max_delay_seconds=self.settings.group_commit_max_delay_seconds,
+            on_flush=self._flushed,
+            on_lac_moved=self._signal_lac,
         )
+        self._disk_task: asyncio.Task[None] | None = None
+
+    @property
+    def read_only(self) -> bool:
+        return bool(self.read_only_reason)
 
     async def start(self) -> None:
+        await self.check_disk()
         self._committer.start()
+        self._disk_task = asyncio.create_task(self._watch_disk(), name="disk-check")
 
     async def close(self) -> None:
+        """Finish and sync every queued add, then close RocksDB."""
+        if self._disk_task is not None:
+            self._disk_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._disk_task
         await self._committer.stop()
         self._store.close()
 
-    def _state(self, ledger_id: LedgerId) -> LedgerState | None:
-        return self._committer.states.get(ledger_id)
+    # -- read-only mode --------------------------------------------------------
+
+    def on_read_only_change(self, listener: Callable[[bool, str], None]) -> None:
+        """Call `listener(read_only, reason)` whenever the mode flips."""
+        self._read_only_listeners.append(listener)
+
+    async def check_disk(self) -> DiskUsage:
+        """Measure the disk and turn read-only or writable as the policy says."""
+        disk = await asyncio.to_thread(measure, self.data_dir, self.settings.capacity_bytes)
+        self._disk = disk
+        reason = self.settings.read_only.decide(self.read_only_reason, disk)
+        if bool(reason) != self.read_only:
+            if reason:
+                log.warning("bookie turns read-only: %s", reason)
+            else:
+                log.info("bookie turns writable again: disk usage %.1f%%", 100 * disk.usage)
+            self.read_only_reason = reason
+            for listener in self._read_only_listeners:
+                listener(bool(reason), reason)
+        else:
+            self.read_only_reason = reason  # same mode; the figures in the reason may differ
+        return disk
+
+    async def _watch_disk(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.disk_check_interval_seconds)
+            try:
+                await self.check_disk()
+            except OSError as exc:
+                log.error("disk check failed: %s", exc)
+
+    # -- writes ----------------------------------------------------------------
 
     async def add_entries(
         self, ledger_id: LedgerId, master_key: bytes, entries: list[tuple[int, bytes]], recovery: bool
     ) -> list[int]:
         """Store a batch of packed entries durably; all or nothing."""
+        try:
+            checked = self._check_add(ledger_id, master_key, entries, recovery)
+        except Exception:
+            self.counters.rejected_adds += 1
+            raise
+        await self._committer.add(ledger_id, master_key, checked, recovery)
+        return [entry_id for entry_id, _ in entries]
+
+    def _check_add(
+        self, ledger_id: LedgerId, master_key: bytes, entries: list[tuple[int, bytes]], recovery: bool
+    ) -> list[tuple[int, int, bytes]]:
         if not entries:
             raise InvalidArgument("an add carries no entries")
         if self.read_only and not recovery:
-            raise FailedPrecondition("bookie is read-only; write elsewhere", Reason.BOOKIE_READ_ONLY)
-        if len(master_key) != 20:
-            raise InvalidArgument(f"master_key must be 20 bytes (SHA-1), got {len(master_key)}")
+            raise FailedPrecondition(
+                f"bookie is read-only ({self.read_only_reason}); write elsewhere", Reason.BOOKIE_READ_ONLY
+            )
+        check_master_key_length(master_key)
+        limit = self.settings.max_entry_bytes
+        scope_id, ledger = ledger_id.scope_id, ledger_id.ledger_id
         checked: list[tuple[int, int, bytes]] = []
         for entry_id, data in entries:
-            if len(data) > self.max_entry_bytes:
+            if len(data) > limit:
                 raise ResourceExhausted(
-                    f"entry {entry_id} is {len(data)} bytes; this bookie takes at most {self.max_entry_bytes}",
+                    f"entry {entry_id} is {len(data)} bytes; this bookie takes at most {limit}",
                     Reason.ENTRY_TOO_LARGE,
                 )
-            header = parse_header(data)
-            if header.ledger_id != ledger_id or header.entry_id != entry_id:
+            header_scope, header_ledger, header_entry, lac = header_ids(data)
+            if header_scope != scope_id or header_ledger != ledger or header_entry != entry_id:
                 raise InvalidArgument(
-                    f"entry header says ledger {header.ledger_id} entry {header.entry_id}, "
+                    f"entry header says ledger {LedgerId(header_scope, header_ledger)} entry {header_entry}, "
                     f"the request says ledger {ledger_id} entry {entry_id}",
                     Reason.ENTRY_HEADER_MISMATCH,
                 )
             if entry_id < 0:
                 raise InvalidArgument(f"entry id {entry_id} is negative")
-            checked.append((entry_id, header.last_add_confirmed, data))
-        await self._committer.add(ledger_id, master_key, checked, recovery)
-        return [entry_id for entry_id, _ in entries]
+            if self.settings.verify_digests and check_keyless_digest(data) is False:
+                raise InvalidArgument(
+                    f"entry {entry_id} of ledger {ledger_id} does not match its digest: "
+                    "corrupted on the way in; nothing stored",
+                    Reason.DIGEST_MISMATCH,
+                )
+            checked.append((entry_id, lac, data))
+        return checked
 
     async def fence(self, ledger_id: LedgerId, master_key: bytes) -> LedgerState:
-        if len(master_key) != 20:
-            raise InvalidArgument(f"master_key must be 20 bytes (SHA-1), got {len(master_key)}")
+        check_master_key_length(master_key)
         return await self._committer.fence(ledger_id, master_key)
 
+    async def write_last_add_confirmed(self, ledger_id: LedgerId, master_key: bytes, lac: int) -> LedgerState:
+        check_master_key_length(master_key)
+        if lac < NO_ENTRY:
+            raise InvalidArgument(f"last_add_confirmed {lac} is below -1")
+        return await self._committer.write_lac(ledger_id, master_key, lac)
+
+    async def delete_ledger(self, ledger_id: LedgerId) -> int:
+        count = await self._committer.delete(ledger_id)
+        log.info("deleted ledger %s (%d entries)", ledger_id, count)
+        return count
+
+    def ledger_ids(self) -> list[LedgerId]:
+        """Every ledger this bookie holds state for."""
+        return list(self._committer.states)
+
+    # -- reads -----------------------------------------------------------------
+
+    def _state(self, ledger_id: LedgerId) -> LedgerState | None:
+        return self._committer.states.get(ledger_id)
+
     async def read_entry(self, ledger_id: LedgerId, entry_id: int) -> tuple[int, bytes]:
+        self.counters.reads += 1
+        if entry_id < -1:
+            raise InvalidArgument(f"entry id {entry_id} is negative (use -1 for the last entry)")
+        if self._state(ledger_id) is None:
+            raise NotFound(f"ledger {ledger_id} is not on this bookie", Reason.LEDGER_NOT_FOUND)
         if entry_id == -1:
             last = await asyncio.to_thread(self._store.last_entry, ledger_id)
             if last is None:
                 raise NotFound(f"ledger {ledger_id} has no entries on this bookie", Reason.ENTRY_NOT_FOUND)
             return last
-        if entry_id < 0:
-            raise InvalidArgument(f"entry id {entry_id} is negative (use -1 for the last entry)")
         data = await asyncio.to_thread(self._store.read, ledger_id, entry_id)
         if data is None:
             raise NotFound(f"entry {entry_id} of ledger {ledger_id} is not on this bookie", Reason.ENTRY_NOT_FOUND)
         return entry_id, data
 
     async def read_entries(
-        self, ledger_id: LedgerId, entry_ids: list[int], max_bytes: int
+        self, ledger_id: LedgerId, entry_ids: list[int], max_bytes: int = 0, max_entries: int = 0
     ) -> tuple[list[tuple[int, bytes]], list[int], bool]:
+        """Entries found in request order, bounded by bytes and count (always
+        at least the first found), ids missing, and whether a bound cut it."""
+        self.counters.reads += 1
         if any(entry_id < 0 for entry_id in entry_ids):
             raise InvalidArgument("entry ids must not be negative")
-        limit = min(max_bytes or self.max_read_bytes, self.max_read_bytes)
-        return await asyncio.to_thread(self._store.read_many, ledger_id, entry_ids, limit)
+        byte_limit = min(max_bytes or self.settings.max_read_bytes, self.settings.max_read_bytes)
+        count_limit = min(max_entries or self.settings.max_read_entries, self.settings.max_read_entries)
+        return await asyncio.to_thread(self._store.read_many, ledger_id, entry_ids, byte_limit, count_limit)
+
+    async def read_range(
+        self, ledger_id: LedgerId, first: int, last: int, max_bytes: int = 0, max_entries: int = 0
+    ) -> tuple[list[tuple[int, bytes]], list[int], bool]:
+        """Stored entries first..last in id order, bounded like read_entries;
+        the ids missing between the ones returned; whether a bound cut it."""
+        self.counters.reads += 1
+        if first < 0 or last < first:
+            raise InvalidArgument(f"entry range {first}..{last} is empty or negative")
+        byte_limit = min(max_bytes or self.settings.max_read_bytes, self.settings.max_read_bytes)
+        count_limit = min(max_entries or self.settings.max_read_entries, self.settings.max_read_entries)
+        return await asyncio.to_thread(self._store.read_range, ledger_id, first, last, byte_limit, count_limit)
 
     def last_add_confirmed(self, ledger_id: LedgerId) -> tuple[int, int, bool]:
         """(LAC, last entry id, fenced) as this bookie knows them."""
         state = self._state(ledger_id)
         if state is None:
             return NO_ENTRY, NO_ENTRY, False
-        return max(state.last_add_confirmed, state.explicit_lac), state.last_entry_id, state.fenced
+        return state.lac, state.last_entry_id, state.fenced
 
-    async def delete_ledger(self, ledger_id: LedgerId) -> int:
-        count = await asyncio.to_thread(self._store.delete_ledger, ledger_id)
-        self._committer.states.pop(ledger_id, None)
-        log.info("deleted ledger %s (%d entries)", ledger_id, count)
-        return count
+    async def wait_last_add_confirmed(
+        self, ledger_id: LedgerId, previous_lac: int, timeout_seconds: float
+    ) -> tuple[int, int, bool]:
+        """Long poll: (LAC, last entry id, fenced) once the LAC is above
+        `previous_lac`, or as they stand when the timeout ends."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + min(max(timeout_seconds, 0.0), self.settings.max_long_poll_seconds)
+        while True:
+            current = self.last_add_confirmed(ledger_id)
+            remaining = deadline - loop.time()
+            if current[0] > previous_lac or remaining <= 0:
+                return current
+            moved = self._lac_moved.setdefault(ledger_id, asyncio.Event())
+            try:
+                await asyncio.wait_for(moved.wait(), remaining)
+            except TimeoutError:
+                return self.last_add_confirmed(ledger_id)
+
+    def _signal_lac(self, ledger_id: LedgerId) -> None:
+        moved = self._lac_moved.pop(ledger_id, None)
+        if moved is not None:
+            moved.set()
+
+    # -- info ------------------------------------------------------------------
+
+    def _flushed(self, stats: FlushStats) -> None:
+        self._recent_flushes.append(stats)
+        self.counters.adds += stats.entries
+        self.counters.add_bytes += stats.size_bytes
+        self.counters.flushes += 1
+        self.counters.sync_seconds += stats.sync_seconds
 
     def info(self) -> BookieInfo:
-        usage = shutil.disk_usage(self.data_dir)
+        """Disk as of the last check, and load over the last minute."""
+        disk = self._disk or DiskUsage(0, 0, 0)
         now = time.time()
         recent = [f for f in self._recent_flushes if now - f.at <= LOAD_WINDOW_SECONDS]
-        entries = sum(f.entries for f in recent)
-        size = sum(f.size_bytes for f in recent)
-        sync_ms = 1000 * sum(f.sync_seconds for f in recent) / len(recent) if recent else 0.0
+        syncs_ms = sorted(1000 * f.sync_seconds for f in recent)
         return BookieInfo(
-            usage.total,
-            usage.free,
-            self.read_only,
-            entries / LOAD_WINDOW_SECONDS,
-            size / LOAD_WINDOW_SECONDS,
-            sync_ms,
+            total_disk_bytes=disk.total_bytes,
+            free_disk_bytes=disk.free_bytes,
+            used_bytes=disk.used_bytes,
+            read_only=self.read_only,
+            read_only_reason=self.read_only_reason,
+            adds_per_second=sum(f.entries for f in recent) / LOAD_WINDOW_SECONDS,
+            add_bytes_per_second=sum(f.size_bytes for f in recent) / LOAD_WINDOW_SECONDS,
+            sync_latency_ms=sum(syncs_ms) / len(syncs_ms) if syncs_ms else 0.0,
+            sync_latency_p50_ms=percentile(syncs_ms, 0.50),
+            sync_latency_p99_ms=percentile(syncs_ms, 0.99),
+            sync_disabled=not self.settings.sync,
         )
+
+
+def check_master_key_length(master_key: bytes) -> None:
+    if len(master_key) != 20:
+        raise InvalidArgument(f"master_key must be 20 bytes (SHA-1), got {len(master_key)}")

@@ -1,12 +1,14 @@
 """Durable group commit.
 
-Every state-changing operation (add, fence) goes through one queue and one
-flusher task, so operations take effect in arrival order. The flusher takes
-everything queued (up to a byte bound), checks each operation against the
-ledger states as they stand at that point, writes the accepted ones in ONE
-synced WriteBatch, and only then resolves their futures. While a sync runs new
-operations queue up and share the next one: that is where throughput comes
-from, and no add is ever acknowledged before a sync covering it.
+Every state-changing operation (add, fence, explicit LAC, delete) goes through one
+queue and one flusher task, so operations take effect in arrival order. The
+flusher takes what is queued (up to a byte bound), checks each operation
+against the ledger states as they stand at that point, writes the accepted
+ones in ONE synced WriteBatch, and only then resolves their futures. While a
+sync runs new operations queue up and share the next one: that is where
+throughput comes from, and no add is ever acknowledged before a sync covering
+it. A time bound (max_delay_seconds) lets the flusher wait a little for more
+work before syncing a small batch; 0 syncs as soon as the previous sync ends.
 """
 
 from __future__ import annotations
@@ -17,13 +19,15 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from quire_bookie.storage import EntryStore, LedgerState
 from quire_common.errors import FailedPrecondition, PermissionDenied, QuireError, Reason, Unavailable
 from quire_common.ids import LedgerId
 
 log = logging.getLogger(__name__)
+
+NO_STATE = LedgerState()
 
 
 @dataclass
@@ -47,7 +51,27 @@ class FenceOp:
     size_bytes: int = 0
 
 
-Op = AddOp | FenceOp
+@dataclass
+class LacOp:
+    """An explicit LAC from the writer (WriteLastAddConfirmed)."""
+
+    ledger_id: LedgerId
+    master_key: bytes
+    last_add_confirmed: int
+    future: asyncio.Future[LedgerState] = field(repr=False)
+    size_bytes: int = 0
+
+
+@dataclass
+class DeleteOp:
+    """Remove a ledger's entries and state, in queue order with its adds."""
+
+    ledger_id: LedgerId
+    future: asyncio.Future[int] = field(repr=False)
+    size_bytes: int = 0
+
+
+Op = AddOp | FenceOp | LacOp | DeleteOp
 
 
 def check_master_key(ledger_id: LedgerId, state: LedgerState, master_key: bytes) -> None:
@@ -55,9 +79,31 @@ def check_master_key(ledger_id: LedgerId, state: LedgerState, master_key: bytes)
         raise PermissionDenied(f"wrong master key for ledger {ledger_id}", Reason.WRONG_PASSWORD)
 
 
+def check_not_fenced(ledger_id: LedgerId, state: LedgerState) -> None:
+    if state.fenced:
+        raise FailedPrecondition(f"ledger {ledger_id} is fenced: a recovery has taken it over", Reason.LEDGER_FENCED)
+
+
+def apply(op: AddOp | FenceOp | LacOp, state: LedgerState) -> LedgerState:
+    """The ledger state after `op`, or a QuireError saying why `op` is refused.
+    Pure: the flusher applies it to states as they will be after the batch."""
+    check_master_key(op.ledger_id, state, op.master_key)
+    if not state.master_key:
+        state = replace(state, master_key=op.master_key)
+    if isinstance(op, FenceOp):
+        return replace(state, fenced=True)
+    if isinstance(op, LacOp):
+        check_not_fenced(op.ledger_id, state)
+        return replace(state, explicit_lac=max(state.explicit_lac, op.last_add_confirmed))
+    if not op.recovery:
+        check_not_fenced(op.ledger_id, state)
+    # One state update per op, not per entry: this runs for every add.
+    return state.with_entry(max(e[0] for e in op.entries), max(e[1] for e in op.entries))
+
+
 @dataclass
 class FlushStats:
-    """One synced write, for GetBookieInfo and telemetry."""
+    """One synced write, for GetBookieInfo and metrics."""
 
     at: float
     entries: int
@@ -72,39 +118,54 @@ class GroupCommitter:
         states: dict[LedgerId, LedgerState],
         *,
         max_batch_bytes: int = 4 * 1024 * 1024,
+        max_delay_seconds: float = 0.0,
         max_queued_bytes: int = 64 * 1024 * 1024,
         on_flush: Callable[[FlushStats], None] | None = None,
+        on_lac_moved: Callable[[LedgerId], None] | None = None,
     ) -> None:
         self._store = store
         self.states = states
         self._max_batch_bytes = max_batch_bytes
+        self._max_delay_seconds = max_delay_seconds
         self._queue: deque[Op] = deque()
         self._queued_bytes = 0
         self._wakeup = asyncio.Event()
+        self._batch_full = asyncio.Event()
         # Bounded: producers wait here instead of growing memory without limit.
         self._space = asyncio.Condition()
         self._max_queued_bytes = max_queued_bytes
         self._on_flush = on_flush
+        self._on_lac_moved = on_lac_moved
+        self._closing = False
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="group-commit")
 
     async def stop(self) -> None:
+        """Refuse new operations, write and sync everything already queued,
+        then end the flusher."""
+        self._closing = True
+        self._wakeup.set()
+        self._batch_full.set()
         if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
+            await self._task
 
     async def _enqueue(self, op: Op) -> None:
         async with self._space:
             await self._space.wait_for(
-                lambda: self._queued_bytes == 0 or self._queued_bytes + op.size_bytes <= self._max_queued_bytes
+                lambda: (
+                    self._closing
+                    or self._queued_bytes == 0
+                    or self._queued_bytes + op.size_bytes <= self._max_queued_bytes
+                )
             )
+            if self._closing:
+                raise Unavailable("the bookie is shutting down; retry on another bookie", Reason.BOOKIE_UNAVAILABLE)
             self._queue.append(op)
             self._queued_bytes += op.size_bytes
+        if self._queued_bytes >= self._max_batch_bytes:
+            self._batch_full.set()
         self._wakeup.set()
 
     async def add(
@@ -119,63 +180,89 @@ class GroupCommitter:
         await self._enqueue(FenceOp(ledger_id, master_key, future))
         return await future
 
+    async def write_lac(self, ledger_id: LedgerId, master_key: bytes, last_add_confirmed: int) -> LedgerState:
+        future: asyncio.Future[LedgerState] = asyncio.get_running_loop().create_future()
+        await self._enqueue(LacOp(ledger_id, master_key, last_add_confirmed, future))
+        return await future
+
+    async def delete(self, ledger_id: LedgerId) -> int:
+        """Delete a ledger after everything queued before; returns how many
+        entries went."""
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        await self._enqueue(DeleteOp(ledger_id, future))
+        return await future
+
     def _take_batch(self) -> list[Op]:
+        """Queued operations up to the byte bound; a delete goes alone, so the
+        writes before it are flushed first and the ones after it follow it."""
         batch: list[Op] = []
         size = 0
         while self._queue and (not batch or size + self._queue[0].size_bytes <= self._max_batch_bytes):
+            if batch and (isinstance(self._queue[0], DeleteOp) or isinstance(batch[0], DeleteOp)):
+                break
             op = self._queue.popleft()
             batch.append(op)
             size += op.size_bytes
         self._queued_bytes -= size
+        if self._queued_bytes < self._max_batch_bytes:
+            self._batch_full.clear()
         return batch
+
+    async def _gather_more(self) -> None:
+        """Wait up to the time bound for a full batch, unless one is ready."""
+        if self._max_delay_seconds <= 0 or self._queued_bytes >= self._max_batch_bytes or self._closing:
+            return
+        try:
+            await asyncio.wait_for(self._batch_full.wait(), self._max_delay_seconds)
+        except TimeoutError:
+            pass
 
     async def _run(self) -> None:
         while True:
             await self._wakeup.wait()
             self._wakeup.clear()
             while self._queue:
+                await self._gather_more()
                 batch = self._take_batch()
                 async with self._space:
                     self._space.notify_all()
-                await self._flush(batch)
+                if isinstance(batch[0], DeleteOp):
+                    await self._delete(batch[0])
+                else:
+                    await self._flush(batch)
+            if self._closing:
+                async with self._space:
+                    self._space.notify_all()  # producers still waiting for space learn we are closing
+                return
+
+    async def _delete(self, op: DeleteOp) -> None:
+        try:
+            count = await asyncio.to_thread(self._store.delete_ledger, op.ledger_id)
+        except Exception as exc:
+            log.error("deleting ledger %s failed", op.ledger_id, exc_info=exc)
+            op.future.set_exception(Unavailable(f"bookie storage delete failed: {exc}", Reason.BOOKIE_UNAVAILABLE))
+            return
+        self.states.pop(op.ledger_id, None)
+        if not op.future.done():
+            op.future.set_result(count)
 
     async def _flush(self, batch: list[Op]) -> None:
         pending = dict[LedgerId, LedgerState]()  # states as they will be after this batch
         writes: list[tuple[LedgerId, int, bytes]] = []
-        accepted: list[tuple[Op, object]] = []
+        accepted: list[tuple[Op, LedgerState]] = []
         for op in batch:
-            state = pending.get(op.ledger_id) or self.states.get(op.ledger_id) or LedgerState()
+            assert not isinstance(op, DeleteOp), "deletes are flushed alone"
+            before = pending.get(op.ledger_id) or self.states.get(op.ledger_id) or LedgerState()
             try:
-                check_master_key(op.ledger_id, state, op.master_key)
-                if isinstance(op, FenceOp):
-                    state = LedgerState(
-                        op.master_key, True, state.last_entry_id, state.last_add_confirmed, state.explicit_lac
-                    )
-                    result: object = state
-                else:
-                    if state.fenced and not op.recovery:
-                        raise FailedPrecondition(
-                            f"ledger {op.ledger_id} is fenced: a recovery has taken it over",
-                            Reason.LEDGER_FENCED,
-                        )
-                    if not state.master_key:
-                        state = LedgerState(
-                            op.master_key,
-                            state.fenced,
-                            state.last_entry_id,
-                            state.last_add_confirmed,
-                            state.explicit_lac,
-                        )
-                    for entry_id, lac, data in op.entries:
-                        writes.append((op.ledger_id, entry_id, data))
-                        state = state.with_entry(entry_id, lac)
-                    result = None
+                state = apply(op, before)
             except QuireError as exc:
                 if not op.future.done():
                     op.future.set_exception(exc)
                 continue
+            if isinstance(op, AddOp):
+                writes.extend((op.ledger_id, entry_id, data) for entry_id, _, data in op.entries)
             pending[op.ledger_id] = state
-            accepted.append((op, result))
+            accepted.append((op, state))
         if not accepted:
             return
         started = time.monotonic()
@@ -189,9 +276,15 @@ class GroupCommitter:
                     op.future.set_exception(failure)
             return
         sync_seconds = time.monotonic() - started
+        moved = [
+            ledger_id for ledger_id, state in pending.items() if state.lac != self.states.get(ledger_id, NO_STATE).lac
+        ]
         self.states.update(pending)
-        for op, result in accepted:
+        for op, state in accepted:
             if not op.future.done():
-                op.future.set_result(result)  # type: ignore[arg-type]
+                op.future.set_result(None if isinstance(op, AddOp) else state)  # type: ignore[arg-type]
+        if self._on_lac_moved is not None:
+            for ledger_id in moved:
+                self._on_lac_moved(ledger_id)
         if self._on_flush is not None:
             self._on_flush(FlushStats(time.time(), len(writes), sum(len(d) for _, _, d in writes), sync_seconds))

@@ -1,6 +1,7 @@
 """The bookie's side of the registry: its cookie (RegistryCookies) and its
 registration (RegistrationKeeper: one RegisterBookie session, heartbeating
-well inside the lease TTL, re-established after any failure)."""
+well inside the lease TTL, re-established after any failure; a change of
+read-only mode is sent at once (`nudge`), not at the next beat)."""
 
 from __future__ import annotations
 
@@ -64,6 +65,7 @@ class RegistrationKeeper:
         self._ttl = ttl_seconds
         self._read_only = read_only
         self._task: asyncio.Task[None] | None = None
+        self._nudged = asyncio.Event()
         self._lease_id = 0  # the live registration's lease, resumed after a reconnect
         self.registered = asyncio.Event()
 
@@ -78,6 +80,10 @@ class RegistrationKeeper:
             except asyncio.CancelledError:
                 pass
 
+    def nudge(self) -> None:
+        """Send a heartbeat now (the read-only mode changed)."""
+        self._nudged.set()
+
     def _request(self) -> registry_pb2.RegisterBookieRequest:
         return registry_pb2.RegisterBookieRequest(
             bookie_id=self._bookie_id,
@@ -90,8 +96,12 @@ class RegistrationKeeper:
     async def _requests(self) -> AsyncIterator[registry_pb2.RegisterBookieRequest]:
         interval = max(self._ttl / 3, 0.5)
         while True:
+            self._nudged.clear()
             yield self._request()
-            await asyncio.sleep(interval)
+            try:
+                await asyncio.wait_for(self._nudged.wait(), interval)
+            except TimeoutError:
+                pass
 
     async def _run(self) -> None:
         backoff = 0.2

@@ -6,6 +6,7 @@ import grpc
 
 from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
 from quire_bookie.bookie import Bookie
+from quire_common.errors import InvalidArgument
 from quire_common.ids import ledger_id_from_proto
 
 
@@ -33,9 +34,21 @@ class BookieServicer(bookie_pb2_grpc.BookieServiceServicer):
     async def ReadEntries(
         self, request: bookie_pb2.ReadEntriesRequest, context: grpc.aio.ServicerContext
     ) -> bookie_pb2.ReadEntriesResponse:
-        found, missing, truncated = await self.bookie.read_entries(
-            ledger_id_from_proto(request.ledger_id), list(request.entry_ids), request.max_bytes
-        )
+        ledger_id = ledger_id_from_proto(request.ledger_id)
+        if request.HasField("range"):
+            if request.entry_ids:
+                raise InvalidArgument("give entry_ids or a range, not both")
+            found, missing, truncated = await self.bookie.read_range(
+                ledger_id,
+                request.range.first_entry_id,
+                request.range.last_entry_id,
+                request.max_bytes,
+                request.max_entries,
+            )
+        else:
+            found, missing, truncated = await self.bookie.read_entries(
+                ledger_id, list(request.entry_ids), request.max_bytes, request.max_entries
+            )
         return bookie_pb2.ReadEntriesResponse(
             entries=[bookie_pb2.PackedEntry(entry_id=e, data=d) for e, d in found],
             missing_entry_ids=missing,
@@ -45,17 +58,31 @@ class BookieServicer(bookie_pb2_grpc.BookieServiceServicer):
     async def ReadLastAddConfirmed(
         self, request: bookie_pb2.ReadLastAddConfirmedRequest, context: grpc.aio.ServicerContext
     ) -> bookie_pb2.ReadLastAddConfirmedResponse:
-        lac, last_entry_id, fenced = self.bookie.last_add_confirmed(ledger_id_from_proto(request.ledger_id))
+        ledger_id = ledger_id_from_proto(request.ledger_id)
+        if request.timeout_ms:
+            lac, last_entry_id, fenced = await self.bookie.wait_last_add_confirmed(
+                ledger_id, request.previous_lac, request.timeout_ms / 1000
+            )
+        else:
+            lac, last_entry_id, fenced = self.bookie.last_add_confirmed(ledger_id)
         return bookie_pb2.ReadLastAddConfirmedResponse(
             last_add_confirmed=lac, last_entry_id=last_entry_id, fenced=fenced
         )
+
+    async def WriteLastAddConfirmed(
+        self, request: bookie_pb2.WriteLastAddConfirmedRequest, context: grpc.aio.ServicerContext
+    ) -> bookie_pb2.WriteLastAddConfirmedResponse:
+        state = await self.bookie.write_last_add_confirmed(
+            ledger_id_from_proto(request.ledger_id), request.master_key, request.last_add_confirmed
+        )
+        return bookie_pb2.WriteLastAddConfirmedResponse(last_add_confirmed=state.lac)
 
     async def FenceLedger(
         self, request: bookie_pb2.FenceLedgerRequest, context: grpc.aio.ServicerContext
     ) -> bookie_pb2.FenceLedgerResponse:
         state = await self.bookie.fence(ledger_id_from_proto(request.ledger_id), request.master_key)
         return bookie_pb2.FenceLedgerResponse(
-            last_add_confirmed=max(state.last_add_confirmed, state.explicit_lac),
+            last_add_confirmed=state.lac,
             last_entry_id=state.last_entry_id,
         )
 
@@ -76,4 +103,9 @@ class BookieServicer(bookie_pb2_grpc.BookieServiceServicer):
             adds_per_second=info.adds_per_second,
             add_bytes_per_second=info.add_bytes_per_second,
             sync_latency_ms=info.sync_latency_ms,
+            sync_latency_p50_ms=info.sync_latency_p50_ms,
+            sync_latency_p99_ms=info.sync_latency_p99_ms,
+            used_bytes=info.used_bytes,
+            read_only_reason=info.read_only_reason,
+            sync_disabled=info.sync_disabled,
         )

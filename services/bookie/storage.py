@@ -6,16 +6,27 @@ in id order; value = the packed entry exactly as received.
 Column family `ledgers`: key = scope_id(8) | ledger_id(8); value = LedgerState.
 
 Everything here is synchronous; the bookie calls it from worker threads.
+
+Durability: rocksdict holds the GIL for the whole of a synced write,
+fsync included, so a synced `Rdict.write` would stall the event loop (and
+gRPC's poller) for every sync and starve group commit of the requests that
+should share the next one. So the batch is written unsynced (RocksDB hands
+the WAL record to the OS before `write` returns) and then `WalSyncer` fsyncs
+RocksDB's WAL files with os.fdatasync, which releases the GIL. A WAL file that
+appears is made durable in its directory too; one that vanishes was retired
+after its memtable was flushed to a synced SST file.
 """
 
 from __future__ import annotations
 
+import os
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import cast
 
-from rocksdict import Options, Rdict, WriteBatch, WriteOptions
+from rocksdict import AccessType, Options, Rdict, WriteBatch, WriteOptions
 
 from quire_common.ids import LedgerId
 
@@ -57,6 +68,11 @@ class LedgerState:
         last_entry, lac, explicit_lac = struct.unpack_from(">qqq", data, 3 + key_length)
         return cls(master_key, bool(fenced), last_entry, lac, explicit_lac)
 
+    @property
+    def lac(self) -> int:
+        """The LAC this bookie reports: from entry headers or written explicitly."""
+        return max(self.last_add_confirmed, self.explicit_lac)
+
     def with_entry(self, entry_id: int, lac: int) -> LedgerState:
         return replace(
             self,
@@ -65,28 +81,74 @@ class LedgerState:
         )
 
 
-class EntryStore:
-    """One RocksDB per bookie."""
+class WalSyncer:
+    """Syncs the live write-ahead log files of one RocksDB directory."""
 
-    def __init__(self, path: Path, *, sync: bool = True) -> None:
-        path.mkdir(parents=True, exist_ok=True)
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._files: dict[str, int] = {}  # WAL file name -> open descriptor
+
+    def sync(self) -> None:
+        names = {name for name in os.listdir(self._path) if name.endswith(".log")}
+        if names != set(self._files):
+            for gone in set(self._files) - names:
+                os.close(self._files.pop(gone))
+            for new in names - set(self._files):
+                try:
+                    self._files[new] = os.open(self._path / new, os.O_RDONLY)
+                except FileNotFoundError:  # retired meanwhile: its data is in a synced SST file
+                    continue
+            directory = os.open(self._path, os.O_RDONLY)
+            try:
+                os.fsync(directory)  # a new WAL's directory entry must be durable too
+            finally:
+                os.close(directory)
+        for fd in self._files.values():
+            os.fdatasync(fd)  # what RocksDB itself uses for a synced WAL write
+
+    def close(self) -> None:
+        for fd in self._files.values():
+            os.close(fd)
+        self._files.clear()
+
+
+class EntryStore:
+    """One RocksDB per bookie. `read_only=True` opens a stopped bookie's
+    database without writing anything (for `quire bookie inspect`)."""
+
+    def __init__(self, path: Path, *, sync: bool = True, read_only: bool = False) -> None:
+        self.read_only = read_only
         options = Options(raw_mode=True)
-        options.create_if_missing(True)
-        options.create_missing_column_families(True)
+        if read_only:
+            if not (path / "CURRENT").exists():
+                raise FileNotFoundError(f"no bookie database at {path}")
+            access = AccessType.read_only()
+        else:
+            path.mkdir(parents=True, exist_ok=True)
+            options.create_if_missing(True)
+            options.create_missing_column_families(True)
+            access = AccessType.read_write()
         self._db = Rdict(
             str(path),
             options=options,
             column_families={ENTRIES_CF: Options(raw_mode=True), LEDGERS_CF: Options(raw_mode=True)},
+            access_type=access,
         )
         self._entries = self._db.get_column_family(ENTRIES_CF)
         self._ledgers = self._db.get_column_family(LEDGERS_CF)
         self._entries_handle = self._db.get_column_family_handle(ENTRIES_CF)
         self._ledgers_handle = self._db.get_column_family_handle(LEDGERS_CF)
         self._write_options = WriteOptions()
-        self._write_options.sync = sync
+        self._write_options.sync = sync  # for deletes: rare, so a GIL-holding sync does not matter
+        self._batch_options = WriteOptions()
+        self._batch_options.sync = False  # synced by the WalSyncer instead, without the GIL
+        self._sync = sync
+        self._wal = WalSyncer(path)
 
     def close(self) -> None:
-        self._db.flush_wal(True)
+        self._wal.close()
+        if not self.read_only:
+            self._db.flush_wal(True)
         self._entries.close()
         self._ledgers.close()
         self._db.close()
@@ -101,24 +163,26 @@ class EntryStore:
         }
 
     def write(self, entries: list[tuple[LedgerId, int, bytes]], states: dict[LedgerId, LedgerState]) -> None:
-        """Write entries and ledger states in one WriteBatch; synced unless the
-        store was opened without sync."""
+        """Write entries and ledger states in one WriteBatch; durable on
+        return (the WAL is fsynced) unless the store was opened without sync."""
         batch = WriteBatch(raw_mode=True)
         for ledger_id, entry_id, data in entries:
             batch.put(entry_key(ledger_id, entry_id), data, self._entries_handle)
         for ledger_id, state in states.items():
             batch.put(ledger_id.key, state.encode(), self._ledgers_handle)
-        self._db.write(batch, self._write_options)
+        self._db.write(batch, self._batch_options)
+        if self._sync:
+            self._wal.sync()
 
     def read(self, ledger_id: LedgerId, entry_id: int) -> bytes | None:
         value = self._entries.get(entry_key(ledger_id, entry_id))
         return bytes(value) if value is not None else None
 
     def read_many(
-        self, ledger_id: LedgerId, entry_ids: list[int], max_bytes: int
+        self, ledger_id: LedgerId, entry_ids: list[int], max_bytes: int, max_entries: int
     ) -> tuple[list[tuple[int, bytes]], list[int], bool]:
-        """Entries found (at least the first one found, then up to max_bytes),
-        ids missing, and whether the byte limit cut the list short."""
+        """Entries found (at least the first one found, then up to max_bytes
+        and max_entries), ids missing, and whether a limit cut the list short."""
         found: list[tuple[int, bytes]] = []
         missing: list[int] = []
         total = 0
@@ -127,11 +191,47 @@ class EntryStore:
             if value is None:
                 missing.append(entry_id)
                 continue
-            if found and total + len(value) > max_bytes:
+            if found and (total + len(value) > max_bytes or len(found) >= max_entries):
                 return found, missing, True
             found.append((entry_id, bytes(value)))
             total += len(value)
         return found, missing, False
+
+    def read_range(
+        self, ledger_id: LedgerId, first: int, last: int, max_bytes: int, max_entries: int
+    ) -> tuple[list[tuple[int, bytes]], list[int], bool]:
+        """Stored entries with ids in [first, last] in id order (at least the
+        first one, then up to max_bytes and max_entries), the ids missing
+        between them, and whether a limit cut the range short."""
+        found: list[tuple[int, bytes]] = []
+        missing: list[int] = []
+        total = 0
+        expected = first
+        for entry_id, value in self.entries(ledger_id, first, last):
+            if found and (total + len(value) > max_bytes or len(found) >= max_entries):
+                return found, missing, True
+            missing.extend(range(expected, entry_id))
+            found.append((entry_id, value))
+            total += len(value)
+            expected = entry_id + 1
+        return found, missing, False
+
+    def entries(self, ledger_id: LedgerId, first: int = 0, last: int = (1 << 63) - 1) -> Iterator[tuple[int, bytes]]:
+        """A ledger's stored entries with ids in [first, last], in id order."""
+        for key, value in self._entries.items(from_key=entry_key(ledger_id, first)):
+            stored_key = cast(bytes, key)
+            entry_id = int.from_bytes(stored_key[16:24], "big")
+            if stored_key[:16] != ledger_id.key or entry_id > last:
+                return
+            yield entry_id, bytes(value)
+
+    def ledgers_with_entries(self) -> dict[LedgerId, int]:
+        """Every ledger that has entries, with its entry count (a full scan)."""
+        counts: dict[LedgerId, int] = {}
+        for key in self._entries.keys():
+            ledger_id = LedgerId.from_key(cast(bytes, key))
+            counts[ledger_id] = counts.get(ledger_id, 0) + 1
+        return counts
 
     def last_entry(self, ledger_id: LedgerId) -> tuple[int, bytes] | None:
         """The highest stored entry of a ledger."""
@@ -157,4 +257,9 @@ class EntryStore:
         batch.delete(prefix + b"\xff" * 8, self._entries_handle)
         batch.delete(prefix, self._ledgers_handle)
         self._db.write(batch, self._write_options)
+        # Give the space back now: flushing the memtables retires the WAL that
+        # still holds the entries, compaction drops them from the SST files.
+        self._entries.flush()
+        self._ledgers.flush()
+        self._entries.compact_range(prefix, prefix + b"\xff" * 8)
         return count

@@ -10,6 +10,7 @@ only this file. A version is the key's etcd mod_revision.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -19,8 +20,13 @@ from etcd3aio import prefix_range_end
 from etcd3aio._protobuf import Compare, RequestOp
 
 from quire_common.errors import Reason, Unavailable
+from quire_common.telemetry import meter, tracer
 
 log = logging.getLogger(__name__)
+_tracer = tracer(__name__)
+_etcd_latency = meter("quire.registry").create_histogram(
+    "quire.etcd.operation.duration", unit="ms", description="Latency of etcd calls, by operation and outcome"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,16 +125,31 @@ class EtcdStore:
         assert self._client.kv is not None, "connect() first"
         return self._client.kv
 
-    async def _guard(self, what: str, awaitable):  # type: ignore[no-untyped-def]
+    async def _guard(self, what: str, awaitable, key: bytes | None = None):  # type: ignore[no-untyped-def]
+        """Await one etcd call: a span (naming the key, and the ledger's
+        qualified name for a ledger key) and a latency sample around it, and
+        etcd's failures turned into UNAVAILABLE."""
+        started = time.perf_counter()
+        outcome = "ok"
         try:
-            return await awaitable
+            with _tracer.start_as_current_span(f"etcd {what}") as span:
+                if key is not None:
+                    text = key.decode(errors="replace")
+                    span.set_attribute("quire.etcd.key", text)
+                    if "/ledgers/" in text:
+                        span.set_attribute("quire.ledger", text.rsplit("/", 1)[-1])
+                return await awaitable
         except etcd3aio.EtcdError as exc:
+            outcome = "error"
             raise Unavailable(f"etcd {what} failed: {exc}", Reason.METADATA_STORE_UNAVAILABLE) from None
         except TimeoutError:
+            outcome = "error"
             raise Unavailable(f"etcd {what} timed out", Reason.METADATA_STORE_UNAVAILABLE) from None
+        finally:
+            _etcd_latency.record((time.perf_counter() - started) * 1000, {"operation": what, "outcome": outcome})
 
     async def get(self, key: bytes) -> KeyValue | None:
-        response = await self._guard("get", self._kv.get(key, timeout=self._timeout))
+        response = await self._guard("get", self._kv.get(key, timeout=self._timeout), key)
         if not response.kvs:
             return None
         kv = response.kvs[0]
@@ -153,7 +174,7 @@ class EtcdStore:
     async def delete(self, key: bytes, expected_version: int = 0) -> bool:
         if expected_version:
             return await self.transact([], {key: expected_version}, [Delete(key)]) is not None
-        response = await self._guard("delete", self._kv.delete(key, timeout=self._timeout))
+        response = await self._guard("delete", self._kv.delete(key, timeout=self._timeout), key)
         return response.deleted > 0
 
     async def transact(
@@ -172,7 +193,8 @@ class EtcdStore:
                 requests.append(self._kv.txn_op_put(op.key, op.value, lease=op.lease_id))
             else:
                 requests.append(self._kv.txn_op_delete(op.key))
-        response = await self._guard("transaction", self._kv.txn(compares, requests, timeout=self._timeout))
+        first_key = next(iter([*absent, *versions, *(op.key for op in ops)]), None)
+        response = await self._guard("transaction", self._kv.txn(compares, requests, timeout=self._timeout), first_key)
         return response.header.revision if response.succeeded else None
 
     async def next_in_sequence(self, key: bytes) -> int:

@@ -28,9 +28,8 @@ OVERLAYS = sorted(path.name for path in (KUBERNETES / "overlays").iterdir() if p
 # A Kubernetes release kubernetes-validate bundles schemas for, and one a
 # cluster is likely to run; native gRPC probes are GA since 1.27.
 KUBERNETES_VERSION = "1.33.0"
-# Settings read by code not yet merged here (the bookie's admin/metrics server)
-# or only by the init Job's script; everything else must be documented.
-PENDING_OR_LOCAL_SETTINGS = {"QUIRE_BOOKIE_HTTP_PORT", "QUIRE_INIT_MIN_BOOKIES"}
+# Read only by the init Job's own script; every other setting must be documented.
+PENDING_OR_LOCAL_SETTINGS = {"QUIRE_INIT_MIN_BOOKIES"}
 GRPC_SERVICES = {
     descriptor.services_by_name[name].full_name
     for descriptor, name in [
@@ -333,7 +332,7 @@ def test_init_job_and_telemetry_cronjob_exist(rendered: list[Manifest]) -> None:
     assert "quire bookie list" in script
     cron = named(rendered, "CronJob", "quire-telemetry")
     args = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert args == ["telemetry", "analyze", "--input", "/telemetry", "--output", "/reports"]
+    assert args == ["telemetry", "analyze", "--input", "/telemetry", "--output", "/reports", "--publish"]
 
 
 def test_production_overlay_requires_spreading_and_uses_its_registry() -> None:
@@ -343,5 +342,7 @@ def test_production_overlay_requires_spreading_and_uses_its_registry() -> None:
         assert anti["requiredDuringSchedulingIgnoredDuringExecution"]
     for _, spec in workloads(manifests):
         for container in containers(spec):
-            assert container["image"].startswith("registry.example.com/quire:")
+            assert container["image"].startswith(
+                ("registry.example.com/quire:", "registry.example.com/quire-telemetry:")
+            )
     assert {m["metadata"].get("namespace") for m in manifests if m["kind"] != "Namespace"} == {"quire"}

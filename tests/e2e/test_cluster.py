@@ -157,7 +157,7 @@ def test_trace_context_crosses_every_hop(cluster, client):
     def spans(service):
         return [
             json.loads(line)
-            for path in telemetry.glob(f"{service}-*-spans.jsonl")
+            for path in telemetry.glob(f"{service}-*-spans.*.jsonl")
             for line in path.read_text().splitlines()
         ]
 

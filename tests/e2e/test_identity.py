@@ -16,7 +16,7 @@ pytestmark = pytest.mark.e2e
 
 def boot_bookie(cluster, name: str, **overrides: str) -> subprocess.CompletedProcess[str]:
     """Run bookie `name`'s command with changed settings; a refused boot exits."""
-    env = dict(cluster.processes[name].env, QUIRE_BOOKIE_PORT=str(free_port()), **overrides)
+    env = dict(cluster.processes[name].env, QUIRE_BOOKIE_PORT=str(free_port()), QUIRE_BOOKIE_HTTP_PORT="0", **overrides)
     return subprocess.run(
         cluster.processes[name].command, env=env, capture_output=True, text=True, timeout=60, check=False
     )
@@ -46,7 +46,8 @@ def test_existing_bookie_id_on_a_wiped_directory_is_refused(cluster, tmp_path):
 
 
 def test_a_new_bookie_id_formats_and_reboots(cluster, tmp_path):
-    env = {"QUIRE_BOOKIE_ID": "fresh-bookie", "QUIRE_BOOKIE_DATA_DIR": str(tmp_path)}
+    # Its own ports: bookie-3's settings name bookie-3's admin HTTP port too.
+    env = {"QUIRE_BOOKIE_ID": "fresh-bookie", "QUIRE_BOOKIE_DATA_DIR": str(tmp_path), "QUIRE_BOOKIE_HTTP_PORT": "0"}
     port = free_port()
     process = subprocess.Popen(
         cluster.processes["bookie-3"].command,

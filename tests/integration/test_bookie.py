@@ -3,16 +3,29 @@
 from __future__ import annotations
 
 import asyncio
+import os
 
 import grpc
 import pytest
 from google.rpc import error_details_pb2, status_pb2
 
 from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
-from quire_bookie.bookie import Bookie
+from quire_bookie import inspect
+from quire_bookie.bookie import Bookie, BookieSettings
+from quire_bookie.collector import LedgerCollector
+from quire_bookie.disk import ReadOnlyPolicy
 from quire_bookie.servicer import BookieServicer
+from quire_bookie.storage import EntryStore
 from quire_common.entry import Digester, DigestType, master_key, pack_entry
-from quire_common.errors import FailedPrecondition, InvalidArgument, PermissionDenied, ResourceExhausted
+from quire_common.errors import (
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    Reason,
+    ResourceExhausted,
+    Unavailable,
+)
 from quire_common.ids import LedgerId, ledger_id_to_proto
 from quire_common.server import STATUS_DETAILS_KEY, create_server
 
@@ -29,7 +42,7 @@ def packed(entry_id: int, payload: bytes = b"payload", ledger: LedgerId = LEDGER
 
 @pytest.fixture
 async def bookie(tmp_path):
-    instance = Bookie(tmp_path, max_entry_bytes=64 * 1024)
+    instance = Bookie(tmp_path, BookieSettings(max_entry_bytes=64 * 1024))
     await instance.start()
     yield instance
     await instance.close()
@@ -149,3 +162,350 @@ async def test_errors_reach_clients_with_code_and_reason(bookie_stub):
 
     info = await bookie_stub.GetBookieInfo(bookie_pb2.GetBookieInfoRequest())
     assert info.total_disk_bytes >= info.free_disk_bytes > 0
+
+
+async def test_bad_input_stores_nothing(bookie):
+    attempts = [
+        ([(1, packed(2))], InvalidArgument),  # header names another entry
+        ([(0, packed(0, ledger=LedgerId(9, 99)))], InvalidArgument),  # ... another ledger
+        ([(0, packed(0)), (1, packed(1, b"x" * 70_000))], ResourceExhausted),  # one oversize entry spoils the batch
+        ([(0, b"\x80short")], InvalidArgument),  # truncated header
+    ]
+    for entries, error in attempts:
+        with pytest.raises(error):
+            await bookie.add_entries(LEDGER, KEY, entries, False)
+    with pytest.raises(InvalidArgument, match="20 bytes"):
+        await bookie.add_entries(LEDGER, b"short", [(0, packed(0))], False)
+    assert bookie.ledger_ids() == []
+    assert await asyncio.to_thread(bookie._store.ledgers_with_entries) == {}
+
+
+async def test_unknown_ledger_reads_are_not_found(bookie):
+    with pytest.raises(NotFound, match="not on this bookie") as caught:
+        await bookie.read_entry(LEDGER, 0)
+    assert caught.value.reason == Reason.LEDGER_NOT_FOUND
+    with pytest.raises(NotFound):
+        await bookie.read_entry(LEDGER, -1)
+    assert await bookie.read_entries(LEDGER, [0, 1]) == ([], [0, 1], False)
+
+
+async def test_reads_are_bounded_by_count(bookie):
+    await bookie.add_entries(LEDGER, KEY, [(i, packed(i)) for i in range(10)], False)
+    found, missing, truncated = await bookie.read_entries(LEDGER, list(range(10)), max_entries=4)
+    assert [e for e, _ in found] == [0, 1, 2, 3] and truncated and missing == []
+
+
+async def test_lac_is_the_highest_of_headers_and_explicit_writes(tmp_path):
+    first = Bookie(tmp_path)
+    await first.start()
+    await first.add_entries(LEDGER, KEY, [(i, packed(i)) for i in range(3)], False)
+    assert first.last_add_confirmed(LEDGER) == (1, 2, False)
+    with pytest.raises(PermissionDenied):
+        await first.write_last_add_confirmed(LEDGER, master_key(b"wrong"), 2)
+    state = await first.write_last_add_confirmed(LEDGER, KEY, 2)
+    assert state.lac == 2
+    await first.write_last_add_confirmed(LEDGER, KEY, 0)  # an older LAC changes nothing
+    assert first.last_add_confirmed(LEDGER) == (2, 2, False)
+    await first.close()
+    second = Bookie(tmp_path)
+    await second.start()
+    try:
+        assert second.last_add_confirmed(LEDGER) == (2, 2, False)  # durable
+    finally:
+        await second.close()
+
+
+async def test_long_poll_returns_when_the_lac_passes_the_given_value(bookie):
+    await bookie.add_entries(LEDGER, KEY, [(0, packed(0)), (1, packed(1))], False)  # LAC 0
+    waiting = asyncio.create_task(bookie.wait_last_add_confirmed(LEDGER, 0, timeout_seconds=30))
+    await asyncio.sleep(0.05)
+    assert not waiting.done()
+    await bookie.add_entries(LEDGER, KEY, [(2, packed(2, lac=0))], False)  # the LAC does not move
+    await asyncio.sleep(0.05)
+    assert not waiting.done()
+    await bookie.add_entries(LEDGER, KEY, [(3, packed(3, lac=2))], False)
+    assert await asyncio.wait_for(waiting, 10) == (2, 3, False)
+    # Already past: at once. Not past within the timeout: the LAC as it stands.
+    assert await bookie.wait_last_add_confirmed(LEDGER, 1, timeout_seconds=30) == (2, 3, False)
+    assert await bookie.wait_last_add_confirmed(LEDGER, 2, timeout_seconds=0.05) == (2, 3, False)
+
+
+async def test_long_poll_wakes_on_an_explicit_lac(bookie):
+    other = LedgerId(9, 5)
+    waiting = asyncio.create_task(bookie.wait_last_add_confirmed(other, -1, timeout_seconds=30))
+    await asyncio.sleep(0.05)
+    await bookie.write_last_add_confirmed(other, KEY, 4)
+    assert (await asyncio.wait_for(waiting, 10))[0] == 4
+
+
+async def test_fence_survives_restart_and_only_recovery_adds_pass(tmp_path):
+    first = Bookie(tmp_path)
+    await first.start()
+    await first.add_entries(LEDGER, KEY, [(0, packed(0)), (1, packed(1))], False)
+    with pytest.raises(PermissionDenied):
+        await first.fence(LEDGER, master_key(b"wrong"))
+    state = await first.fence(LEDGER, KEY)
+    assert (state.lac, state.last_entry_id) == (0, 1)
+    await first.close()
+    second = Bookie(tmp_path)
+    await second.start()
+    try:
+        with pytest.raises(FailedPrecondition, match="fenced"):
+            await second.add_entries(LEDGER, KEY, [(2, packed(2))], False)
+        await second.add_entries(LEDGER, KEY, [(2, packed(2))], recovery=True)
+        assert second.last_add_confirmed(LEDGER) == (1, 2, True)
+    finally:
+        await second.close()
+
+
+def read_only_bookie(tmp_path, capacity_bytes: int) -> Bookie:
+    return Bookie(
+        tmp_path,
+        BookieSettings(
+            capacity_bytes=capacity_bytes,
+            read_only=ReadOnlyPolicy(read_only_usage=0.8, writable_usage=0.5),
+            disk_check_interval_seconds=3600,  # the test checks by hand
+        ),
+    )
+
+
+async def test_read_only_when_full_reads_still_served_writable_again_below_the_low_watermark(tmp_path):
+    bookie = read_only_bookie(tmp_path, capacity_bytes=4 * 1024 * 1024)
+    changes: list[tuple[bool, str]] = []
+    bookie.on_read_only_change(lambda read_only, reason: changes.append((read_only, reason)))
+    await bookie.start()
+    try:
+        assert not bookie.read_only
+        big = b"z" * 200_000
+        for i in range(20):  # ~4 MB
+            await bookie.add_entries(LEDGER, KEY, [(i, packed(i, big))], False)
+        await bookie.check_disk()
+        assert bookie.read_only and changes == [(True, bookie.read_only_reason)]
+        assert "threshold 80%" in bookie.read_only_reason
+        with pytest.raises(FailedPrecondition, match="read-only") as caught:
+            await bookie.add_entries(LedgerId(9, 2), KEY, [(0, packed(0, ledger=LedgerId(9, 2)))], False)
+        assert caught.value.reason == Reason.BOOKIE_READ_ONLY
+        assert (await bookie.read_entry(LEDGER, 19))[1] == packed(19, big)  # reads go on
+        info = bookie.info()
+        assert info.read_only and info.read_only_reason == bookie.read_only_reason
+
+        await bookie.delete_ledger(LEDGER)  # frees the space
+        await bookie.check_disk()
+        assert not bookie.read_only and changes[-1] == (False, "")
+        await bookie.add_entries(LedgerId(9, 2), KEY, [(0, packed(0, ledger=LedgerId(9, 2)))], False)
+    finally:
+        await bookie.close()
+
+
+async def test_forced_read_only(tmp_path):
+    bookie = Bookie(tmp_path, BookieSettings(read_only=ReadOnlyPolicy(forced=True)))
+    await bookie.start()
+    try:
+        with pytest.raises(FailedPrecondition, match="QUIRE_BOOKIE_FORCE_READ_ONLY"):
+            await bookie.add_entries(LEDGER, KEY, [(0, packed(0))], False)
+    finally:
+        await bookie.close()
+
+
+async def test_info_reflects_a_configured_capacity_and_load(tmp_path):
+    bookie = Bookie(tmp_path, BookieSettings(capacity_bytes=50 * 1024 * 1024))
+    await bookie.start()
+    try:
+        await asyncio.gather(
+            *(bookie.add_entries(LEDGER, KEY, [(i, packed(i, b"q" * 1000))], False) for i in range(50))
+        )
+        await bookie.check_disk()
+        info = bookie.info()
+        assert info.total_disk_bytes == 50 * 1024 * 1024
+        assert info.used_bytes >= 50 * 1000
+        assert info.free_disk_bytes == info.total_disk_bytes - info.used_bytes
+        assert info.adds_per_second > 0 and info.add_bytes_per_second >= 50 * 1000 / 60
+        assert 0 < info.sync_latency_p50_ms <= info.sync_latency_p99_ms
+        assert not info.sync_disabled
+    finally:
+        await bookie.close()
+
+
+async def test_garbage_collection_deletes_only_ledgers_gone_twice(bookie):
+    ledgers = [LedgerId(9, n) for n in (1, 2, 3, 4)]
+    for ledger in ledgers:
+        await bookie.add_entries(ledger, KEY, [(0, packed(0, ledger=ledger))], False)
+    looks: dict[LedgerId, list[object]] = {
+        ledgers[0]: [True, True],  # gone: deleted
+        ledgers[1]: [False, False],  # alive
+        ledgers[2]: [True, False],  # came back between the looks (a hiccup): kept
+        ledgers[3]: [Unavailable("registry down"), Unavailable("registry down")],  # unknown: kept
+    }
+
+    async def metadata_gone(ledger_id: LedgerId) -> bool:
+        answer = looks[ledger_id].pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return bool(answer)
+
+    collector = LedgerCollector(bookie, metadata_gone, interval_seconds=3600, recheck_seconds=0)
+    assert await collector.collect_once() == [ledgers[0]]
+    assert sorted(bookie.ledger_ids()) == ledgers[1:]
+    with pytest.raises(NotFound):
+        await bookie.read_entry(ledgers[0], 0)
+
+
+async def test_inspect_lists_dumps_and_verifies_without_writing(tmp_path):
+    bookie = Bookie(tmp_path)
+    await bookie.start()
+    await bookie.add_entries(LEDGER, KEY, [(i, packed(i)) for i in range(5)], False)
+    await bookie.fence(LEDGER, KEY)
+    other = LedgerId(9, 2)
+    await bookie.add_entries(other, KEY, [(0, packed(0, ledger=other))], False)
+    await bookie.close()
+    # Corrupt one stored entry behind the bookie's back.
+    store = EntryStore(tmp_path / "rocksdb")
+    bad = bytearray(packed(3))
+    bad[-1] ^= 0x01
+    store.write([(LEDGER, 3, bytes(bad))], {})
+    store.close()
+    before = snapshot(tmp_path)
+
+    ledgers = inspect.list_ledgers(tmp_path)
+    assert [(row.ledger_id, row.entries, row.fenced, row.last_entry_id) for row in ledgers] == [
+        (LEDGER, 5, True, 4),
+        (other, 1, False, 0),
+    ]
+    dumped = list(inspect.dump_entries(tmp_path, LEDGER, first=1, last=2))
+    assert [(row.entry_id, row.payload) for row in dumped] == [(1, b"payload"), (2, b"payload")]
+    verified = list(inspect.dump_entries(tmp_path, LEDGER, verify=True))
+    assert [row.digest_ok for row in verified] == [True, True, True, False, True]
+    assert snapshot(tmp_path) == before  # nothing written, nothing touched
+
+
+def snapshot(path) -> dict[str, bytes]:
+    return {str(p): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+async def test_lac_rpcs_long_poll_and_explicit_write(bookie_stub):
+    ledger = ledger_id_to_proto(LEDGER)
+    poll = asyncio.ensure_future(
+        bookie_stub.ReadLastAddConfirmed(
+            bookie_pb2.ReadLastAddConfirmedRequest(ledger_id=ledger, previous_lac=-1, timeout_ms=30_000)
+        )
+    )
+    await asyncio.sleep(0.1)
+    assert not poll.done()
+    written = await bookie_stub.WriteLastAddConfirmed(
+        bookie_pb2.WriteLastAddConfirmedRequest(ledger_id=ledger, master_key=KEY, last_add_confirmed=3)
+    )
+    assert written.last_add_confirmed == 3
+    assert (await asyncio.wait_for(poll, 10)).last_add_confirmed == 3
+    now = await bookie_stub.ReadLastAddConfirmed(bookie_pb2.ReadLastAddConfirmedRequest(ledger_id=ledger))
+    assert now.last_add_confirmed == 3
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await bookie_stub.WriteLastAddConfirmed(
+            bookie_pb2.WriteLastAddConfirmedRequest(
+                ledger_id=ledger, master_key=master_key(b"no"), last_add_confirmed=4
+            )
+        )
+    assert caught.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    fenced = await bookie_stub.FenceLedger(bookie_pb2.FenceLedgerRequest(ledger_id=ledger, master_key=KEY))
+    assert fenced.last_add_confirmed == 3
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await bookie_stub.AddEntries(
+            bookie_pb2.AddEntriesRequest(
+                ledger_id=ledger, master_key=KEY, entries=[bookie_pb2.PackedEntry(entry_id=0, data=packed(0))]
+            )
+        )
+    assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert reason_of(caught.value) == "ERROR_REASON_LEDGER_FENCED"
+
+
+async def test_oversize_entry_is_resource_exhausted_over_grpc(bookie_stub):
+    request = bookie_pb2.AddEntriesRequest(
+        ledger_id=ledger_id_to_proto(LEDGER),
+        master_key=KEY,
+        entries=[bookie_pb2.PackedEntry(entry_id=0, data=packed(0, b"x" * 70_000))],
+    )
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await bookie_stub.AddEntries(request)
+    assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert reason_of(caught.value) == "ERROR_REASON_ENTRY_TOO_LARGE"
+    assert "at most 65536" in (caught.value.details() or "")
+
+
+async def test_every_write_syncs_the_wal_before_the_add_returns(tmp_path, monkeypatch):
+    synced: list[str] = []
+    real_fdatasync = os.fdatasync
+
+    def recording_fdatasync(fd: int) -> None:
+        real_fdatasync(fd)
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+
+    monkeypatch.setattr("quire_bookie.storage.os.fdatasync", recording_fdatasync)
+    bookie = Bookie(tmp_path)
+    await bookie.start()
+    try:
+        for i in range(3):
+            before = len(synced)
+            await bookie.add_entries(LEDGER, KEY, [(i, packed(i))], False)
+            assert len(synced) > before and synced[-1].endswith(".log"), "acknowledged without a WAL sync"
+    finally:
+        await bookie.close()
+
+    unsafe = Bookie(tmp_path / "unsafe", BookieSettings(sync=False))
+    await unsafe.start()
+    try:
+        before = len(synced)
+        await unsafe.add_entries(LEDGER, KEY, [(0, packed(0))], False)
+        assert len(synced) == before
+        assert unsafe.info().sync_disabled
+    finally:
+        await unsafe.close()
+
+
+async def test_an_entry_corrupted_on_the_way_in_is_refused_and_not_stored(tmp_path):
+    corrupt = bytearray(packed(0, b"payload bytes"))
+    corrupt[-3] ^= 0x10
+    bookie = Bookie(tmp_path)
+    await bookie.start()
+    try:
+        with pytest.raises(InvalidArgument, match="does not match its digest") as caught:
+            await bookie.add_entries(LEDGER, KEY, [(0, bytes(corrupt))], False)
+        assert caught.value.reason == Reason.DIGEST_MISMATCH
+        assert bookie.ledger_ids() == []
+    finally:
+        await bookie.close()
+    trusting = Bookie(tmp_path / "trusting", BookieSettings(verify_digests=False))
+    await trusting.start()
+    try:
+        await trusting.add_entries(LEDGER, KEY, [(0, bytes(corrupt))], False)  # the setting is what refused it
+    finally:
+        await trusting.close()
+
+
+async def test_range_reads_scan_in_order_report_gaps_and_respect_bounds(bookie):
+    stored = [0, 1, 2, 5, 6, 9]
+    await bookie.add_entries(LEDGER, KEY, [(i, packed(i, b"r" * 1000)) for i in stored], False)
+    found, missing, truncated = await bookie.read_range(LEDGER, 1, 1 << 62)
+    assert [e for e, _ in found] == [1, 2, 5, 6, 9] and missing == [3, 4, 7, 8] and not truncated
+    assert found[2][1] == packed(5, b"r" * 1000)
+    found, missing, truncated = await bookie.read_range(LEDGER, 0, 9, max_entries=4)
+    assert [e for e, _ in found] == [0, 1, 2, 5] and missing == [3, 4] and truncated
+    found, _, truncated = await bookie.read_range(LEDGER, 3, 9, max_bytes=10)  # always the first one
+    assert [e for e, _ in found] == [5] and truncated
+    assert await bookie.read_range(LedgerId(9, 77), 0, 10) == ([], [], False)
+    with pytest.raises(InvalidArgument):
+        await bookie.read_range(LEDGER, 5, 4)
+
+
+async def test_range_reads_over_grpc(bookie, bookie_stub):
+    await bookie.add_entries(LEDGER, KEY, [(i, packed(i)) for i in range(5)], False)
+    ledger = ledger_id_to_proto(LEDGER)
+    response = await bookie_stub.ReadEntries(
+        bookie_pb2.ReadEntriesRequest(ledger_id=ledger, range=bookie_pb2.EntryRange(first_entry_id=1, last_entry_id=3))
+    )
+    assert [e.entry_id for e in response.entries] == [1, 2, 3] and not response.truncated
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await bookie_stub.ReadEntries(
+            bookie_pb2.ReadEntriesRequest(
+                ledger_id=ledger, entry_ids=[1], range=bookie_pb2.EntryRange(first_entry_id=1, last_entry_id=3)
+            )
+        )
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT

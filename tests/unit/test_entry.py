@@ -10,6 +10,8 @@ from quire_common.entry import (
     Digester,
     DigestMismatch,
     DigestType,
+    check_keyless_digest,
+    header_ids,
     master_key,
     pack_entry,
     pack_entry_v1,
@@ -117,3 +119,39 @@ def test_wrong_password_fails_hmac():
 def test_malformed_headers_are_invalid_argument(data):
     with pytest.raises(InvalidArgument):
         parse_header(data)
+
+
+@settings(max_examples=200)
+@given(entries)
+def test_header_ids_agree_with_parse_header(entry):
+    scope, ledger, entry_id, lac, length, payload, digest_type, password = entry
+    packed = pack_entry(LedgerId(scope, ledger), entry_id, lac, length, payload, Digester(digest_type, password))
+    header = parse_header(packed)
+    assert header_ids(packed) == (scope, ledger, header.entry_id, header.last_add_confirmed)
+    old = pack_entry_v1(ledger >> 1, entry_id, lac, length, payload, Digester(digest_type, password))
+    assert header_ids(old) == (0, ledger >> 1, entry_id, lac)
+
+
+@pytest.mark.parametrize("data", [b"", b"\x80" + b"\x00" * 10, b"\x00" * 5, bytes([0x80 | 0x0F]) + b"\x00" * 40])
+def test_header_ids_rejects_what_parse_header_rejects(data):
+    with pytest.raises(InvalidArgument):
+        header_ids(data)
+
+
+@settings(max_examples=300)
+@given(entries, st.data())
+def test_keyless_digests_catch_any_flipped_bit(entry, data):
+    scope, ledger, entry_id, lac, length, payload, _, _ = entry
+    digest_type = data.draw(st.sampled_from([DigestType.CRC32, DigestType.CRC32C]))
+    packed = bytearray(pack_entry(LedgerId(scope, ledger), entry_id, lac, length, payload, Digester(digest_type)))
+    assert check_keyless_digest(bytes(packed)) is True
+    bit = data.draw(st.integers(8, len(packed) * 8 - 1))  # the flags byte aside: it names the digest
+    packed[bit // 8] ^= 1 << (bit % 8)
+    assert check_keyless_digest(bytes(packed)) is False
+
+
+def test_keyless_digest_cannot_judge_hmac_dummy_or_v1():
+    ledger = LedgerId(1, 2)
+    assert check_keyless_digest(pack_entry(ledger, 0, -1, 1, b"x", Digester(DigestType.HMAC, b"pw"))) is None
+    assert check_keyless_digest(pack_entry(ledger, 0, -1, 1, b"x", Digester(DigestType.DUMMY))) is None
+    assert check_keyless_digest(pack_entry_v1(2, 0, -1, 1, b"x", Digester(DigestType.CRC32C))) is None

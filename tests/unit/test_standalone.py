@@ -12,7 +12,12 @@ from quire_common.config import ConfigError
 
 
 def test_defaults_are_the_design_ports(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("QUIRE_STANDALONE_BOOKIES", "QUIRE_STANDALONE_BOOKIE_PORTS", "QUIRE_STANDALONE_GATEWAY_PORT"):
+    for name in (
+        "QUIRE_STANDALONE_BOOKIES",
+        "QUIRE_STANDALONE_BOOKIE_PORTS",
+        "QUIRE_STANDALONE_BOOKIE_HTTP_PORTS",
+        "QUIRE_STANDALONE_GATEWAY_PORT",
+    ):
         monkeypatch.delenv(name, raising=False)
     assert ports_from_env() == Ports()
 
@@ -20,16 +25,21 @@ def test_defaults_are_the_design_ports(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_ports_and_bookie_count_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("QUIRE_STANDALONE_BOOKIES", "2")
     monkeypatch.setenv("QUIRE_STANDALONE_BOOKIE_PORTS", "4001,4002")
+    monkeypatch.setenv("QUIRE_STANDALONE_BOOKIE_HTTP_PORTS", "5001,5002")
     monkeypatch.setenv("QUIRE_STANDALONE_GATEWAY_PORT", "4000")
     ports = ports_from_env()
     assert ports.bookies == [4001, 4002]
+    assert [ports.http_port(i) for i in range(2)] == [5001, 5002]
     assert ports.gateway == 4000
 
 
 def test_consecutive_bookie_ports_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("QUIRE_STANDALONE_BOOKIES", "5")
     monkeypatch.delenv("QUIRE_STANDALONE_BOOKIE_PORTS", raising=False)
-    assert ports_from_env().bookies == [3181, 3182, 3183, 3184, 3185]
+    monkeypatch.delenv("QUIRE_STANDALONE_BOOKIE_HTTP_PORTS", raising=False)
+    ports = ports_from_env()
+    assert ports.bookies == [3181, 3182, 3183, 3184, 3185]
+    assert ports.http_port(0) == 8181
 
 
 @pytest.mark.parametrize(
@@ -39,6 +49,7 @@ def test_consecutive_bookie_ports_by_default(monkeypatch: pytest.MonkeyPatch) ->
         ({"QUIRE_STANDALONE_BOOKIES": "2", "QUIRE_STANDALONE_BOOKIE_PORTS": "4001"}, "names 1 ports for 2"),
         ({"QUIRE_STANDALONE_BOOKIES": "1", "QUIRE_STANDALONE_BOOKIE_PORTS": "x"}, "not a list of ports"),
         ({"QUIRE_STANDALONE_GATEWAY_PORT": "70000"}, "QUIRE_STANDALONE_GATEWAY_PORT"),
+        ({"QUIRE_STANDALONE_BOOKIES": "1", "QUIRE_STANDALONE_BOOKIE_HTTP_PORTS": "70000"}, "ports are 1-65535"),
     ],
 )
 def test_bad_settings_name_the_variable(

@@ -1,5 +1,6 @@
 """`quire bench`: append and read throughput against a running cluster, or a
-throwaway local one (`--local`). Numbers are printed, never asserted."""
+throwaway local one (`--local`); `quire bench bookie` measures one bookie
+(quire_client.bench_bookie). Numbers are printed, never asserted."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from quire_client import bench_bookie
 from quire_client.client import QuireClient
 from quire_client.cluster import LocalCluster, Ports
 from quire_common.ids import LedgerId
@@ -79,3 +81,4 @@ def add_parser(areas: argparse._SubParsersAction) -> None:  # type: ignore[type-
     bench.add_argument("--write-quorum", "-w", type=int, default=2)
     bench.add_argument("--ack-quorum", "-a", type=int, default=2)
     bench.set_defaults(func=main)
+    bench_bookie.add_parser(bench.add_subparsers(dest="target", metavar="{bookie}"))

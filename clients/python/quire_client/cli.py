@@ -3,8 +3,10 @@
     quire cluster up                      start a local cluster (what `make run` runs)
     quire ledger create|append|read|close|delete|list|info|meta
     quire bookie list [--state rw|ro|all] | endpoints ID
+    quire bookie inspect --data-dir D     look into a stopped bookie's RocksDB (read-only)
     quire bookieinfo                      free and total disk per bookie, and cluster totals
     quire placement weights               how placement weighs each writable bookie (BP-2)
+    quire telemetry analyze --input D --output D   load report and load factors (PySpark)
     quire bench [--local]                 append/read throughput
 
 Ledger ids are printed and accepted as qualified names (UUID form); 32 hex
@@ -309,6 +311,50 @@ def cmd_placement_weights(args: argparse.Namespace) -> None:
         print(f"{bookie_id}: info not read yet (or unreachable); drawn as the smallest weight")
 
 
+def _payload_preview(payload: bytes, limit: int = 60) -> str:
+    text = payload[:limit].decode("utf-8", errors="backslashreplace")
+    return text + ("..." if len(payload) > limit else "")
+
+
+def cmd_bookie_inspect(args: argparse.Namespace) -> int:
+    # Imported here: only this command needs RocksDB and the bookie's storage layout.
+    from quire_bookie import inspect
+
+    data_dir = Path(args.data_dir)
+    password = args.password.encode() if args.password is not None else None
+    try:
+        ledgers = inspect.list_ledgers(data_dir)
+    except FileNotFoundError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if args.ledger is None and not args.verify:
+        print("ledger\tentries\tlast_entry\tlac\tfenced")
+        for row in ledgers:
+            print(f"{row.ledger_id}\t{row.entries}\t{row.last_entry_id}\t{row.last_add_confirmed}\t{row.fenced}")
+        return 0
+    wanted = [LedgerId.parse(args.ledger)] if args.ledger is not None else [row.ledger_id for row in ledgers]
+    last = args.last if args.last is not None else inspect.LAST_ENTRY_ID
+    bad = 0
+    for ledger_id in wanted:
+        checked = failed = unchecked = 0
+        for entry in inspect.dump_entries(data_dir, ledger_id, args.first, last, verify=args.verify, password=password):
+            checked += entry.digest_ok is True
+            failed += entry.digest_ok is False
+            unchecked += entry.digest_ok is None
+            if args.ledger is not None:
+                status = {True: "ok", False: "BAD", None: "-"}[entry.digest_ok]
+                note = f"\t{entry.problem}" if entry.problem else ""
+                print(
+                    f"{entry.entry_id}\tV{entry.format_version}\t{entry.digest_type}\tlac={entry.last_add_confirmed}"
+                    f"\tlength={entry.length}\t{entry.size_bytes}B\tdigest={status}\t"
+                    f"{_payload_preview(entry.payload)}{note}"
+                )
+        if args.verify:
+            print(f"{ledger_id}: {checked} ok, {failed} bad, {unchecked} not checked", file=sys.stderr)
+        bad += failed
+    return 1 if bad else 0
+
+
 def cmd_cluster_up(args: argparse.Namespace) -> None:
     data_dir = Path(args.data_dir)
     ports = Ports(bookies=[3181 + i for i in range(args.bookies)])
@@ -325,7 +371,10 @@ def cmd_cluster_up(args: argparse.Namespace) -> None:
             f"  gateway    {cluster.gateway_target}   (quire.gateway.v1.LedgerService)\n"
             f"  registry   {cluster.registry_target}\n"
             f"  placement  127.0.0.1:{ports.placement}\n"
-            + "".join(f"  {name:<10} {cluster.bookie_id(name)}\n" for name in cluster.bookie_names)
+            + "".join(
+                f"  {name:<10} {cluster.bookie_id(name)}   (admin http://{cluster.bookie_http(name)}/status)\n"
+                for name in cluster.bookie_names
+            )
             + "\nTry:  L=$(quire ledger create) && quire ledger append $L hello world && quire ledger read $L\n"
             "Press Ctrl-C to stop.",
             flush=True,
@@ -343,6 +392,16 @@ def cmd_cluster_up(args: argparse.Namespace) -> None:
         print("stopping ...", flush=True)
         cluster.stop()
         print("stopped.")
+
+
+def _add_telemetry_parser(areas) -> None:  # type: ignore[no-untyped-def]
+    """`quire telemetry ...` lives with the stage, which needs the `telemetry`
+    extra (pyspark); without it the command says how to get it."""
+    try:
+        from quire_telemetry.cli import add_parser
+    except ImportError:  # pragma: no cover - the package ships with the client
+        return
+    add_parser(areas)
 
 
 def _add_output(command: argparse.ArgumentParser) -> None:
@@ -415,6 +474,20 @@ def build_parser() -> argparse.ArgumentParser:
     _add_output(endpoints)
     endpoints.set_defaults(func=cmd_bookie_endpoints)
 
+    inspect = bookie.add_parser(
+        "inspect",
+        help="look into a stopped bookie's RocksDB without changing it",
+        description="Lists ledgers (default), dumps a ledger's entries (--ledger), or checks digests (--verify; "
+        "exit status 1 when a digest is bad). Opens the database read-only and never writes to it.",
+    )
+    inspect.add_argument("--data-dir", required=True, help="the bookie's QUIRE_BOOKIE_DATA_DIR")
+    inspect.add_argument("--ledger", help="dump this ledger's entries")
+    inspect.add_argument("--from", dest="first", type=int, default=0, help="first entry id to dump")
+    inspect.add_argument("--to", dest="last", type=int, default=None, help="last entry id to dump")
+    inspect.add_argument("--verify", action="store_true", help="check digests (all ledgers without --ledger)")
+    inspect.add_argument("--password", default=None, help="the ledger password, needed only for HMAC digests")
+    inspect.set_defaults(func=cmd_bookie_inspect)
+
     bookieinfo = areas.add_parser("bookieinfo", help="free and total disk space of every bookie, and the totals")
     _add_output(bookieinfo)
     bookieinfo.set_defaults(func=cmd_bookieinfo)
@@ -430,6 +503,7 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--bookies", type=int, default=3)
     up.set_defaults(func=cmd_cluster_up)
     bench.add_parser(areas)
+    _add_telemetry_parser(areas)
     return parser
 
 

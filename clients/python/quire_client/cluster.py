@@ -3,6 +3,8 @@
 `quire cluster up` (and so `make run`) uses this, and so do the end-to-end
 tests: start(), kill(name) with SIGKILL, restart(name), stop(). Every process
 is started here and stopped here by PID; logs go to <data_dir>/logs/.
+`StandaloneBookie` runs one bookie without a registry (for the bookie
+benchmark and bookie-only tests).
 """
 
 from __future__ import annotations
@@ -38,6 +40,18 @@ class ClusterError(RuntimeError):
     pass
 
 
+def grpc_serving(target: str, service: str = "") -> bool:
+    """Whether `target` answers gRPC health SERVING for `service`."""
+    try:
+        with grpc.insecure_channel(target) as channel:
+            response = health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(service=service), timeout=1
+            )
+            return response.status == health_pb2.HealthCheckResponse.SERVING
+    except grpc.RpcError:
+        return False
+
+
 def etcd_command(binary: str, name: str, data_dir: Path, client_port: int, peer_port: int) -> list[str]:
     """A single-member etcd on loopback."""
     client, peer = f"http://127.0.0.1:{client_port}", f"http://127.0.0.1:{peer_port}"
@@ -65,6 +79,8 @@ class Ports:
     registry: int = 7001
     placement: int = 7002
     bookies: list[int] = field(default_factory=lambda: [3181, 3182, 3183])
+    # The bookies' admin HTTP ports; empty: each bookie's port + 5000 (3181 -> 8181).
+    bookie_http: list[int] = field(default_factory=list)
 
     @classmethod
     def free(cls, bookies: int = 3) -> Ports:
@@ -75,10 +91,15 @@ class Ports:
             free_port(),
             free_port(),
             [free_port() for _ in range(bookies)],
+            [free_port() for _ in range(bookies)],
         )
 
+    def http_port(self, index: int) -> int:
+        return self.bookie_http[index] if self.bookie_http else self.bookies[index] + 5000
+
     def all(self) -> list[int]:
-        return [self.etcd, self.etcd_peer, self.gateway, self.registry, self.placement, *self.bookies]
+        http = [self.http_port(i) for i in range(len(self.bookies))]
+        return [self.etcd, self.etcd_peer, self.gateway, self.registry, self.placement, *self.bookies, *http]
 
 
 @dataclass
@@ -129,6 +150,10 @@ class LocalCluster:
     def bookie_id(self, name: str) -> str:
         return f"127.0.0.1:{self.ports.bookies[self.bookie_names.index(name)]}"
 
+    def bookie_http(self, name: str) -> str:
+        """host:port of a bookie's admin HTTP endpoint (/status, /metrics)."""
+        return f"127.0.0.1:{self.ports.http_port(self.bookie_names.index(name))}"
+
     def _env(self, **settings: str) -> dict[str, str]:
         env = dict(os.environ)
         env.update(
@@ -162,12 +187,13 @@ class LocalCluster:
             self._env(QUIRE_PLACEMENT_ADDRESS=placement),
             placement,
         )
-        for name, port in zip(self.bookie_names, self.ports.bookies, strict=True):
+        for index, (name, port) in enumerate(zip(self.bookie_names, self.ports.bookies, strict=True)):
             self._add(
                 name,
                 [python, "-m", "quire_bookie"],
                 self._env(
                     QUIRE_BOOKIE_PORT=str(port),
+                    QUIRE_BOOKIE_HTTP_PORT=str(self.ports.http_port(index)),
                     QUIRE_BOOKIE_DATA_DIR=str(self.data_dir / name),
                     **self.bookie_env.get(name, {}),
                 ),
@@ -240,12 +266,7 @@ class LocalCluster:
     def _is_healthy(self, process: _Process) -> bool:
         if process.health_target is None:
             return etcd_healthy(self.ports.etcd)
-        try:
-            with grpc.insecure_channel(process.health_target) as channel:
-                response = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=1)
-                return response.status == health_pb2.HealthCheckResponse.SERVING
-        except grpc.RpcError:
-            return False
+        return grpc_serving(process.health_target)
 
     def wait_bookies_registered(self, count: int, timeout: float = 60.0) -> None:
         from quire.registry.v1 import registry_pb2, registry_pb2_grpc
@@ -301,6 +322,80 @@ class LocalCluster:
             self.terminate(name)
 
     def __enter__(self) -> LocalCluster:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+class StandaloneBookie:
+    """One bookie process with QUIRE_BOOKIE_STANDALONE=true: no registry, no
+    cookie check, no garbage collection. Started and stopped here by PID."""
+
+    def __init__(self, data_dir: Path, *, port: int = 0, http_port: int = 0, env: dict[str, str] | None = None) -> None:
+        self.data_dir = data_dir.resolve()
+        self.port = port or free_port()
+        self.http_port = http_port or free_port()
+        self.env = dict(os.environ)
+        self.env.update(
+            QUIRE_BOOKIE_STANDALONE="true",
+            QUIRE_BOOKIE_PORT=str(self.port),
+            QUIRE_BOOKIE_HTTP_PORT=str(self.http_port),
+            QUIRE_BOOKIE_DATA_DIR=str(self.data_dir / "bookie"),
+        )
+        self.env.update(env or {})
+        self.popen: subprocess.Popen[bytes] | None = None
+
+    @property
+    def target(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.data_dir / "bookie.log"
+
+    def start(self, timeout: float = 60.0) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("ab") as log:
+            self.popen = subprocess.Popen(
+                [sys.executable, "-m", "quire_bookie"],
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.popen.poll() is not None:
+                raise ClusterError(f"bookie exited with status {self.popen.returncode}; see {self.log_path}")
+            if grpc_serving(self.target):
+                return
+            time.sleep(0.1)
+        self.stop()
+        raise ClusterError(f"bookie did not become healthy within {timeout:.0f}s; see {self.log_path}")
+
+    def kill(self) -> None:
+        """SIGKILL: no chance to flush or clean up."""
+        if self.popen is not None and self.popen.poll() is None:
+            self.popen.kill()
+            self.popen.wait(timeout=10)
+
+    def stop(self, timeout: float = 15.0) -> int | None:
+        """SIGTERM, then SIGKILL after `timeout`; returns the exit status."""
+        if self.popen is None:
+            return None
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGTERM)
+            try:
+                self.popen.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait(timeout=10)
+        return self.popen.returncode
+
+    def __enter__(self) -> StandaloneBookie:
         self.start()
         return self
 

@@ -15,6 +15,8 @@ Settings, all optional:
     QUIRE_STANDALONE_PLACEMENT_PORT  7002
     QUIRE_STANDALONE_BOOKIE_PORTS    comma-separated, one per bookie
                                      (default 3181, 3182, ... consecutive)
+    QUIRE_STANDALONE_BOOKIE_HTTP_PORTS  the bookies' admin HTTP ports, one per
+                                     bookie (default: each bookie port + 5000)
     QUIRE_STANDALONE_DATA_DIR        data and logs (data/standalone)
     QUIRE_STANDALONE_START_TIMEOUT_SECONDS  (120)
 
@@ -39,20 +41,9 @@ READY_LINE = "quire standalone: ready"
 
 def ports_from_env() -> Ports:
     bookies = env_int("QUIRE_STANDALONE_BOOKIES", 3, minimum=1, maximum=32)
-    listed = env_str("QUIRE_STANDALONE_BOOKIE_PORTS", "")
-    if listed:
-        try:
-            bookie_ports = [int(port) for port in listed.split(",") if port.strip()]
-        except ValueError:
-            raise ConfigError(f"QUIRE_STANDALONE_BOOKIE_PORTS: not a list of ports: {listed!r}") from None
-        if len(bookie_ports) != bookies:
-            raise ConfigError(
-                f"QUIRE_STANDALONE_BOOKIE_PORTS names {len(bookie_ports)} ports for {bookies} bookies "
-                "(QUIRE_STANDALONE_BOOKIES)"
-            )
-    else:
-        first = 3181
-        bookie_ports = [first + i for i in range(bookies)]
+    bookie_ports = port_list("QUIRE_STANDALONE_BOOKIE_PORTS", bookies) or [3181 + i for i in range(bookies)]
+    # Empty: LocalCluster gives each bookie its port + 5000 (3181 -> 8181).
+    bookie_http_ports = port_list("QUIRE_STANDALONE_BOOKIE_HTTP_PORTS", bookies)
 
     def port(name: str, default: int) -> int:
         return env_int(name, default, minimum=1, maximum=65535)
@@ -64,7 +55,24 @@ def ports_from_env() -> Ports:
         registry=port("QUIRE_STANDALONE_REGISTRY_PORT", 7001),
         placement=port("QUIRE_STANDALONE_PLACEMENT_PORT", 7002),
         bookies=bookie_ports,
+        bookie_http=bookie_http_ports,
     )
+
+
+def port_list(name: str, count: int) -> list[int]:
+    """A comma-separated list of `count` ports from `name`, or [] when unset."""
+    listed = env_str(name, "")
+    if not listed:
+        return []
+    try:
+        ports = [int(port) for port in listed.split(",") if port.strip()]
+    except ValueError:
+        raise ConfigError(f"{name}: not a list of ports: {listed!r}") from None
+    if len(ports) != count:
+        raise ConfigError(f"{name} names {len(ports)} ports for {count} bookies (QUIRE_STANDALONE_BOOKIES)")
+    if not all(1 <= port <= 65535 for port in ports):
+        raise ConfigError(f"{name}: ports are 1-65535: {listed!r}")
+    return ports
 
 
 def bind_public(cluster: LocalCluster, host: str) -> None:

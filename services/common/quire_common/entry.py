@@ -149,6 +149,39 @@ def parse_header(data: bytes) -> EntryHeader:
     return EntryHeader(LedgerId(0, ledger), entry_id, lac, length, 1, None)
 
 
+def header_ids(data: bytes) -> tuple[int, int, int, int]:
+    """(scope id, ledger id, entry id, lac) of a packed entry: the fields a
+    bookie checks on every add, without building objects for a well-formed
+    V2 header. Anything else goes through parse_header and its errors."""
+    if len(data) >= V2_HEADER_SIZE and data[0] & 0xF0 == V2_FLAG and 1 <= data[0] & 0x0F <= 4:
+        _, scope, ledger, entry_id, lac, _ = _V2_HEADER.unpack_from(data)
+        return scope, ledger, entry_id, lac
+    header = parse_header(data)
+    return header.ledger_id.scope_id, header.ledger_id.ledger_id, header.entry_id, header.last_add_confirmed
+
+
+# Digests that need no password, so a bookie can check them on the way in.
+_KEYLESS_DIGESTERS: dict[int, Digester] = {}
+
+
+def check_keyless_digest(data: bytes) -> bool | None:
+    """Whether a packed V2 entry's CRC32 or CRC32C digest matches its bytes;
+    None when it cannot be told without the ledger's password (HMAC), the
+    entry has no digest (DUMMY) or does not say its type (V1)."""
+    if len(data) < V2_HEADER_SIZE or data[0] & 0xF0 != V2_FLAG:
+        return None  # V1 (or not an entry at all: parse_header says why)
+    kind = data[0] & 0x0F
+    if kind not in (DigestType.CRC32, DigestType.CRC32C):
+        return None
+    digester = _KEYLESS_DIGESTERS.get(kind)
+    if digester is None:
+        digester = _KEYLESS_DIGESTERS[kind] = Digester(DigestType(kind))
+    digest_end = V2_HEADER_SIZE + digester.size
+    if len(data) < digest_end:
+        return False
+    return digester.compute(data[:V2_HEADER_SIZE], data[digest_end:]) == data[V2_HEADER_SIZE:digest_end]
+
+
 def unpack_entry(data: bytes, digester: Digester) -> tuple[EntryHeader, bytes]:
     """Parse a packed entry and check its digest; DigestMismatch if it is wrong."""
     header = parse_header(data)

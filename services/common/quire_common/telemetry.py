@@ -1,11 +1,20 @@
 """OpenTelemetry, set up once per process before anything else runs.
 
-Tracing is configured by the standard OTEL_* variables plus QUIRE_TELEMETRY_DIR:
-when that directory is set, finished spans are appended as JSON lines to
-`<dir>/<service>-<pid>-spans.jsonl` (one file per process, so several
-bookies never interleave their lines). With no exporter configured (or
-OTEL_SDK_DISABLED=true) the API's no-op tracer is used, and context from
-incoming calls is still passed on to outgoing ones.
+Configured by the standard OTEL_* variables and a few QUIRE_TELEMETRY_*
+settings (docs/telemetry.md lists them):
+
+- traces and metrics go to OTLP when `OTEL_EXPORTER_OTLP_ENDPOINT` (or the
+  per-signal variant) is set;
+- with `QUIRE_TELEMETRY_DIR`, finished spans, metric points and samples
+  (`record_sample`, e.g. the bookie's disk figures) are appended as JSON lines
+  to files in that directory, one set per process, rotated by size with a
+  bounded total: the input of the telemetry stage;
+- metrics are also readable as Prometheus text (`prometheus_text()`), which
+  each service's admin HTTP endpoint serves.
+
+`OTEL_SDK_DISABLED=true` turns all of it off: the API's no-op tracer and
+meter are used, which cost next to nothing, and trace context from incoming
+calls is still passed on to outgoing ones.
 """
 
 from __future__ import annotations
@@ -14,84 +23,268 @@ import json
 import logging
 import os
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-from opentelemetry import trace
+from opentelemetry import metrics, trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import (
+    HistogramDataPoint,
+    MetricExporter,
+    MetricExportResult,
+    MetricReader,
+    MetricsData,
+    NumberDataPoint,
+    PeriodicExportingMetricReader,
+)
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
+from quire_common.config import env_bool, env_float, env_int
+
 log = logging.getLogger(__name__)
 
-_provider: TracerProvider | None = None
+_tracer_provider: TracerProvider | None = None
+_meter_provider: MeterProvider | None = None
+_samples: RotatingJsonLines | None = None
+_service = ""
+_instance = ""  # e.g. the bookie's BookieId, once the service knows it
 
 
-class JsonLinesSpanExporter(SpanExporter):
-    """Appends each finished span as one JSON object per line."""
+def set_instance(instance_id: str) -> None:
+    """Name this process's instance (a bookie's BookieId) in every record
+    written from now on, so the telemetry stage can tell bookies apart."""
+    global _instance
+    _instance = instance_id
 
-    def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = path.open("a", encoding="utf-8")
+
+class RotatingJsonLines:
+    """Appends JSON lines to `<dir>/<stem>.<n>.jsonl`. Past `max_file_bytes` it
+    starts the next file; past `max_total_bytes` over its files it deletes the
+    oldest, so a long run cannot fill the disk. Thread-safe."""
+
+    def __init__(self, directory: Path, stem: str, max_file_bytes: int, max_total_bytes: int) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self._directory, self._stem = directory, stem
+        self._max_file_bytes, self._max_total_bytes = max_file_bytes, max(max_total_bytes, max_file_bytes)
         self._lock = threading.Lock()
+        self._files: list[Path] = []
+        self._sequence = 0
+        self._handle = self._open_next()
 
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        lines = []
-        for span in spans:
-            context = span.get_span_context()
-            if context is None:
-                continue
-            lines.append(
-                json.dumps(
-                    {
-                        "name": span.name,
-                        "trace_id": f"{context.trace_id:032x}",
-                        "span_id": f"{context.span_id:016x}",
-                        "parent_span_id": f"{span.parent.span_id:016x}" if span.parent else None,
-                        "kind": span.kind.name,
-                        "start_unix_nano": span.start_time,
-                        "end_unix_nano": span.end_time,
-                        "status": span.status.status_code.name,
-                        "service": span.resource.attributes.get("service.name"),
-                        "attributes": {k: _plain(v) for k, v in (span.attributes or {}).items()},
-                    }
-                )
-            )
-        with self._lock:
-            self._file.write("\n".join(lines) + "\n")
-            self._file.flush()
-        return SpanExportResult.SUCCESS
+    def _open_next(self):  # type: ignore[no-untyped-def]
+        self._sequence += 1
+        path = self._directory / f"{self._stem}.{self._sequence:06d}.jsonl"
+        self._files.append(path)
+        self._written = 0
+        return path.open("a", encoding="utf-8")
 
-    def shutdown(self) -> None:
+    def write(self, records: Sequence[dict[str, Any]]) -> None:
+        if not records:
+            return
+        text = "".join(json.dumps(record, default=str) + "\n" for record in records)
         with self._lock:
-            self._file.close()
+            if self._handle.closed:
+                return
+            if self._written and self._written + len(text) > self._max_file_bytes:
+                self._handle.close()
+                self._handle = self._open_next()
+                self._prune()
+            self._handle.write(text)
+            self._handle.flush()
+            self._written += len(text)
+
+    def _prune(self) -> None:
+        while len(self._files) > 1 and sum(_size(p) for p in self._files) > self._max_total_bytes:
+            oldest = self._files.pop(0)
+            oldest.unlink(missing_ok=True)
+
+    @property
+    def files(self) -> list[Path]:
+        return list(self._files)
+
+    def close(self) -> None:
+        with self._lock:
+            self._handle.close()
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
 
 
 def _plain(value: object) -> object:
     return list(value) if isinstance(value, tuple) else value
 
 
+class JsonLinesSpanExporter(SpanExporter):
+    """Each finished span as one JSON object per line (`"record": "span"`)."""
+
+    def __init__(self, sink: RotatingJsonLines) -> None:
+        self._sink = sink
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        records = []
+        for span in spans:
+            context = span.get_span_context()
+            if context is None:
+                continue
+            records.append(
+                {
+                    "record": "span",
+                    "name": span.name,
+                    "trace_id": f"{context.trace_id:032x}",
+                    "span_id": f"{context.span_id:016x}",
+                    "parent_span_id": f"{span.parent.span_id:016x}" if span.parent else None,
+                    "kind": span.kind.name,
+                    "start_unix_nano": span.start_time,
+                    "end_unix_nano": span.end_time,
+                    "status": span.status.status_code.name,
+                    "service": span.resource.attributes.get("service.name"),
+                    "instance": _instance or None,
+                    "attributes": {k: _plain(v) for k, v in (span.attributes or {}).items()},
+                }
+            )
+        self._sink.write(records)
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        self._sink.close()
+
+
+class JsonLinesMetricExporter(MetricExporter):
+    """Each metric point as one JSON line (`"record": "metric"`): sums and
+    gauges with their value, histograms with count, sum, bounds and counts."""
+
+    def __init__(self, sink: RotatingJsonLines) -> None:
+        super().__init__()
+        self._sink = sink
+
+    def export(self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any) -> MetricExportResult:
+        records = []
+        for resource_metrics in metrics_data.resource_metrics:
+            for scope_metrics in resource_metrics.scope_metrics:
+                for metric in scope_metrics.metrics:
+                    for point in metric.data.data_points:
+                        record: dict[str, Any] = {
+                            "record": "metric",
+                            "service": _service,
+                            "instance": _instance or None,
+                            "name": metric.name,
+                            "unit": metric.unit,
+                            "time_unix_nano": point.time_unix_nano,
+                            "attributes": dict(point.attributes or {}),
+                        }
+                        if isinstance(point, HistogramDataPoint):
+                            record |= {
+                                "count": point.count,
+                                "sum": point.sum,
+                                "bounds": list(point.explicit_bounds),
+                                "bucket_counts": list(point.bucket_counts),
+                            }
+                        elif isinstance(point, NumberDataPoint):
+                            record["value"] = point.value
+                        records.append(record)
+        self._sink.write(records)
+        return MetricExportResult.SUCCESS
+
+    def force_flush(self, timeout_millis: float = 10_000) -> bool:
+        return True
+
+    def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
+        self._sink.close()
+
+
+def _otlp_configured(signal: str) -> bool:
+    return bool(
+        os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or os.environ.get(f"OTEL_EXPORTER_OTLP_{signal}_ENDPOINT")
+    )
+
+
 def setup_telemetry(service: str) -> None:
-    """Install the tracer provider for this process (idempotent)."""
-    global _provider
-    if _provider is not None or os.environ.get("OTEL_SDK_DISABLED", "").lower() == "true":
+    """Install the tracer and meter providers for this process (idempotent)."""
+    global _tracer_provider, _meter_provider, _samples, _service
+    if _tracer_provider is not None or env_bool("OTEL_SDK_DISABLED", False):
         return
-    telemetry_dir = os.environ.get("QUIRE_TELEMETRY_DIR")
-    if not telemetry_dir:
-        return
-    provider = TracerProvider(resource=Resource.create({"service.name": service}))
-    path = Path(telemetry_dir) / f"{service}-{os.getpid()}-spans.jsonl"
-    provider.add_span_processor(BatchSpanProcessor(JsonLinesSpanExporter(path), schedule_delay_millis=500))
-    trace.set_tracer_provider(provider)
-    _provider = provider
-    log.info("exporting spans to %s", path)
+    _service = service
+    resource = Resource.create({"service.name": service})
+    directory = os.environ.get("QUIRE_TELEMETRY_DIR")
+    file_bytes = env_int("QUIRE_TELEMETRY_FILE_MAX_BYTES", 64 << 20, minimum=4096)
+    total_bytes = env_int("QUIRE_TELEMETRY_MAX_TOTAL_BYTES", 512 << 20, minimum=4096)
+
+    def sink(kind: str) -> RotatingJsonLines:
+        assert directory
+        return RotatingJsonLines(Path(directory), f"{service}-{os.getpid()}-{kind}", file_bytes, total_bytes)
+
+    tracer_provider = TracerProvider(resource=resource)
+    readers: list[MetricReader] = []
+    interval_ms = env_float("QUIRE_TELEMETRY_METRICS_INTERVAL_SECONDS", 10.0, minimum=0.1) * 1000
+    if directory:
+        tracer_provider.add_span_processor(
+            BatchSpanProcessor(JsonLinesSpanExporter(sink("spans")), schedule_delay_millis=500)
+        )
+        readers.append(
+            PeriodicExportingMetricReader(JsonLinesMetricExporter(sink("metrics")), export_interval_millis=interval_ms)
+        )
+        _samples = sink("samples")
+    if _otlp_configured("TRACES"):
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+
+        tracer_provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    if _otlp_configured("METRICS"):
+        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
+
+        readers.append(PeriodicExportingMetricReader(OTLPMetricExporter(), export_interval_millis=interval_ms))
+    if env_bool("QUIRE_METRICS_PROMETHEUS", True):
+        from opentelemetry.exporter.prometheus import PrometheusMetricReader
+
+        readers.append(PrometheusMetricReader())
+    trace.set_tracer_provider(tracer_provider)
+    _tracer_provider = tracer_provider
+    if readers:
+        _meter_provider = MeterProvider(resource=resource, metric_readers=readers)
+        metrics.set_meter_provider(_meter_provider)
+    if directory:
+        log.info("writing telemetry to %s", directory)
+
+
+def record_sample(record: str, **fields: Any) -> None:
+    """Append one sample (e.g. `bookie_info` with free and total bytes) to the
+    telemetry files, if they are configured."""
+    if _samples is not None:
+        _samples.write(
+            [
+                {"record": record, "service": _service, "instance": _instance or None, "time_unix_nano": time.time_ns()}
+                | fields
+            ]
+        )
+
+
+def prometheus_text() -> bytes:
+    """This process's metrics in the Prometheus text format."""
+    from prometheus_client import REGISTRY, generate_latest
+
+    return bytes(generate_latest(REGISTRY))
 
 
 def shutdown_telemetry() -> None:
     """Flush and stop exporters; call on the way out."""
-    if _provider is not None:
-        _provider.shutdown()
+    if _tracer_provider is not None:
+        _tracer_provider.shutdown()
+    if _meter_provider is not None:
+        _meter_provider.shutdown()
+    if _samples is not None:
+        _samples.close()
 
 
 def tracer(name: str) -> trace.Tracer:
     return trace.get_tracer(name)
+
+
+def meter(name: str) -> metrics.Meter:
+    return metrics.get_meter(name)

@@ -60,15 +60,18 @@ class QuireContainer(DockerContainer):
         ports = self.quire_ports
         if self.host_network:
             bookie_ports = ports.bookies
+            bookie_http_ports = [ports.http_port(i) for i in range(self.bookies)]
             self.with_kwargs(network_mode="host")
             self.with_env("QUIRE_STANDALONE_BIND_HOST", "127.0.0.1")
         else:
             bookie_ports = [3181 + i for i in range(self.bookies)]
+            bookie_http_ports = [8181 + i for i in range(self.bookies)]
             self.with_exposed_ports(ports.gateway, ports.registry, ports.placement, ports.etcd)
             self.with_env("QUIRE_STANDALONE_BIND_HOST", "0.0.0.0")
         self.with_envs(
             QUIRE_STANDALONE_BOOKIES=str(self.bookies),
             QUIRE_STANDALONE_BOOKIE_PORTS=",".join(map(str, bookie_ports)),
+            QUIRE_STANDALONE_BOOKIE_HTTP_PORTS=",".join(map(str, bookie_http_ports)),
             QUIRE_STANDALONE_GATEWAY_PORT=str(ports.gateway),
             QUIRE_STANDALONE_REGISTRY_PORT=str(ports.registry),
             QUIRE_STANDALONE_PLACEMENT_PORT=str(ports.placement),

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from quire.common.v1 import common_pb2 as quire_dot_common_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cquire/bookie/v1/bookie.proto\x12\x0fquire.bookie.v1\x1a\x1cquire/common/v1/common.proto\"-\n\x0bPackedEntry\x12\x10\n\x08\x65ntry_id\x18\x01 \x01(\x03\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\"\x96\x01\n\x11\x41\x64\x64\x45ntriesRequest\x12,\n\tledger_id\x18\x01 \x01(\x0b\x32\x19.quire.common.v1.LedgerId\x12\x12\n\nmaster_key\x18\x02 \x01(\x0c\x12-\n\x07\x65ntries\x18\x03 \x03(\x0b\x32\x1c.quire.bookie.v1.PackedEntry\x12\x10\n\x08recovery\x18\x04 \x01(\x08\"\'\n\x12\x41\x64\x64\x45ntriesResponse\x12\x11\n\tentry_ids\x18\x01 \x03(\x03\"R\n\x10ReadEntryRequest\x12,\n\tledger_id\x18\x01 \x01(\x0b\x32\x19.quire.common.v1.LedgerId\x12\x10\n\x08\x65ntry_id\x18\x02 \x01(\x03\"@\n\x11ReadEntryResponse\x12+\n\x05\x65ntry\x18\x01 \x01(\x0b\x32\x1c.quire.bookie.v1.PackedEntry\"h\n\x12ReadEntriesRequest\x12,\n\tledger_id\x18\x01 \x01(\x0b\x32\x19.quire.common.v1.LedgerId\x12\x11\n\tentry_ids\x18\x02 \x03(\x03\x12\x11\n\tmax_bytes\x18\x03 \x01(\x04\"r\n\x13ReadEntriesResponse\x12-\n\x07\x65ntries\x18\x01 \x03(\x0b\x32\x1c.quire.bookie.v1.PackedEntry\x12\x19\n\x11missing_entry_ids\x18\x02 \x03(\x03\x12\x11\n\ttruncated\x18\x03 \x01(\x08\"K\n\x1bReadLastAddConfirmedRequest\x12,\n\tledger_id\x18\x01 \x01(\x0b\x32\x19.quire.common.v1.LedgerId\"a\n\x1cReadLastAddConfirmedResponse\x12\x1a\n\x12last_add_confirmed\x18\x01 \x01(\x03\x12\x15\n\rlast_entry_id\x18\x02 \x01(\x03\x12\x0e\n\x06\x66\x65nced\x18\x03 \x01(\x08\"V\n\x12\x46\x65nceLedgerRequest\x12,\n\tledger_id\x18\x01 \x01(\x0b\x32\x19.quire.common.v1.LedgerId\x12\x12\n\nmaster_key\x18\x02 \x01(\x0c\"H\n\x13\x46\x65nceLedgerResponse\x12\x1a\n\x12last_add_confirmed\x18\x01 \x01(\x03\x12\x15\n\rlast_entry_id\x18\x02 \x01(\x03\"C\n\x13\x44\x65leteLedgerRequest\x12,\n\tledger_id\x18\x01 \x01(\x0b\x32\x19.quire.common.v1.LedgerId\"/\n\x14\x44\x65leteLedgerResponse\x12\x17\n\x0f\x64\x65leted_entries\x18\x01 \x01(\x04\"\x16\n\x14GetBookieInfoRequest\"\xad\x01\n\x15GetBookieInfoResponse\x12\x18\n\x10total_disk_bytes\x18\x01 \x01(\x04\x12\x17\n\x0f\x66ree_disk_bytes\x18\x02 \x01(\x04\x12\x11\n\tread_only\x18\x03 \x01(\x08\x12\x17\n\x0f\x61\x64\x64s_per_second\x18\x04 \x01(\x01\x12\x1c\n\x14\x61\x64\x64_bytes_per_second\x18\x05 \x01(\x01\x12\x17\n\x0fsync_latency_ms\x18\x06 \x01(\x01\x32\xa0\x05\n\rBookieService\x12U\n\nAddEntries\x12\".quire.bookie.v1.AddEntriesRequest\x1a#.quire.bookie.v1.AddEntriesResponse\x12R\n\tReadEntry\x12!.quire.bookie.v1.ReadEntryRequest\x1a\".quire.bookie.v1.ReadEntryResponse\x12X\n\x0bReadEntries\x12#.quire.bookie.v1.ReadEntriesRequest\x1a$.quire.bookie.v1.ReadEntriesResponse\x12s\n\x14ReadLastAddConfirmed\x12,.quire.bookie.v1.ReadLastAddConfirmedRequest\x1a-.quire.bookie.v1.ReadLastAddConfirmedResponse\x12X\n\x0b\x46\x65nceLedger\x12#.quire.bookie.v1.FenceLedgerRequest\x1a$.quire.bookie.v1.FenceLedgerResponse\x12[\n\x0c\x44\x65leteLedger\x12$.quire.bookie.v1.DeleteLedgerRequest\x1a%.quire.bookie.v1.DeleteLedgerResponse\x12^\n\rGetBookieInfo\x12%.quire.bookie.v1.GetBookieInfoRequest\x1a&.quire.bookie.v1.GetBookieInfoResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cquire/bookie/v1/bookie.proto\x12\x0fquire.bookie.v1\x1a\x1cquire/common/v1/common.proto\"-\n\x0bPackedEntry\x12\x10\n\x08\x65ntry_id\x18\x01 \x01(\x03\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\"\x96\x01\n\x11\x41\x64\x64\x45ntriesRequest\x12,\n\tledger_id\x18\x01 \x01(\x0b\x32\x19.quire.common.v1.LedgerId\x12\x12\n\nmaster_key\x18\x02 \x01(\x0c\x12-\n\x07\x65ntries\x18\x03 \x03(\x0b\x32\x1c.quire.bookie.v1.PackedEntry\x12\x10\n\x08recovery\x18\x04 \x01(\x08\"\'\n\x12\x41\x64\x64\x45ntriesResponse\x12\x11\n\tentry_ids\x18\x01 \x03(\x03\"R\n\x10ReadEntryRequest\x12,\n\tledger_id\x18\x01 \x01(\x0b\x32\x19.quire.common.v1.LedgerId\x12\x10\n\x08\x65ntry_id\x18\x02 \x01(\x03\"@\n\x11ReadEntryResponse\x12+\n\x05\x65ntry\x18\x01 \x01(\x0b\x32\x1c.quire.bookie.v1.PackedEntry\";\n\nEntryRange\x12\x16\n\x0e\x66irst_entry_id\x18\x01 \x01(\x03\x12\x15\n\rlast_entry_id\x18\x02 \x01(\x03\"\xa9\x01\n\x12ReadEntriesRequest\x12,\n\tledger_id\x18\x01 \x01(\x0b\x32\x19.quire.common.v1.LedgerId\x12\x11\n\tentry_ids\x18\x02 \x03(\x03\x12*\n\x05range\x18\x05 \x01(\x0b\x32\x1b.quire.bookie.v1.EntryRange\x12\x11\n\tmax_bytes\x18\x03 \x01(\x04\x12\x13\n\x0bmax_entries\x18\x04 \x01(\r\"r\n\x13ReadEntriesResponse\x12-\n\x07\x65ntries\x18\x01 \x03(\x0b\x32\x1c.quire.bookie.v1.PackedEntry\x12\x19\n\x11missing_entry_ids\x18\x02 \x03(\x03\x12\x11\n\ttruncated\x18\x03 \x01(\x08\"u\n\x1bReadLastAddConfirmedRequest\x12,\n\tledger_id\x18\x01 \x01(\x0b\x32\x19.quire.common.v1.LedgerId\x12\x14\n\x0cprevious_lac\x18\x02 \x01(\x03\x12\x12\n\ntimeout_ms\x18\x03 \x01(\r\"a\n\x1cReadLastAddConfirmedResponse\x12\x1a\n\x12last_add_confirmed\x18\x01 \x01(\x03\x12\x15\n\rlast_entry_id\x18\x02 \x01(\x03\x12\x0e\n\x06\x66\x65nced\x18\x03 \x01(\x08\"|\n\x1cWriteLastAddConfirmedRequest\x12,\n\tledger_id\x18\x01 \x01(\x0b\x32\x19.quire.common.v1.LedgerId\x12\x12\n\nmaster_key\x18\x02 \x01(\x0c\x12\x1a\n\x12last_add_confirmed\x18\x03 \x01(\x03\";\n\x1dWriteLastAddConfirmedResponse\x12\x1a\n\x12last_add_confirmed\x18\x01 \x01(\x03\"V\n\x12\x46\x65nceLedgerRequest\x12,\n\tledger_id\x18\x01 \x01(\x0b\x32\x19.quire.common.v1.LedgerId\x12\x12\n\nmaster_key\x18\x02 \x01(\x0c\"H\n\x13\x46\x65nceLedgerResponse\x12\x1a\n\x12last_add_confirmed\x18\x01 \x01(\x03\x12\x15\n\rlast_entry_id\x18\x02 \x01(\x03\"C\n\x13\x44\x65leteLedgerRequest\x12,\n\tledger_id\x18\x01 \x01(\x0b\x32\x19.quire.common.v1.LedgerId\"/\n\x14\x44\x65leteLedgerResponse\x12\x17\n\x0f\x64\x65leted_entries\x18\x01 \x01(\x04\"\x16\n\x14GetBookieInfoRequest\"\xac\x02\n\x15GetBookieInfoResponse\x12\x18\n\x10total_disk_bytes\x18\x01 \x01(\x04\x12\x17\n\x0f\x66ree_disk_bytes\x18\x02 \x01(\x04\x12\x11\n\tread_only\x18\x03 \x01(\x08\x12\x17\n\x0f\x61\x64\x64s_per_second\x18\x04 \x01(\x01\x12\x1c\n\x14\x61\x64\x64_bytes_per_second\x18\x05 \x01(\x01\x12\x17\n\x0fsync_latency_ms\x18\x06 \x01(\x01\x12\x1b\n\x13sync_latency_p50_ms\x18\x07 \x01(\x01\x12\x1b\n\x13sync_latency_p99_ms\x18\x08 \x01(\x01\x12\x12\n\nused_bytes\x18\t \x01(\x04\x12\x18\n\x10read_only_reason\x18\n \x01(\t\x12\x15\n\rsync_disabled\x18\x0b \x01(\x08\x32\x98\x06\n\rBookieService\x12U\n\nAddEntries\x12\".quire.bookie.v1.AddEntriesRequest\x1a#.quire.bookie.v1.AddEntriesResponse\x12R\n\tReadEntry\x12!.quire.bookie.v1.ReadEntryRequest\x1a\".quire.bookie.v1.ReadEntryResponse\x12X\n\x0bReadEntries\x12#.quire.bookie.v1.ReadEntriesRequest\x1a$.quire.bookie.v1.ReadEntriesResponse\x12s\n\x14ReadLastAddConfirmed\x12,.quire.bookie.v1.ReadLastAddConfirmedRequest\x1a-.quire.bookie.v1.ReadLastAddConfirmedResponse\x12v\n\x15WriteLastAddConfirmed\x12-.quire.bookie.v1.WriteLastAddConfirmedRequest\x1a..quire.bookie.v1.WriteLastAddConfirmedResponse\x12X\n\x0b\x46\x65nceLedger\x12#.quire.bookie.v1.FenceLedgerRequest\x1a$.quire.bookie.v1.FenceLedgerResponse\x12[\n\x0c\x44\x65leteLedger\x12$.quire.bookie.v1.DeleteLedgerRequest\x1a%.quire.bookie.v1.DeleteLedgerResponse\x12^\n\rGetBookieInfo\x12%.quire.bookie.v1.GetBookieInfoRequest\x1a&.quire.bookie.v1.GetBookieInfoResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -42,26 +42,32 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_READENTRYREQUEST']._serialized_end=402
   _globals['_READENTRYRESPONSE']._serialized_start=404
   _globals['_READENTRYRESPONSE']._serialized_end=468
-  _globals['_READENTRIESREQUEST']._serialized_start=470
-  _globals['_READENTRIESREQUEST']._serialized_end=574
-  _globals['_READENTRIESRESPONSE']._serialized_start=576
-  _globals['_READENTRIESRESPONSE']._serialized_end=690
-  _globals['_READLASTADDCONFIRMEDREQUEST']._serialized_start=692
-  _globals['_READLASTADDCONFIRMEDREQUEST']._serialized_end=767
-  _globals['_READLASTADDCONFIRMEDRESPONSE']._serialized_start=769
-  _globals['_READLASTADDCONFIRMEDRESPONSE']._serialized_end=866
-  _globals['_FENCELEDGERREQUEST']._serialized_start=868
-  _globals['_FENCELEDGERREQUEST']._serialized_end=954
-  _globals['_FENCELEDGERRESPONSE']._serialized_start=956
-  _globals['_FENCELEDGERRESPONSE']._serialized_end=1028
-  _globals['_DELETELEDGERREQUEST']._serialized_start=1030
-  _globals['_DELETELEDGERREQUEST']._serialized_end=1097
-  _globals['_DELETELEDGERRESPONSE']._serialized_start=1099
-  _globals['_DELETELEDGERRESPONSE']._serialized_end=1146
-  _globals['_GETBOOKIEINFOREQUEST']._serialized_start=1148
-  _globals['_GETBOOKIEINFOREQUEST']._serialized_end=1170
-  _globals['_GETBOOKIEINFORESPONSE']._serialized_start=1173
-  _globals['_GETBOOKIEINFORESPONSE']._serialized_end=1346
-  _globals['_BOOKIESERVICE']._serialized_start=1349
-  _globals['_BOOKIESERVICE']._serialized_end=2021
+  _globals['_ENTRYRANGE']._serialized_start=470
+  _globals['_ENTRYRANGE']._serialized_end=529
+  _globals['_READENTRIESREQUEST']._serialized_start=532
+  _globals['_READENTRIESREQUEST']._serialized_end=701
+  _globals['_READENTRIESRESPONSE']._serialized_start=703
+  _globals['_READENTRIESRESPONSE']._serialized_end=817
+  _globals['_READLASTADDCONFIRMEDREQUEST']._serialized_start=819
+  _globals['_READLASTADDCONFIRMEDREQUEST']._serialized_end=936
+  _globals['_READLASTADDCONFIRMEDRESPONSE']._serialized_start=938
+  _globals['_READLASTADDCONFIRMEDRESPONSE']._serialized_end=1035
+  _globals['_WRITELASTADDCONFIRMEDREQUEST']._serialized_start=1037
+  _globals['_WRITELASTADDCONFIRMEDREQUEST']._serialized_end=1161
+  _globals['_WRITELASTADDCONFIRMEDRESPONSE']._serialized_start=1163
+  _globals['_WRITELASTADDCONFIRMEDRESPONSE']._serialized_end=1222
+  _globals['_FENCELEDGERREQUEST']._serialized_start=1224
+  _globals['_FENCELEDGERREQUEST']._serialized_end=1310
+  _globals['_FENCELEDGERRESPONSE']._serialized_start=1312
+  _globals['_FENCELEDGERRESPONSE']._serialized_end=1384
+  _globals['_DELETELEDGERREQUEST']._serialized_start=1386
+  _globals['_DELETELEDGERREQUEST']._serialized_end=1453
+  _globals['_DELETELEDGERRESPONSE']._serialized_start=1455
+  _globals['_DELETELEDGERRESPONSE']._serialized_end=1502
+  _globals['_GETBOOKIEINFOREQUEST']._serialized_start=1504
+  _globals['_GETBOOKIEINFOREQUEST']._serialized_end=1526
+  _globals['_GETBOOKIEINFORESPONSE']._serialized_start=1529
+  _globals['_GETBOOKIEINFORESPONSE']._serialized_end=1829
+  _globals['_BOOKIESERVICE']._serialized_start=1832
+  _globals['_BOOKIESERVICE']._serialized_end=2624
 # @@protoc_insertion_point(module_scope)

@@ -47,15 +47,27 @@ class ReadEntryResponse(_message.Message):
     entry: PackedEntry
     def __init__(self, entry: _Optional[_Union[PackedEntry, _Mapping]] = ...) -> None: ...
 
+class EntryRange(_message.Message):
+    __slots__ = ("first_entry_id", "last_entry_id")
+    FIRST_ENTRY_ID_FIELD_NUMBER: _ClassVar[int]
+    LAST_ENTRY_ID_FIELD_NUMBER: _ClassVar[int]
+    first_entry_id: int
+    last_entry_id: int
+    def __init__(self, first_entry_id: _Optional[int] = ..., last_entry_id: _Optional[int] = ...) -> None: ...
+
 class ReadEntriesRequest(_message.Message):
-    __slots__ = ("ledger_id", "entry_ids", "max_bytes")
+    __slots__ = ("ledger_id", "entry_ids", "range", "max_bytes", "max_entries")
     LEDGER_ID_FIELD_NUMBER: _ClassVar[int]
     ENTRY_IDS_FIELD_NUMBER: _ClassVar[int]
+    RANGE_FIELD_NUMBER: _ClassVar[int]
     MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MAX_ENTRIES_FIELD_NUMBER: _ClassVar[int]
     ledger_id: _common_pb2.LedgerId
     entry_ids: _containers.RepeatedScalarFieldContainer[int]
+    range: EntryRange
     max_bytes: int
-    def __init__(self, ledger_id: _Optional[_Union[_common_pb2.LedgerId, _Mapping]] = ..., entry_ids: _Optional[_Iterable[int]] = ..., max_bytes: _Optional[int] = ...) -> None: ...
+    max_entries: int
+    def __init__(self, ledger_id: _Optional[_Union[_common_pb2.LedgerId, _Mapping]] = ..., entry_ids: _Optional[_Iterable[int]] = ..., range: _Optional[_Union[EntryRange, _Mapping]] = ..., max_bytes: _Optional[int] = ..., max_entries: _Optional[int] = ...) -> None: ...
 
 class ReadEntriesResponse(_message.Message):
     __slots__ = ("entries", "missing_entry_ids", "truncated")
@@ -68,10 +80,14 @@ class ReadEntriesResponse(_message.Message):
     def __init__(self, entries: _Optional[_Iterable[_Union[PackedEntry, _Mapping]]] = ..., missing_entry_ids: _Optional[_Iterable[int]] = ..., truncated: _Optional[bool] = ...) -> None: ...
 
 class ReadLastAddConfirmedRequest(_message.Message):
-    __slots__ = ("ledger_id",)
+    __slots__ = ("ledger_id", "previous_lac", "timeout_ms")
     LEDGER_ID_FIELD_NUMBER: _ClassVar[int]
+    PREVIOUS_LAC_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     ledger_id: _common_pb2.LedgerId
-    def __init__(self, ledger_id: _Optional[_Union[_common_pb2.LedgerId, _Mapping]] = ...) -> None: ...
+    previous_lac: int
+    timeout_ms: int
+    def __init__(self, ledger_id: _Optional[_Union[_common_pb2.LedgerId, _Mapping]] = ..., previous_lac: _Optional[int] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
 
 class ReadLastAddConfirmedResponse(_message.Message):
     __slots__ = ("last_add_confirmed", "last_entry_id", "fenced")
@@ -82,6 +98,22 @@ class ReadLastAddConfirmedResponse(_message.Message):
     last_entry_id: int
     fenced: bool
     def __init__(self, last_add_confirmed: _Optional[int] = ..., last_entry_id: _Optional[int] = ..., fenced: _Optional[bool] = ...) -> None: ...
+
+class WriteLastAddConfirmedRequest(_message.Message):
+    __slots__ = ("ledger_id", "master_key", "last_add_confirmed")
+    LEDGER_ID_FIELD_NUMBER: _ClassVar[int]
+    MASTER_KEY_FIELD_NUMBER: _ClassVar[int]
+    LAST_ADD_CONFIRMED_FIELD_NUMBER: _ClassVar[int]
+    ledger_id: _common_pb2.LedgerId
+    master_key: bytes
+    last_add_confirmed: int
+    def __init__(self, ledger_id: _Optional[_Union[_common_pb2.LedgerId, _Mapping]] = ..., master_key: _Optional[bytes] = ..., last_add_confirmed: _Optional[int] = ...) -> None: ...
+
+class WriteLastAddConfirmedResponse(_message.Message):
+    __slots__ = ("last_add_confirmed",)
+    LAST_ADD_CONFIRMED_FIELD_NUMBER: _ClassVar[int]
+    last_add_confirmed: int
+    def __init__(self, last_add_confirmed: _Optional[int] = ...) -> None: ...
 
 class FenceLedgerRequest(_message.Message):
     __slots__ = ("ledger_id", "master_key")
@@ -116,17 +148,27 @@ class GetBookieInfoRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetBookieInfoResponse(_message.Message):
-    __slots__ = ("total_disk_bytes", "free_disk_bytes", "read_only", "adds_per_second", "add_bytes_per_second", "sync_latency_ms")
+    __slots__ = ("total_disk_bytes", "free_disk_bytes", "read_only", "adds_per_second", "add_bytes_per_second", "sync_latency_ms", "sync_latency_p50_ms", "sync_latency_p99_ms", "used_bytes", "read_only_reason", "sync_disabled")
     TOTAL_DISK_BYTES_FIELD_NUMBER: _ClassVar[int]
     FREE_DISK_BYTES_FIELD_NUMBER: _ClassVar[int]
     READ_ONLY_FIELD_NUMBER: _ClassVar[int]
     ADDS_PER_SECOND_FIELD_NUMBER: _ClassVar[int]
     ADD_BYTES_PER_SECOND_FIELD_NUMBER: _ClassVar[int]
     SYNC_LATENCY_MS_FIELD_NUMBER: _ClassVar[int]
+    SYNC_LATENCY_P50_MS_FIELD_NUMBER: _ClassVar[int]
+    SYNC_LATENCY_P99_MS_FIELD_NUMBER: _ClassVar[int]
+    USED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    READ_ONLY_REASON_FIELD_NUMBER: _ClassVar[int]
+    SYNC_DISABLED_FIELD_NUMBER: _ClassVar[int]
     total_disk_bytes: int
     free_disk_bytes: int
     read_only: bool
     adds_per_second: float
     add_bytes_per_second: float
     sync_latency_ms: float
-    def __init__(self, total_disk_bytes: _Optional[int] = ..., free_disk_bytes: _Optional[int] = ..., read_only: _Optional[bool] = ..., adds_per_second: _Optional[float] = ..., add_bytes_per_second: _Optional[float] = ..., sync_latency_ms: _Optional[float] = ...) -> None: ...
+    sync_latency_p50_ms: float
+    sync_latency_p99_ms: float
+    used_bytes: int
+    read_only_reason: str
+    sync_disabled: bool
+    def __init__(self, total_disk_bytes: _Optional[int] = ..., free_disk_bytes: _Optional[int] = ..., read_only: _Optional[bool] = ..., adds_per_second: _Optional[float] = ..., add_bytes_per_second: _Optional[float] = ..., sync_latency_ms: _Optional[float] = ..., sync_latency_p50_ms: _Optional[float] = ..., sync_latency_p99_ms: _Optional[float] = ..., used_bytes: _Optional[int] = ..., read_only_reason: _Optional[str] = ..., sync_disabled: _Optional[bool] = ...) -> None: ...

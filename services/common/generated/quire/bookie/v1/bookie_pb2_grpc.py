@@ -28,7 +28,8 @@ if _version_not_supported:
 class BookieServiceStub:
     """BookieService stores packed entries durably. Entries arrive packed (entry
     format V2, with digest) by the gateway; the bookie checks each header
-    against the request and never unpacks the payload.
+    against the request and, for CRC32 and CRC32C digests, the digest too (a
+    mismatch is INVALID_ARGUMENT with reason DIGEST_MISMATCH; nothing is stored).
     """
 
     def __init__(self, channel):
@@ -57,6 +58,11 @@ class BookieServiceStub:
                 request_serializer=quire_dot_bookie_dot_v1_dot_bookie__pb2.ReadLastAddConfirmedRequest.SerializeToString,
                 response_deserializer=quire_dot_bookie_dot_v1_dot_bookie__pb2.ReadLastAddConfirmedResponse.FromString,
                 _registered_method=True)
+        self.WriteLastAddConfirmed = channel.unary_unary(
+                '/quire.bookie.v1.BookieService/WriteLastAddConfirmed',
+                request_serializer=quire_dot_bookie_dot_v1_dot_bookie__pb2.WriteLastAddConfirmedRequest.SerializeToString,
+                response_deserializer=quire_dot_bookie_dot_v1_dot_bookie__pb2.WriteLastAddConfirmedResponse.FromString,
+                _registered_method=True)
         self.FenceLedger = channel.unary_unary(
                 '/quire.bookie.v1.BookieService/FenceLedger',
                 request_serializer=quire_dot_bookie_dot_v1_dot_bookie__pb2.FenceLedgerRequest.SerializeToString,
@@ -77,7 +83,8 @@ class BookieServiceStub:
 class BookieServiceServicer:
     """BookieService stores packed entries durably. Entries arrive packed (entry
     format V2, with digest) by the gateway; the bookie checks each header
-    against the request and never unpacks the payload.
+    against the request and, for CRC32 and CRC32C digests, the digest too (a
+    mismatch is INVALID_ARGUMENT with reason DIGEST_MISMATCH; nothing is stored).
     """
 
     def AddEntries(self, request, context):
@@ -97,15 +104,26 @@ class BookieServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ReadEntries(self, request, context):
-        """ReadEntries reads the listed entries of one ledger, bounded by bytes but
-        always returning the first one found; ids not stored are reported missing.
+        """ReadEntries reads the listed entries (or a range) of one ledger, bounded by
+        bytes and count but always returning the first one found; ids not stored
+        are reported missing.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ReadLastAddConfirmed(self, request, context):
-        """ReadLastAddConfirmed returns the bookie's view of the ledger's LAC.
+        """ReadLastAddConfirmed returns the bookie's view of the ledger's LAC. With
+        timeout_ms set it is a long poll: it answers once the LAC passes
+        previous_lac, or when the timeout ends (with the LAC as it stands).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WriteLastAddConfirmed(self, request, context):
+        """WriteLastAddConfirmed durably records a LAC the writer knows, for ledgers
+        whose writer goes quiet: readers see it without a new entry.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -155,6 +173,11 @@ def add_BookieServiceServicer_to_server(servicer, server):
                     request_deserializer=quire_dot_bookie_dot_v1_dot_bookie__pb2.ReadLastAddConfirmedRequest.FromString,
                     response_serializer=quire_dot_bookie_dot_v1_dot_bookie__pb2.ReadLastAddConfirmedResponse.SerializeToString,
             ),
+            'WriteLastAddConfirmed': grpc.unary_unary_rpc_method_handler(
+                    servicer.WriteLastAddConfirmed,
+                    request_deserializer=quire_dot_bookie_dot_v1_dot_bookie__pb2.WriteLastAddConfirmedRequest.FromString,
+                    response_serializer=quire_dot_bookie_dot_v1_dot_bookie__pb2.WriteLastAddConfirmedResponse.SerializeToString,
+            ),
             'FenceLedger': grpc.unary_unary_rpc_method_handler(
                     servicer.FenceLedger,
                     request_deserializer=quire_dot_bookie_dot_v1_dot_bookie__pb2.FenceLedgerRequest.FromString,
@@ -181,7 +204,8 @@ def add_BookieServiceServicer_to_server(servicer, server):
 class BookieService:
     """BookieService stores packed entries durably. Entries arrive packed (entry
     format V2, with digest) by the gateway; the bookie checks each header
-    against the request and never unpacks the payload.
+    against the request and, for CRC32 and CRC32C digests, the digest too (a
+    mismatch is INVALID_ARGUMENT with reason DIGEST_MISMATCH; nothing is stored).
     """
 
     @staticmethod
@@ -282,6 +306,33 @@ class BookieService:
             '/quire.bookie.v1.BookieService/ReadLastAddConfirmed',
             quire_dot_bookie_dot_v1_dot_bookie__pb2.ReadLastAddConfirmedRequest.SerializeToString,
             quire_dot_bookie_dot_v1_dot_bookie__pb2.ReadLastAddConfirmedResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WriteLastAddConfirmed(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/quire.bookie.v1.BookieService/WriteLastAddConfirmed',
+            quire_dot_bookie_dot_v1_dot_bookie__pb2.WriteLastAddConfirmedRequest.SerializeToString,
+            quire_dot_bookie_dot_v1_dot_bookie__pb2.WriteLastAddConfirmedResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,200 @@
+"""Group commit and ledger-state rules against a fake store (no RocksDB)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+from quire_bookie.journal import AddOp, FenceOp, GroupCommitter, LacOp, apply
+from quire_bookie.storage import LedgerState
+from quire_common.errors import FailedPrecondition, PermissionDenied, Unavailable
+from quire_common.ids import LedgerId
+
+LEDGER = LedgerId(1, 1)
+KEY = b"k" * 20
+OTHER_KEY = b"o" * 20
+
+
+class FakeStore:
+    """Records each write; a write can be held until the test releases it."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[tuple[LedgerId, int, bytes]]] = []
+        self.release = threading.Event()
+        self.release.set()
+
+    def write(self, entries, states) -> None:  # type: ignore[no-untyped-def]
+        self.release.wait(10)
+        self.batches.append(list(entries))
+
+
+def add(entry_id: int, size: int = 10) -> tuple[int, int, bytes]:
+    return entry_id, entry_id - 1, b"x" * size
+
+
+def future() -> asyncio.Future:  # type: ignore[type-arg]
+    return asyncio.get_running_loop().create_future()
+
+
+async def test_state_rules_master_key_fence_and_explicit_lac():
+    state = apply(AddOp(LEDGER, KEY, [add(0), add(1)], False, future()), LedgerState())
+    assert (state.master_key, state.last_entry_id, state.last_add_confirmed) == (KEY, 1, 0)
+    with pytest.raises(PermissionDenied):
+        apply(AddOp(LEDGER, OTHER_KEY, [add(2)], False, future()), state)
+    with pytest.raises(PermissionDenied):
+        apply(FenceOp(LEDGER, OTHER_KEY, future()), state)
+    state = apply(LacOp(LEDGER, KEY, 5, future()), state)
+    assert state.lac == 5
+    assert apply(LacOp(LEDGER, KEY, 3, future()), state).lac == 5  # the LAC never goes back
+    fenced = apply(FenceOp(LEDGER, KEY, future()), state)
+    assert fenced.fenced
+    with pytest.raises(FailedPrecondition):
+        apply(AddOp(LEDGER, KEY, [add(2)], False, future()), fenced)
+    with pytest.raises(FailedPrecondition):
+        apply(LacOp(LEDGER, KEY, 6, future()), fenced)
+    assert apply(AddOp(LEDGER, KEY, [add(2)], True, future()), fenced).last_entry_id == 2
+
+
+async def test_an_add_is_acknowledged_only_after_the_write_returns():
+    store = FakeStore()
+    store.release.clear()
+    committer = GroupCommitter(store, {})  # type: ignore[arg-type]
+    committer.start()
+    adding = asyncio.create_task(committer.add(LEDGER, KEY, [add(0)], False))
+    await asyncio.sleep(0.05)
+    assert not adding.done(), "acknowledged before its write completed"
+    store.release.set()
+    await adding
+    assert store.batches == [[(LEDGER, 0, b"x" * 10)]]
+    await committer.stop()
+
+
+async def test_adds_arriving_during_a_sync_share_the_next_one():
+    store = FakeStore()
+    store.release.clear()
+    committer = GroupCommitter(store, {})  # type: ignore[arg-type]
+    committer.start()
+    first = asyncio.create_task(committer.add(LEDGER, KEY, [add(0)], False))
+    await asyncio.sleep(0.05)  # the first write is now in progress
+    rest = [asyncio.create_task(committer.add(LEDGER, KEY, [add(i)], False)) for i in range(1, 50)]
+    await asyncio.sleep(0.05)
+    store.release.set()
+    await asyncio.gather(first, *rest)
+    assert [len(batch) for batch in store.batches] == [1, 49]
+    await committer.stop()
+
+
+async def test_the_time_bound_waits_for_more_until_the_byte_bound_is_reached():
+    store = FakeStore()
+    # A long delay: only a full batch may end the wait.
+    committer = GroupCommitter(store, {}, max_batch_bytes=100, max_delay_seconds=60)  # type: ignore[arg-type]
+    committer.start()
+    first = asyncio.create_task(committer.add(LEDGER, KEY, [add(0, 40)], False))
+    await asyncio.sleep(0.05)
+    assert store.batches == [] and not first.done()  # waiting to gather more
+    second = asyncio.create_task(committer.add(LEDGER, KEY, [add(1, 60)], False))
+    await asyncio.gather(first, second)
+    assert [len(batch) for batch in store.batches] == [2]
+    await committer.stop()
+
+
+async def test_without_a_delay_a_lone_add_is_written_at_once():
+    store = FakeStore()
+    committer = GroupCommitter(store, {}, max_batch_bytes=100, max_delay_seconds=0.0)  # type: ignore[arg-type]
+    committer.start()
+    await committer.add(LEDGER, KEY, [add(0, 10)], False)
+    assert len(store.batches) == 1
+    await committer.stop()
+
+
+async def test_the_byte_bound_splits_batches():
+    store = FakeStore()
+    store.release.clear()
+    committer = GroupCommitter(store, {}, max_batch_bytes=100)  # type: ignore[arg-type]
+    committer.start()
+    first = asyncio.create_task(committer.add(LEDGER, KEY, [add(0)], False))
+    await asyncio.sleep(0.05)
+    rest = [asyncio.create_task(committer.add(LEDGER, KEY, [add(i, 30)], False)) for i in range(1, 11)]
+    await asyncio.sleep(0.05)
+    store.release.set()
+    await asyncio.gather(first, *rest)
+    assert [len(batch) for batch in store.batches] == [1, 3, 3, 3, 1]
+    await committer.stop()
+
+
+async def test_stop_writes_everything_queued_then_refuses_new_adds():
+    store = FakeStore()
+    store.release.clear()
+    states: dict[LedgerId, LedgerState] = {}
+    committer = GroupCommitter(store, states)  # type: ignore[arg-type]
+    committer.start()
+    adds = [asyncio.create_task(committer.add(LEDGER, KEY, [add(i)], False)) for i in range(20)]
+    await asyncio.sleep(0.05)
+    stopping = asyncio.create_task(committer.stop())
+    await asyncio.sleep(0.05)
+    store.release.set()
+    await stopping
+    await asyncio.gather(*adds)  # every queued add was written and acknowledged
+    assert sum(len(batch) for batch in store.batches) == 20
+    assert states[LEDGER].last_entry_id == 19
+    with pytest.raises(Unavailable):
+        await committer.add(LEDGER, KEY, [add(20)], False)
+
+
+async def test_a_failed_write_fails_its_adds_and_stores_no_state():
+    class BrokenStore(FakeStore):
+        def write(self, entries, states) -> None:  # type: ignore[no-untyped-def]
+            raise OSError("disk gone")
+
+    states: dict[LedgerId, LedgerState] = {}
+    committer = GroupCommitter(BrokenStore(), states)  # type: ignore[arg-type]
+    committer.start()
+    with pytest.raises(Unavailable, match="disk gone"):
+        await committer.add(LEDGER, KEY, [add(0)], False)
+    assert states == {}
+    await committer.stop()
+
+
+async def test_lac_moves_are_signalled_once_written():
+    moved: list[LedgerId] = []
+    committer = GroupCommitter(FakeStore(), {}, on_lac_moved=moved.append)  # type: ignore[arg-type]
+    committer.start()
+    await committer.add(LEDGER, KEY, [add(0)], False)  # lac -1 in the header: no move
+    assert moved == []
+    await committer.add(LEDGER, KEY, [add(1)], False)  # lac 0
+    assert moved == [LEDGER]
+    await committer.write_lac(LEDGER, KEY, 7)
+    assert moved == [LEDGER, LEDGER]
+    await committer.stop()
+
+
+async def test_a_delete_takes_effect_in_queue_order():
+    class DeletingStore(FakeStore):
+        def __init__(self) -> None:
+            super().__init__()
+            self.deleted: list[tuple[LedgerId, int]] = []
+
+        def delete_ledger(self, ledger_id: LedgerId) -> int:
+            stored = sum(1 for batch in self.batches for entry in batch if entry[0] == ledger_id)
+            self.deleted.append((ledger_id, stored))
+            return stored
+
+    store = DeletingStore()
+    store.release.clear()
+    states: dict[LedgerId, LedgerState] = {}
+    committer = GroupCommitter(store, states)  # type: ignore[arg-type]
+    committer.start()
+    first = asyncio.create_task(committer.add(LEDGER, KEY, [add(0)], False))
+    await asyncio.sleep(0.05)  # being written
+    before = asyncio.create_task(committer.add(LEDGER, KEY, [add(1)], False))
+    deleting = asyncio.create_task(committer.delete(LEDGER))
+    after = asyncio.create_task(committer.add(LEDGER, OTHER_KEY, [add(0)], False))
+    await asyncio.sleep(0.05)
+    store.release.set()
+    await asyncio.gather(first, before, after)
+    assert await deleting == 2  # both earlier adds were written before the delete
+    assert [len(batch) for batch in store.batches] == [1, 1, 1]  # the delete split the queue
+    assert states[LEDGER].master_key == OTHER_KEY  # the add after the delete started afresh
+    await committer.stop()
