@@ -42,8 +42,8 @@ test-unit: setup ## only the fast unit tests
 run: setup ## start etcd + registry + placement + 3 bookies + gateway until Ctrl-C
 	$(VENV)/bin/quire cluster up --data-dir $(DATA_DIR)
 
-bench: setup ## append/read throughput on a throwaway local cluster (20k x 1 KiB, E3 W2 A2)
-	$(VENV)/bin/quire bench --local
+bench: setup ## write/read throughput and add latency on a throwaway local cluster (JSON in build/bench.json)
+	$(VENV)/bin/quire bench --local --json build/bench.json
 
 bench-bookie: setup ## durable adds/s through one bookie's gRPC API vs the raw rocksdict synced-batch limit
 	$(VENV)/bin/quire bench bookie

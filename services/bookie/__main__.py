@@ -16,7 +16,7 @@ from grpc_health.v1 import health_pb2
 
 from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
 from quire.common.v1 import common_pb2
-from quire_bookie.admin import AdminServer
+from quire_bookie.admin import render_metrics, status
 from quire_bookie.bookie import Bookie
 from quire_bookie.collector import LedgerCollector
 from quire_bookie.config import BookieConfig
@@ -24,8 +24,10 @@ from quire_bookie.cookie import check_cookie
 from quire_bookie.metadata import RegistryLedgerLookup
 from quire_bookie.registration import RegistrationKeeper, RegistryCookies
 from quire_bookie.servicer import BookieServicer
+from quire_common.admin_http import AdminServer
 from quire_common.server import create_server, mark_serving
 from quire_common.service import run_service
+from quire_common.telemetry import set_instance
 
 log = logging.getLogger("quire_bookie")
 SERVICE_NAME = bookie_pb2.DESCRIPTOR.services_by_name["BookieService"].full_name
@@ -64,6 +66,12 @@ async def verify_identity(config: BookieConfig) -> None:
 
 async def main() -> None:
     config = BookieConfig.from_env()
+    set_instance(config.bookie_id)  # telemetry records name this bookie
+    if config.storage.fault_sync_delay_seconds:
+        log.warning(
+            "QUIRE_BOOKIE_FAULT_SYNC_DELAY_MS is set: every synced write is slowed by %.0f ms (fault injection)",
+            config.storage.fault_sync_delay_seconds * 1000,
+        )
     if config.unsafe_no_sync:
         log.warning(
             "QUIRE_BOOKIE_UNSAFE_NO_SYNC_LOSES_DATA is set: adds are acknowledged WITHOUT fsync; "
@@ -102,7 +110,13 @@ async def main() -> None:
     try:
         await server.start()
         if config.http_port:
-            admin = AdminServer(bookie, config.bookie_id, config.listen_address.rsplit(":", 1)[0], config.http_port)
+            admin = AdminServer(
+                "QUIRE_BOOKIE_HTTP_PORT",
+                config.listen_address.rsplit(":", 1)[0],
+                config.http_port,
+                lambda: status(bookie, config.bookie_id),
+                lambda: render_metrics(bookie, config.bookie_id),
+            )
             await admin.start()
 
         async def set_writable_health(read_only: bool) -> None:

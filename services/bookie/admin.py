@@ -1,24 +1,14 @@
-"""The bookie's admin HTTP endpoint (the `http` endpoint it advertises):
-`GET /status` (JSON) and `GET /metrics` (Prometheus text format 0.0.4).
-
-A small asyncio HTTP/1.0-style server from the standard library: two
-read-only GET routes do not justify a web framework dependency. Every metric
-the bookie exports is defined in `render_metrics`, in one place.
-"""
+"""What the bookie's admin HTTP endpoint (the `http` endpoint it advertises,
+served by quire_common.admin_http) shows: `/status` as JSON, and the
+bookie's own counters and gauges in Prometheus text, which `/metrics` puts
+before the OpenTelemetry metrics. Every hand-written metric is defined in
+`render_metrics`, in one place."""
 
 from __future__ import annotations
 
-import asyncio
-import json
-import logging
 from typing import Any
 
 from quire_bookie.bookie import Bookie
-from quire_common.config import ConfigError
-
-log = logging.getLogger(__name__)
-
-MAX_REQUEST_LINE_BYTES = 8192
 
 
 def status(bookie: Bookie, bookie_id: str) -> dict[str, Any]:
@@ -75,67 +65,3 @@ def render_metrics(bookie: Bookie, bookie_id: str) -> str:
     for name, kind, text, value in rows:
         lines += [f"# HELP {name} {text}", f"# TYPE {name} {kind}", f"{name}{labels} {float(value)!r}"]
     return "\n".join(lines) + "\n"
-
-
-class AdminServer:
-    def __init__(self, bookie: Bookie, bookie_id: str, host: str, port: int) -> None:
-        self._bookie = bookie
-        self._bookie_id = bookie_id
-        self._host = host
-        self._port = port
-        self._server: asyncio.Server | None = None
-        self.port = 0
-
-    async def start(self) -> None:
-        try:
-            self._server = await asyncio.start_server(self._handle, self._host, self._port)
-        except OSError as exc:
-            raise ConfigError(
-                f"QUIRE_BOOKIE_HTTP_PORT: cannot listen on {self._host}:{self._port} ({exc.strerror or exc}); "
-                "choose another port, or 0 to turn the admin endpoint off"
-            ) from None
-        self.port = self._server.sockets[0].getsockname()[1]
-
-    async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
-
-    def _route(self, method: str, path: str) -> tuple[int, str, bytes]:
-        if method != "GET":
-            return 405, "text/plain", b"only GET\n"
-        path = path.split("?", 1)[0]
-        if path == "/status":
-            body = json.dumps(status(self._bookie, self._bookie_id), indent=2) + "\n"
-            return 200, "application/json", body.encode()
-        if path == "/metrics":
-            return (
-                200,
-                "text/plain; version=0.0.4; charset=utf-8",
-                render_metrics(self._bookie, self._bookie_id).encode(),
-            )
-        return 404, "text/plain", b"not found; try /status or /metrics\n"
-
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            request_line = await asyncio.wait_for(reader.readline(), 10)
-            while (await asyncio.wait_for(reader.readline(), 10)) not in (b"\r\n", b"\n", b""):
-                pass  # headers are not needed
-            parts = request_line.decode("latin-1").split()
-            if len(parts) < 2 or len(request_line) > MAX_REQUEST_LINE_BYTES:
-                code, kind, body = 400, "text/plain", b"bad request\n"
-            else:
-                code, kind, body = self._route(parts[0], parts[1])
-            reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed"}[code]
-            writer.write(
-                f"HTTP/1.1 {code} {reason}\r\nContent-Type: {kind}\r\nContent-Length: {len(body)}\r\n"
-                "Connection: close\r\n\r\n".encode()
-                + body
-            )
-            await writer.drain()
-        except (TimeoutError, ConnectionError) as exc:
-            log.debug("admin request failed: %s", exc)
-        except Exception as exc:
-            log.error("admin request failed", exc_info=exc)
-        finally:
-            writer.close()

@@ -5,7 +5,6 @@ No grpc here."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections import deque
@@ -25,8 +24,22 @@ from quire_common.errors import (
     ResourceExhausted,
 )
 from quire_common.ids import LedgerId
+from quire_common.tasks import cancel_and_wait
+from quire_common.telemetry import meter, record_sample
 
 log = logging.getLogger(__name__)
+_meter = meter("quire.bookie")
+_add_latency = _meter.create_histogram(
+    "quire.bookie.add.duration", unit="ms", description="From an add's arrival to its acknowledgement (synced)"
+)
+_sync_latency = _meter.create_histogram(
+    "quire.bookie.sync.duration", unit="ms", description="One group commit: synced write of a batch"
+)
+_batch_entries = _meter.create_histogram(
+    "quire.bookie.group_commit.entries", unit="{entry}", description="Entries in one synced batch"
+)
+_bytes_written = _meter.create_counter("quire.bookie.written", unit="By", description="Bytes of entries stored")
+_bytes_read = _meter.create_counter("quire.bookie.read", unit="By", description="Bytes of entries read")
 
 LOAD_WINDOW_SECONDS = 60.0
 
@@ -46,6 +59,8 @@ class BookieSettings:
     disk_check_interval_seconds: float = 5.0
     max_long_poll_seconds: float = 30.0
     verify_digests: bool = True  # check CRC32/CRC32C digests of incoming entries
+    # Fault injection for tests and drills only: every synced write takes this much longer.
+    fault_sync_delay_seconds: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -99,6 +114,7 @@ class Bookie:
             self._store.load_states(),
             max_batch_bytes=self.settings.group_commit_max_bytes,
             max_delay_seconds=self.settings.group_commit_max_delay_seconds,
+            fault_sync_delay_seconds=self.settings.fault_sync_delay_seconds,
             on_flush=self._flushed,
             on_lac_moved=self._signal_lac,
         )
@@ -115,10 +131,7 @@ class Bookie:
 
     async def close(self) -> None:
         """Finish and sync every queued add, then close RocksDB."""
-        if self._disk_task is not None:
-            self._disk_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._disk_task
+        await cancel_and_wait(self._disk_task)
         await self._committer.stop()
         self._store.close()
 
@@ -132,6 +145,7 @@ class Bookie:
         """Measure the disk and turn read-only or writable as the policy says."""
         disk = await asyncio.to_thread(measure, self.data_dir, self.settings.capacity_bytes)
         self._disk = disk
+        record_sample("bookie_info", free_bytes=disk.free_bytes, total_bytes=disk.total_bytes)
         reason = self.settings.read_only.decide(self.read_only_reason, disk)
         if bool(reason) != self.read_only:
             if reason:
@@ -164,7 +178,9 @@ class Bookie:
         except Exception:
             self.counters.rejected_adds += 1
             raise
+        started = time.perf_counter()
         await self._committer.add(ledger_id, master_key, checked, recovery)
+        _add_latency.record((time.perf_counter() - started) * 1000)
         return [entry_id for entry_id, _ in entries]
 
     def _check_add(
@@ -242,6 +258,7 @@ class Bookie:
         data = await asyncio.to_thread(self._store.read, ledger_id, entry_id)
         if data is None:
             raise NotFound(f"entry {entry_id} of ledger {ledger_id} is not on this bookie", Reason.ENTRY_NOT_FOUND)
+        _bytes_read.add(len(data))
         return entry_id, data
 
     async def read_entries(
@@ -254,7 +271,9 @@ class Bookie:
             raise InvalidArgument("entry ids must not be negative")
         byte_limit = min(max_bytes or self.settings.max_read_bytes, self.settings.max_read_bytes)
         count_limit = min(max_entries or self.settings.max_read_entries, self.settings.max_read_entries)
-        return await asyncio.to_thread(self._store.read_many, ledger_id, entry_ids, byte_limit, count_limit)
+        result = await asyncio.to_thread(self._store.read_many, ledger_id, entry_ids, byte_limit, count_limit)
+        _bytes_read.add(sum(len(data) for _, data in result[0]))
+        return result
 
     async def read_range(
         self, ledger_id: LedgerId, first: int, last: int, max_bytes: int = 0, max_entries: int = 0
@@ -266,7 +285,9 @@ class Bookie:
             raise InvalidArgument(f"entry range {first}..{last} is empty or negative")
         byte_limit = min(max_bytes or self.settings.max_read_bytes, self.settings.max_read_bytes)
         count_limit = min(max_entries or self.settings.max_read_entries, self.settings.max_read_entries)
-        return await asyncio.to_thread(self._store.read_range, ledger_id, first, last, byte_limit, count_limit)
+        result = await asyncio.to_thread(self._store.read_range, ledger_id, first, last, byte_limit, count_limit)
+        _bytes_read.add(sum(len(data) for _, data in result[0]))
+        return result
 
     def last_add_confirmed(self, ledger_id: LedgerId) -> tuple[int, int, bool]:
         """(LAC, last entry id, fenced) as this bookie knows them."""
@@ -301,6 +322,9 @@ class Bookie:
     # -- info ------------------------------------------------------------------
 
     def _flushed(self, stats: FlushStats) -> None:
+        _sync_latency.record(stats.sync_seconds * 1000)
+        _batch_entries.record(stats.entries)
+        _bytes_written.add(stats.size_bytes)
         self._recent_flushes.append(stats)
         self.counters.adds += stats.entries
         self.counters.add_bytes += stats.size_bytes

@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 
 from quire_bookie.bookie import Bookie
 from quire_common.ids import LedgerId
+from quire_common.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -57,12 +58,7 @@ class LedgerCollector:
         self._task = asyncio.create_task(self._run(), name="ledger-gc")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
+        await cancel_and_wait(self._task)
 
     async def _run(self) -> None:
         while True:

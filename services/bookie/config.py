@@ -72,6 +72,7 @@ class BookieConfig:
             disk_check_interval_seconds=env_int("QUIRE_BOOKIE_DISK_CHECK_INTERVAL_MS", 5000, minimum=50) / 1000,
             max_long_poll_seconds=env_int("QUIRE_BOOKIE_MAX_LONG_POLL_MS", 30_000, minimum=0) / 1000,
             verify_digests=env_bool("QUIRE_BOOKIE_VERIFY_DIGESTS", True),
+            fault_sync_delay_seconds=env_int("QUIRE_BOOKIE_FAULT_SYNC_DELAY_MS", 0, minimum=0, maximum=60_000) / 1000,
         )
         return cls(
             listen_address=f"{env_str('QUIRE_BOOKIE_LISTEN_HOST', '127.0.0.1')}:{port}",

@@ -24,8 +24,10 @@ from dataclasses import dataclass, field, replace
 from quire_bookie.storage import EntryStore, LedgerState
 from quire_common.errors import FailedPrecondition, PermissionDenied, QuireError, Reason, Unavailable
 from quire_common.ids import LedgerId
+from quire_common.telemetry import tracer
 
 log = logging.getLogger(__name__)
+_tracer = tracer(__name__)
 
 NO_STATE = LedgerState()
 
@@ -119,6 +121,7 @@ class GroupCommitter:
         *,
         max_batch_bytes: int = 4 * 1024 * 1024,
         max_delay_seconds: float = 0.0,
+        fault_sync_delay_seconds: float = 0.0,
         max_queued_bytes: int = 64 * 1024 * 1024,
         on_flush: Callable[[FlushStats], None] | None = None,
         on_lac_moved: Callable[[LedgerId], None] | None = None,
@@ -127,6 +130,7 @@ class GroupCommitter:
         self.states = states
         self._max_batch_bytes = max_batch_bytes
         self._max_delay_seconds = max_delay_seconds
+        self._fault_sync_delay_seconds = fault_sync_delay_seconds
         self._queue: deque[Op] = deque()
         self._queued_bytes = 0
         self._wakeup = asyncio.Event()
@@ -267,7 +271,13 @@ class GroupCommitter:
             return
         started = time.monotonic()
         try:
-            await asyncio.to_thread(self._store.write, writes, pending)
+            with _tracer.start_as_current_span("bookie.sync") as span:
+                span.set_attribute("quire.entries", len(writes))
+                span.set_attribute("quire.bytes", sum(len(d) for _, _, d in writes))
+                span.set_attribute("quire.ledgers", [str(ledger_id) for ledger_id in list(pending)[:16]])
+                await asyncio.to_thread(self._store.write, writes, pending)
+                if self._fault_sync_delay_seconds:
+                    await asyncio.sleep(self._fault_sync_delay_seconds)  # injected slow disk (tests, drills)
         except Exception as exc:  # the write failed: nothing in it was stored
             log.error("synced write of %d entries failed", len(writes), exc_info=exc)
             failure = Unavailable(f"bookie storage write failed: {exc}", Reason.BOOKIE_UNAVAILABLE)

@@ -16,6 +16,7 @@ from quire.registry.v1 import registry_pb2, registry_pb2_grpc
 from quire_bookie.cookie import Cookie
 from quire_common.channels import call, open_channel
 from quire_common.errors import NotFound
+from quire_common.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -73,12 +74,7 @@ class RegistrationKeeper:
         self._task = asyncio.create_task(self._run(), name="registration")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
+        await cancel_and_wait(self._task)
 
     def nudge(self) -> None:
         """Send a heartbeat now (the read-only mode changed)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import grpc
+from opentelemetry import trace
 
 from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
 from quire_bookie.bookie import Bookie
@@ -17,12 +18,14 @@ class BookieServicer(bookie_pb2_grpc.BookieServiceServicer):
     async def AddEntries(
         self, request: bookie_pb2.AddEntriesRequest, context: grpc.aio.ServicerContext
     ) -> bookie_pb2.AddEntriesResponse:
-        entry_ids = await self.bookie.add_entries(
-            ledger_id_from_proto(request.ledger_id),
-            request.master_key,
-            [(entry.entry_id, entry.data) for entry in request.entries],
-            request.recovery,
-        )
+        ledger_id = ledger_id_from_proto(request.ledger_id)
+        entries = [(entry.entry_id, entry.data) for entry in request.entries]
+        span = trace.get_current_span()
+        if span.is_recording():  # for the telemetry stage: how much this add carried
+            span.set_attribute("quire.ledger", str(ledger_id))
+            span.set_attribute("quire.entries", len(entries))
+            span.set_attribute("quire.bytes", sum(len(data) for _, data in entries))
+        entry_ids = await self.bookie.add_entries(ledger_id, request.master_key, entries, request.recovery)
         return bookie_pb2.AddEntriesResponse(entry_ids=entry_ids)
 
     async def ReadEntry(

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from quire.gateway.v1 import blob_pb2, blob_pb2_grpc, ledger_pb2, ledger_pb2_grpc
+from quire_common.admin_http import start_admin_server
 from quire_common.bookies import BookieDirectory
 from quire_common.config import env_bool, env_float, env_int, env_str
 from quire_common.server import create_server, mark_serving, serve_until_signalled
 from quire_common.service import run_service
+from quire_gateway.blobs import BlobSettings, BlobStore
 from quire_gateway.handle import WriteSettings
 from quire_gateway.ledgers import LedgerManager
+from quire_gateway.reads import ReadSettings
+from quire_gateway.recovery import RecoverySettings
 from quire_gateway.remote import Remote
 from quire_gateway.servicer import BlobServicer, LedgerServicer
 
@@ -27,24 +32,57 @@ async def main() -> None:
     placement_target = env_str("QUIRE_PLACEMENT_TARGET", "127.0.0.1:7002")
     settings = WriteSettings(
         max_inflight_bytes=env_int("QUIRE_GATEWAY_MAX_INFLIGHT_BYTES", 64 * 1024 * 1024, minimum=1024 * 1024),
-        bookie_retry_seconds=env_float("QUIRE_GATEWAY_BOOKIE_RETRY_SECONDS", 5.0, minimum=0.0),
+        bookie_retry_seconds=env_float("QUIRE_GATEWAY_BOOKIE_RETRY_SECONDS", 2.0, minimum=0.0),
+        add_timeout_seconds=env_float("QUIRE_GATEWAY_ADD_TIMEOUT_SECONDS", 5.0, minimum=0.1),
+        max_calls_per_bookie=env_int("QUIRE_GATEWAY_MAX_CALLS_PER_BOOKIE", 2, minimum=1),
+    )
+    recovery = RecoverySettings(
+        timeout_seconds=env_float("QUIRE_GATEWAY_RECOVERY_TIMEOUT_SECONDS", 30.0, minimum=0.1),
+        bookie_timeout_seconds=env_float("QUIRE_GATEWAY_RECOVERY_BOOKIE_TIMEOUT_SECONDS", 2.0, minimum=0.1),
+    )
+    reads = ReadSettings(
+        speculative_delay_seconds=env_float("QUIRE_GATEWAY_SPECULATIVE_READ_SECONDS", 0.5, minimum=0.001),
     )
     bookies = BookieDirectory(registry_target, resolver_enabled=env_bool("QUIRE_RESOLVER_ENABLED", True))
     bookies.start()
     remote = Remote(registry_target, placement_target, bookies)
-    manager = LedgerManager(remote, settings)
+    manager = LedgerManager(remote, settings, recovery, reads)
+    blobs = BlobStore(
+        manager,
+        BlobSettings(
+            ledgers_per_scope=env_int("QUIRE_GATEWAY_BLOB_LEDGERS_PER_SCOPE", 2, minimum=1),
+            ledger_max_bytes=env_int("QUIRE_GATEWAY_BLOB_LEDGER_MAX_BYTES", 1024**3, minimum=1),
+            ledger_max_age_seconds=env_float("QUIRE_GATEWAY_BLOB_LEDGER_MAX_AGE_SECONDS", 3600.0, minimum=1.0),
+        ),
+    )
 
     def register(server):  # type: ignore[no-untyped-def]
         ledger_pb2_grpc.add_LedgerServiceServicer_to_server(LedgerServicer(manager), server)
-        blob_pb2_grpc.add_BlobServiceServicer_to_server(BlobServicer(), server)
+        blob_pb2_grpc.add_BlobServiceServicer_to_server(BlobServicer(blobs), server)
         return SERVICE_NAMES
 
     server, port, health = create_server(address, register)
     await server.start()
+    admin = await start_admin_server(
+        "QUIRE_GATEWAY_HTTP_PORT",
+        address,
+        env_int("QUIRE_GATEWAY_HTTP_PORT", 8000, minimum=0, maximum=65535),
+        lambda: {"service": "gateway", "registry": registry_target, "placement": placement_target},
+    )
     await mark_serving(health, SERVICE_NAMES)
     log.info("gateway serving on port %d (registry %s, placement %s)", port, registry_target, placement_target)
 
+    async def roll_over_blob_ledgers() -> None:
+        while True:
+            await asyncio.sleep(min(60.0, blobs.settings.ledger_max_age_seconds / 4))
+            await blobs.roll_over_idle()
+
+    roller = asyncio.create_task(roll_over_blob_ledgers())
+
     async def on_stop() -> None:
+        if admin is not None:
+            await admin.stop()
+        roller.cancel()
         await manager.close_all()
         await remote.close()
         await bookies.close()

@@ -4,24 +4,37 @@ Entry e goes to the ensemble members (e + i) mod E for i in 0..W-1 (DESIGN
 section 6). An entry completes when A of its write set have it durably AND
 every earlier entry has completed; the LAC then moves to it. Each entry is
 packed (format V2, the ledger's digest) with the LAC as it stood when packed.
-Entries are batched: one AddEntries call per bookie per submitted batch.
+Entries are batched per bookie: at most a couple of AddEntries calls per
+bookie are in flight, and entries arriving meanwhile go together in the next
+call, so a busy ledger makes bigger calls rather than more of them.
 
 In-flight bytes are bounded: `submit` waits for room, so a slow bookie slows
 its writers instead of growing memory without bound.
+
+Ensemble change: a bookie that stays unreachable (or times out, or turns
+read-only) is replaced. Placement picks a bookie outside the ensemble, a new
+ensemble starting at LAC+1 is recorded in the metadata by compare-and-swap,
+and the pending entries the failed bookie should have stored are resent to
+its replacement; the writer carries on. A fence (FAILED_PRECONDITION
+LEDGER_FENCED from a bookie, or metadata IN_RECOVERY) fails the handle
+instead: the ledger belongs to a recovery now.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections import deque
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
+from typing import Any
 
 from quire.common.v1 import common_pb2
 from quire_common.entry import V2_HEADER_SIZE, Digester, DigestType, master_key, pack_entry
 from quire_common.errors import (
     Aborted,
     FailedPrecondition,
-    PermissionDenied,
     QuireError,
     Reason,
     ResourceExhausted,
@@ -29,33 +42,54 @@ from quire_common.errors import (
 )
 from quire_common.ids import LedgerId
 from quire_common.telemetry import tracer
+from quire_gateway import metrics
+from quire_gateway.quorums import write_set
 from quire_gateway.remote import Remote
+
+__all__ = ["WriteHandle", "WriteSettings", "replaceable", "write_set"]
 
 log = logging.getLogger(__name__)
 _tracer = tracer(__name__)
 
 
-@dataclass
+@dataclass(slots=True)
 class _Pending:
+    entry_id: int
+    packed: bytes  # kept until confirmed: an ensemble change resends it
     length: int  # the ledger's cumulative length including this entry
-    size_bytes: int
+    write_set: list[str]
     future: asyncio.Future[int]
     acks: set[str] = field(default_factory=set)
-    failures: set[str] = field(default_factory=set)
+    submitted_at: float = field(default_factory=time.perf_counter)
 
 
 @dataclass(frozen=True)
 class WriteSettings:
     max_inflight_bytes: int = 64 * 1024 * 1024
     max_entry_bytes: int = 5 * 1024 * 1024 - 1024
-    # How long a bookie may stay unreachable before its entries fail.
-    bookie_retry_seconds: float = 5.0
+    # How long an unreachable bookie is retried before it is replaced.
+    bookie_retry_seconds: float = 2.0
+    # Deadline of one AddEntries call to a bookie; past it the bookie counts as failed.
+    add_timeout_seconds: float = 5.0
+    # AddEntries calls in flight per bookie; entries arriving meanwhile wait and
+    # go together in the next call (so load turns into bigger calls, not more).
+    max_calls_per_bookie: int = 2
+    max_call_bytes: int = 4 * 1024 * 1024
 
 
-def write_set(entry_id: int, ensemble: list[str], write_quorum: int) -> list[str]:
-    """The bookies that store entry `entry_id` (DESIGN section 6 striping)."""
-    size = len(ensemble)
-    return [ensemble[(entry_id + i) % size] for i in range(write_quorum)]
+def replaceable(error: QuireError) -> bool:
+    """Whether a bookie's failure to store entries calls for an ensemble
+    change: it is unreachable or timed out, or it refuses adds because it is
+    read-only or its disk is full. A fence or a wrong master key is an answer
+    about the ledger, not a broken bookie: replacing the bookie would not help
+    and must not happen."""
+    if isinstance(error, Unavailable):
+        return True  # unreachable, timed out, or its storage failed
+    if isinstance(error, FailedPrecondition):
+        return error.reason == Reason.BOOKIE_READ_ONLY
+    if isinstance(error, ResourceExhausted):
+        return error.reason == Reason.DISK_FULL
+    return False
 
 
 class WriteHandle:
@@ -72,8 +106,8 @@ class WriteHandle:
         self.metadata = metadata
         self.version = version
         self.settings = settings
-        self.ensemble = list(metadata.ensembles[-1].bookie_ids)
         self.write_quorum = metadata.write_quorum_size
+        self._set_ensemble(list(metadata.ensembles[-1].bookie_ids))
         self.ack_quorum = metadata.ack_quorum_size
         self.digester = Digester(metadata.digest_type or DigestType.CRC32C, metadata.password)
         self.master_key = master_key(metadata.password)
@@ -82,19 +116,43 @@ class WriteHandle:
         self.length = 0  # cumulative length of every entry submitted
         self.confirmed_length = 0  # cumulative length up to the LAC
         self.closed = False
+        self.ensemble_changes = 0
         self._pending: dict[int, _Pending] = {}
         self._inflight_bytes = 0
         self._room = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
+        # Cleared while the ensemble changes: no new entries are striped and
+        # the LAC stands still, so the new ensemble's first entry (LAC+1) and
+        # the entries to resend are one consistent set.
+        self._stable = asyncio.Event()
+        self._stable.set()
+        self._change_lock = asyncio.Lock()
+        self._replaced: set[str] = set()
         self._failure: QuireError | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._outbox: dict[str, deque[tuple[int, bytes]]] = {}
+        self._calls: dict[str, int] = {}
+
+    def _set_ensemble(self, ensemble: list[str]) -> None:
+        self.ensemble = ensemble
+        # Write sets repeat every E entries: compute them once per ensemble, not per entry.
+        self._stripes = [write_set(i, ensemble, self.write_quorum) for i in range(len(ensemble))]
+
+    @property
+    def failed(self) -> bool:
+        return self._failure is not None
 
     def _check_writable(self) -> None:
         if self._failure is not None:
             raise self._failure
         if self.closed:
             raise FailedPrecondition(f"ledger {self.ledger_id} is closed", Reason.LEDGER_CLOSED)
+
+    def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def submit(self, payloads: list[bytes]) -> list[asyncio.Future[int]]:
         """Assign ids to `payloads`, send them, and return one future per entry
@@ -107,9 +165,14 @@ class WriteHandle:
                     Reason.ENTRY_TOO_LARGE,
                 )
         size = sum(len(p) + V2_HEADER_SIZE for p in payloads)
-        while self._inflight_bytes and self._inflight_bytes + size > self.settings.max_inflight_bytes:
-            self._room.clear()
-            await self._room.wait()
+        while True:
+            if not self._stable.is_set():
+                await self._stable.wait()
+            elif self._inflight_bytes and self._inflight_bytes + size > self.settings.max_inflight_bytes:
+                self._room.clear()
+                await self._room.wait()
+            else:
+                break
             self._check_writable()
         loop = asyncio.get_running_loop()
         futures: list[asyncio.Future[int]] = []
@@ -120,19 +183,43 @@ class WriteHandle:
             self.length += len(payload)
             packed = pack_entry(self.ledger_id, entry_id, self.last_add_confirmed, self.length, payload, self.digester)
             future: asyncio.Future[int] = loop.create_future()
-            self._pending[entry_id] = _Pending(self.length, len(packed), future)
+            members = self._stripes[entry_id % len(self._stripes)]
+            self._pending[entry_id] = _Pending(entry_id, packed, self.length, members, future)
             self._inflight_bytes += len(packed)
             futures.append(future)
-            for bookie_id in write_set(entry_id, self.ensemble, self.write_quorum):
+            for bookie_id in members:
                 per_bookie.setdefault(bookie_id, []).append((entry_id, packed))
         self._idle.clear()
         for bookie_id, entries in per_bookie.items():
-            task = asyncio.create_task(self._send(bookie_id, entries))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._queue(bookie_id, entries)
         return futures
 
+    def _queue(self, bookie_id: str, entries: list[tuple[int, bytes]]) -> None:
+        self._outbox.setdefault(bookie_id, deque()).extend(entries)
+        self._pump(bookie_id)
+
+    def _pump(self, bookie_id: str) -> None:
+        """Start AddEntries calls to `bookie_id` for what waits in its outbox,
+        up to max_calls_per_bookie at a time and max_call_bytes per call."""
+        outbox = self._outbox.get(bookie_id)
+        while outbox and self._calls.get(bookie_id, 0) < self.settings.max_calls_per_bookie:
+            batch: list[tuple[int, bytes]] = []
+            size = 0
+            while outbox and (not batch or size + len(outbox[0][1]) <= self.settings.max_call_bytes):
+                entry = outbox.popleft()
+                batch.append(entry)
+                size += len(entry[1])
+            self._calls[bookie_id] = self._calls.get(bookie_id, 0) + 1
+            self._spawn(self._send(bookie_id, batch))
+
     async def _send(self, bookie_id: str, entries: list[tuple[int, bytes]]) -> None:
+        try:
+            await self._send_once(bookie_id, entries)
+        finally:
+            self._calls[bookie_id] -= 1
+            self._pump(bookie_id)
+
+    async def _send_once(self, bookie_id: str, entries: list[tuple[int, bytes]]) -> None:
         deadline = asyncio.get_running_loop().time() + self.settings.bookie_retry_seconds
         delay = 0.05
         while True:
@@ -145,55 +232,127 @@ class WriteHandle:
                         "quire.entries": len(entries),
                     },
                 ):
-                    await self.remote.add_entries(bookie_id, self.ledger_id, self.master_key, entries)
+                    await self.remote.add_entries(
+                        bookie_id,
+                        self.ledger_id,
+                        self.master_key,
+                        entries,
+                        timeout_seconds=self.settings.add_timeout_seconds,
+                    )
                 break
             except Unavailable as exc:
                 if asyncio.get_running_loop().time() + delay > deadline:
-                    self._bookie_failed(bookie_id, [e for e, _ in entries], exc)
+                    self._bookie_failed(bookie_id, exc)
                     return
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 1.0)
             except QuireError as exc:
-                self._bookie_failed(bookie_id, [e for e, _ in entries], exc)
+                self._bookie_failed(bookie_id, exc)
                 return
         for entry_id, _ in entries:
             pending = self._pending.get(entry_id)
-            if pending is not None:
+            # An ack from a bookie replaced meanwhile does not count.
+            if pending is not None and bookie_id in pending.write_set:
                 pending.acks.add(bookie_id)
         self._advance()
 
-    def _bookie_failed(self, bookie_id: str, entry_ids: list[int], error: QuireError) -> None:
-        log.warning("ledger %s: bookie %s failed %d entries: %s", self.ledger_id, bookie_id, len(entry_ids), error)
-        for entry_id in entry_ids:
-            pending = self._pending.get(entry_id)
-            if pending is None:
-                continue
-            pending.failures.add(bookie_id)
-            if self.write_quorum - len(pending.failures) < self.ack_quorum:
-                # Entries complete in order, so nothing after this one can either.
-                if isinstance(error, FailedPrecondition | PermissionDenied):
-                    self._fail(error)
-                else:
-                    self._fail(
-                        Unavailable(
-                            f"ledger {self.ledger_id}: entry {entry_id} cannot reach its ack quorum of "
-                            f"{self.ack_quorum}: bookie {bookie_id} failed ({error})",
-                            Reason.BOOKIE_UNAVAILABLE,
-                        )
-                    )
+    def _bookie_failed(self, bookie_id: str, error: QuireError) -> None:
+        if self._failure is not None or bookie_id not in self.ensemble:
+            return  # already failed, or already replaced
+        if replaceable(error):
+            log.warning("ledger %s: bookie %s failed (%s); replacing it", self.ledger_id, bookie_id, error)
+            self._spawn(self._change_ensemble(bookie_id))
+        else:
+            self._fail(error)
+
+    async def _change_ensemble(self, failed: str) -> None:
+        """Replace `failed` (DESIGN section 6): a new ensemble from LAC+1,
+        recorded by compare-and-swap, then the pending entries it should have
+        stored are resent to its replacement."""
+        async with self._change_lock:
+            if self._failure is not None or failed not in self.ensemble:
                 return
+            self._stable.clear()
+            try:
+                with _tracer.start_as_current_span(
+                    "quire.gateway.ensemble_change",
+                    attributes={"quire.ledger": self.ledger_id.qualified_name, "quire.bookie": failed},
+                ):
+                    self._replaced.add(failed)
+                    replacement = await self.remote.replace_bookie(
+                        self.metadata, self.ensemble, failed, sorted(self._replaced)
+                    )
+                    first_entry_id = self.last_add_confirmed + 1
+                    ensemble = [replacement if b == failed else b for b in self.ensemble]
+                    await self._record_ensemble(first_entry_id, ensemble)
+                self._set_ensemble(ensemble)
+                self.ensemble_changes += 1
+                metrics.ensemble_changes.add(1)
+                resend: list[tuple[int, bytes]] = []
+                for entry_id in sorted(self._pending):
+                    pending = self._pending[entry_id]
+                    if failed in pending.write_set:
+                        pending.write_set = self._stripes[entry_id % len(self._stripes)]
+                        pending.acks.discard(failed)
+                        resend.append((entry_id, pending.packed))
+                log.info(
+                    "ledger %s: bookie %s replaced by %s from entry %d; resending %d entries",
+                    self.ledger_id,
+                    failed,
+                    replacement,
+                    first_entry_id,
+                    len(resend),
+                )
+                self._outbox.pop(failed, None)  # all of it is in `resend` if still needed
+                if resend:
+                    self._queue(replacement, resend)
+            except QuireError as exc:
+                self._fail(exc)
+            finally:
+                self._stable.set()
         self._advance()
 
+    async def _record_ensemble(self, first_entry_id: int, ensemble: list[str]) -> None:
+        metadata, version = self.metadata, self.version
+        while True:
+            if metadata.state == common_pb2.LEDGER_STATE_CLOSED:
+                raise FailedPrecondition(f"ledger {self.ledger_id} was closed", Reason.LEDGER_CLOSED)
+            if metadata.state == common_pb2.LEDGER_STATE_IN_RECOVERY:
+                raise FailedPrecondition(
+                    f"ledger {self.ledger_id} is fenced: a recovery has taken it over", Reason.LEDGER_FENCED
+                )
+            updated = common_pb2.LedgerMetadata()
+            updated.CopyFrom(metadata)
+            if updated.ensembles[-1].first_entry_id == first_entry_id:
+                # No entry was confirmed in the last ensemble: replace it rather than stack an empty one.
+                del updated.ensembles[-1].bookie_ids[:]
+                updated.ensembles[-1].bookie_ids.extend(ensemble)
+            else:
+                updated.ensembles.append(common_pb2.Ensemble(first_entry_id=first_entry_id, bookie_ids=ensemble))
+            try:
+                self.version = await self.remote.update_ledger_metadata(self.ledger_id, updated, version)
+                self.metadata = updated
+                return
+            except Aborted:
+                metadata, version = await self.remote.get_ledger_metadata(self.ledger_id)
+
     def _advance(self) -> None:
-        """Move the LAC over every consecutive entry that has its ack quorum."""
+        """Move the LAC over every consecutive entry that has its ack quorum
+        (not while the ensemble changes)."""
+        if not self._stable.is_set():
+            return
+        newest: _Pending | None = None
         while True:
             pending = self._pending.get(self.last_add_confirmed + 1)
             if pending is None or len(pending.acks) < self.ack_quorum:
+                if newest is not None:
+                    metrics.add_latency.record((time.perf_counter() - newest.submitted_at) * 1000)
                 break
+            newest = pending
             self.last_add_confirmed += 1
             self.confirmed_length = pending.length
             del self._pending[self.last_add_confirmed]
-            self._inflight_bytes -= pending.size_bytes
+            self._inflight_bytes -= len(pending.packed)
             if not pending.future.done():
                 pending.future.set_result(self.last_add_confirmed)
         self._room.set()
@@ -209,9 +368,11 @@ class WriteHandle:
             if not pending.future.done():
                 pending.future.set_exception(error)
         self._pending.clear()
+        self._outbox.clear()
         self._inflight_bytes = 0
         self._room.set()
         self._idle.set()
+        self._stable.set()
 
     async def close(self) -> common_pb2.LedgerMetadata:
         """Stop taking entries, wait for those in flight, then record the end

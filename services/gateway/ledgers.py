@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -22,18 +23,21 @@ from quire_common.errors import (
     PermissionDenied,
     QuireError,
     Reason,
-    Unimplemented,
 )
 from quire_common.ids import LedgerId, ledger_id_to_proto
 from quire_common.quorum import validate_quorum
+from quire_common.telemetry import tracer
 from quire_gateway.handle import WriteHandle, WriteSettings
-from quire_gateway.reads import EntryReader, ReadEntry, read_last_add_confirmed
+from quire_gateway.reads import EntryReader, ReadEntry, ReadSettings
+from quire_gateway.recovery import Recovery, RecoverySettings, read_last_add_confirmed
 from quire_gateway.remote import Remote
 
 log = logging.getLogger(__name__)
+_tracer = tracer(__name__)
 
 DEFAULT_ENSEMBLE, DEFAULT_WRITE_QUORUM, DEFAULT_ACK_QUORUM = 3, 2, 2
 METADATA_FORMAT_VERSION = 1
+READER_LACS_KEPT = 100_000
 
 
 @dataclass(frozen=True)
@@ -59,11 +63,36 @@ def public_metadata(metadata: common_pb2.LedgerMetadata) -> common_pb2.LedgerMet
     return copy
 
 
+def check_range(first: int, last: int, *, confirmed: bool) -> None:
+    """The parameter rules of ReadEntries and ReadUnconfirmedEntries; last =
+    -1 means "up to the LAC", which only a confirmed read can ask for."""
+    if first < 0:
+        raise InvalidArgument(f"first_entry_id {first} is negative")
+    if last == -1:
+        if not confirmed:
+            raise InvalidArgument("an unconfirmed read needs an explicit last_entry_id")
+        return
+    if last < -1:
+        raise InvalidArgument(f"last_entry_id {last} is invalid (use -1 for 'up to the LAC')")
+    if first > last:
+        raise InvalidArgument(f"first_entry_id {first} is after last_entry_id {last}")
+
+
 class LedgerManager:
-    def __init__(self, remote: Remote, settings: WriteSettings | None = None) -> None:
+    def __init__(
+        self,
+        remote: Remote,
+        settings: WriteSettings | None = None,
+        recovery_settings: RecoverySettings | None = None,
+        read_settings: ReadSettings | None = None,
+    ) -> None:
         self.remote = remote
         self.settings = settings or WriteSettings()
+        self.recovery_settings = recovery_settings or RecoverySettings()
+        self.read_settings = read_settings or ReadSettings()
         self.handles: dict[LedgerId, WriteHandle] = {}
+        # LACs readers learned from the bookies, per ledger not written here (LRU-bounded).
+        self._reader_lacs: OrderedDict[tuple[LedgerId, int, int], int] = OrderedDict()
 
     async def create(self, spec: CreateSpec) -> common_pb2.LedgerMetadata:
         ensemble_size = spec.ensemble_size or DEFAULT_ENSEMBLE
@@ -108,11 +137,16 @@ class LedgerManager:
         return await self.remote.get_ledger_metadata(ledger_id)
 
     async def open(self, ledger_id: LedgerId, password: bytes, recovery: bool) -> tuple[common_pb2.LedgerMetadata, int]:
-        metadata, _ = await self.metadata(ledger_id)
+        """Without recovery: the metadata and the LAC, changing nothing. With
+        recovery: fence, recover and close the ledger (recovery.py) and return
+        its agreed end. The password is checked first, so a wrong one fences
+        nothing."""
+        metadata, version = await self.metadata(ledger_id)
         if not hmac.compare_digest(metadata.password, password):
             raise PermissionDenied(f"wrong password for ledger {ledger_id}", Reason.WRONG_PASSWORD)
         if recovery:
-            raise Unimplemented("opening a ledger with recovery is not available yet")
+            closed = await Recovery(self.remote, ledger_id, metadata, version, self.recovery_settings).run()
+            return public_metadata(closed), closed.last_entry_id
         return public_metadata(metadata), await self.last_add_confirmed(ledger_id, metadata)
 
     def _handle(self, ledger_id: LedgerId) -> WriteHandle:
@@ -139,47 +173,102 @@ class LedgerManager:
 
     async def add(self, ledger_id: LedgerId, payload: bytes) -> tuple[int, int]:
         (future,) = await self.append(ledger_id, [payload])
-        entry_id = await future
+        with _tracer.start_as_current_span("quire.gateway.quorum_wait", attributes={"quire.ledger": str(ledger_id)}):
+            entry_id = await future
         return entry_id, self.handles[ledger_id].last_add_confirmed
 
-    async def last_add_confirmed(self, ledger_id: LedgerId, metadata: common_pb2.LedgerMetadata | None = None) -> int:
+    async def last_add_confirmed(
+        self, ledger_id: LedgerId, metadata: common_pb2.LedgerMetadata | None = None, *, refresh: bool = True
+    ) -> int:
+        """The LAC readers get: a closed ledger's last entry; the write
+        handle's LAC if this gateway writes the ledger; otherwise the LAC read
+        from the bookies (coverage rule), remembered as the readers' LAC.
+        Without `refresh` the remembered value is used as it stands (the
+        bookies are asked only if there is none yet), so a confirmed read is
+        bounded by what readers last learned, as a BookKeeper reader is."""
         if metadata is None:
             metadata, _ = await self.metadata(ledger_id)
         if metadata.state == common_pb2.LEDGER_STATE_CLOSED:
             return metadata.last_entry_id
         handle = self.handles.get(ledger_id)
-        if handle is not None:
-            return handle.last_add_confirmed
-        return await read_last_add_confirmed(self.remote, ledger_id, metadata)
+        if handle is not None and not handle.failed:
+            return handle.last_add_confirmed  # this gateway is the writer: it knows best
+        # Keyed by creation time too: a ledger deleted and created again under the same id starts afresh.
+        key = (ledger_id, metadata.create_time.seconds, metadata.create_time.nanos)
+        known = self._reader_lacs.get(key)
+        if known is not None and not refresh:
+            self._reader_lacs.move_to_end(key)
+            return known
+        lac = await read_last_add_confirmed(
+            self.remote, ledger_id, metadata, self.recovery_settings.bookie_timeout_seconds
+        )
+        lac = max(lac, self._reader_lacs.get(key, -1))  # a LAC never moves back
+        self._reader_lacs[key] = lac
+        self._reader_lacs.move_to_end(key)
+        while len(self._reader_lacs) > READER_LACS_KEPT:
+            self._reader_lacs.popitem(last=False)
+        return lac
 
     async def read(
         self, ledger_id: LedgerId, first: int, last: int, *, confirmed: bool
     ) -> AsyncIterator[list[ReadEntry]]:
-        """Entries first..last. Confirmed reads stop at the LAC (last = -1 means
-        up to it; past it is OUT_OF_RANGE); unconfirmed reads (BP-5) go past it."""
-        if first < 0:
-            raise InvalidArgument(f"first_entry_id {first} is negative")
-        if last < -1:
-            raise InvalidArgument(f"last_entry_id {last} is invalid (use -1 for 'up to the LAC')")
+        """Entries first..last. Parameters are checked first (INVALID_ARGUMENT),
+        then, for confirmed reads, the LAC as readers know it (beyond it:
+        OUT_OF_RANGE, decided without asking a bookie once the LAC is known;
+        last = -1 means up to it). OpenLedger, ReadLastAddConfirmed and tails
+        refresh that LAC. Unconfirmed reads (BP-5) go past the LAC, fail
+        NOT_FOUND where no replica has an entry, and never move the LAC."""
+        check_range(first, last, confirmed=confirmed)
         metadata, _ = await self.metadata(ledger_id)
         if confirmed:
-            lac = await self.last_add_confirmed(ledger_id, metadata)
+            lac = await self.last_add_confirmed(ledger_id, metadata, refresh=False)
             if last == -1:
+                if first == lac + 1:
+                    return  # nothing confirmed at or past `first` yet
                 last = lac
-            elif last > lac:
+            if first > lac or last > lac:
                 raise OutOfRange(
-                    f"ledger {ledger_id}: entry {last} is beyond the last-add-confirmed {lac}",
+                    f"ledger {ledger_id}: entry {max(first, last)} is beyond the last-add-confirmed {lac}",
                     Reason.READ_BEYOND_LAC,
                     last_add_confirmed=str(lac),
                 )
-        elif last == -1:
-            raise InvalidArgument("an unconfirmed read needs an explicit last_entry_id")
-        if last != -1 and first > last:
-            if confirmed and first == last + 1:
-                return  # nothing confirmed past `first` yet
-            raise InvalidArgument(f"first_entry_id {first} is after last_entry_id {last}")
-        async for chunk in EntryReader(self.remote, ledger_id, metadata).read(first, last):
+        reader = EntryReader(self.remote, ledger_id, metadata, self.read_settings)
+        async for chunk in reader.read(first, last):
             yield chunk
+
+    async def tail(self, ledger_id: LedgerId, first: int) -> AsyncIterator[list[ReadEntry]]:
+        """Confirmed entries from `first` on, as the LAC advances; ends once
+        the ledger is closed and its last entry delivered."""
+        check_range(first, -1, confirmed=True)
+        next_entry = first
+        while True:
+            metadata, _ = await self.metadata(ledger_id)
+            lac = await self.last_add_confirmed(ledger_id, metadata)
+            if next_entry <= lac:
+                async for chunk in EntryReader(self.remote, ledger_id, metadata, self.read_settings).read(
+                    next_entry, lac
+                ):
+                    yield chunk
+                next_entry = lac + 1
+                continue
+            if metadata.state == common_pb2.LEDGER_STATE_CLOSED:
+                return
+            await self.wait_for_lac(ledger_id, next_entry - 1)
+
+    async def wait_for_lac(self, ledger_id: LedgerId, known_lac: int) -> None:
+        """Return once the LAC may have moved past `known_lac` (or the ledger
+        closed), or after a while anyway. Today a poll of the bookies with a
+        short backoff; a bookie-side long-poll replaces this one method."""
+        delay = 0.01
+        deadline = asyncio.get_running_loop().time() + self.read_settings.tail_wait_seconds
+        while asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.2)
+            metadata, _ = await self.metadata(ledger_id)
+            if metadata.state == common_pb2.LEDGER_STATE_CLOSED:
+                return
+            if await self.last_add_confirmed(ledger_id, metadata) > known_lac:
+                return
 
     async def close(self, ledger_id: LedgerId) -> common_pb2.LedgerMetadata:
         handle = self.handles.get(ledger_id)

@@ -2,32 +2,46 @@
 
 For each entry the replicas are its write set in the ensemble that covers it.
 Entries are read in chunks: each entry is asked of its next untried replica,
-one ReadEntries call per bookie per round, all bookies in parallel. A replica
+one ReadEntries call per bookie at a time, all bookies in parallel. A replica
 that is unreachable, lacks the entry, or returns bytes whose digest does not
-check is skipped for the next one. An entry fails only when every replica has
-been tried: DATA_LOSS if some copy was corrupt, NOT_FOUND if every replica
-said it has no such entry, UNAVAILABLE otherwise.
+check is skipped for the next one. A replica that has not answered within the
+speculative delay gets company: the entry is also asked of its next replica,
+and the first good copy wins. An entry fails only when every replica has been
+tried: DATA_LOSS if some copy was corrupt, NOT_FOUND if every replica said it
+has no such entry, UNAVAILABLE otherwise.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from quire.common.v1 import common_pb2
-from quire_common.entry import Digester, DigestMismatch, DigestType, unpack_entry
+from quire_common.entry import Digester, DigestType, unpack_entry
 from quire_common.errors import DataLoss, NotFound, QuireError, Reason, Unavailable
 from quire_common.ids import LedgerId
 from quire_common.telemetry import tracer
-from quire_gateway.handle import write_set
+from quire_gateway import metrics
+from quire_gateway.quorums import replicas_of
 from quire_gateway.remote import Remote
 
 log = logging.getLogger(__name__)
 _tracer = tracer(__name__)
 
 CHUNK_ENTRIES = 512
+
+__all__ = ["EntryReader", "ReadEntry", "ReadSettings", "replicas_of"]
+
+
+@dataclass(frozen=True)
+class ReadSettings:
+    # A replica slower than this gets the same entries asked of the next one too.
+    speculative_delay_seconds: float = 0.5
+    # How long a tail waits for the LAC to move before looking again from the top.
+    tail_wait_seconds: float = 5.0
 
 
 @dataclass(frozen=True)
@@ -40,30 +54,31 @@ class ReadEntry:
 @dataclass
 class _Attempt:
     replicas: list[str]
-    tried: int = 0
+    asked: int = 0  # replicas asked so far, in write-set order
+    outstanding: int = 0  # requests in flight for this entry
     missing: int = 0
     corrupt: int = 0
     errors: list[str] = field(default_factory=list)
 
-    @property
-    def current(self) -> str | None:
-        return self.replicas[self.tried] if self.tried < len(self.replicas) else None
-
-
-def replicas_of(metadata: common_pb2.LedgerMetadata, entry_id: int) -> list[str]:
-    """The write set of `entry_id` in the ensemble covering it."""
-    ensemble = metadata.ensembles[0]
-    for candidate in metadata.ensembles:
-        if candidate.first_entry_id <= entry_id:
-            ensemble = candidate
-    return write_set(entry_id, list(ensemble.bookie_ids), metadata.write_quorum_size)
+    def next_replica(self) -> str | None:
+        if self.asked >= len(self.replicas):
+            return None
+        self.asked += 1
+        return self.replicas[self.asked - 1]
 
 
 class EntryReader:
-    def __init__(self, remote: Remote, ledger_id: LedgerId, metadata: common_pb2.LedgerMetadata) -> None:
+    def __init__(
+        self,
+        remote: Remote,
+        ledger_id: LedgerId,
+        metadata: common_pb2.LedgerMetadata,
+        settings: ReadSettings | None = None,
+    ) -> None:
         self.remote = remote
         self.ledger_id = ledger_id
         self.metadata = metadata
+        self.settings = settings or ReadSettings()
         self.digester = Digester(metadata.digest_type or DigestType.CRC32C, metadata.password)
 
     async def read(self, first: int, last: int) -> AsyncIterator[list[ReadEntry]]:
@@ -78,55 +93,101 @@ class EntryReader:
                     "quire.last": end,
                 },
             ):
-                yield await self._read_chunk(start, end)
+                started = time.perf_counter()
+                chunk = await self._read_chunk(start, end)
+                metrics.read_latency.record((time.perf_counter() - started) * 1000)
+                yield chunk
 
     async def _read_chunk(self, first: int, last: int) -> list[ReadEntry]:
         attempts = {e: _Attempt(replicas_of(self.metadata, e)) for e in range(first, last + 1)}
         done: dict[int, ReadEntry] = {}
-        while len(done) < len(attempts):
-            by_bookie: dict[str, list[int]] = {}
-            for entry_id, attempt in attempts.items():
-                if entry_id in done:
-                    continue
-                bookie = attempt.current
-                if bookie is None:
-                    raise self._exhausted(entry_id, attempt)
-                by_bookie.setdefault(bookie, []).append(entry_id)
-            results = await asyncio.gather(
-                *(self._read_from(bookie, ids) for bookie, ids in by_bookie.items()), return_exceptions=True
-            )
-            for (bookie, ids), result in zip(by_bookie.items(), results, strict=True):
-                if isinstance(result, BaseException):
-                    if not isinstance(result, QuireError):
-                        raise result
-                    for entry_id in ids:
-                        attempts[entry_id].errors.append(f"{bookie}: {result}")
-                        attempts[entry_id].tried += 1
-                    continue
-                found, missing = result
+        running: dict[asyncio.Future[tuple[dict[int, bytes], set[int]]], tuple[str, list[int]]] = {}
+
+        def launch(requests: dict[str, list[int]]) -> None:
+            for bookie, ids in requests.items():
                 for entry_id in ids:
-                    attempt = attempts[entry_id]
-                    if entry_id in found:
-                        try:
-                            header, payload = unpack_entry(found[entry_id], self.digester)
-                        except DigestMismatch as exc:
-                            log.warning("ledger %s entry %d on %s: %s", self.ledger_id, entry_id, bookie, exc)
-                            attempt.corrupt += 1
-                            attempt.tried += 1
-                            continue
-                        if header.ledger_id != self.ledger_id or header.entry_id != entry_id:
-                            attempt.corrupt += 1
-                            attempt.tried += 1
-                            continue
-                        done[entry_id] = ReadEntry(entry_id, payload, header.length)
-                    elif entry_id in missing:
-                        attempt.missing += 1
-                        attempt.tried += 1
-                    # else: cut by the response size limit; ask the same replica again.
+                    attempts[entry_id].outstanding += 1
+                task = asyncio.ensure_future(self.remote.read_entries(bookie, self.ledger_id, ids))
+                running[task] = (bookie, ids)
+
+        def ask_next(entry_ids: list[int], requests: dict[str, list[int]]) -> None:
+            for entry_id in entry_ids:
+                bookie = attempts[entry_id].next_replica()
+                if bookie is not None:
+                    requests.setdefault(bookie, []).append(entry_id)
+
+        try:
+            first_round: dict[str, list[int]] = {}
+            ask_next(list(attempts), first_round)
+            launch(first_round)
+            while len(done) < len(attempts):
+                if not running:
+                    stuck = next(e for e in attempts if e not in done)
+                    raise self._exhausted(stuck, attempts[stuck])
+                finished, _ = await asyncio.wait(
+                    running, timeout=self.settings.speculative_delay_seconds, return_when=asyncio.FIRST_COMPLETED
+                )
+                follow_up: dict[str, list[int]] = {}
+                if not finished:
+                    # Every replica asked is slow: ask the next one as well.
+                    slow = [e for e, a in attempts.items() if e not in done and a.outstanding]
+                    ask_next(slow, follow_up)
+                for task in finished:
+                    bookie, ids = running.pop(task)
+                    for entry_id in ids:
+                        attempts[entry_id].outstanding -= 1
+                    retry_here = self._take(task, bookie, ids, attempts, done)
+                    if retry_here:
+                        follow_up.setdefault(bookie, []).extend(retry_here)
+                    failed = [e for e in ids if e not in done and e not in retry_here and not attempts[e].outstanding]
+                    ask_next(failed, follow_up)
+                launch(follow_up)
+        finally:
+            for task in running:
+                task.cancel()
         return [done[e] for e in range(first, last + 1)]
 
-    async def _read_from(self, bookie_id: str, entry_ids: list[int]) -> tuple[dict[int, bytes], set[int]]:
-        return await self.remote.read_entries(bookie_id, self.ledger_id, entry_ids)
+    def _take(
+        self,
+        task: asyncio.Future[tuple[dict[int, bytes], set[int]]],
+        bookie: str,
+        ids: list[int],
+        attempts: dict[int, _Attempt],
+        done: dict[int, ReadEntry],
+    ) -> list[int]:
+        """Record one bookie's answer; return the ids it left out to keep its
+        response small (to be asked of it again)."""
+        error = task.exception()
+        if error is not None:
+            if not isinstance(error, QuireError):
+                raise error
+            for entry_id in ids:
+                attempts[entry_id].errors.append(f"{bookie}: {error}")
+            return []
+        found, missing = task.result()
+        cut: list[int] = []
+        for entry_id in ids:
+            if entry_id in done:
+                continue
+            attempt = attempts[entry_id]
+            if entry_id in found:
+                try:
+                    header, payload = unpack_entry(found[entry_id], self.digester)
+                except QuireError as exc:
+                    log.warning("ledger %s entry %d on %s: %s", self.ledger_id, entry_id, bookie, exc)
+                    attempt.corrupt += 1
+                    metrics.digest_mismatches.add(1, {"bookie_id": bookie})
+                    continue
+                if header.ledger_id != self.ledger_id or header.entry_id != entry_id:
+                    attempt.corrupt += 1
+                    metrics.digest_mismatches.add(1, {"bookie_id": bookie})
+                    continue
+                done[entry_id] = ReadEntry(entry_id, payload, header.length)
+            elif entry_id in missing:
+                attempt.missing += 1
+            else:
+                cut.append(entry_id)
+        return cut
 
     def _exhausted(self, entry_id: int, attempt: _Attempt) -> QuireError:
         where = f"entry {entry_id} of ledger {self.ledger_id}"
@@ -138,20 +199,3 @@ class EntryReader:
             f"{where}: no replica could be read ({'; '.join(attempt.errors) or 'all unreachable'})",
             Reason.BOOKIE_UNAVAILABLE,
         )
-
-
-async def read_last_add_confirmed(remote: Remote, ledger_id: LedgerId, metadata: common_pb2.LedgerMetadata) -> int:
-    """The highest LAC any bookie of the last ensemble reports. (The
-    coverage rule that makes this safe against a minority of slow bookies
-    belongs to recovery.)"""
-    bookies = list(metadata.ensembles[-1].bookie_ids)
-    results = await asyncio.gather(
-        *(remote.read_last_add_confirmed(b, ledger_id) for b in bookies), return_exceptions=True
-    )
-    lacs = [r[0] for r in results if not isinstance(r, BaseException)]
-    if not lacs:
-        raise Unavailable(
-            f"ledger {ledger_id}: none of the {len(bookies)} bookies of its last ensemble answered",
-            Reason.BOOKIE_UNAVAILABLE,
-        )
-    return max(lacs)

@@ -126,6 +126,30 @@ class Remote:
         )
         return list(response.bookie_ids)
 
+    async def replace_bookie(
+        self,
+        metadata: common_pb2.LedgerMetadata,
+        ensemble: list[str],
+        failed_bookie_id: str,
+        exclude: list[str],
+    ) -> str:
+        response = await call(
+            self.placement.ReplaceBookie(
+                placement_pb2.ReplaceBookieRequest(
+                    ensemble_size=metadata.ensemble_size,
+                    write_quorum_size=metadata.write_quorum_size,
+                    ack_quorum_size=metadata.ack_quorum_size,
+                    ensemble_bookie_ids=ensemble,
+                    failed_bookie_id=failed_bookie_id,
+                    exclude_bookie_ids=exclude,
+                    custom_metadata=dict(metadata.custom_metadata),
+                ),
+                timeout=self.timeout,
+            ),
+            f"choosing a bookie to replace {failed_bookie_id}",
+        )
+        return str(response.bookie_id)
+
     # -- bookies -----------------------------------------------------------------
 
     async def _bookie(self, bookie_id: str) -> bookie_pb2_grpc.BookieServiceStub:
@@ -141,11 +165,13 @@ class Remote:
     def _forget(self, bookie_id: str) -> None:
         self.bookies.invalidate(bookie_id)
 
-    async def _bookie_call(self, bookie_id: str, method: str, request, what: str):  # type: ignore[no-untyped-def]
+    async def _bookie_call(  # type: ignore[no-untyped-def]
+        self, bookie_id: str, method: str, request, what: str, timeout_seconds: float | None = None
+    ):
         stub = await self._bookie(bookie_id)
         try:
             return await call(
-                getattr(stub, method)(request, timeout=self.timeout),
+                getattr(stub, method)(request, timeout=timeout_seconds or self.timeout),
                 f"{what} on bookie {bookie_id}",
             )
         except Unavailable:
@@ -159,6 +185,7 @@ class Remote:
         master_key: bytes,
         entries: list[tuple[int, bytes]],
         recovery: bool = False,
+        timeout_seconds: float | None = None,
     ) -> None:
         request = bookie_pb2.AddEntriesRequest(
             ledger_id=ledger_id_to_proto(ledger_id),
@@ -166,21 +193,37 @@ class Remote:
             entries=[bookie_pb2.PackedEntry(entry_id=e, data=d) for e, d in entries],
             recovery=recovery,
         )
-        await self._bookie_call(bookie_id, "AddEntries", request, f"adding {len(entries)} entries")
+        await self._bookie_call(bookie_id, "AddEntries", request, f"adding {len(entries)} entries", timeout_seconds)
 
     async def read_entries(
-        self, bookie_id: str, ledger_id: LedgerId, entry_ids: list[int]
+        self, bookie_id: str, ledger_id: LedgerId, entry_ids: list[int], timeout_seconds: float | None = None
     ) -> tuple[dict[int, bytes], set[int]]:
         """Entries found and ids the bookie says it does not have. Ids in
         neither were cut by the response size limit."""
         request = bookie_pb2.ReadEntriesRequest(ledger_id=ledger_id_to_proto(ledger_id), entry_ids=entry_ids)
-        response = await self._bookie_call(bookie_id, "ReadEntries", request, f"reading {len(entry_ids)} entries")
+        response = await self._bookie_call(
+            bookie_id, "ReadEntries", request, f"reading {len(entry_ids)} entries", timeout_seconds
+        )
         return {e.entry_id: e.data for e in response.entries}, set(response.missing_entry_ids)
 
-    async def read_last_add_confirmed(self, bookie_id: str, ledger_id: LedgerId) -> tuple[int, int, bool]:
+    async def read_last_add_confirmed(
+        self, bookie_id: str, ledger_id: LedgerId, timeout_seconds: float | None = None
+    ) -> tuple[int, int, bool]:
         request = bookie_pb2.ReadLastAddConfirmedRequest(ledger_id=ledger_id_to_proto(ledger_id))
-        response = await self._bookie_call(bookie_id, "ReadLastAddConfirmed", request, "reading the LAC")
+        response = await self._bookie_call(
+            bookie_id, "ReadLastAddConfirmed", request, "reading the LAC", timeout_seconds
+        )
         return response.last_add_confirmed, response.last_entry_id, response.fenced
+
+    async def fence_ledger(
+        self, bookie_id: str, ledger_id: LedgerId, master_key: bytes, timeout_seconds: float | None = None
+    ) -> tuple[int, int]:
+        """Fence the ledger on one bookie; its (LAC, last entry id) then."""
+        request = bookie_pb2.FenceLedgerRequest(ledger_id=ledger_id_to_proto(ledger_id), master_key=master_key)
+        response = await self._bookie_call(
+            bookie_id, "FenceLedger", request, f"fencing ledger {ledger_id}", timeout_seconds
+        )
+        return response.last_add_confirmed, response.last_entry_id
 
     async def delete_ledger_on_bookie(self, bookie_id: str, ledger_id: LedgerId) -> int:
         request = bookie_pb2.DeleteLedgerRequest(ledger_id=ledger_id_to_proto(ledger_id))

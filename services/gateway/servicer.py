@@ -10,10 +10,14 @@ from collections.abc import AsyncIterator, Iterable
 import grpc
 
 from quire.gateway.v1 import blob_pb2, blob_pb2_grpc, ledger_pb2, ledger_pb2_grpc
-from quire_common.errors import InvalidArgument, QuireError, Unimplemented
+from quire_common.errors import InvalidArgument, QuireError
 from quire_common.ids import LedgerId, ledger_id_from_proto
+from quire_common.telemetry import tracer
+from quire_gateway.blobs import BlobStore
 from quire_gateway.ledgers import CreateSpec, LedgerManager, public_metadata
 from quire_gateway.reads import ReadEntry
+
+_tracer = tracer(__name__)
 
 # Entries per response message are bounded by bytes as well as by count.
 MAX_RESPONSE_BYTES = 4 * 1024 * 1024
@@ -99,7 +103,10 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
                     wake.clear()
                     await wake.wait()
                     continue
-                first = last = await pending.popleft()
+                with _tracer.start_as_current_span(
+                    "quire.gateway.quorum_wait", attributes={"quire.ledger": str(session["ledger"])}
+                ):
+                    first = last = await pending.popleft()
                 # Coalesce entries that are already confirmed into one ack.
                 while pending and pending[0].done() and not pending[0].cancelled():
                     if pending[0].exception() is not None or pending[0].result() != last + 1:
@@ -148,6 +155,13 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
             for batch in batched_by_bytes(chunk):
                 yield ledger_pb2.ReadUnconfirmedEntriesResponse(entries=batch)
 
+    async def TailEntries(
+        self, request: ledger_pb2.TailEntriesRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[ledger_pb2.TailEntriesResponse]:
+        async for chunk in self.manager.tail(ledger_id_from_proto(request.ledger_id), request.first_entry_id):
+            for batch in batched_by_bytes(chunk):
+                yield ledger_pb2.TailEntriesResponse(entries=batch)
+
     async def ReadLastAddConfirmed(
         self, request: ledger_pb2.ReadLastAddConfirmedRequest, context: grpc.aio.ServicerContext
     ) -> ledger_pb2.ReadLastAddConfirmedResponse:
@@ -183,14 +197,27 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
 
 
 class BlobServicer(blob_pb2_grpc.BlobServiceServicer):
-    """Declared in the API; blob ledgers with roll-over are not built yet."""
+    def __init__(self, store: BlobStore) -> None:
+        self.store = store
 
     async def PutBlob(
-        self, request: blob_pb2.PutBlobRequest, context: grpc.aio.ServicerContext
+        self, request_iterator: AsyncIterator[blob_pb2.PutBlobRequest], context: grpc.aio.ServicerContext
     ) -> blob_pb2.PutBlobResponse:
-        raise Unimplemented("PutBlob is not available yet")
+        stream = aiter(request_iterator)
+        first = await anext(stream, None)
+        if first is None:
+            raise InvalidArgument("PutBlob received no message")
+
+        async def parts() -> AsyncIterator[bytes]:
+            yield first.data
+            async for request in stream:
+                yield request.data
+
+        blob_id, size = await self.store.put(first.scope_id, parts())
+        return blob_pb2.PutBlobResponse(blob_id=blob_id, size_bytes=size)
 
     async def GetBlob(
         self, request: blob_pb2.GetBlobRequest, context: grpc.aio.ServicerContext
-    ) -> blob_pb2.GetBlobResponse:
-        raise Unimplemented("GetBlob is not available yet")
+    ) -> AsyncIterator[blob_pb2.GetBlobResponse]:
+        async for data in self.store.get(request.blob_id):
+            yield blob_pb2.GetBlobResponse(data=data)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Mapping
 
@@ -11,9 +10,11 @@ from opentelemetry import metrics
 
 from quire.placement.v1 import placement_pb2, placement_pb2_grpc
 from quire.registry.v1 import registry_pb2
+from quire_common.admin_http import start_admin_server
 from quire_common.bookies import BookieDirectory
 from quire_common.server import create_server, mark_serving, serve_until_signalled
 from quire_common.service import run_service
+from quire_common.tasks import cancel_and_wait
 from quire_placement.config import PlacementConfig
 from quire_placement.placement import Placer
 from quire_placement.remote import BookieInfoClient, RegistryLoadFactors
@@ -58,19 +59,32 @@ async def main() -> None:
 
     server, port, health = create_server(config.address, register)
     await server.start()
+    admin = await start_admin_server(
+        "QUIRE_PLACEMENT_HTTP_PORT",
+        config.address,
+        config.http_port,
+        lambda: {
+            "service": "placement",
+            "policy": config.policy.policy,
+            "disk_weight_placement_enabled": config.weights.enabled,
+            "writable_bookies": sorted(directory.view.writable()),
+            "unknown_bookie_ids": tracker.unknown(),
+        },
+    )
     await mark_serving(health, [SERVICE_NAME])
     log.info(
-        "placement serving on port %d, registry %s, policy %s, disk weights %s",
+        "placement serving on port %d (admin http %s), registry %s, policy %s, disk weights %s",
         port,
+        admin.port if admin else "off",
         config.registry_target,
         config.policy.policy,
         "on" if config.weights.enabled else "off",
     )
 
     async def on_stop() -> None:
-        polling.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await polling
+        if admin is not None:
+            await admin.stop()
+        await cancel_and_wait(polling)
         await info.close()
         await loads.close()
         await directory.close()

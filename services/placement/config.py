@@ -12,6 +12,7 @@ from quire_placement.tracker import WeightSettings
 @dataclass(frozen=True)
 class PlacementConfig:
     address: str
+    http_port: int  # 0: no admin HTTP endpoint
     registry_target: str
     resolver_enabled: bool
     policy: PolicySettings
@@ -24,6 +25,7 @@ class PlacementConfig:
             raise ConfigError(f"QUIRE_PLACEMENT_POLICY={policy!r} is not one of {', '.join(POLICIES)}")
         return cls(
             address=env_str("QUIRE_PLACEMENT_ADDRESS", "127.0.0.1:7002"),
+            http_port=env_int("QUIRE_PLACEMENT_HTTP_PORT", 8002, minimum=0, maximum=65535),
             registry_target=env_str("QUIRE_REGISTRY_TARGET", "127.0.0.1:7001"),
             resolver_enabled=env_bool("QUIRE_RESOLVER_ENABLED", True),
             policy=PolicySettings(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 from quire.registry.v1 import registry_pb2, registry_pb2_grpc
+from quire_common.admin_http import start_admin_server
 from quire_common.server import create_server, mark_serving, serve_until_signalled
 from quire_common.service import run_service
 from quire_registry.config import RegistryConfig
@@ -28,14 +29,27 @@ async def main() -> None:
 
     server, port, health = create_server(config.address, register)
     await server.start()
+    admin = await start_admin_server(
+        "QUIRE_REGISTRY_HTTP_PORT",
+        config.address,
+        config.http_port,
+        lambda: {"service": "registry", "cluster": config.cluster, "etcd": config.etcd_endpoints},
+    )
     await mark_serving(health, [SERVICE_NAME])
     log.info(
-        "registry serving on port %d, etcd %s, cluster %s",
+        "registry serving on port %d (admin http %s), etcd %s, cluster %s",
         port,
+        admin.port if admin else "off",
         ",".join(config.etcd_endpoints),
         config.cluster,
     )
-    await serve_until_signalled(server, health, on_stop=store.close)
+
+    async def on_stop() -> None:
+        if admin is not None:
+            await admin.stop()
+        await store.close()
+
+    await serve_until_signalled(server, health, on_stop=on_stop)
 
 
 if __name__ == "__main__":

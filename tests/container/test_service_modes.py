@@ -6,6 +6,7 @@ graceful stop of every container."""
 
 from __future__ import annotations
 
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -88,7 +89,8 @@ def init_job_script() -> str:
 
 def test_services_in_their_own_containers_form_a_cluster(pods: PodLikeContainers) -> None:
     etcd, etcd_peer, registry, placement, gateway = (free_port() for _ in range(5))
-    bookie_ports = [free_port(), free_port()]
+    registry_http, placement_http, gateway_http = (free_port() for _ in range(3))
+    bookie_ports, bookie_http_ports = [free_port(), free_port()], [free_port(), free_port()]
     pods.run(
         "etcd",
         [
@@ -107,11 +109,15 @@ def test_services_in_their_own_containers_form_a_cluster(pods: PodLikeContainers
     pods.run(
         "registry",
         ["registry"],
-        {"QUIRE_REGISTRY_ADDRESS": f"0.0.0.0:{registry}", "QUIRE_ETCD_ENDPOINTS": f"127.0.0.1:{etcd}"},
+        {
+            "QUIRE_REGISTRY_ADDRESS": f"0.0.0.0:{registry}",
+            "QUIRE_REGISTRY_HTTP_PORT": str(registry_http),
+            "QUIRE_ETCD_ENDPOINTS": f"127.0.0.1:{etcd}",
+        },
     )
     try:
         wait_until_serving([f"127.0.0.1:{registry}"], 60)
-        for index, port in enumerate(bookie_ports):
+        for index, (port, http_port) in enumerate(zip(bookie_ports, bookie_http_ports, strict=True)):
             pods.run(
                 f"bookie-{index}",
                 ["bookie"],
@@ -120,6 +126,7 @@ def test_services_in_their_own_containers_form_a_cluster(pods: PodLikeContainers
                     "QUIRE_BOOKIE_ADVERTISED_HOST": "localhost",
                     "QUIRE_BOOKIE_LISTEN_HOST": "0.0.0.0",
                     "QUIRE_BOOKIE_PORT": str(port),
+                    "QUIRE_BOOKIE_HTTP_PORT": str(http_port),
                     "QUIRE_BOOKIE_DATA_DIR": "/data/bookie",
                     "QUIRE_REGISTRY_TARGET": f"127.0.0.1:{registry}",
                 },
@@ -128,13 +135,18 @@ def test_services_in_their_own_containers_form_a_cluster(pods: PodLikeContainers
         pods.run(
             "placement",
             ["placement"],
-            {"QUIRE_PLACEMENT_ADDRESS": f"0.0.0.0:{placement}", "QUIRE_REGISTRY_TARGET": f"127.0.0.1:{registry}"},
+            {
+                "QUIRE_PLACEMENT_ADDRESS": f"0.0.0.0:{placement}",
+                "QUIRE_PLACEMENT_HTTP_PORT": str(placement_http),
+                "QUIRE_REGISTRY_TARGET": f"127.0.0.1:{registry}",
+            },
         )
         pods.run(
             "gateway",
             ["gateway"],
             {
                 "QUIRE_GATEWAY_ADDRESS": f"0.0.0.0:{gateway}",
+                "QUIRE_GATEWAY_HTTP_PORT": str(gateway_http),
                 "QUIRE_REGISTRY_TARGET": f"127.0.0.1:{registry}",
                 "QUIRE_PLACEMENT_TARGET": f"127.0.0.1:{placement}",
             },
@@ -167,6 +179,11 @@ def test_services_in_their_own_containers_form_a_cluster(pods: PodLikeContainers
         quire.append_all(ledger, [b"one", b"two"])
         assert [entry.payload for entry in quire.read(ledger)] == [b"one", b"two"]
         quire.close_ledger(ledger)
+
+    # The admin endpoints Prometheus scrapes (the manifests' prometheus.io/port).
+    for http_port in [registry_http, placement_http, gateway_http, *bookie_http_ports]:
+        with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/metrics", timeout=5) as response:
+            assert response.status == 200
 
     # SIGTERM drains every service; none needs the SIGKILL that follows the grace period.
     assert set(pods.stop_all().values()) == {0}

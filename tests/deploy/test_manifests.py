@@ -286,11 +286,28 @@ def test_bookies_use_the_pod_name_as_bookie_id_and_its_dns_name_as_address(rende
     assert bookie["readinessProbe"]["grpc"]["service"] == "quire.bookie.v1.BookieService"
     port = int(env_value(bookie, "QUIRE_BOOKIE_PORT")["value"])
     assert bookie["livenessProbe"]["grpc"]["port"] == port
-    http_port = int(env_value(bookie, "QUIRE_BOOKIE_HTTP_PORT")["value"])
-    annotations = bookies["spec"]["template"]["metadata"]["annotations"]
+
+
+@pytest.mark.parametrize(
+    ("kind", "name", "setting"),
+    [
+        ("StatefulSet", "quire-bookie", "QUIRE_BOOKIE_HTTP_PORT"),
+        ("Deployment", "quire-registry", "QUIRE_REGISTRY_HTTP_PORT"),
+        ("Deployment", "quire-placement", "QUIRE_PLACEMENT_HTTP_PORT"),
+        ("Deployment", "quire-gateway", "QUIRE_GATEWAY_HTTP_PORT"),
+    ],
+)
+def test_prometheus_scrapes_each_service_admin_port(
+    rendered: list[Manifest], kind: str, name: str, setting: str
+) -> None:
+    workload = named(rendered, kind, name)
+    container = workload["spec"]["template"]["spec"]["containers"][0]
+    http_port = int(env_value(container, setting)["value"])
+    annotations = workload["spec"]["template"]["metadata"]["annotations"]
     assert annotations["prometheus.io/scrape"] == "true"
+    assert annotations["prometheus.io/path"] == "/metrics"
     assert int(annotations["prometheus.io/port"]) == http_port
-    assert http_port in {p["containerPort"] for p in bookie["ports"]}
+    assert http_port in {p["containerPort"] for p in container["ports"]}
 
 
 def test_stateless_services_run_two_or_more_replicas_behind_services(rendered: list[Manifest]) -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
@@ -10,19 +12,25 @@ from quire_client import QuireClient
 from quire_client.cluster import LocalCluster, Ports
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    data_dir = tmp_path_factory.mktemp("cluster")
+@contextmanager
+def running_cluster(data_dir: Path, bookies: int = 3, **env: str) -> Iterator[LocalCluster]:
+    """Start a local cluster and stop every process it started, whatever happens."""
     local = LocalCluster(
         data_dir,
-        Ports.free(bookies=3),
-        extra_env={"QUIRE_TELEMETRY_DIR": str(data_dir / "telemetry"), "QUIRE_BOOKIE_TTL_SECONDS": "3"},
+        Ports.free(bookies=bookies),
+        extra_env={"QUIRE_TELEMETRY_DIR": str(data_dir / "telemetry"), "QUIRE_BOOKIE_TTL_SECONDS": "3", **env},
     )
     local.start()
     try:
         yield local
     finally:
         local.stop()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    with running_cluster(tmp_path_factory.mktemp("cluster")) as local:
+        yield local
 
 
 @pytest.fixture

@@ -104,3 +104,33 @@ def test_errors_are_one_line_with_code_and_no_traceback(cluster):
         result = quire(cluster, *args)
         assert result.returncode == 1
         assert expected in result.stderr and "Traceback" not in result.stderr
+
+
+def test_recover_tail_blob_and_smoke_commands(cluster, tmp_path):
+    ledger = quire(cluster, "ledger", "create", "--password", "pw").stdout.strip()
+    quire(cluster, "ledger", "append", ledger, "a", "b", "c")
+    unconfirmed = quire(cluster, "ledger", "read", ledger, "--from", "1", "--to", "2", "--unconfirmed")
+    assert unconfirmed.stdout.splitlines() == ["1\tb", "2\tc"], unconfirmed.stderr
+    wrong = quire(cluster, "ledger", "recover", ledger, "--password", "nope")
+    assert wrong.returncode == 1 and "PERMISSION_DENIED" in wrong.stderr
+    read = quire(cluster, "ledger", "read", ledger, "--recover", "--password", "pw", "--from", "1")
+    assert read.stdout.splitlines() == ["1\tb", "2\tc"], read.stderr
+    recovered = quire(cluster, "ledger", "recover", ledger, "--password", "pw")
+    assert "closed at entry 2" in recovered.stdout, recovered.stderr
+    tail = quire(cluster, "ledger", "tail", ledger)  # closed: prints everything, then ends
+    assert tail.stdout.splitlines() == ["0\ta", "1\tb", "2\tc"], tail.stderr
+    past = quire(cluster, "ledger", "read", ledger, "--from", "0", "--to", "3")
+    assert past.returncode == 1 and "OUT_OF_RANGE" in past.stderr
+
+    source = tmp_path / "blob.bin"
+    source.write_bytes(bytes(range(256)) * 9000)
+    blob_id = quire(cluster, "blob", "put", str(source)).stdout.strip()
+    assert blob_id
+    target = tmp_path / "back.bin"
+    got = quire(cluster, "blob", "get", blob_id, "-o", str(target))
+    assert got.returncode == 0, got.stderr
+    assert target.read_bytes() == source.read_bytes()
+
+    smoke = quire(cluster, "dev", "smoke", "--entries", "50")
+    assert smoke.returncode == 0, smoke.stdout + smoke.stderr
+    assert "p50" in smoke.stdout and "p99" in smoke.stdout and "smoke: OK" in smoke.stdout

@@ -17,6 +17,7 @@ def test_defaults_are_the_design_ports(monkeypatch: pytest.MonkeyPatch) -> None:
         "QUIRE_STANDALONE_BOOKIE_PORTS",
         "QUIRE_STANDALONE_BOOKIE_HTTP_PORTS",
         "QUIRE_STANDALONE_GATEWAY_PORT",
+        "QUIRE_STANDALONE_GATEWAY_HTTP_PORT",
     ):
         monkeypatch.delenv(name, raising=False)
     assert ports_from_env() == Ports()
@@ -27,7 +28,9 @@ def test_ports_and_bookie_count_come_from_the_environment(monkeypatch: pytest.Mo
     monkeypatch.setenv("QUIRE_STANDALONE_BOOKIE_PORTS", "4001,4002")
     monkeypatch.setenv("QUIRE_STANDALONE_BOOKIE_HTTP_PORTS", "5001,5002")
     monkeypatch.setenv("QUIRE_STANDALONE_GATEWAY_PORT", "4000")
+    monkeypatch.setenv("QUIRE_STANDALONE_GATEWAY_HTTP_PORT", "4100")
     ports = ports_from_env()
+    assert ports.gateway_http == 4100
     assert ports.bookies == [4001, 4002]
     assert [ports.http_port(i) for i in range(2)] == [5001, 5002]
     assert ports.gateway == 4000

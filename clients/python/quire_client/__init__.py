@@ -1,5 +1,35 @@
 """Python client, command line and local cluster runner for Quire."""
 
-from quire_client.client import QuireClient, QuireClientError
+from quire_client.client import (
+    AbortedError,
+    AlreadyExistsError,
+    DataLossError,
+    DeadlineExceededError,
+    FailedPreconditionError,
+    InvalidArgumentError,
+    LedgerWriter,
+    NotFoundError,
+    OutOfRangeError,
+    PermissionDeniedError,
+    QuireClient,
+    QuireClientError,
+    ResourceExhaustedError,
+    UnavailableError,
+)
 
-__all__ = ["QuireClient", "QuireClientError"]
+__all__ = [
+    "AbortedError",
+    "AlreadyExistsError",
+    "DataLossError",
+    "DeadlineExceededError",
+    "FailedPreconditionError",
+    "InvalidArgumentError",
+    "LedgerWriter",
+    "NotFoundError",
+    "OutOfRangeError",
+    "PermissionDeniedError",
+    "QuireClient",
+    "QuireClientError",
+    "ResourceExhaustedError",
+    "UnavailableError",
+]

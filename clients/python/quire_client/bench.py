@@ -1,84 +1,227 @@
-"""`quire bench`: append and read throughput against a running cluster, or a
-throwaway local one (`--local`); `quire bench bookie` measures one bookie
-(quire_client.bench_bookie). Numbers are printed, never asserted."""
+"""`quire bench`: write through the gateway, read everything back, and print
+(and optionally write as JSON) entries/s, MB/s and add latency percentiles.
+
+The default matrix: E=3 W=3 A=2 and E=3 W=2 A=2, 1 and 16 concurrent writers
+(each its own ledger and AppendEntries stream), 1 KiB and 64 KiB entries,
+durable acks (an entry is acknowledged once A bookies have fsync'd it). Then
+one single-writer run at a moderate, paced rate, one entry per message, for
+latency. Against a running cluster, or a throwaway local one (`--local`).
+`quire bench bookie` measures one bookie alone (quire_client.bench_bookie).
+Numbers are printed, never asserted.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import tempfile
+import threading
 import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from quire.gateway.v1 import ledger_pb2
 from quire_client import bench_bookie
 from quire_client.client import QuireClient
 from quire_client.cluster import LocalCluster, Ports
-from quire_common.ids import LedgerId
+from quire_client.smoke import percentile
+from quire_common.ids import LedgerId, ledger_id_to_proto
 
 
-def run_benchmark(
-    client: QuireClient, entries: int, size: int, batch: int, ensemble: tuple[int, int, int]
-) -> dict[str, float]:
-    payload = os.urandom(size)
-    metadata = client.create_ledger(
-        ensemble_size=ensemble[0], write_quorum_size=ensemble[1], ack_quorum_size=ensemble[2]
+@dataclass
+class RunResult:
+    quorum: str
+    writers: int
+    entry_bytes: int
+    entries: int
+    batch: int
+    paced_entries_per_s: float
+    entries_per_s: float
+    mb_per_s: float
+    add_p50_ms: float
+    add_p99_ms: float
+    add_p999_ms: float
+    read_entries_per_s: float
+    read_mb_per_s: float
+
+
+def _write(
+    client: QuireClient,
+    ledger: LedgerId,
+    count: int,
+    payload: bytes,
+    batch: int,
+    window: int,
+    rate_per_s: float,
+    latencies: list[float],
+) -> None:
+    """Stream `count` entries; record each one's add latency (sent → acknowledged)."""
+    sent_at = [0.0] * count
+    room = threading.Semaphore(window)  # bounded in-flight entries per writer
+
+    def requests() -> Iterator[ledger_pb2.AppendEntriesRequest]:
+        yield ledger_pb2.AppendEntriesRequest(ledger_id=ledger_id_to_proto(ledger))
+        started = time.perf_counter()
+        index = 0
+        while index < count:
+            size = min(batch, count - index)
+            if rate_per_s:
+                time.sleep(max(0.0, started + index / rate_per_s - time.perf_counter()))
+            for _ in range(size):
+                room.acquire()
+            now = time.perf_counter()
+            for entry in range(index, index + size):
+                sent_at[entry] = now
+            yield ledger_pb2.AppendEntriesRequest(payloads=[payload] * size)
+            index += size
+
+    mine: list[float] = []
+    acked = -1
+    for ack in client.ledgers.AppendEntries(requests(), timeout=3600):
+        now = time.perf_counter()
+        for entry in range(ack.first_entry_id, ack.last_entry_id + 1):
+            mine.append(now - sent_at[entry])
+            room.release()
+        acked = ack.last_entry_id
+    if acked != count - 1:
+        raise RuntimeError(f"ledger {ledger}: {acked + 1} of {count} entries acknowledged")
+    latencies.extend(mine)
+
+
+def run_one(
+    target: tuple[str, str],
+    quorum: tuple[int, int, int],
+    writers: int,
+    entry_bytes: int,
+    entries: int,
+    batch: int,
+    rate_per_s: float = 0.0,
+) -> RunResult:
+    payload = os.urandom(entry_bytes)
+    per_writer = max(1, entries // writers)
+    window = max(batch * 4, 64)  # in-flight entries per writer: enough to keep the pipeline busy, no more
+    clients = [QuireClient(*target) for _ in range(writers)]
+    try:
+        ledgers = []
+        for client in clients:
+            metadata = client.create_ledger(
+                ensemble_size=quorum[0], write_quorum_size=quorum[1], ack_quorum_size=quorum[2]
+            )
+            ledgers.append(LedgerId(metadata.ledger_id.scope_id, metadata.ledger_id.ledger_id))
+        latencies: list[float] = []
+        errors: list[BaseException] = []
+
+        def writer(index: int) -> None:
+            try:
+                _write(clients[index], ledgers[index], per_writer, payload, batch, window, rate_per_s, latencies)
+            except BaseException as exc:  # reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=writer, args=(i,)) for i in range(writers)]
+        started = time.perf_counter()
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        write_seconds = time.perf_counter() - started
+        if errors:
+            raise errors[0]
+
+        started = time.perf_counter()
+        read = 0
+        for client, ledger in zip(clients, ledgers, strict=True):
+            for entry in client.read(ledger):
+                if len(entry.payload) != entry_bytes:
+                    raise RuntimeError(f"ledger {ledger} entry {entry.entry_id}: wrong size")
+                read += 1
+        read_seconds = time.perf_counter() - started
+        if read != per_writer * writers:
+            raise RuntimeError(f"read back {read} of {per_writer * writers} entries")
+        for client, ledger in zip(clients, ledgers, strict=True):
+            client.delete_ledger(ledger)
+    finally:
+        for client in clients:
+            client.close()
+    total = per_writer * writers
+    ms = [1000 * s for s in latencies]
+    return RunResult(
+        quorum=f"E{quorum[0]}W{quorum[1]}A{quorum[2]}",
+        writers=writers,
+        entry_bytes=entry_bytes,
+        entries=total,
+        batch=batch,
+        paced_entries_per_s=rate_per_s,
+        entries_per_s=total / write_seconds,
+        mb_per_s=total * entry_bytes / write_seconds / 1e6,
+        add_p50_ms=percentile(ms, 0.50),
+        add_p99_ms=percentile(ms, 0.99),
+        add_p999_ms=percentile(ms, 0.999),
+        read_entries_per_s=total / read_seconds,
+        read_mb_per_s=total * entry_bytes / read_seconds / 1e6,
     )
-    ledger = LedgerId(metadata.ledger_id.scope_id, metadata.ledger_id.ledger_id)
-    started = time.perf_counter()
-    last = client.append_all(ledger, (payload for _ in range(entries)), batch_size=batch)
-    append_seconds = time.perf_counter() - started
-    assert last == entries - 1, f"expected {entries} acknowledged entries, got {last + 1}"
-    started = time.perf_counter()
-    count = sum(1 for _ in client.read(ledger))
-    read_seconds = time.perf_counter() - started
-    assert count == entries
-    started = time.perf_counter()
-    single = min(entries, 500)
-    for _ in range(single):
-        client.add_entry(ledger, payload)
-    add_seconds = time.perf_counter() - started
-    client.delete_ledger(ledger)
-    return {
-        "append_entries_per_s": entries / append_seconds,
-        "append_mib_per_s": entries * size / append_seconds / 2**20,
-        "read_entries_per_s": entries / read_seconds,
-        "read_mib_per_s": entries * size / read_seconds / 2**20,
-        "unary_add_per_s": single / add_seconds,
-        "unary_add_ms": 1000 * add_seconds / single,
-    }
+
+
+def matrix(args: argparse.Namespace) -> Iterator[tuple[tuple[int, int, int], int, int, int, int, float]]:
+    """(quorum, writers, entry bytes, entries, batch, pace) for each run."""
+    quorums = [(3, 3, 2), (3, 2, 2)] if args.quorum is None else [tuple(int(x) for x in args.quorum.split(","))]
+    for quorum in quorums:
+        for writers in args.writers:
+            for size in args.sizes:
+                entries = args.entries if size <= 4096 else max(writers, args.entries * 1024 // size * 4)
+                batch = min(args.batch, max(1, 1024 * 1024 // size))  # at most ~1 MiB per message
+                yield quorum, writers, size, entries, batch, 0.0  # type: ignore[misc]
+    for quorum in quorums:
+        # Latency at moderate load: one writer, one entry per message, paced.
+        yield quorum, 1, 1024, args.paced_entries, 1, args.paced_rate  # type: ignore[misc]
+
+
+def _print(result: RunResult) -> None:
+    pace = f" paced {result.paced_entries_per_s:,.0f}/s" if result.paced_entries_per_s else ""
+    print(
+        f"{result.quorum} writers={result.writers:<2} size={result.entry_bytes:>6}B batch={result.batch:<3}{pace}: "
+        f"{result.entries_per_s:>9,.0f} entries/s {result.mb_per_s:>7.1f} MB/s  "
+        f"add p50 {result.add_p50_ms:6.2f} p99 {result.add_p99_ms:6.2f} p999 {result.add_p999_ms:6.2f} ms  "
+        f"read {result.read_entries_per_s:>9,.0f} entries/s {result.read_mb_per_s:>7.1f} MB/s",
+        flush=True,
+    )
 
 
 def main(args: argparse.Namespace) -> None:
-    ensemble = (args.ensemble, args.write_quorum, args.ack_quorum)
-
-    def report(client: QuireClient) -> None:
-        results = run_benchmark(client, args.entries, args.size, args.batch, ensemble)
-        print(f"entries={args.entries} size={args.size}B batch={args.batch} E/W/A={'/'.join(map(str, ensemble))}")
-        for name, value in results.items():
-            print(f"  {name:<22} {value:>12,.1f}")
+    def report(target: tuple[str, str]) -> None:
+        results = []
+        for quorum, writers, size, entries, batch, pace in matrix(args):
+            result = run_one(target, quorum, writers, size, entries, batch, pace)
+            _print(result)
+            results.append(result)
+        if args.json:
+            Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.json).write_text(json.dumps([asdict(r) for r in results], indent=2) + "\n")
+            print(f"wrote {args.json}")
 
     if args.local:
         with tempfile.TemporaryDirectory(prefix="quire-bench-") as data_dir:
-            cluster = LocalCluster(Path(data_dir), Ports.free(bookies=max(3, args.ensemble)))
+            cluster = LocalCluster(Path(data_dir), Ports.free(bookies=3))
             cluster.start()
             try:
-                with QuireClient(cluster.gateway_target, cluster.registry_target) as client:
-                    report(client)
+                report((cluster.gateway_target, cluster.registry_target))
             finally:
                 cluster.stop()
     else:
-        with QuireClient(args.gateway, args.registry) as client:
-            report(client)
+        report((args.gateway, args.registry))
 
 
 def add_parser(areas: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    bench = areas.add_parser("bench", help="measure append and read throughput")
-    bench.add_argument("--local", action="store_true", help="start a throwaway local cluster for the run")
-    bench.add_argument("--entries", type=int, default=20_000)
-    bench.add_argument("--size", type=int, default=1024, help="payload bytes per entry")
-    bench.add_argument("--batch", type=int, default=100, help="entries per stream message")
-    bench.add_argument("--ensemble", "-e", type=int, default=3)
-    bench.add_argument("--write-quorum", "-w", type=int, default=2)
-    bench.add_argument("--ack-quorum", "-a", type=int, default=2)
+    bench = areas.add_parser("bench", help="measure write and read throughput and add latency")
+    bench.add_argument("--local", action="store_true", help="start a throwaway local cluster (3 bookies)")
+    bench.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    bench.add_argument("--entries", type=int, default=32_000, help="entries per 1 KiB run (fewer for larger sizes)")
+    bench.add_argument("--writers", type=int, nargs="+", default=[1, 16], help="concurrent writers per run")
+    bench.add_argument("--sizes", type=int, nargs="+", default=[1024, 65536], help="entry sizes in bytes")
+    bench.add_argument("--batch", type=int, default=100, help="most entries per stream message")
+    bench.add_argument("--quorum", help="one E,W,A (default: 3,3,2 and 3,2,2)")
+    bench.add_argument("--paced-rate", type=float, default=500.0, help="entries/s of the latency run")
+    bench.add_argument("--paced-entries", type=int, default=3000, help="entries of the latency run")
     bench.set_defaults(func=main)
     bench_bookie.add_parser(bench.add_subparsers(dest="target", metavar="{bookie}"))

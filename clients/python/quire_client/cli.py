@@ -1,13 +1,15 @@
 """The `quire` command line.
 
     quire cluster up                      start a local cluster (what `make run` runs)
-    quire ledger create|append|read|close|delete|list|info|meta
+    quire ledger create|append|read|tail|recover|close|delete|list|info|meta
+    quire blob put FILE | get BLOB_ID
     quire bookie list [--state rw|ro|all] | endpoints ID
     quire bookie inspect --data-dir D     look into a stopped bookie's RocksDB (read-only)
     quire bookieinfo                      free and total disk per bookie, and cluster totals
     quire placement weights               how placement weighs each writable bookie (BP-2)
     quire telemetry analyze --input D --output D   load report and load factors (PySpark)
-    quire bench [--local]                 append/read throughput
+    quire dev smoke                       create, write, read back, verify, delete
+    quire bench [--local]                 append/read throughput and latency
 
 Ledger ids are printed and accepted as qualified names (UUID form); 32 hex
 digits and scope:ledger in decimal are accepted too.
@@ -28,7 +30,7 @@ from google.protobuf import json_format
 
 from quire.common.v1 import common_pb2
 from quire.registry.v1 import registry_pb2
-from quire_client import bench
+from quire_client import bench, smoke
 from quire_client.client import QuireClient, QuireClientError
 from quire_client.cluster import ClusterError, LocalCluster, Ports
 from quire_common.bookies import bookie_rpc_address, legacy_address
@@ -108,11 +110,60 @@ def cmd_ledger_append(args: argparse.Namespace) -> None:
     print(f"last entry id {last}")
 
 
+def _print_entry(entry) -> None:  # type: ignore[no-untyped-def]
+    text = entry.payload.decode("utf-8", errors="backslashreplace")
+    print(f"{entry.entry_id}\t{text}", flush=True)
+
+
 def cmd_ledger_read(args: argparse.Namespace) -> None:
     with _client(args) as client:
+        if args.recover:
+            client.recover_ledger(args.ledger, args.password.encode())
         for entry in client.read(args.ledger, args.first, args.last, unconfirmed=args.unconfirmed):
-            text = entry.payload.decode("utf-8", errors="backslashreplace")
-            print(f"{entry.entry_id}\t{text}")
+            _print_entry(entry)
+
+
+def cmd_ledger_tail(args: argparse.Namespace) -> None:
+    with _client(args) as client:
+        for entry in client.tail(args.ledger, args.first):
+            _print_entry(entry)
+
+
+def cmd_ledger_recover(args: argparse.Namespace) -> None:
+    with _client(args) as client:
+        metadata = client.recover_ledger(args.ledger, args.password.encode())
+    print(f"recovered {_ledger_name(metadata)}: closed at entry {metadata.last_entry_id} ({metadata.length} bytes)")
+
+
+def cmd_blob_put(args: argparse.Namespace) -> None:
+    def parts() -> Iterator[bytes]:
+        with open(args.file, "rb") if args.file != "-" else os.fdopen(sys.stdin.fileno(), "rb", closefd=False) as f:
+            while chunk := f.read(1024 * 1024):
+                yield chunk
+
+    with _client(args) as client:
+        print(client.put_blob(parts(), scope_id=args.scope))
+
+
+def cmd_blob_get(args: argparse.Namespace) -> None:
+    with _client(args) as client:
+        parts = client.get_blob_parts(args.blob_id)
+        if args.output and args.output != "-":
+            with open(args.output, "wb") as f:
+                for part in parts:
+                    f.write(part)
+        else:
+            for part in parts:
+                sys.stdout.buffer.write(part)
+            sys.stdout.buffer.flush()
+
+
+def cmd_dev_smoke(args: argparse.Namespace) -> None:
+    with _client(args) as client:
+        report = smoke.run(client, entries=args.entries, size=args.size)
+    print(report.summary())
+    if not report.ok:
+        raise SystemExit(1)
 
 
 def cmd_ledger_close(args: argparse.Namespace) -> None:
@@ -440,10 +491,22 @@ def build_parser() -> argparse.ArgumentParser:
 
     read = ledger.add_parser("read", help="read entries")
     read.add_argument("ledger")
-    read.add_argument("--first", type=int, default=0)
-    read.add_argument("--last", type=int, default=-1, help="-1: up to the last-add-confirmed")
-    read.add_argument("--unconfirmed", action="store_true", help="read past the LAC (needs --last)")
+    read.add_argument("--from", "--first", dest="first", type=int, default=0, help="first entry id")
+    read.add_argument("--to", "--last", dest="last", type=int, default=-1, help="last entry id; -1: up to the LAC")
+    read.add_argument("--unconfirmed", action="store_true", help="read past the LAC (BP-5; needs --to)")
+    read.add_argument("--recover", action="store_true", help="recover (fence and close) the ledger first")
+    read.add_argument("--password", default="", help="the ledger password (for --recover)")
     read.set_defaults(func=cmd_ledger_read)
+
+    tail = ledger.add_parser("tail", help="follow a ledger: print entries as they are confirmed")
+    tail.add_argument("ledger")
+    tail.add_argument("--from", dest="first", type=int, default=0, help="first entry id")
+    tail.set_defaults(func=cmd_ledger_tail)
+
+    recover = ledger.add_parser("recover", help="fence a ledger's writer, recover its end and close it")
+    recover.add_argument("ledger")
+    recover.add_argument("--password", default="")
+    recover.set_defaults(func=cmd_ledger_recover)
 
     for name, func, text in (
         ("close", cmd_ledger_close, "close a ledger at its last-add-confirmed"),
@@ -463,6 +526,22 @@ def build_parser() -> argparse.ArgumentParser:
     meta.add_argument("ledger")
     _add_output(meta)
     meta.set_defaults(func=cmd_ledger_meta)
+
+    blob = areas.add_parser("blob", help="store and fetch blobs").add_subparsers(dest="command", required=True)
+    put = blob.add_parser("put", help="store a file (- for stdin) and print its blob id")
+    put.add_argument("file")
+    put.add_argument("--scope", type=int, default=0)
+    put.set_defaults(func=cmd_blob_put)
+    get = blob.add_parser("get", help="write a blob to stdout (or --output FILE)")
+    get.add_argument("blob_id")
+    get.add_argument("--output", "-o", default=None)
+    get.set_defaults(func=cmd_blob_get)
+
+    dev = areas.add_parser("dev", help="developer checks").add_subparsers(dest="command", required=True)
+    smoke_parser = dev.add_parser("smoke", help="create, write, read back, verify, delete; print latencies")
+    smoke_parser.add_argument("--entries", type=int, default=200)
+    smoke_parser.add_argument("--size", type=int, default=1024)
+    smoke_parser.set_defaults(func=cmd_dev_smoke)
 
     bookie = areas.add_parser("bookie", help="bookies").add_subparsers(dest="command", required=True)
     bookie_list = bookie.add_parser("list", help="list registered bookies")

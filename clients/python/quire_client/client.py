@@ -1,9 +1,16 @@
-"""A small synchronous client for the gateway's LedgerService (and the
-registry's bookie listing). Errors come back as QuireClientError carrying the
-gRPC code and the ErrorInfo reason."""
+"""A small synchronous client for the gateway's LedgerService and
+BlobService (and the registry's bookie listing).
+
+Errors come back as QuireClientError subclasses, one per gRPC code
+(NotFoundError, OutOfRangeError, FailedPreconditionError, ...), each carrying
+the code and the ErrorInfo reason. Write sessions are context managers
+(`with client.writer(ledger) as w: w.append(b"...")`), reads and tails are
+iterators."""
 
 from __future__ import annotations
 
+import queue
+import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -12,7 +19,7 @@ from google.rpc import error_details_pb2, status_pb2
 
 from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
 from quire.common.v1 import common_pb2
-from quire.gateway.v1 import ledger_pb2, ledger_pb2_grpc
+from quire.gateway.v1 import blob_pb2, blob_pb2_grpc, ledger_pb2, ledger_pb2_grpc
 from quire.placement.v1 import placement_pb2, placement_pb2_grpc
 from quire.registry.v1 import registry_pb2, registry_pb2_grpc
 from quire_common.bookies import bookie_rpc_address
@@ -22,11 +29,84 @@ _STATUS_DETAILS_KEY = "grpc-status-details-bin"
 
 
 class QuireClientError(Exception):
+    """A call failed; `code` is the gRPC status code, `reason` the ErrorInfo
+    reason (e.g. ERROR_REASON_LEDGER_FENCED), `retryable` whether trying
+    again may succeed."""
+
+    retryable = False
+
     def __init__(self, code: grpc.StatusCode, reason: str, message: str) -> None:
         super().__init__(f"{code.name}: {message}")
         self.code = code
         self.reason = reason
         self.message = message
+
+
+class InvalidArgumentError(QuireClientError):
+    pass
+
+
+class NotFoundError(QuireClientError):
+    pass
+
+
+class OutOfRangeError(QuireClientError):
+    """A confirmed read beyond the LAC."""
+
+
+class FailedPreconditionError(QuireClientError):
+    """The ledger is closed or fenced, or the bookie is read-only."""
+
+    @property
+    def fenced(self) -> bool:
+        return self.reason == "ERROR_REASON_LEDGER_FENCED"
+
+    @property
+    def closed(self) -> bool:
+        return self.reason == "ERROR_REASON_LEDGER_CLOSED"
+
+
+class AbortedError(QuireClientError):
+    retryable = True
+
+
+class AlreadyExistsError(QuireClientError):
+    pass
+
+
+class PermissionDeniedError(QuireClientError):
+    pass
+
+
+class UnavailableError(QuireClientError):
+    retryable = True
+
+
+class ResourceExhaustedError(QuireClientError):
+    retryable = True
+
+
+class DataLossError(QuireClientError):
+    pass
+
+
+class DeadlineExceededError(QuireClientError):
+    """The outcome is unknown: a write may or may not have been stored."""
+
+
+_ERRORS_BY_CODE: dict[grpc.StatusCode, type[QuireClientError]] = {
+    grpc.StatusCode.INVALID_ARGUMENT: InvalidArgumentError,
+    grpc.StatusCode.NOT_FOUND: NotFoundError,
+    grpc.StatusCode.OUT_OF_RANGE: OutOfRangeError,
+    grpc.StatusCode.FAILED_PRECONDITION: FailedPreconditionError,
+    grpc.StatusCode.ABORTED: AbortedError,
+    grpc.StatusCode.ALREADY_EXISTS: AlreadyExistsError,
+    grpc.StatusCode.PERMISSION_DENIED: PermissionDeniedError,
+    grpc.StatusCode.UNAVAILABLE: UnavailableError,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: ResourceExhaustedError,
+    grpc.StatusCode.DATA_LOSS: DataLossError,
+    grpc.StatusCode.DEADLINE_EXCEEDED: DeadlineExceededError,
+}
 
 
 def _translate(exc: grpc.RpcError) -> QuireClientError:
@@ -37,7 +117,8 @@ def _translate(exc: grpc.RpcError) -> QuireClientError:
                 info = error_details_pb2.ErrorInfo()
                 if detail.Unpack(info):
                     reason = info.reason
-    return QuireClientError(exc.code(), reason, exc.details() or "")  # type: ignore[attr-defined]
+    code = exc.code()  # type: ignore[attr-defined]
+    return _ERRORS_BY_CODE.get(code, QuireClientError)(code, reason, exc.details() or "")  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)
@@ -66,6 +147,7 @@ class QuireClient:
         self._gateway_channel = grpc.insecure_channel(gateway, options=options)
         self._registry_channel = grpc.insecure_channel(registry, options=options)
         self.ledgers = ledger_pb2_grpc.LedgerServiceStub(self._gateway_channel)
+        self.blobs = blob_pb2_grpc.BlobServiceStub(self._gateway_channel)
         self.registry = registry_pb2_grpc.RegistryServiceStub(self._registry_channel)
         self._options = options
         self._placement_target = placement
@@ -116,11 +198,20 @@ class QuireClient:
             request.legacy = True
         return self._unary(self.ledgers.CreateLedger, request).metadata
 
-    def open_ledger(self, ledger: LedgerId | str, password: bytes = b"", recovery: bool = False):  # type: ignore[no-untyped-def]
+    def open_ledger(
+        self, ledger: LedgerId | str, password: bytes = b"", recovery: bool = False
+    ) -> ledger_pb2.OpenLedgerResponse:
+        """Open for reading: metadata and LAC. With recovery, fence the
+        ledger's bookies, recover its end and close it (the LAC returned is
+        then its last entry)."""
         request = ledger_pb2.OpenLedgerRequest(
             ledger_id=ledger_id_to_proto(_as_ledger_id(ledger)), password=password, recovery=recovery
         )
-        return self._unary(self.ledgers.OpenLedger, request)
+        return self._unary(self.ledgers.OpenLedger, request)  # type: ignore[no-any-return]
+
+    def recover_ledger(self, ledger: LedgerId | str, password: bytes = b"") -> common_pb2.LedgerMetadata:
+        """Fence, recover and close a ledger; its closed metadata."""
+        return self.open_ledger(ledger, password, recovery=True).metadata
 
     def add_entry(self, ledger: LedgerId | str, payload: bytes) -> int:
         request = ledger_pb2.AddEntryRequest(ledger_id=ledger_id_to_proto(_as_ledger_id(ledger)), payload=payload)
@@ -176,6 +267,52 @@ class QuireClient:
                 yield from response.entries
         except grpc.RpcError as exc:
             raise _translate(exc) from None
+
+    def tail(self, ledger: LedgerId | str, first: int = 0) -> Iterator[ledger_pb2.Entry]:
+        """Confirmed entries from `first` on, as they are confirmed; ends when
+        the ledger is closed and its last entry delivered."""
+        request = ledger_pb2.TailEntriesRequest(
+            ledger_id=ledger_id_to_proto(_as_ledger_id(ledger)), first_entry_id=first
+        )
+        try:
+            for response in self.ledgers.TailEntries(request):
+                yield from response.entries
+        except grpc.RpcError as exc:
+            raise _translate(exc) from None
+
+    def writer(self, ledger: LedgerId | str, batch_size: int = 100) -> LedgerWriter:
+        """A write session as a context manager: append() queues entries,
+        acknowledgements arrive in the background, and leaving the block waits
+        for every entry (raising the session's error, if any)."""
+        return LedgerWriter(self, _as_ledger_id(ledger), batch_size)
+
+    def put_blob(self, data: bytes | Iterable[bytes], scope_id: int = 0, part_bytes: int = 1024 * 1024) -> str:
+        """Store a blob (bytes, or an iterable of parts for a large one); its id."""
+        parts = [data] if isinstance(data, bytes | bytearray | memoryview) else data
+
+        def requests() -> Iterator[blob_pb2.PutBlobRequest]:
+            sent = False
+            for part in parts:
+                for start in range(0, max(len(part), 1), part_bytes):
+                    yield blob_pb2.PutBlobRequest(scope_id=scope_id, data=bytes(part[start : start + part_bytes]))
+                    sent = True
+            if not sent:
+                yield blob_pb2.PutBlobRequest(scope_id=scope_id)
+
+        try:
+            return str(self.blobs.PutBlob(requests(), timeout=self.timeout * 10).blob_id)
+        except grpc.RpcError as exc:
+            raise _translate(exc) from None
+
+    def get_blob_parts(self, blob_id: str) -> Iterator[bytes]:
+        try:
+            for response in self.blobs.GetBlob(blob_pb2.GetBlobRequest(blob_id=blob_id), timeout=self.timeout * 10):
+                yield response.data
+        except grpc.RpcError as exc:
+            raise _translate(exc) from None
+
+    def get_blob(self, blob_id: str) -> bytes:
+        return b"".join(self.get_blob_parts(blob_id))
 
     def last_add_confirmed(self, ledger: LedgerId | str) -> int:
         request = ledger_pb2.ReadLastAddConfirmedRequest(ledger_id=ledger_id_to_proto(_as_ledger_id(ledger)))
@@ -234,3 +371,83 @@ class QuireClient:
         return self._unary(
             self.registry.GetBookieServiceInfo, registry_pb2.GetBookieServiceInfoRequest(bookie_id=bookie_id)
         )
+
+
+class LedgerWriter:
+    """One AppendEntries session (see QuireClient.writer)."""
+
+    def __init__(self, client: QuireClient, ledger: LedgerId, batch_size: int) -> None:
+        self._client = client
+        self._ledger = ledger
+        self._batch_size = batch_size
+        self._queue: queue.Queue[bytes | None] = queue.Queue(maxsize=10 * batch_size)
+        self._lock = threading.Condition()
+        self.appended = 0  # entries handed to append()
+        self.acknowledged = 0  # of those, how many are confirmed
+        self.last_acknowledged = -1  # the highest entry id confirmed in this session
+        self.error: QuireClientError | None = None
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> LedgerWriter:
+        self._thread = threading.Thread(target=self._run, name=f"quire-writer-{self._ledger}", daemon=True)
+        self._thread.start()
+        return self
+
+    def _requests(self) -> Iterator[ledger_pb2.AppendEntriesRequest]:
+        """One message per batch: whatever is queued, up to batch_size, so an
+        entry never waits for a batch to fill."""
+        yield ledger_pb2.AppendEntriesRequest(ledger_id=ledger_id_to_proto(self._ledger))
+        while True:
+            payload = self._queue.get()
+            if payload is None:
+                return
+            batch = [payload]
+            while len(batch) < self._batch_size:
+                try:
+                    payload = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if payload is None:
+                    yield ledger_pb2.AppendEntriesRequest(payloads=batch)
+                    return
+                batch.append(payload)
+            yield ledger_pb2.AppendEntriesRequest(payloads=batch)
+
+    def _run(self) -> None:
+        try:
+            for ack in self._client.ledgers.AppendEntries(self._requests()):
+                with self._lock:
+                    self.acknowledged += ack.last_entry_id - ack.first_entry_id + 1
+                    self.last_acknowledged = ack.last_entry_id
+                    self._lock.notify_all()
+        except grpc.RpcError as exc:
+            with self._lock:
+                self.error = _translate(exc)
+                self._lock.notify_all()
+            while True:  # unblock append() callers
+                try:
+                    self._queue.get_nowait()
+                except queue.Empty:
+                    break
+
+    def append(self, payload: bytes) -> None:
+        """Queue one entry (entries get ids in the order they are appended)."""
+        if self.error is not None:
+            raise self.error
+        self._queue.put(payload)
+        self.appended += 1
+
+    def flush(self, timeout: float | None = None) -> int:
+        """Wait until every appended entry is acknowledged; the last entry id."""
+        with self._lock:
+            self._lock.wait_for(lambda: self.error is not None or self.acknowledged >= self.appended, timeout)
+        if self.error is not None:
+            raise self.error
+        return self.last_acknowledged
+
+    def __exit__(self, exc_type: object, *rest: object) -> None:
+        self._queue.put(None)
+        if self._thread is not None:
+            self._thread.join()
+        if exc_type is None and self.error is not None:
+            raise self.error

@@ -1,7 +1,8 @@
 """A local Quire cluster: etcd and every service as its own process.
 
 `quire cluster up` (and so `make run`) uses this, and so do the end-to-end
-tests: start(), kill(name) with SIGKILL, restart(name), stop(). Every process
+tests: start(), kill(name) with SIGKILL, pause(name)/resume(name) with
+SIGSTOP/SIGCONT, restart(name), stop(). Every process
 is started here and stopped here by PID; logs go to <data_dir>/logs/.
 `StandaloneBookie` runs one bookie without a registry (for the bookie
 benchmark and bookie-only tests).
@@ -81,6 +82,10 @@ class Ports:
     bookies: list[int] = field(default_factory=lambda: [3181, 3182, 3183])
     # The bookies' admin HTTP ports; empty: each bookie's port + 5000 (3181 -> 8181).
     bookie_http: list[int] = field(default_factory=list)
+    # The other services' admin HTTP ports (/status, /metrics).
+    gateway_http: int = 8000
+    registry_http: int = 8001
+    placement_http: int = 8002
 
     @classmethod
     def free(cls, bookies: int = 3) -> Ports:
@@ -92,6 +97,9 @@ class Ports:
             free_port(),
             [free_port() for _ in range(bookies)],
             [free_port() for _ in range(bookies)],
+            gateway_http=free_port(),
+            registry_http=free_port(),
+            placement_http=free_port(),
         )
 
     def http_port(self, index: int) -> int:
@@ -99,7 +107,8 @@ class Ports:
 
     def all(self) -> list[int]:
         http = [self.http_port(i) for i in range(len(self.bookies))]
-        return [self.etcd, self.etcd_peer, self.gateway, self.registry, self.placement, *self.bookies, *http]
+        admin = [self.gateway_http, self.registry_http, self.placement_http]
+        return [self.etcd, self.etcd_peer, self.gateway, self.registry, self.placement, *self.bookies, *http, *admin]
 
 
 @dataclass
@@ -177,14 +186,16 @@ class LocalCluster:
         self._add(
             "registry",
             [python, "-m", "quire_registry"],
-            self._env(QUIRE_REGISTRY_ADDRESS=self.registry_target),
+            self._env(
+                QUIRE_REGISTRY_ADDRESS=self.registry_target, QUIRE_REGISTRY_HTTP_PORT=str(self.ports.registry_http)
+            ),
             self.registry_target,
         )
         placement = f"127.0.0.1:{self.ports.placement}"
         self._add(
             "placement",
             [python, "-m", "quire_placement"],
-            self._env(QUIRE_PLACEMENT_ADDRESS=placement),
+            self._env(QUIRE_PLACEMENT_ADDRESS=placement, QUIRE_PLACEMENT_HTTP_PORT=str(self.ports.placement_http)),
             placement,
         )
         for index, (name, port) in enumerate(zip(self.bookie_names, self.ports.bookies, strict=True)):
@@ -202,7 +213,7 @@ class LocalCluster:
         self._add(
             "gateway",
             [python, "-m", "quire_gateway"],
-            self._env(QUIRE_GATEWAY_ADDRESS=self.gateway_target),
+            self._env(QUIRE_GATEWAY_ADDRESS=self.gateway_target, QUIRE_GATEWAY_HTTP_PORT=str(self.ports.gateway_http)),
             self.gateway_target,
         )
 
@@ -300,11 +311,24 @@ class LocalCluster:
             popen.send_signal(signal.SIGKILL)
             popen.wait(timeout=10)
 
+    def pause(self, name: str) -> None:
+        """SIGSTOP: the process hangs, its sockets stay open (a hung bookie)."""
+        popen = self.processes[name].popen
+        if popen is not None and popen.poll() is None:
+            popen.send_signal(signal.SIGSTOP)
+
+    def resume(self, name: str) -> None:
+        """SIGCONT after pause()."""
+        popen = self.processes[name].popen
+        if popen is not None and popen.poll() is None:
+            popen.send_signal(signal.SIGCONT)
+
     def terminate(self, name: str, timeout: float = 15.0) -> None:
         """SIGTERM, then SIGKILL if it has not exited within `timeout`."""
         popen = self.processes[name].popen
         if popen is None or popen.poll() is not None:
             return
+        popen.send_signal(signal.SIGCONT)  # a paused process cannot act on SIGTERM
         popen.send_signal(signal.SIGTERM)
         try:
             popen.wait(timeout=timeout)

@@ -13,6 +13,8 @@ Settings, all optional:
     QUIRE_STANDALONE_ETCD_PORT       2379     QUIRE_STANDALONE_ETCD_PEER_PORT  2380
     QUIRE_STANDALONE_GATEWAY_PORT    7000     QUIRE_STANDALONE_REGISTRY_PORT   7001
     QUIRE_STANDALONE_PLACEMENT_PORT  7002
+    QUIRE_STANDALONE_GATEWAY_HTTP_PORT 8000, QUIRE_STANDALONE_REGISTRY_HTTP_PORT 8001,
+    QUIRE_STANDALONE_PLACEMENT_HTTP_PORT 8002: the services' admin HTTP ports
     QUIRE_STANDALONE_BOOKIE_PORTS    comma-separated, one per bookie
                                      (default 3181, 3182, ... consecutive)
     QUIRE_STANDALONE_BOOKIE_HTTP_PORTS  the bookies' admin HTTP ports, one per
@@ -56,6 +58,9 @@ def ports_from_env() -> Ports:
         placement=port("QUIRE_STANDALONE_PLACEMENT_PORT", 7002),
         bookies=bookie_ports,
         bookie_http=bookie_http_ports,
+        gateway_http=port("QUIRE_STANDALONE_GATEWAY_HTTP_PORT", 8000),
+        registry_http=port("QUIRE_STANDALONE_REGISTRY_HTTP_PORT", 8001),
+        placement_http=port("QUIRE_STANDALONE_PLACEMENT_HTTP_PORT", 8002),
     )
 
 

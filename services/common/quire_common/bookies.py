@@ -24,6 +24,7 @@ from quire.registry.v1 import registry_pb2, registry_pb2_grpc
 from quire_common.channels import call, open_channel
 from quire_common.errors import NotFound, Reason
 from quire_common.ids import parse_host_port, validate_bookie_id
+from quire_common.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -131,13 +132,8 @@ class BookieDirectory:
             self._task = asyncio.create_task(self._follow(), name="bookie-directory")
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
         await self._channel.close()
 
     async def _follow(self) -> None:

@@ -23,6 +23,7 @@ from grpc_reflection.v1alpha import reflection
 from opentelemetry.instrumentation.grpc import aio_server_interceptor
 
 from quire_common.errors import ERROR_DOMAIN, QuireError
+from quire_common.telemetry import tracing_enabled
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +119,9 @@ def create_server(
     are published through health and reflection.
     """
     server = grpc.aio.server(
-        interceptors=[aio_server_interceptor(), ErrorMappingInterceptor()],
+        interceptors=[aio_server_interceptor(), ErrorMappingInterceptor()]
+        if tracing_enabled()
+        else [ErrorMappingInterceptor()],
         options=[
             ("grpc.max_receive_message_length", 64 * 1024 * 1024),
             ("grpc.max_send_message_length", 64 * 1024 * 1024),

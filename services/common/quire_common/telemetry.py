@@ -47,6 +47,7 @@ from quire_common.config import env_bool, env_float, env_int
 
 log = logging.getLogger(__name__)
 
+_configured = False
 _tracer_provider: TracerProvider | None = None
 _meter_provider: MeterProvider | None = None
 _samples: RotatingJsonLines | None = None
@@ -208,8 +209,8 @@ def _otlp_configured(signal: str) -> bool:
 
 def setup_telemetry(service: str) -> None:
     """Install the tracer and meter providers for this process (idempotent)."""
-    global _tracer_provider, _meter_provider, _samples, _service
-    if _tracer_provider is not None or env_bool("OTEL_SDK_DISABLED", False):
+    global _tracer_provider, _meter_provider, _samples, _service, _configured
+    if _configured or env_bool("OTEL_SDK_DISABLED", False):
         return
     _service = service
     resource = Resource.create({"service.name": service})
@@ -221,10 +222,14 @@ def setup_telemetry(service: str) -> None:
         assert directory
         return RotatingJsonLines(Path(directory), f"{service}-{os.getpid()}-{kind}", file_bytes, total_bytes)
 
-    tracer_provider = TracerProvider(resource=resource)
+    export_traces = bool(directory) or _otlp_configured("TRACES")
+    # No exporter, no provider: the API's no-op tracer stays, and
+    # tracing_enabled() keeps the gRPC tracing interceptors out.
+    tracer_provider = TracerProvider(resource=resource) if export_traces else None
     readers: list[MetricReader] = []
     interval_ms = env_float("QUIRE_TELEMETRY_METRICS_INTERVAL_SECONDS", 10.0, minimum=0.1) * 1000
     if directory:
+        assert tracer_provider is not None
         tracer_provider.add_span_processor(
             BatchSpanProcessor(JsonLinesSpanExporter(sink("spans")), schedule_delay_millis=500)
         )
@@ -232,7 +237,7 @@ def setup_telemetry(service: str) -> None:
             PeriodicExportingMetricReader(JsonLinesMetricExporter(sink("metrics")), export_interval_millis=interval_ms)
         )
         _samples = sink("samples")
-    if _otlp_configured("TRACES"):
+    if tracer_provider is not None and _otlp_configured("TRACES"):
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
         tracer_provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
@@ -244,8 +249,10 @@ def setup_telemetry(service: str) -> None:
         from opentelemetry.exporter.prometheus import PrometheusMetricReader
 
         readers.append(PrometheusMetricReader())
-    trace.set_tracer_provider(tracer_provider)
-    _tracer_provider = tracer_provider
+    if tracer_provider is not None:
+        trace.set_tracer_provider(tracer_provider)
+        _tracer_provider = tracer_provider
+    _configured = True
     if readers:
         _meter_provider = MeterProvider(resource=resource, metric_readers=readers)
         metrics.set_meter_provider(_meter_provider)
@@ -280,6 +287,13 @@ def shutdown_telemetry() -> None:
         _meter_provider.shutdown()
     if _samples is not None:
         _samples.close()
+
+
+def tracing_enabled() -> bool:
+    """Whether this process exports spans. Without it the gRPC tracing
+    interceptors are left out: they cost a noticeable share of every call
+    and would only feed the no-op tracer."""
+    return _tracer_provider is not None
 
 
 def tracer(name: str) -> trace.Tracer:

@@ -77,6 +77,9 @@ class QuireContainer(DockerContainer):
             QUIRE_STANDALONE_PLACEMENT_PORT=str(ports.placement),
             QUIRE_STANDALONE_ETCD_PORT=str(ports.etcd),
             QUIRE_STANDALONE_ETCD_PEER_PORT=str(ports.etcd_peer),
+            QUIRE_STANDALONE_GATEWAY_HTTP_PORT=str(ports.gateway_http),
+            QUIRE_STANDALONE_REGISTRY_HTTP_PORT=str(ports.registry_http),
+            QUIRE_STANDALONE_PLACEMENT_HTTP_PORT=str(ports.placement_http),
             QUIRE_STANDALONE_START_TIMEOUT_SECONDS=str(max(1, math.ceil(self.startup_timeout_seconds))),
         )
         self.with_command("standalone")

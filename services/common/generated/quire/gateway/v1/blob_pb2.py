@@ -22,26 +22,23 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
-from quire.common.v1 import common_pb2 as quire_dot_common_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bquire/gateway/v1/blob.proto\x12\x10quire.gateway.v1\x1a\x1cquire/common/v1/common.proto\"H\n\x06\x42lobId\x12,\n\tledger_id\x18\x01 \x01(\x0b\x32\x19.quire.common.v1.LedgerId\x12\x10\n\x08\x65ntry_id\x18\x02 \x01(\x03\"0\n\x0ePutBlobRequest\x12\x10\n\x08scope_id\x18\x01 \x01(\x04\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\"<\n\x0fPutBlobResponse\x12)\n\x07\x62lob_id\x18\x01 \x01(\x0b\x32\x18.quire.gateway.v1.BlobId\";\n\x0eGetBlobRequest\x12)\n\x07\x62lob_id\x18\x01 \x01(\x0b\x32\x18.quire.gateway.v1.BlobId\"\x1f\n\x0fGetBlobResponse\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x32\xad\x01\n\x0b\x42lobService\x12N\n\x07PutBlob\x12 .quire.gateway.v1.PutBlobRequest\x1a!.quire.gateway.v1.PutBlobResponse\x12N\n\x07GetBlob\x12 .quire.gateway.v1.GetBlobRequest\x1a!.quire.gateway.v1.GetBlobResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bquire/gateway/v1/blob.proto\x12\x10quire.gateway.v1\"0\n\x0ePutBlobRequest\x12\x10\n\x08scope_id\x18\x01 \x01(\x04\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\"6\n\x0fPutBlobResponse\x12\x0f\n\x07\x62lob_id\x18\x01 \x01(\t\x12\x12\n\nsize_bytes\x18\x02 \x01(\x04\"!\n\x0eGetBlobRequest\x12\x0f\n\x07\x62lob_id\x18\x01 \x01(\t\"\x1f\n\x0fGetBlobResponse\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x32\xb1\x01\n\x0b\x42lobService\x12P\n\x07PutBlob\x12 .quire.gateway.v1.PutBlobRequest\x1a!.quire.gateway.v1.PutBlobResponse(\x01\x12P\n\x07GetBlob\x12 .quire.gateway.v1.GetBlobRequest\x1a!.quire.gateway.v1.GetBlobResponse0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'quire.gateway.v1.blob_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_BLOBID']._serialized_start=79
-  _globals['_BLOBID']._serialized_end=151
-  _globals['_PUTBLOBREQUEST']._serialized_start=153
-  _globals['_PUTBLOBREQUEST']._serialized_end=201
-  _globals['_PUTBLOBRESPONSE']._serialized_start=203
-  _globals['_PUTBLOBRESPONSE']._serialized_end=263
-  _globals['_GETBLOBREQUEST']._serialized_start=265
-  _globals['_GETBLOBREQUEST']._serialized_end=324
-  _globals['_GETBLOBRESPONSE']._serialized_start=326
-  _globals['_GETBLOBRESPONSE']._serialized_end=357
-  _globals['_BLOBSERVICE']._serialized_start=360
-  _globals['_BLOBSERVICE']._serialized_end=533
+  _globals['_PUTBLOBREQUEST']._serialized_start=49
+  _globals['_PUTBLOBREQUEST']._serialized_end=97
+  _globals['_PUTBLOBRESPONSE']._serialized_start=99
+  _globals['_PUTBLOBRESPONSE']._serialized_end=153
+  _globals['_GETBLOBREQUEST']._serialized_start=155
+  _globals['_GETBLOBREQUEST']._serialized_end=188
+  _globals['_GETBLOBRESPONSE']._serialized_start=190
+  _globals['_GETBLOBRESPONSE']._serialized_end=221
+  _globals['_BLOBSERVICE']._serialized_start=224
+  _globals['_BLOBSERVICE']._serialized_end=401
 # @@protoc_insertion_point(module_scope)

@@ -1,18 +1,8 @@
-from quire.common.v1 import common_pb2 as _common_pb2
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from collections.abc import Mapping as _Mapping
-from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+from typing import ClassVar as _ClassVar, Optional as _Optional
 
 DESCRIPTOR: _descriptor.FileDescriptor
-
-class BlobId(_message.Message):
-    __slots__ = ("ledger_id", "entry_id")
-    LEDGER_ID_FIELD_NUMBER: _ClassVar[int]
-    ENTRY_ID_FIELD_NUMBER: _ClassVar[int]
-    ledger_id: _common_pb2.LedgerId
-    entry_id: int
-    def __init__(self, ledger_id: _Optional[_Union[_common_pb2.LedgerId, _Mapping]] = ..., entry_id: _Optional[int] = ...) -> None: ...
 
 class PutBlobRequest(_message.Message):
     __slots__ = ("scope_id", "data")
@@ -23,16 +13,18 @@ class PutBlobRequest(_message.Message):
     def __init__(self, scope_id: _Optional[int] = ..., data: _Optional[bytes] = ...) -> None: ...
 
 class PutBlobResponse(_message.Message):
-    __slots__ = ("blob_id",)
+    __slots__ = ("blob_id", "size_bytes")
     BLOB_ID_FIELD_NUMBER: _ClassVar[int]
-    blob_id: BlobId
-    def __init__(self, blob_id: _Optional[_Union[BlobId, _Mapping]] = ...) -> None: ...
+    SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    blob_id: str
+    size_bytes: int
+    def __init__(self, blob_id: _Optional[str] = ..., size_bytes: _Optional[int] = ...) -> None: ...
 
 class GetBlobRequest(_message.Message):
     __slots__ = ("blob_id",)
     BLOB_ID_FIELD_NUMBER: _ClassVar[int]
-    blob_id: BlobId
-    def __init__(self, blob_id: _Optional[_Union[BlobId, _Mapping]] = ...) -> None: ...
+    blob_id: str
+    def __init__(self, blob_id: _Optional[str] = ...) -> None: ...
 
 class GetBlobResponse(_message.Message):
     __slots__ = ("data",)

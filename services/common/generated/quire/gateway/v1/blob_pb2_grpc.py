@@ -27,8 +27,11 @@ if _version_not_supported:
 
 class BlobServiceStub:
     """BlobService stores blobs as ledger entries (BP-5's use case made first
-    class): PutBlob appends to a blob ledger the gateway rolls over by size and
-    age; GetBlob reads with read-unconfirmed semantics.
+    class). The gateway keeps a small pool of open blob ledgers per scope and
+    rolls each over by size and age, closing the old one. A blob is one or more
+    consecutive entries of one blob ledger; its id names them. There is no
+    per-blob delete: space comes back when a whole blob ledger is deleted
+    (DeleteLedger), see docs/decisions.md.
     """
 
     def __init__(self, channel):
@@ -37,12 +40,12 @@ class BlobServiceStub:
         Args:
             channel: A grpc.Channel.
         """
-        self.PutBlob = channel.unary_unary(
+        self.PutBlob = channel.stream_unary(
                 '/quire.gateway.v1.BlobService/PutBlob',
                 request_serializer=quire_dot_gateway_dot_v1_dot_blob__pb2.PutBlobRequest.SerializeToString,
                 response_deserializer=quire_dot_gateway_dot_v1_dot_blob__pb2.PutBlobResponse.FromString,
                 _registered_method=True)
-        self.GetBlob = channel.unary_unary(
+        self.GetBlob = channel.unary_stream(
                 '/quire.gateway.v1.BlobService/GetBlob',
                 request_serializer=quire_dot_gateway_dot_v1_dot_blob__pb2.GetBlobRequest.SerializeToString,
                 response_deserializer=quire_dot_gateway_dot_v1_dot_blob__pb2.GetBlobResponse.FromString,
@@ -51,19 +54,26 @@ class BlobServiceStub:
 
 class BlobServiceServicer:
     """BlobService stores blobs as ledger entries (BP-5's use case made first
-    class): PutBlob appends to a blob ledger the gateway rolls over by size and
-    age; GetBlob reads with read-unconfirmed semantics.
+    class). The gateway keeps a small pool of open blob ledgers per scope and
+    rolls each over by size and age, closing the old one. A blob is one or more
+    consecutive entries of one blob ledger; its id names them. There is no
+    per-blob delete: space comes back when a whole blob ledger is deleted
+    (DeleteLedger), see docs/decisions.md.
     """
 
-    def PutBlob(self, request, context):
-        """PutBlob stores one blob and returns its id.
+    def PutBlob(self, request_iterator, context):
+        """PutBlob stores one blob and returns its id. A small blob is one message;
+        a large one streams in as many messages as needed, their data appended in
+        order. It returns once every byte is on the ack quorum, so GetBlob right
+        after it returns the blob (read-your-writes).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def GetBlob(self, request, context):
-        """GetBlob reads a blob back.
+        """GetBlob streams a blob back in chunks. It reads with read-unconfirmed
+        semantics (BP-5): the blob ledger may still be open.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -72,12 +82,12 @@ class BlobServiceServicer:
 
 def add_BlobServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
-            'PutBlob': grpc.unary_unary_rpc_method_handler(
+            'PutBlob': grpc.stream_unary_rpc_method_handler(
                     servicer.PutBlob,
                     request_deserializer=quire_dot_gateway_dot_v1_dot_blob__pb2.PutBlobRequest.FromString,
                     response_serializer=quire_dot_gateway_dot_v1_dot_blob__pb2.PutBlobResponse.SerializeToString,
             ),
-            'GetBlob': grpc.unary_unary_rpc_method_handler(
+            'GetBlob': grpc.unary_stream_rpc_method_handler(
                     servicer.GetBlob,
                     request_deserializer=quire_dot_gateway_dot_v1_dot_blob__pb2.GetBlobRequest.FromString,
                     response_serializer=quire_dot_gateway_dot_v1_dot_blob__pb2.GetBlobResponse.SerializeToString,
@@ -92,12 +102,15 @@ def add_BlobServiceServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class BlobService:
     """BlobService stores blobs as ledger entries (BP-5's use case made first
-    class): PutBlob appends to a blob ledger the gateway rolls over by size and
-    age; GetBlob reads with read-unconfirmed semantics.
+    class). The gateway keeps a small pool of open blob ledgers per scope and
+    rolls each over by size and age, closing the old one. A blob is one or more
+    consecutive entries of one blob ledger; its id names them. There is no
+    per-blob delete: space comes back when a whole blob ledger is deleted
+    (DeleteLedger), see docs/decisions.md.
     """
 
     @staticmethod
-    def PutBlob(request,
+    def PutBlob(request_iterator,
             target,
             options=(),
             channel_credentials=None,
@@ -107,8 +120,8 @@ class BlobService:
             wait_for_ready=None,
             timeout=None,
             metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
+        return grpc.experimental.stream_unary(
+            request_iterator,
             target,
             '/quire.gateway.v1.BlobService/PutBlob',
             quire_dot_gateway_dot_v1_dot_blob__pb2.PutBlobRequest.SerializeToString,
@@ -134,7 +147,7 @@ class BlobService:
             wait_for_ready=None,
             timeout=None,
             metadata=None):
-        return grpc.experimental.unary_unary(
+        return grpc.experimental.unary_stream(
             request,
             target,
             '/quire.gateway.v1.BlobService/GetBlob',

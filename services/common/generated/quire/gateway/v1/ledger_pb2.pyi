@@ -136,6 +136,20 @@ class ReadUnconfirmedEntriesResponse(_message.Message):
     entries: _containers.RepeatedCompositeFieldContainer[Entry]
     def __init__(self, entries: _Optional[_Iterable[_Union[Entry, _Mapping]]] = ...) -> None: ...
 
+class TailEntriesRequest(_message.Message):
+    __slots__ = ("ledger_id", "first_entry_id")
+    LEDGER_ID_FIELD_NUMBER: _ClassVar[int]
+    FIRST_ENTRY_ID_FIELD_NUMBER: _ClassVar[int]
+    ledger_id: _common_pb2.LedgerId
+    first_entry_id: int
+    def __init__(self, ledger_id: _Optional[_Union[_common_pb2.LedgerId, _Mapping]] = ..., first_entry_id: _Optional[int] = ...) -> None: ...
+
+class TailEntriesResponse(_message.Message):
+    __slots__ = ("entries",)
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.RepeatedCompositeFieldContainer[Entry]
+    def __init__(self, entries: _Optional[_Iterable[_Union[Entry, _Mapping]]] = ...) -> None: ...
+
 class ReadLastAddConfirmedRequest(_message.Message):
     __slots__ = ("ledger_id",)
     LEDGER_ID_FIELD_NUMBER: _ClassVar[int]

@@ -70,6 +70,11 @@ class LedgerServiceStub:
                 request_serializer=quire_dot_gateway_dot_v1_dot_ledger__pb2.ReadUnconfirmedEntriesRequest.SerializeToString,
                 response_deserializer=quire_dot_gateway_dot_v1_dot_ledger__pb2.ReadUnconfirmedEntriesResponse.FromString,
                 _registered_method=True)
+        self.TailEntries = channel.unary_stream(
+                '/quire.gateway.v1.LedgerService/TailEntries',
+                request_serializer=quire_dot_gateway_dot_v1_dot_ledger__pb2.TailEntriesRequest.SerializeToString,
+                response_deserializer=quire_dot_gateway_dot_v1_dot_ledger__pb2.TailEntriesResponse.FromString,
+                _registered_method=True)
         self.ReadLastAddConfirmed = channel.unary_unary(
                 '/quire.gateway.v1.LedgerService/ReadLastAddConfirmed',
                 request_serializer=quire_dot_gateway_dot_v1_dot_ledger__pb2.ReadLastAddConfirmedRequest.SerializeToString,
@@ -151,6 +156,15 @@ class LedgerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def TailEntries(self, request, context):
+        """TailEntries follows a live ledger: it delivers confirmed entries from
+        first_entry_id on as the LAC advances, and ends once the ledger is closed
+        and its last entry delivered.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ReadLastAddConfirmed(self, request, context):
         """ReadLastAddConfirmed returns the ledger's current LAC.
         """
@@ -218,6 +232,11 @@ def add_LedgerServiceServicer_to_server(servicer, server):
                     servicer.ReadUnconfirmedEntries,
                     request_deserializer=quire_dot_gateway_dot_v1_dot_ledger__pb2.ReadUnconfirmedEntriesRequest.FromString,
                     response_serializer=quire_dot_gateway_dot_v1_dot_ledger__pb2.ReadUnconfirmedEntriesResponse.SerializeToString,
+            ),
+            'TailEntries': grpc.unary_stream_rpc_method_handler(
+                    servicer.TailEntries,
+                    request_deserializer=quire_dot_gateway_dot_v1_dot_ledger__pb2.TailEntriesRequest.FromString,
+                    response_serializer=quire_dot_gateway_dot_v1_dot_ledger__pb2.TailEntriesResponse.SerializeToString,
             ),
             'ReadLastAddConfirmed': grpc.unary_unary_rpc_method_handler(
                     servicer.ReadLastAddConfirmed,
@@ -413,6 +432,33 @@ class LedgerService:
             '/quire.gateway.v1.LedgerService/ReadUnconfirmedEntries',
             quire_dot_gateway_dot_v1_dot_ledger__pb2.ReadUnconfirmedEntriesRequest.SerializeToString,
             quire_dot_gateway_dot_v1_dot_ledger__pb2.ReadUnconfirmedEntriesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TailEntries(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/quire.gateway.v1.LedgerService/TailEntries',
+            quire_dot_gateway_dot_v1_dot_ledger__pb2.TailEntriesRequest.SerializeToString,
+            quire_dot_gateway_dot_v1_dot_ledger__pb2.TailEntriesResponse.FromString,
             options,
             channel_credentials,
             insecure,

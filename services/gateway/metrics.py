@@ -1,0 +1,25 @@
+"""The gateway's metrics (docs/telemetry.md lists them), in one place."""
+
+from __future__ import annotations
+
+from quire_common.telemetry import meter
+
+_meter = meter("quire.gateway")
+
+# One sample per acknowledged run of entries (entries acknowledged together
+# share their latency), not per entry: the write path is CPU-bound.
+add_latency = _meter.create_histogram(
+    "quire.gateway.add.duration", unit="ms", description="From an entry's arrival to its acknowledgement"
+)
+read_latency = _meter.create_histogram(
+    "quire.gateway.read.duration", unit="ms", description="One chunk of a read, across its replicas"
+)
+ensemble_changes = _meter.create_counter(
+    "quire.gateway.ensemble_changes", unit="{change}", description="Bookies replaced in a ledger's ensemble"
+)
+recovery_runs = _meter.create_counter(
+    "quire.gateway.recoveries", unit="{recovery}", description="Recovery opens, by outcome"
+)
+digest_mismatches = _meter.create_counter(
+    "quire.gateway.digest_mismatches", unit="{entry}", description="Replica copies whose digest did not check"
+)

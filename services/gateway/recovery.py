@@ -1,0 +1,374 @@
+"""Finding a ledger's end: the LAC as the bookies know it, and recovery
+(fence, read forward, re-add, close) for a ledger whose writer may be gone.
+
+The procedure (DESIGN section 6, BookKeeper's recovery read):
+  1. CAS the metadata OPEN -> IN_RECOVERY (a ledger already IN_RECOVERY is
+     being recovered by someone else; recovery is idempotent, so go on).
+  2. Fence every bookie of the last ensemble in parallel, each call bounded
+     by its own timeout, and go on as soon as the answers cover the ensemble
+     (quorums.covered): from then on the old writer cannot gather an ack
+     quorum, so nothing new can be acknowledged.
+  3. From the highest LAC answered, read entries forward from their write
+     sets. An entry found (digest checked) is re-added with recovery=true to
+     its whole write set (at least A acks); an entry is missing once W-A+1
+     bookies of its write set say they do not have it (quorums.entry_missing).
+     The first missing entry ends the ledger.
+  4. CAS to CLOSED with the last entry id and the length from its header.
+     A CAS conflict re-reads the metadata: if another recovery (or the
+     writer) closed it first, its end is the answer, so concurrent recoveries
+     always report one agreed end.
+Each step is idempotent, so a step that meets unavailable bookies is tried
+again (with a short backoff) until QUIRE_GATEWAY_RECOVERY_TIMEOUT_SECONDS ends
+the whole; the error then names the last cause.
+No grpc here: the calls go through Remote.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from quire.common.v1 import common_pb2
+from quire_common.entry import Digester, DigestType, master_key, parse_header, unpack_entry
+from quire_common.errors import Aborted, PermissionDenied, QuireError, Reason, Unavailable
+from quire_common.ids import LedgerId
+from quire_common.telemetry import tracer
+from quire_gateway import metrics
+from quire_gateway.quorums import covered, entry_missing, replicas_of
+from quire_gateway.remote import Remote
+
+log = logging.getLogger(__name__)
+_tracer = tracer(__name__)
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class RecoverySettings:
+    # The whole recovery open, fencing to close.
+    timeout_seconds: float = 30.0
+    # Each fence, LAC read, recovery read and recovery add to one bookie: a
+    # hung bookie costs at most this much, and the coverage rule goes on without it.
+    bookie_timeout_seconds: float = 2.0
+    # Entries read (and re-added) per round past the LAC.
+    batch_entries: int = 64
+
+
+async def until_covered(
+    metadata: common_pb2.LedgerMetadata,
+    ask: Callable[[str], Awaitable[tuple[int, int]]],
+    what: str,
+    *,
+    cancel_rest: bool,
+) -> list[tuple[int, int]]:
+    """Ask every bookie of the last ensemble, and return the answers as soon
+    as they cover the ensemble (quorums.covered). UNAVAILABLE when every
+    bookie has answered or failed without coverage. With cancel_rest false the
+    calls still outstanding keep running (fences: the more bookies fenced the
+    better); otherwise they are cancelled."""
+    ensemble = list(metadata.ensembles[-1].bookie_ids)
+    tasks = {asyncio.ensure_future(ask(bookie)): position for position, bookie in enumerate(ensemble)}
+    answered: dict[int, tuple[int, int]] = {}
+    failures: list[str] = []
+    outstanding = set(tasks)
+    try:
+        while outstanding:
+            done, outstanding = await asyncio.wait(outstanding, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                position = tasks[task]
+                error = task.exception()
+                if isinstance(error, PermissionDenied):
+                    raise error
+                if error is not None:
+                    if not isinstance(error, QuireError):
+                        raise error
+                    failures.append(f"{ensemble[position]}: {error}")
+                    continue
+                answered[position] = task.result()
+            if covered(len(ensemble), metadata.write_quorum_size, metadata.ack_quorum_size, answered):
+                return list(answered.values())
+    finally:
+        for task in outstanding:
+            if cancel_rest:
+                task.cancel()
+            # Nobody awaits these any more: keep their failures out of the log.
+            task.add_done_callback(lambda t: t.cancelled() or t.exception())
+    raise Unavailable(
+        f"{what}: only {len(answered)} of the {len(ensemble)} bookies of the last ensemble answered, "
+        f"too few to cover it (E={metadata.ensemble_size} W={metadata.write_quorum_size} "
+        f"A={metadata.ack_quorum_size}): {'; '.join(failures)}",
+        Reason.BOOKIE_UNAVAILABLE,
+    )
+
+
+async def read_last_add_confirmed(
+    remote: Remote, ledger_id: LedgerId, metadata: common_pb2.LedgerMetadata, bookie_timeout_seconds: float
+) -> int:
+    """The LAC as the bookies of the last ensemble know it, once their answers
+    cover the ensemble. Changes nothing (no fencing)."""
+
+    async def ask(bookie: str) -> tuple[int, int]:
+        lac, last_entry_id, _ = await remote.read_last_add_confirmed(bookie, ledger_id, bookie_timeout_seconds)
+        return lac, last_entry_id
+
+    answers = await until_covered(metadata, ask, f"reading the LAC of ledger {ledger_id}", cancel_rest=True)
+    return max(lac for lac, _ in answers)
+
+
+@dataclass
+class _Copies:
+    """What the replicas of one entry said during a recovery read."""
+
+    good: bytes | None = None  # a copy whose digest checks
+    not_found: int = 0  # replicas that say they do not have it
+    cut: bool = False  # a replica left it out to keep its response small
+    problems: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Found:
+    entry_id: int
+    data: bytes
+    length: int
+
+
+class Recovery:
+    """One recovery open of one ledger."""
+
+    def __init__(
+        self,
+        remote: Remote,
+        ledger_id: LedgerId,
+        metadata: common_pb2.LedgerMetadata,
+        version: int,
+        settings: RecoverySettings,
+    ) -> None:
+        self.remote = remote
+        self.ledger_id = ledger_id
+        self.metadata = metadata
+        self.version = version
+        self.settings = settings
+        self.master_key = master_key(metadata.password)
+        self.digester = Digester(metadata.digest_type or DigestType.CRC32C, metadata.password)
+        self._last_problem = ""
+
+    async def run(self) -> common_pb2.LedgerMetadata:
+        """The closed metadata, within the configured timeout."""
+        outcome = "error"
+        try:
+            with _tracer.start_as_current_span(
+                "quire.gateway.recover", attributes={"quire.ledger": self.ledger_id.qualified_name}
+            ):
+                closed = await asyncio.wait_for(self._run(), self.settings.timeout_seconds)
+                outcome = "closed"
+                return closed
+        except TimeoutError:
+            outcome = "timeout"
+            cause = f": {self._last_problem}" if self._last_problem else ""
+            raise Unavailable(
+                f"recovery of ledger {self.ledger_id} did not finish within {self.settings.timeout_seconds:g}s{cause}",
+                Reason.BOOKIE_UNAVAILABLE,
+            ) from None
+        finally:
+            metrics.recovery_runs.add(1, {"outcome": outcome})
+
+    async def _retrying(self, step: Callable[[], Awaitable[T]]) -> T:
+        """Run one step of recovery again while bookies are unavailable: every
+        step is idempotent, and the recovery timeout bounds the whole."""
+        delay = 0.05
+        while True:
+            try:
+                return await step()
+            except Unavailable as exc:
+                self._last_problem = str(exc)
+                log.info("ledger %s recovery: %s; trying again", self.ledger_id, exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+
+    async def _run(self) -> common_pb2.LedgerMetadata:
+        if self.metadata.state == common_pb2.LEDGER_STATE_CLOSED:
+            return self.metadata
+        if not await self._mark_in_recovery():
+            return self.metadata  # closed meanwhile
+        fenced_lac = await self._retrying(self._fence)
+        last_ensemble = self.metadata.ensembles[-1]
+        # Entries before the last ensemble were confirmed when it was made.
+        last_entry_id = max(fenced_lac, last_ensemble.first_entry_id - 1)
+        length = await self._retrying(lambda: self._length_at(last_entry_id))
+        next_entry = last_entry_id + 1
+        while True:
+            found, ended = await self._retrying(lambda: self._read_forward(next_entry))  # noqa: B023
+            if found:
+                await self._retrying(lambda: self._re_add(found))  # noqa: B023
+                last_entry_id, length = found[-1].entry_id, found[-1].length
+                next_entry = last_entry_id + 1
+            if ended:
+                break
+        log.info("ledger %s recovered: last entry %d, length %d", self.ledger_id, last_entry_id, length)
+        return await self._close(last_entry_id, length)
+
+    async def _mark_in_recovery(self) -> bool:
+        """OPEN -> IN_RECOVERY. False if the ledger turned out closed."""
+        while self.metadata.state == common_pb2.LEDGER_STATE_OPEN:
+            updated = common_pb2.LedgerMetadata()
+            updated.CopyFrom(self.metadata)
+            updated.state = common_pb2.LEDGER_STATE_IN_RECOVERY
+            try:
+                self.version = await self.remote.update_ledger_metadata(self.ledger_id, updated, self.version)
+                self.metadata = updated
+            except Aborted:
+                self.metadata, self.version = await self.remote.get_ledger_metadata(self.ledger_id)
+        return self.metadata.state != common_pb2.LEDGER_STATE_CLOSED
+
+    async def _fence(self) -> int:
+        timeout = self.settings.bookie_timeout_seconds
+
+        async def ask(bookie: str) -> tuple[int, int]:
+            return await self.remote.fence_ledger(bookie, self.ledger_id, self.master_key, timeout)
+
+        with _tracer.start_as_current_span("quire.gateway.fence"):
+            answers = await until_covered(self.metadata, ask, f"fencing ledger {self.ledger_id}", cancel_rest=False)
+        return max(lac for lac, _ in answers)
+
+    async def _read_copies(self, entry_ids: list[int]) -> dict[int, _Copies]:
+        """Ask every replica of each entry, one ReadEntries call per bookie."""
+        by_bookie: dict[str, list[int]] = {}
+        for entry_id in entry_ids:
+            for bookie in replicas_of(self.metadata, entry_id):
+                by_bookie.setdefault(bookie, []).append(entry_id)
+        bookies = list(by_bookie)
+        results = await asyncio.gather(
+            *(
+                self.remote.read_entries(b, self.ledger_id, by_bookie[b], self.settings.bookie_timeout_seconds)
+                for b in bookies
+            ),
+            return_exceptions=True,
+        )
+        outcome = {e: _Copies() for e in entry_ids}
+        for bookie, result in zip(bookies, results, strict=True):
+            if isinstance(result, BaseException) and not isinstance(result, QuireError):
+                raise result
+            for entry_id in by_bookie[bookie]:
+                copies = outcome[entry_id]
+                if isinstance(result, QuireError):
+                    copies.problems.append(f"{bookie}: {result}")
+                    continue
+                found, missing = result
+                if entry_id in found:
+                    if copies.good is not None:
+                        continue
+                    if self._checks(entry_id, found[entry_id]):
+                        copies.good = found[entry_id]
+                    else:
+                        copies.problems.append(f"{bookie}: corrupt copy")
+                elif entry_id in missing:
+                    copies.not_found += 1
+                else:
+                    copies.cut = True  # by the bookie's response size limit
+        return outcome
+
+    def _checks(self, entry_id: int, data: bytes) -> bool:
+        try:
+            header, _ = unpack_entry(data, self.digester)
+        except QuireError:
+            return False
+        return header.ledger_id == self.ledger_id and header.entry_id == entry_id
+
+    async def _read_forward(self, first: int) -> tuple[list[_Found], bool]:
+        """Entries found from `first` on, in order, up to one batch; and
+        whether the end (a missing entry) was reached."""
+        entry_ids = list(range(first, first + self.settings.batch_entries))
+        outcome = await self._read_copies(entry_ids)
+        found: list[_Found] = []
+        for entry_id in entry_ids:
+            copies = outcome[entry_id]
+            if copies.good is not None:
+                found.append(_Found(entry_id, copies.good, parse_header(copies.good).length))
+                continue
+            if entry_missing(self.metadata.write_quorum_size, self.metadata.ack_quorum_size, copies.not_found):
+                return found, True
+            if copies.cut:
+                return found, False  # ask again from here next round
+            raise Unavailable(
+                f"recovery of ledger {self.ledger_id}: cannot tell whether entry {entry_id} exists "
+                f"({copies.not_found} replicas say it does not; {'; '.join(copies.problems) or 'no answer'})",
+                Reason.BOOKIE_UNAVAILABLE,
+            )
+        return found, False
+
+    async def _re_add(self, found: list[_Found]) -> None:
+        """Write each found entry to its whole write set (recovery adds pass
+        the fence); each needs A acknowledgements."""
+        by_bookie: dict[str, list[tuple[int, bytes]]] = {}
+        for item in found:
+            for bookie in replicas_of(self.metadata, item.entry_id):
+                by_bookie.setdefault(bookie, []).append((item.entry_id, item.data))
+        bookies = list(by_bookie)
+        results = await asyncio.gather(
+            *(
+                self.remote.add_entries(
+                    b,
+                    self.ledger_id,
+                    self.master_key,
+                    by_bookie[b],
+                    recovery=True,
+                    timeout_seconds=self.settings.bookie_timeout_seconds,
+                )
+                for b in bookies
+            ),
+            return_exceptions=True,
+        )
+        acks = {item.entry_id: 0 for item in found}
+        problems: list[str] = []
+        for bookie, result in zip(bookies, results, strict=True):
+            if isinstance(result, BaseException):
+                if not isinstance(result, QuireError):
+                    raise result
+                problems.append(f"{bookie}: {result}")
+                continue
+            for entry_id, _ in by_bookie[bookie]:
+                acks[entry_id] += 1
+        short = [e for e, n in acks.items() if n < self.metadata.ack_quorum_size]
+        if short:
+            raise Unavailable(
+                f"recovery of ledger {self.ledger_id}: entry {short[0]} could not be re-added to "
+                f"{self.metadata.ack_quorum_size} bookies ({'; '.join(problems)})",
+                Reason.BOOKIE_UNAVAILABLE,
+            )
+
+    async def _length_at(self, entry_id: int) -> int:
+        """The ledger's length up to `entry_id`, from that entry's header."""
+        if entry_id < 0:
+            return 0
+        copies = (await self._read_copies([entry_id]))[entry_id]
+        if copies.good is None:
+            raise Unavailable(
+                f"recovery of ledger {self.ledger_id}: confirmed entry {entry_id} could not be read "
+                f"({'; '.join(copies.problems) or 'no replica has it'})",
+                Reason.BOOKIE_UNAVAILABLE,
+            )
+        return parse_header(copies.good).length
+
+    async def _close(self, last_entry_id: int, length: int) -> common_pb2.LedgerMetadata:
+        while True:
+            if self.metadata.state == common_pb2.LEDGER_STATE_CLOSED:
+                if self.metadata.last_entry_id != last_entry_id:
+                    log.info(
+                        "ledger %s was closed by another recovery at entry %d (this one found %d); its end stands",
+                        self.ledger_id,
+                        self.metadata.last_entry_id,
+                        last_entry_id,
+                    )
+                return self.metadata
+            updated = common_pb2.LedgerMetadata()
+            updated.CopyFrom(self.metadata)
+            updated.state = common_pb2.LEDGER_STATE_CLOSED
+            updated.last_entry_id = last_entry_id
+            updated.length = length
+            try:
+                self.version = await self.remote.update_ledger_metadata(self.ledger_id, updated, self.version)
+                self.metadata = updated
+            except Aborted:
+                self.metadata, self.version = await self.remote.get_ledger_metadata(self.ledger_id)

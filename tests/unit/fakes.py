@@ -1,0 +1,107 @@
+"""An in-memory stand-in for the gateway's Remote: bookies as dicts, metadata
+with versions, and switches to make a bookie fail, hang or be slow."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from quire.common.v1 import common_pb2
+from quire_common.errors import Aborted, FailedPrecondition, NotFound, Reason, Unavailable
+from quire_common.ids import LedgerId
+
+
+@dataclass
+class FakeBookie:
+    entries: dict[int, bytes] = field(default_factory=dict)
+    fenced: bool = False
+    lac: int = -1
+    down: bool = False
+    delay_seconds: float = 0.0
+
+
+class FakeRemote:
+    def __init__(self, bookies: list[str], spare: list[str] | None = None) -> None:
+        self.bookies = {b: FakeBookie() for b in [*bookies, *(spare or [])]}
+        self.metadata: common_pb2.LedgerMetadata | None = None
+        self.version = 1
+        self.calls: list[tuple[str, str]] = []  # (method, bookie)
+        self.before_update: list[common_pb2.LedgerMetadata] = []  # metadata swapped in before the next CAS
+
+    async def _reach(self, method: str, bookie_id: str, timeout_seconds: float | None = None) -> FakeBookie:
+        """Like a call with a deadline: a slow bookie past it is UNAVAILABLE."""
+        self.calls.append((method, bookie_id))
+        bookie = self.bookies[bookie_id]
+        if bookie.delay_seconds:
+            if timeout_seconds is not None and bookie.delay_seconds > timeout_seconds:
+                await asyncio.sleep(timeout_seconds)
+                raise Unavailable(f"bookie {bookie_id}: deadline exceeded", Reason.BOOKIE_UNAVAILABLE)
+            await asyncio.sleep(bookie.delay_seconds)
+        if bookie.down:
+            raise Unavailable(f"bookie {bookie_id} is down", Reason.BOOKIE_UNAVAILABLE)
+        return bookie
+
+    async def add_entries(self, bookie_id, ledger_id, master_key, entries, recovery=False, timeout_seconds=None):  # type: ignore[no-untyped-def]
+        bookie = await self._reach("add", bookie_id, timeout_seconds)
+        if bookie.fenced and not recovery:
+            raise FailedPrecondition(f"ledger {ledger_id} is fenced", Reason.LEDGER_FENCED)
+        from quire_common.entry import parse_header
+
+        for entry_id, data in entries:
+            bookie.entries[entry_id] = data
+            bookie.lac = max(bookie.lac, parse_header(data).last_add_confirmed)
+
+    async def read_entries(self, bookie_id, ledger_id, entry_ids, timeout_seconds=None):  # type: ignore[no-untyped-def]
+        bookie = await self._reach("read", bookie_id, timeout_seconds)
+        found = {e: bookie.entries[e] for e in entry_ids if e in bookie.entries}
+        return found, {e for e in entry_ids if e not in bookie.entries}
+
+    async def read_last_add_confirmed(self, bookie_id, ledger_id, timeout_seconds=None):  # type: ignore[no-untyped-def]
+        bookie = await self._reach("lac", bookie_id, timeout_seconds)
+        return bookie.lac, max(bookie.entries, default=-1), bookie.fenced
+
+    async def fence_ledger(self, bookie_id, ledger_id, master_key, timeout_seconds=None):  # type: ignore[no-untyped-def]
+        bookie = await self._reach("fence", bookie_id, timeout_seconds)
+        bookie.fenced = True
+        return bookie.lac, max(bookie.entries, default=-1)
+
+    async def replace_bookie(self, metadata, ensemble, failed, exclude):  # type: ignore[no-untyped-def]
+        self.calls.append(("replace", failed))
+        candidates = sorted(b for b in self.bookies if b not in ensemble and b not in exclude and b != failed)
+        if not candidates:
+            raise Unavailable("not enough bookies: needs 1, 0 are available", Reason.NOT_ENOUGH_BOOKIES)
+        return candidates[0]
+
+    async def get_ledger_metadata(self, ledger_id: LedgerId) -> tuple[common_pb2.LedgerMetadata, int]:
+        if self.metadata is None:
+            raise NotFound(f"ledger {ledger_id} not found")
+        copy = common_pb2.LedgerMetadata()
+        copy.CopyFrom(self.metadata)
+        return copy, self.version
+
+    async def update_ledger_metadata(self, ledger_id, metadata, expected_version):  # type: ignore[no-untyped-def]
+        if self.before_update:
+            self.metadata = self.before_update.pop(0)
+            self.version += 1
+        if expected_version != self.version:
+            raise Aborted("version conflict")
+        self.metadata = common_pb2.LedgerMetadata()
+        self.metadata.CopyFrom(metadata)
+        self.version += 1
+        return self.version
+
+
+def new_metadata(
+    ledger_id: LedgerId, ensemble: list[str], write_quorum: int, ack_quorum: int
+) -> common_pb2.LedgerMetadata:
+    return common_pb2.LedgerMetadata(
+        ledger_id=common_pb2.LedgerId(scope_id=ledger_id.scope_id, ledger_id=ledger_id.ledger_id),
+        ensemble_size=len(ensemble),
+        write_quorum_size=write_quorum,
+        ack_quorum_size=ack_quorum,
+        state=common_pb2.LEDGER_STATE_OPEN,
+        last_entry_id=-1,
+        digest_type=common_pb2.DIGEST_TYPE_CRC32C,
+        password=b"pw",
+        ensembles=[common_pb2.Ensemble(first_entry_id=0, bookie_ids=ensemble)],
+    )

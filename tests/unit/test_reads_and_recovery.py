@@ -1,0 +1,155 @@
+"""Read rules, speculative reads and recovery against a fake Remote."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from quire.common.v1 import common_pb2
+from quire_common.entry import Digester, DigestType, pack_entry
+from quire_common.errors import InvalidArgument, NotFound, OutOfRange, PermissionDenied
+from quire_common.ids import LedgerId
+from quire_gateway.ledgers import LedgerManager
+from quire_gateway.quorums import replicas_of
+from quire_gateway.reads import ReadSettings
+from quire_gateway.recovery import RecoverySettings
+from tests.unit.fakes import FakeRemote, new_metadata
+
+LEDGER = LedgerId(3, 4)
+
+
+def stored_ledger(ensemble: list[str], write_quorum: int, ack_quorum: int, entries: int) -> FakeRemote:
+    """A ledger whose writer wrote `entries` entries one at a time, then vanished."""
+    remote = FakeRemote(ensemble)
+    remote.metadata = new_metadata(LEDGER, ensemble, write_quorum, ack_quorum)
+    remote.metadata.ledger_id.CopyFrom(common_pb2.LedgerId(scope_id=LEDGER.scope_id, ledger_id=LEDGER.ledger_id))
+    digester = Digester(DigestType.CRC32C, b"pw")
+    length = 0
+    for entry_id in range(entries):
+        payload = b"e%d" % entry_id
+        length += len(payload)
+        packed = pack_entry(LEDGER, entry_id, entry_id - 1, length, payload, digester)
+        for bookie in replicas_of(remote.metadata, entry_id):
+            remote.bookies[bookie].entries[entry_id] = packed
+            remote.bookies[bookie].lac = max(remote.bookies[bookie].lac, entry_id - 1)
+    return remote
+
+
+def manager(remote: FakeRemote, recovery_timeout_seconds: float = 5, **read: float) -> LedgerManager:
+    return LedgerManager(
+        remote,  # type: ignore[arg-type]
+        recovery_settings=RecoverySettings(timeout_seconds=recovery_timeout_seconds, bookie_timeout_seconds=0.2),
+        read_settings=ReadSettings(**read),
+    )
+
+
+async def collect(manager: LedgerManager, first: int, last: int, confirmed: bool) -> list[int]:
+    return [e.entry_id async for chunk in manager.read(LEDGER, first, last, confirmed=confirmed) for e in chunk]
+
+
+async def test_confirmed_reads_stop_at_the_readers_lac_without_asking_a_bookie():
+    remote = stored_ledger(["a", "b", "c"], 2, 2, 5)
+    quire = manager(remote)
+    assert (await quire.open(LEDGER, b"pw", recovery=False))[1] == 3
+    assert await collect(quire, 0, 3, True) == [0, 1, 2, 3]
+    remote.calls.clear()
+    with pytest.raises(OutOfRange):
+        await collect(quire, 0, 4, True)
+    assert not remote.calls
+    # The writer goes on elsewhere: entry 5 carries LAC 4. Readers see it once they refresh.
+    digester = Digester(DigestType.CRC32C, b"pw")
+    packed = pack_entry(LEDGER, 5, 4, 999, b"e5", digester)
+    for bookie in replicas_of(remote.metadata, 5):  # type: ignore[arg-type]
+        remote.bookies[bookie].entries[5] = packed
+        remote.bookies[bookie].lac = 4
+    with pytest.raises(OutOfRange):
+        await collect(quire, 0, 4, True)
+    assert await quire.last_add_confirmed(LEDGER) == 4
+    assert await collect(quire, 0, 4, True) == [0, 1, 2, 3, 4]
+    for first, last in ((-1, 2), (3, 2)):
+        for confirmed in (True, False):
+            remote.calls.clear()
+            with pytest.raises(InvalidArgument):
+                await collect(quire, first, last, confirmed)
+            assert not remote.calls
+
+
+async def test_unconfirmed_reads_go_past_the_lac_and_change_nothing():
+    remote = stored_ledger(["a", "b", "c"], 2, 2, 5)
+    quire = manager(remote)
+    assert await collect(quire, 0, 4, False) == [0, 1, 2, 3, 4]
+    with pytest.raises(NotFound):
+        await collect(quire, 3, 5, False)
+    assert not [c for c in remote.calls if c[0] in ("fence", "add")]
+    assert (await quire.open(LEDGER, b"pw", recovery=False))[1] == 3
+
+
+async def test_a_slow_replica_gets_the_next_one_asked():
+    remote = stored_ledger(["a", "b", "c"], 3, 2, 3)
+    quire = manager(remote, speculative_delay_seconds=0.05)
+    remote.bookies["a"].delay_seconds = remote.bookies["b"].delay_seconds = 2.0
+    started = time.monotonic()
+    assert await collect(quire, 0, 2, False) == [0, 1, 2]
+    assert time.monotonic() - started < 1.0
+
+
+async def test_recovery_with_a_hung_bookie_finds_the_end():
+    remote = stored_ledger(["a", "b", "c"], 3, 2, 10)
+    remote.bookies["b"].delay_seconds = 30  # hung
+    quire = manager(remote)
+    started = time.monotonic()
+    metadata, lac = await quire.open(LEDGER, b"pw", recovery=True)
+    assert lac == 9 and metadata.state == common_pb2.LEDGER_STATE_CLOSED
+    assert metadata.length == sum(len(b"e%d" % i) for i in range(10))
+    assert time.monotonic() - started < 3
+
+
+async def test_recovery_re_adds_an_entry_found_on_one_replica_only():
+    remote = stored_ledger(["a", "b", "c"], 3, 2, 4)
+    # Entry 4 reached one bookie before the writer died: not acknowledged, but found.
+    digester = Digester(DigestType.CRC32C, b"pw")
+    length = sum(len(b"e%d" % i) for i in range(5))
+    remote.bookies["c"].entries[4] = pack_entry(LEDGER, 4, 3, length, b"e4", digester)
+    metadata, lac = await manager(remote).open(LEDGER, b"pw", recovery=True)
+    assert lac == 4 and metadata.length == length
+    assert all(4 in remote.bookies[b].entries for b in ("a", "b", "c"))
+
+
+async def test_recovery_needs_coverage():
+    remote = stored_ledger(["a", "b", "c"], 3, 2, 3)
+    remote.bookies["a"].down = remote.bookies["b"].down = True
+    with pytest.raises(Exception) as caught:
+        await manager(remote, recovery_timeout_seconds=0.5).open(LEDGER, b"pw", recovery=True)
+    assert getattr(caught.value, "code", None) == "UNAVAILABLE"
+    assert "too few to cover" in str(caught.value)  # the cause survives the timeout
+    assert remote.metadata is not None and remote.metadata.state == common_pb2.LEDGER_STATE_IN_RECOVERY
+
+
+async def test_wrong_password_fences_nothing():
+    remote = stored_ledger(["a", "b", "c"], 2, 2, 3)
+    with pytest.raises(PermissionDenied):
+        await manager(remote).open(LEDGER, b"nope", recovery=True)
+    assert not remote.calls
+    assert remote.metadata is not None and remote.metadata.state == common_pb2.LEDGER_STATE_OPEN
+
+
+async def test_concurrent_recoveries_report_one_end():
+    remote = stored_ledger(["a", "b", "c"], 3, 2, 20)
+    results = await asyncio.gather(*(manager(remote).open(LEDGER, b"pw", recovery=True) for _ in range(5)))
+    assert {lac for _, lac in results} == {19}
+
+
+async def test_recovery_rides_out_a_bookie_that_comes_back():
+    remote = stored_ledger(["a", "b", "c"], 3, 2, 5)
+    remote.bookies["a"].down = remote.bookies["b"].down = True  # no coverage for now
+
+    async def bring_back() -> None:
+        await asyncio.sleep(0.3)
+        remote.bookies["a"].down = False
+
+    back = asyncio.ensure_future(bring_back())
+    metadata, lac = await manager(remote).open(LEDGER, b"pw", recovery=True)
+    await back
+    assert lac == 4 and metadata.state == common_pb2.LEDGER_STATE_CLOSED

@@ -1,0 +1,125 @@
+"""The write handle against a fake Remote: ensemble change, its metadata
+conflicts, and fencing (which must never look like a failed bookie)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from quire.common.v1 import common_pb2
+from quire_common.errors import FailedPrecondition, Reason, Unavailable
+from quire_common.ids import LedgerId
+from quire_gateway.handle import WriteHandle, WriteSettings
+from quire_gateway.quorums import replicas_of
+from tests.unit.fakes import FakeRemote, new_metadata
+
+LEDGER = LedgerId(1, 2)
+FAST = WriteSettings(bookie_retry_seconds=0.0, add_timeout_seconds=1.0)
+
+
+def handle_on(remote: FakeRemote, ensemble: list[str], write_quorum: int = 2, ack_quorum: int = 2) -> WriteHandle:
+    remote.metadata = new_metadata(LEDGER, ensemble, write_quorum, ack_quorum)
+    return WriteHandle(remote, LEDGER, remote.metadata, remote.version, FAST)  # type: ignore[arg-type]
+
+
+async def write(handle: WriteHandle, payloads: list[bytes]) -> list[int]:
+    return list(await asyncio.gather(*await handle.submit(payloads)))
+
+
+async def test_a_failed_bookie_is_replaced_and_pending_entries_resent():
+    remote = FakeRemote(["a", "b", "c"], spare=["d"])
+    handle = handle_on(remote, ["a", "b", "c"])
+    assert await write(handle, [b"x%d" % i for i in range(6)]) == list(range(6))
+    remote.bookies["b"].down = True
+    assert await write(handle, [b"y%d" % i for i in range(6)]) == list(range(6, 12))
+    metadata = remote.metadata
+    assert metadata is not None
+    assert [list(e.bookie_ids) for e in metadata.ensembles] == [["a", "b", "c"], ["a", "d", "c"]]
+    assert metadata.ensembles[1].first_entry_id == 6  # LAC + 1 when b failed
+    # Every entry from 6 on is on its whole write set in the new ensemble.
+    for entry_id in range(6, 12):
+        for bookie in replicas_of(metadata, entry_id):
+            assert entry_id in remote.bookies[bookie].entries, (entry_id, bookie)
+    assert handle.ensemble_changes == 1
+
+
+async def test_an_entry_completes_on_the_replacement_of_a_dead_member():
+    remote = FakeRemote(["a", "b", "c"], spare=["d"])
+    handle = handle_on(remote, ["a", "b", "c"], write_quorum=3, ack_quorum=3)
+    remote.bookies["c"].down = True
+    assert await write(handle, [b"one"]) == [0]
+    assert 0 in remote.bookies["d"].entries  # acknowledged only once d had it
+
+
+async def test_a_fence_fails_the_writer_and_changes_no_ensemble():
+    remote = FakeRemote(["a", "b", "c"], spare=["d"])
+    handle = handle_on(remote, ["a", "b", "c"])
+    await write(handle, [b"before"])
+    for bookie in ("a", "b", "c"):
+        remote.bookies[bookie].fenced = True
+    with pytest.raises(FailedPrecondition) as caught:
+        await write(handle, [b"after"])
+    assert caught.value.reason == Reason.LEDGER_FENCED
+    assert not [c for c in remote.calls if c[0] == "replace"]
+    with pytest.raises(FailedPrecondition):
+        await handle.submit([b"again"])
+
+
+@pytest.mark.parametrize(
+    ("state", "reason"),
+    [
+        (common_pb2.LEDGER_STATE_IN_RECOVERY, Reason.LEDGER_FENCED),
+        (common_pb2.LEDGER_STATE_CLOSED, Reason.LEDGER_CLOSED),
+    ],
+)
+async def test_ensemble_change_meets_a_recovery_or_a_close(state, reason):
+    remote = FakeRemote(["a", "b", "c"], spare=["d"])
+    handle = handle_on(remote, ["a", "b", "c"])
+    await write(handle, [b"before"])
+    assert remote.metadata is not None
+    changed = common_pb2.LedgerMetadata()
+    changed.CopyFrom(remote.metadata)
+    changed.state = state
+    remote.before_update.append(changed)  # someone else's CAS lands first
+    remote.bookies["b"].down = True  # entry 1 goes to b and c
+    with pytest.raises(FailedPrecondition) as caught:
+        await write(handle, [b"after"])
+    assert caught.value.reason == reason
+
+
+async def test_no_bookie_left_fails_unavailable_naming_the_counts():
+    remote = FakeRemote(["a", "b", "c"])
+    handle = handle_on(remote, ["a", "b", "c"])
+    remote.bookies["c"].down = True
+    with pytest.raises(Unavailable) as caught:
+        await write(handle, [b"x", b"y"])
+    assert caught.value.reason == Reason.NOT_ENOUGH_BOOKIES
+    assert "needs 1" in caught.value.message and "0 are available" in caught.value.message
+
+
+async def test_in_flight_bytes_are_bounded():
+    remote = FakeRemote(["a", "b"])
+    remote.metadata = new_metadata(LEDGER, ["a", "b"], 2, 2)
+    settings = WriteSettings(max_inflight_bytes=4096, bookie_retry_seconds=0.0)
+    handle = WriteHandle(remote, LEDGER, remote.metadata, remote.version, settings)  # type: ignore[arg-type]
+    for bookie in remote.bookies.values():
+        bookie.delay_seconds = 0.05
+    first = await handle.submit([b"x" * 3000])
+    second = asyncio.ensure_future(handle.submit([b"y" * 3000]))
+    await asyncio.sleep(0.01)
+    assert not second.done()  # waits for room
+    await asyncio.gather(*first)
+    assert await asyncio.gather(*await second) == [1]
+
+
+def test_which_bookie_errors_call_for_a_replacement():
+    from quire_common.errors import PermissionDenied, ResourceExhausted
+    from quire_gateway.handle import replaceable
+
+    assert replaceable(Unavailable("down", Reason.BOOKIE_UNAVAILABLE))
+    assert replaceable(FailedPrecondition("read-only", Reason.BOOKIE_READ_ONLY))
+    assert replaceable(ResourceExhausted("full", Reason.DISK_FULL))
+    assert not replaceable(FailedPrecondition("fenced", Reason.LEDGER_FENCED))
+    assert not replaceable(PermissionDenied("wrong key", Reason.WRONG_PASSWORD))
+    assert not replaceable(ResourceExhausted("too big", Reason.ENTRY_TOO_LARGE))
