@@ -9,14 +9,15 @@
 # Where no image registry can be reached (only Debian's and PyPI's package
 # mirrors), the base is made here instead: a minimal bookworm root filesystem
 # from `debootstrap --variant=minbase`, using the Debian mirror that this
-# machine's apt uses, imported with `docker import` as quire-base:bookworm.
+# machine's apt uses, imported with `docker import` as quire-base:bookworm-r<BASE_RECIPE>.
 # The root filesystem tarball is cached under .cache/image/ (git-ignored), so
 # only the first build pays for it.
 #
 # Settings (environment): QUIRE_IMAGE_TELEMETRY (true: quire-telemetry, with
 # PySpark and Java), QUIRE_IMAGE (default quire:latest, also tagged with the
 # project version), QUIRE_BASE_IMAGE (skip debootstrap and use this base),
-# QUIRE_DEBIAN_MIRROR (default: from /etc/apt/sources.list*), QUIRE_BUILD_CA_FILE
+# QUIRE_DEBIAN_MIRROR (default: from /etc/apt/sources.list*),
+# QUIRE_DEBIAN_SECURITY_MIRROR (default http://deb.debian.org/debian-security), QUIRE_BUILD_CA_FILE
 # (a CA bundle pip must trust in the builder stage; default $PIP_CERT).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,9 +29,12 @@ WITH_TELEMETRY="${QUIRE_IMAGE_TELEMETRY:-false}"
 if [ "$WITH_TELEMETRY" = true ]; then REPOSITORY=quire-telemetry; else REPOSITORY=quire; fi
 IMAGE="${QUIRE_IMAGE:-$REPOSITORY:latest}"
 SUITE=bookworm
-LOCAL_BASE="quire-base:$SUITE"
+# Bump BASE_RECIPE when the way the base is made changes: it names both the
+# cached tarball and the imported image, so an old base is not reused.
+BASE_RECIPE=2
+LOCAL_BASE="quire-base:$SUITE-r$BASE_RECIPE"
 CACHE_DIR=.cache/image
-ROOTFS_TAR="$CACHE_DIR/$SUITE-minbase.tar"
+ROOTFS_TAR="$CACHE_DIR/$SUITE-minbase-r$BASE_RECIPE.tar"
 
 log() { echo "image: $*"; }
 
@@ -69,6 +73,13 @@ make_local_base() {
     log "debootstrap --variant=minbase $SUITE from $mirror (once; cached in $ROOTFS_TAR)"
     debootstrap --variant=minbase "$SUITE" "$rootfs" "$mirror" >"$CACHE_DIR/debootstrap.log" 2>&1 || {
       tail -n 20 "$CACHE_DIR/debootstrap.log" >&2; rm -rf "$rootfs"; exit 1; }
+    # debootstrap lists only the release itself; add its updates and the
+    # security archive, as debian:bookworm-slim has, so image builds get fixes.
+    cat >"$rootfs/etc/apt/sources.list" <<SOURCES
+deb $mirror $SUITE main
+deb $mirror $SUITE-updates main
+deb ${QUIRE_DEBIAN_SECURITY_MIRROR:-http://deb.debian.org/debian-security} $SUITE-security main
+SOURCES
     # Leave apt's downloaded packages and lists out of the base.
     rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*
     mkdir -p "$CACHE_DIR"
