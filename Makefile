@@ -53,7 +53,21 @@ bench-telemetry: setup ## the telemetry stage on 1,000,000 synthetic records, lo
 
 check: lint typecheck gen-check test ## lint, types, generated code and the whole suite
 
+image: ## build the container image quire:latest (needs a Docker engine; docs/deploy.md)
+	@bash scripts/docker-engine.sh start || (echo "make image: no Docker engine could be started" >&2; exit 1)
+	@bash scripts/build-image.sh
+
+image-telemetry: ## build quire-telemetry:latest, the image plus PySpark and Java (the telemetry CronJob's)
+	@bash scripts/docker-engine.sh start || (echo "make image-telemetry: no Docker engine could be started" >&2; exit 1)
+	@QUIRE_IMAGE_TELEMETRY=true bash scripts/build-image.sh
+
+test-deploy: setup ## validate the Kubernetes manifests offline
+	$(PY) -m pytest tests/deploy
+
+test-container: setup ## the testcontainers tests against the image (make image first)
+	$(PY) -m pytest tests/container
+
 clean: ## remove local cluster data and build output
 	rm -rf $(DATA_DIR) build
 
-.PHONY: help setup gen gen-check fmt lint typecheck test test-unit run bench bench-bookie bench-telemetry check clean
+.PHONY: help setup gen gen-check fmt lint typecheck test test-unit run bench bench-bookie bench-telemetry check clean image image-telemetry test-deploy test-container

@@ -1,0 +1,183 @@
+"""All of Quire in one process tree: `python -m quire_client.standalone`.
+
+The container image's `standalone` mode (like `pulsar standalone`) runs this:
+etcd, the registry, placement, N bookies and the gateway, started and stopped
+by `LocalCluster` exactly as `quire cluster up` does, with every service's log
+copied to stdout (prefixed with its name) so `docker logs` shows them all.
+Settings, all optional:
+
+    QUIRE_STANDALONE_BOOKIES         number of bookies (3)
+    QUIRE_STANDALONE_BIND_HOST       where the gateway, registry, placement and
+                                     etcd listen: 0.0.0.0 (default, for published
+                                     ports) or 127.0.0.1 (host networking)
+    QUIRE_STANDALONE_ETCD_PORT       2379     QUIRE_STANDALONE_ETCD_PEER_PORT  2380
+    QUIRE_STANDALONE_GATEWAY_PORT    7000     QUIRE_STANDALONE_REGISTRY_PORT   7001
+    QUIRE_STANDALONE_PLACEMENT_PORT  7002
+    QUIRE_STANDALONE_GATEWAY_HTTP_PORT 8000, QUIRE_STANDALONE_REGISTRY_HTTP_PORT 8001,
+    QUIRE_STANDALONE_PLACEMENT_HTTP_PORT 8002: the services' admin HTTP ports
+    QUIRE_STANDALONE_BOOKIE_PORTS    comma-separated, one per bookie
+                                     (default 3181, 3182, ... consecutive)
+    QUIRE_STANDALONE_BOOKIE_HTTP_PORTS  the bookies' admin HTTP ports, one per
+                                     bookie (default: each bookie port + 5000)
+    QUIRE_STANDALONE_DATA_DIR        data and logs (data/standalone)
+    QUIRE_STANDALONE_START_TIMEOUT_SECONDS  (120)
+
+Bookies listen on loopback and advertise 127.0.0.1: only the gateway, inside
+the same network namespace, talks to them. Any other QUIRE_* variable is passed
+on to every service.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+from quire_client.cluster import ClusterError, LocalCluster, Ports
+from quire_common.config import ConfigError, env_float, env_int, env_str
+
+READY_LINE = "quire standalone: ready"
+
+
+def ports_from_env() -> Ports:
+    bookies = env_int("QUIRE_STANDALONE_BOOKIES", 3, minimum=1, maximum=32)
+    bookie_ports = port_list("QUIRE_STANDALONE_BOOKIE_PORTS", bookies) or [3181 + i for i in range(bookies)]
+    # Empty: LocalCluster gives each bookie its port + 5000 (3181 -> 8181).
+    bookie_http_ports = port_list("QUIRE_STANDALONE_BOOKIE_HTTP_PORTS", bookies)
+
+    def port(name: str, default: int) -> int:
+        return env_int(name, default, minimum=1, maximum=65535)
+
+    return Ports(
+        etcd=port("QUIRE_STANDALONE_ETCD_PORT", 2379),
+        etcd_peer=port("QUIRE_STANDALONE_ETCD_PEER_PORT", 2380),
+        gateway=port("QUIRE_STANDALONE_GATEWAY_PORT", 7000),
+        registry=port("QUIRE_STANDALONE_REGISTRY_PORT", 7001),
+        placement=port("QUIRE_STANDALONE_PLACEMENT_PORT", 7002),
+        bookies=bookie_ports,
+        bookie_http=bookie_http_ports,
+        gateway_http=port("QUIRE_STANDALONE_GATEWAY_HTTP_PORT", 8000),
+        registry_http=port("QUIRE_STANDALONE_REGISTRY_HTTP_PORT", 8001),
+        placement_http=port("QUIRE_STANDALONE_PLACEMENT_HTTP_PORT", 8002),
+    )
+
+
+def port_list(name: str, count: int) -> list[int]:
+    """A comma-separated list of `count` ports from `name`, or [] when unset."""
+    listed = env_str(name, "")
+    if not listed:
+        return []
+    try:
+        ports = [int(port) for port in listed.split(",") if port.strip()]
+    except ValueError:
+        raise ConfigError(f"{name}: not a list of ports: {listed!r}") from None
+    if len(ports) != count:
+        raise ConfigError(f"{name} names {len(ports)} ports for {count} bookies (QUIRE_STANDALONE_BOOKIES)")
+    if not all(1 <= port <= 65535 for port in ports):
+        raise ConfigError(f"{name}: ports are 1-65535: {listed!r}")
+    return ports
+
+
+def bind_public(cluster: LocalCluster, host: str) -> None:
+    """Make the client-facing listeners bind `host` instead of loopback.
+
+    LocalCluster binds everything to 127.0.0.1, which is right on a developer's
+    machine; in a container with published ports they must listen on 0.0.0.0.
+    Health checks keep using 127.0.0.1, which a 0.0.0.0 listener answers.
+    """
+    if host == "127.0.0.1":
+        return
+    ports = cluster.ports
+    cluster.processes["registry"].env["QUIRE_REGISTRY_ADDRESS"] = f"{host}:{ports.registry}"
+    cluster.processes["placement"].env["QUIRE_PLACEMENT_ADDRESS"] = f"{host}:{ports.placement}"
+    cluster.processes["gateway"].env["QUIRE_GATEWAY_ADDRESS"] = f"{host}:{ports.gateway}"
+    etcd = cluster.processes["etcd"].command
+    listen = etcd.index("--listen-client-urls") + 1
+    etcd[listen] = f"http://{host}:{ports.etcd}"
+
+
+class LogFollower(threading.Thread):
+    """Copies every service's log file to stdout, each line prefixed with its name."""
+
+    def __init__(self, cluster: LocalCluster, interval_seconds: float = 0.2) -> None:
+        super().__init__(name="log-follower", daemon=True)
+        self.cluster = cluster
+        self.interval_seconds = interval_seconds
+        self.offsets: dict[str, int] = {}
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopping.wait(self.interval_seconds):
+            self.copy_new_lines()
+        self.copy_new_lines()
+
+    def copy_new_lines(self) -> None:
+        for name in self.cluster.processes:
+            path = self.cluster.log_path(name)
+            try:
+                with path.open("rb") as log:
+                    log.seek(self.offsets.get(name, 0))
+                    chunk = log.read()
+            except FileNotFoundError:
+                continue
+            complete = chunk.rfind(b"\n") + 1  # leave a half-written line for next time
+            self.offsets[name] = self.offsets.get(name, 0) + complete
+            for line in chunk[:complete].decode(errors="replace").splitlines():
+                print(f"[{name}] {line}", flush=True)
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.join(timeout=5)
+
+
+def main() -> int:
+    try:
+        ports = ports_from_env()
+        bind_host = env_str("QUIRE_STANDALONE_BIND_HOST", "0.0.0.0")
+        data_dir = Path(env_str("QUIRE_STANDALONE_DATA_DIR", "data/standalone"))
+        timeout = env_float("QUIRE_STANDALONE_START_TIMEOUT_SECONDS", 120.0, minimum=1.0)
+    except ConfigError as exc:
+        print(f"quire standalone: cannot start: {exc}", file=sys.stderr)
+        return 2
+
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+
+    cluster = LocalCluster(data_dir, ports)
+    bind_public(cluster, bind_host)
+    (data_dir / "logs").mkdir(parents=True, exist_ok=True)
+    follower = LogFollower(cluster)
+    follower.start()
+    print(f"quire standalone: starting etcd, registry, placement, {len(ports.bookies)} bookies, gateway", flush=True)
+    started = time.monotonic()
+    try:
+        cluster.start(timeout)
+    except ClusterError as exc:
+        follower.stop()
+        print(f"quire standalone: cannot start: {exc}", file=sys.stderr, flush=True)
+        return 1
+    print(
+        f"{READY_LINE} in {time.monotonic() - started:.1f}s: gateway {bind_host}:{ports.gateway}, "
+        f"registry {bind_host}:{ports.registry}, placement {bind_host}:{ports.placement}, "
+        f"etcd {bind_host}:{ports.etcd}, bookies {', '.join(map(str, ports.bookies))}",
+        flush=True,
+    )
+    status = 0
+    while not stop.wait(1.0):
+        exited = [name for name in cluster.processes if cluster.pid(name) is None]
+        if exited:
+            # A dead service makes the whole container unhealthy: say so and exit.
+            print(f"quire standalone: {', '.join(exited)} exited; stopping", file=sys.stderr, flush=True)
+            status = 1
+            break
+    print("quire standalone: stopping", flush=True)
+    cluster.stop()
+    follower.stop()
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Make a Docker engine available for `make image` and the container tests, if
+# this machine allows one, and say clearly which happened.
+#
+#   scripts/docker-engine.sh start   # use a running engine, or install and start dockerd
+#   scripts/docker-engine.sh status  # exit 0 when an engine answers
+#   scripts/docker-engine.sh stop    # stop the dockerd that `start` launched (by its pidfile)
+#
+# The dockerd started here runs without a bridge and without iptables
+# (`--bridge=none --iptables=false --ip-forward=false`): sandboxed machines and
+# CI runners often cannot create network devices or firewall rules, but host
+# networking works, and that is what the container tests use. Exit status of
+# `start`: 0 when an engine is running afterwards, 1 when none could be started.
+set -uo pipefail
+
+PIDFILE="${QUIRE_DOCKERD_PIDFILE:-/run/quire-dockerd.pid}"
+LOG="${QUIRE_DOCKERD_LOG:-/var/log/quire-dockerd.log}"
+WAIT_SECONDS="${QUIRE_DOCKERD_WAIT_SECONDS:-60}"
+
+say() { echo "docker engine: $*"; }
+
+engine_up() { docker info >/dev/null 2>&1; }
+
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"; elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then sudo "$@"; else
+    return 1; fi
+}
+
+install_engine() {
+  # Debian's docker.io brings dockerd, containerd and runc (and a docker CLI).
+  command -v apt-get >/dev/null || return 1
+  say "dockerd not installed; installing Debian's docker.io"
+  as_root apt-get update -qq || return 1
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io >/dev/null || return 1
+}
+
+start() {
+  if engine_up; then
+    say "RUNNING (already up: server $(docker version --format '{{.Server.Version}}' 2>/dev/null))"
+    return 0
+  fi
+  if ! command -v dockerd >/dev/null && ! [ -x /usr/sbin/dockerd ]; then
+    if ! install_engine; then
+      say "NOT AVAILABLE (dockerd is not installed and could not be installed)"
+      return 1
+    fi
+  fi
+  if ! command -v docker >/dev/null; then
+    say "NOT AVAILABLE (no docker CLI)"
+    return 1
+  fi
+  local dockerd
+  dockerd="$(command -v dockerd || echo /usr/sbin/dockerd)"
+  say "starting $dockerd (log: $LOG)"
+  as_root bash -c "nohup '$dockerd' --pidfile '$PIDFILE' --iptables=false --ip-forward=false --bridge=none \
+    >>'$LOG' 2>&1 </dev/null &" || { say "NOT AVAILABLE (need root to start dockerd)"; return 1; }
+  local waited=0
+  while [ "$waited" -lt "$WAIT_SECONDS" ]; do
+    if engine_up; then
+      say "RUNNING (started here, pid $(cat "$PIDFILE" 2>/dev/null), server $(docker version --format '{{.Server.Version}}'))"
+      return 0
+    fi
+    if [ -f "$PIDFILE" ] && ! kill -0 "$(cat "$PIDFILE")" 2>/dev/null; then break; fi
+    sleep 1
+    waited=$((waited + 1))
+  done
+  say "NOT AVAILABLE (dockerd did not come up within ${WAIT_SECONDS}s); last lines of $LOG:"
+  tail -n 15 "$LOG" 2>/dev/null | sed 's/^/  /'
+  return 1
+}
+
+stop() {
+  if [ ! -f "$PIDFILE" ]; then
+    say "no dockerd started by this script (no $PIDFILE)"
+    return 0
+  fi
+  local pid
+  pid="$(cat "$PIDFILE")"
+  if kill -0 "$pid" 2>/dev/null; then
+    say "stopping dockerd pid $pid"
+    as_root kill -TERM "$pid"
+    for _ in $(seq 1 30); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
+  fi
+  # dockerd removes its pidfile on a clean exit; clear a stale one.
+  as_root rm -f "$PIDFILE"
+  say "stopped"
+}
+
+case "${1:-start}" in
+  start) start ;;
+  stop) stop ;;
+  status)
+    if engine_up; then say "RUNNING"; else say "NOT RUNNING"; exit 1; fi ;;
+  *) echo "usage: $0 start|status|stop" >&2; exit 2 ;;
+esac

@@ -1,0 +1,365 @@
+"""The Kubernetes manifests in deploy/kubernetes/, rendered per overlay and checked
+offline: against the Kubernetes schemas (`kubernetes-validate --strict`) and for
+the references between objects that no schema can see."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from quire.bookie.v1 import bookie_pb2
+from quire.gateway.v1 import ledger_pb2
+from quire.placement.v1 import placement_pb2
+from quire.registry.v1 import registry_pb2
+from tests.deploy.kustomize import KustomizeError, Manifest, pod_spec, render
+
+pytestmark = pytest.mark.deploy
+
+ROOT = Path(__file__).resolve().parents[2]
+KUBERNETES = ROOT / "deploy" / "kubernetes"
+OVERLAYS = sorted(path.name for path in (KUBERNETES / "overlays").iterdir() if path.is_dir())
+# A Kubernetes release kubernetes-validate bundles schemas for, and one a
+# cluster is likely to run; native gRPC probes are GA since 1.27.
+KUBERNETES_VERSION = "1.33.0"
+# Read only by the init Job's own script; every other setting must be documented.
+PENDING_OR_LOCAL_SETTINGS = {"QUIRE_INIT_MIN_BOOKIES"}
+GRPC_SERVICES = {
+    descriptor.services_by_name[name].full_name
+    for descriptor, name in [
+        (bookie_pb2.DESCRIPTOR, "BookieService"),
+        (ledger_pb2.DESCRIPTOR, "LedgerService"),
+        (placement_pb2.DESCRIPTOR, "PlacementService"),
+        (registry_pb2.DESCRIPTOR, "RegistryService"),
+    ]
+}
+
+
+@pytest.fixture(scope="module", params=OVERLAYS)
+def rendered(request: pytest.FixtureRequest) -> list[Manifest]:
+    return render(KUBERNETES / "overlays" / request.param)
+
+
+def workloads(manifests: list[Manifest]) -> Iterator[tuple[Manifest, Manifest]]:
+    for manifest in manifests:
+        spec = pod_spec(manifest)
+        if spec is not None:
+            yield manifest, spec
+
+
+def template_labels(manifest: Manifest) -> dict[str, str]:
+    if manifest["kind"] == "CronJob":
+        return dict(manifest["spec"]["jobTemplate"]["spec"]["template"]["metadata"].get("labels", {}))
+    return dict(manifest["spec"]["template"]["metadata"].get("labels", {}))
+
+
+def selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
+    return all(labels.get(key) == value for key, value in selector.items())
+
+
+def of_kind(manifests: list[Manifest], kind: str) -> list[Manifest]:
+    return [m for m in manifests if m["kind"] == kind]
+
+
+def named(manifests: list[Manifest], kind: str, name: str) -> Manifest:
+    matches = [m for m in of_kind(manifests, kind) if m["metadata"]["name"] == name]
+    assert len(matches) == 1, f"{kind}/{name}: {len(matches)} objects"
+    return matches[0]
+
+
+def containers(spec: Manifest) -> list[Manifest]:
+    return [*spec.get("initContainers", []), *spec.get("containers", [])]
+
+
+def env_value(container: Manifest, name: str) -> Manifest:
+    matches = [entry for entry in container.get("env", []) if entry["name"] == name]
+    assert len(matches) == 1, f"{container['name']}: {name} set {len(matches)} times"
+    return matches[0]
+
+
+# -- schemas ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_rendered_manifest_passes_strict_schema_validation(overlay: str, tmp_path: Path) -> None:
+    manifests = render(KUBERNETES / "overlays" / overlay)
+    output = tmp_path / f"{overlay}.yaml"
+    output.write_text(yaml.safe_dump_all(manifests, sort_keys=False))
+    result = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "kubernetes-validate"),
+            "--strict",
+            "--kubernetes-version",
+            KUBERNETES_VERSION,
+            "--quiet",
+            str(output),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_strict_validation_rejects_an_unknown_field(tmp_path: Path) -> None:
+    # The check above can fail: a misspelt field is caught.
+    manifests = render(KUBERNETES / "overlays" / OVERLAYS[0])
+    _, spec = next(workloads(manifests))
+    spec["containers"][0]["livenesProbe"] = {"tcpSocket": {"port": 1}}
+    output = tmp_path / "broken.yaml"
+    output.write_text(yaml.safe_dump_all(manifests))
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "kubernetes-validate"), "--strict", "-k", KUBERNETES_VERSION, str(output)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode != 0
+    assert "livenesProbe" in result.stdout + result.stderr
+
+
+def test_the_renderer_refuses_kustomize_features_it_does_not_implement(tmp_path: Path) -> None:
+    (tmp_path / "kustomization.yaml").write_text("resources: []\ncommonLabels: {team: x}\n")
+    with pytest.raises(KustomizeError, match="commonLabels"):
+        render(tmp_path)
+
+
+# -- references between objects --------------------------------------------------
+
+
+def test_every_service_selects_pods_that_exist_and_targets_declared_ports(rendered: list[Manifest]) -> None:
+    for service in of_kind(rendered, "Service"):
+        selector = service["spec"]["selector"]
+        pods = [(m, spec) for m, spec in workloads(rendered) if selects(selector, template_labels(m))]
+        assert pods, f"Service {service['metadata']['name']} selects no pods"
+        for port in service["spec"]["ports"]:
+            target = port.get("targetPort", port["port"])
+            for workload, spec in pods:
+                declared = {p.get("name") for c in spec["containers"] for p in c.get("ports", [])} | {
+                    p["containerPort"] for c in spec["containers"] for p in c.get("ports", [])
+                }
+                assert target in declared, (
+                    f"Service {service['metadata']['name']} targets port {target!r}, "
+                    f"not declared by {workload['kind']}/{workload['metadata']['name']}"
+                )
+
+
+def test_workload_and_disruption_budget_selectors_match_pods(rendered: list[Manifest]) -> None:
+    for workload, _ in workloads(rendered):
+        if workload["kind"] in ("Deployment", "StatefulSet"):
+            assert selects(workload["spec"]["selector"]["matchLabels"], template_labels(workload))
+    budgets = of_kind(rendered, "PodDisruptionBudget")
+    assert {b["metadata"]["name"] for b in budgets} >= {
+        "quire-etcd",
+        "quire-bookie",
+        "quire-registry",
+        "quire-placement",
+        "quire-gateway",
+    }
+    for budget in budgets:
+        selector = budget["spec"]["selector"]["matchLabels"]
+        assert any(selects(selector, template_labels(m)) for m, _ in workloads(rendered)), budget["metadata"]["name"]
+
+
+def test_every_probe_port_is_a_declared_container_port(rendered: list[Manifest]) -> None:
+    probes_seen = 0
+    for workload, spec in workloads(rendered):
+        for container in containers(spec):
+            declared = {p["containerPort"] for p in container.get("ports", [])} | {
+                p["name"] for p in container.get("ports", []) if "name" in p
+            }
+            for kind in ("livenessProbe", "readinessProbe", "startupProbe"):
+                probe = container.get(kind)
+                if probe is None:
+                    continue
+                probes_seen += 1
+                handler = probe.get("grpc") or probe.get("httpGet") or probe.get("tcpSocket")
+                assert handler is not None, f"{workload['metadata']['name']}/{container['name']} {kind}"
+                assert handler["port"] in declared, (
+                    f"{workload['metadata']['name']}/{container['name']} {kind} uses port {handler['port']}, "
+                    f"not one of {sorted(map(str, declared))}"
+                )
+                if "grpc" in probe and "service" in probe["grpc"]:
+                    assert probe["grpc"]["service"] in GRPC_SERVICES
+    assert probes_seen >= 10
+
+
+def test_every_configmap_key_used_exists(rendered: list[Manifest]) -> None:
+    maps = {m["metadata"]["name"]: m.get("data", {}) for m in of_kind(rendered, "ConfigMap")}
+    used = 0
+    for workload, spec in workloads(rendered):
+        for container in containers(spec):
+            for source in container.get("envFrom", []):
+                if "configMapRef" in source:
+                    assert source["configMapRef"]["name"] in maps
+            for entry in container.get("env", []):
+                ref = entry.get("valueFrom", {}).get("configMapKeyRef")
+                if ref is None:
+                    continue
+                used += 1
+                where = f"{workload['metadata']['name']}/{container['name']} {entry['name']}"
+                assert ref["name"] in maps, f"{where}: no ConfigMap {ref['name']}"
+                assert ref["key"] in maps[ref["name"]], f"{where}: ConfigMap {ref['name']} has no key {ref['key']}"
+    assert used > 0
+
+
+def test_every_volume_claim_and_mount_resolves(rendered: list[Manifest]) -> None:
+    claims = {m["metadata"]["name"] for m in of_kind(rendered, "PersistentVolumeClaim")}
+    for workload, spec in workloads(rendered):
+        volumes = {v["name"] for v in spec.get("volumes", [])}
+        if workload["kind"] == "StatefulSet":
+            volumes |= {t["metadata"]["name"] for t in workload["spec"].get("volumeClaimTemplates", [])}
+        for volume in spec.get("volumes", []):
+            if "persistentVolumeClaim" in volume:
+                assert volume["persistentVolumeClaim"]["claimName"] in claims
+        for container in containers(spec):
+            for mount in container.get("volumeMounts", []):
+                assert mount["name"] in volumes, f"{workload['metadata']['name']}: no volume {mount['name']}"
+
+
+def test_every_quire_setting_used_is_a_documented_one(rendered: list[Manifest]) -> None:
+    documented = set(re.findall(r"`(QUIRE_[A-Z0-9_]+)`", (ROOT / "docs" / "configuration.md").read_text()))
+    for workload, spec in workloads(rendered):
+        for container in containers(spec):
+            for entry in container.get("env", []):
+                name = entry["name"]
+                if name.startswith("QUIRE_"):
+                    assert name in documented | PENDING_OR_LOCAL_SETTINGS, (
+                        f"{workload['metadata']['name']}: {name} is not in docs/configuration.md"
+                    )
+    for config in of_kind(rendered, "ConfigMap"):
+        for key in config.get("data", {}):
+            assert key in documented | PENDING_OR_LOCAL_SETTINGS, f"ConfigMap key {key} is not documented"
+
+
+def test_every_container_runs_an_entrypoint_mode_of_the_image(rendered: list[Manifest]) -> None:
+    entrypoint = (ROOT / "deploy" / "image" / "quire-image-entrypoint").read_text()
+    modes = set(re.findall(r"^\s+([a-z]+)\)", entrypoint, re.MULTILINE))
+    assert {"registry", "bookie", "placement", "gateway", "etcd", "standalone", "telemetry", "quire"} <= modes
+    for workload, spec in workloads(rendered):
+        for container in containers(spec):
+            if "command" in container:  # bypasses the entry point on purpose (the init Job's script)
+                continue
+            assert container["args"][0] in modes, f"{workload['metadata']['name']}: {container['args'][0]}"
+
+
+# -- the shape the issue asks for -------------------------------------------------
+
+
+def test_etcd_is_a_statefulset_of_three_with_volumes_and_a_headless_service(rendered: list[Manifest]) -> None:
+    etcd = named(rendered, "StatefulSet", "quire-etcd")
+    assert etcd["spec"]["replicas"] == 3
+    assert [t["metadata"]["name"] for t in etcd["spec"]["volumeClaimTemplates"]] == ["data"]
+    headless = named(rendered, "Service", etcd["spec"]["serviceName"])
+    assert headless["spec"]["clusterIP"] == "None"
+    args = etcd["spec"]["template"]["spec"]["containers"][0]["args"]
+    cluster = next(a for a in args if a.startswith("--initial-cluster="))
+    members = cluster.removeprefix("--initial-cluster=").split(",")
+    assert [member.split("=")[0] for member in members] == [f"quire-etcd-{i}" for i in range(3)]
+
+
+def test_bookies_use_the_pod_name_as_bookie_id_and_its_dns_name_as_address(rendered: list[Manifest]) -> None:
+    bookies = named(rendered, "StatefulSet", "quire-bookie")
+    service = named(rendered, "Service", bookies["spec"]["serviceName"])
+    assert service["spec"]["clusterIP"] == "None"
+    assert service["spec"]["publishNotReadyAddresses"] is True
+    spec = bookies["spec"]["template"]["spec"]
+    bookie = spec["containers"][0]
+    assert env_value(bookie, "QUIRE_BOOKIE_ID")["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    assert env_value(bookie, "POD_NAME")["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    advertised = env_value(bookie, "QUIRE_BOOKIE_ADVERTISED_HOST")["value"]
+    assert advertised == f"$(POD_NAME).{service['metadata']['name']}.$(POD_NAMESPACE).svc"
+    assert env_value(bookie, "QUIRE_BOOKIE_LISTEN_HOST")["value"] == "0.0.0.0"
+    # The data directory lives on the pod's own persistent volume.
+    data_dir = env_value(bookie, "QUIRE_BOOKIE_DATA_DIR")["value"]
+    claim_names = {t["metadata"]["name"] for t in bookies["spec"]["volumeClaimTemplates"]}
+    mounts = [m for m in bookie["volumeMounts"] if m["name"] in claim_names]
+    assert any(data_dir.startswith(m["mountPath"] + "/") for m in mounts)
+    # A read-only bookie stays live: liveness asks only about the process.
+    assert "service" not in bookie["livenessProbe"]["grpc"]
+    assert bookie["readinessProbe"]["grpc"]["service"] == "quire.bookie.v1.BookieService"
+    port = int(env_value(bookie, "QUIRE_BOOKIE_PORT")["value"])
+    assert bookie["livenessProbe"]["grpc"]["port"] == port
+
+
+@pytest.mark.parametrize(
+    ("kind", "name", "setting"),
+    [
+        ("StatefulSet", "quire-bookie", "QUIRE_BOOKIE_HTTP_PORT"),
+        ("Deployment", "quire-registry", "QUIRE_REGISTRY_HTTP_PORT"),
+        ("Deployment", "quire-placement", "QUIRE_PLACEMENT_HTTP_PORT"),
+        ("Deployment", "quire-gateway", "QUIRE_GATEWAY_HTTP_PORT"),
+    ],
+)
+def test_prometheus_scrapes_each_service_admin_port(
+    rendered: list[Manifest], kind: str, name: str, setting: str
+) -> None:
+    workload = named(rendered, kind, name)
+    container = workload["spec"]["template"]["spec"]["containers"][0]
+    http_port = int(env_value(container, setting)["value"])
+    annotations = workload["spec"]["template"]["metadata"]["annotations"]
+    assert annotations["prometheus.io/scrape"] == "true"
+    assert annotations["prometheus.io/path"] == "/metrics"
+    assert int(annotations["prometheus.io/port"]) == http_port
+    assert http_port in {p["containerPort"] for p in container["ports"]}
+
+
+def test_stateless_services_run_two_or_more_replicas_behind_services(rendered: list[Manifest]) -> None:
+    for name in ("quire-registry", "quire-placement", "quire-gateway"):
+        deployment = named(rendered, "Deployment", name)
+        assert deployment["spec"]["replicas"] >= 2
+        named(rendered, "Service", name)
+        container = deployment["spec"]["template"]["spec"]["containers"][0]
+        assert "grpc" in container["livenessProbe"] and "grpc" in container["readinessProbe"]
+
+
+def test_pods_are_non_root_bounded_and_given_time_to_drain(rendered: list[Manifest]) -> None:
+    for workload, spec in workloads(rendered):
+        name = workload["metadata"]["name"]
+        assert spec["securityContext"]["runAsNonRoot"] is True, name
+        assert spec["securityContext"]["runAsUser"] != 0, name
+        for container in containers(spec):
+            assert container["securityContext"]["allowPrivilegeEscalation"] is False, name
+            assert container["securityContext"]["capabilities"]["drop"] == ["ALL"], name
+            resources = container["resources"]
+            assert {"cpu", "memory"} <= set(resources["requests"]) and {"cpu", "memory"} <= set(resources["limits"])
+    bookies = named(rendered, "StatefulSet", "quire-bookie")["spec"]["template"]["spec"]
+    assert bookies["terminationGracePeriodSeconds"] >= 30
+
+
+def test_bookies_and_etcd_spread_over_nodes(rendered: list[Manifest]) -> None:
+    for name in ("quire-bookie", "quire-etcd"):
+        anti: dict[str, Any] = named(rendered, "StatefulSet", name)["spec"]["template"]["spec"]["affinity"][
+            "podAntiAffinity"
+        ]
+        terms = [t["podAffinityTerm"] for t in anti.get("preferredDuringSchedulingIgnoredDuringExecution", [])]
+        terms += anti.get("requiredDuringSchedulingIgnoredDuringExecution", [])
+        assert any(t["topologyKey"] == "kubernetes.io/hostname" for t in terms), name
+
+
+def test_init_job_and_telemetry_cronjob_exist(rendered: list[Manifest]) -> None:
+    init = named(rendered, "Job", "quire-init")
+    script = init["spec"]["template"]["spec"]["containers"][0]["args"][0]
+    assert "quire bookie list" in script
+    cron = named(rendered, "CronJob", "quire-telemetry")
+    args = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args == ["telemetry", "analyze", "--input", "/telemetry", "--output", "/reports", "--publish"]
+
+
+def test_production_overlay_requires_spreading_and_uses_its_registry() -> None:
+    manifests = render(KUBERNETES / "overlays" / "production")
+    for name in ("quire-bookie", "quire-etcd"):
+        anti = named(manifests, "StatefulSet", name)["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
+        assert anti["requiredDuringSchedulingIgnoredDuringExecution"]
+    for _, spec in workloads(manifests):
+        for container in containers(spec):
+            assert container["image"].startswith(
+                ("registry.example.com/quire:", "registry.example.com/quire-telemetry:")
+            )
+    assert {m["metadata"].get("namespace") for m in manifests if m["kind"] != "Namespace"} == {"quire"}
