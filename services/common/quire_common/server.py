@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 import grpc
@@ -22,7 +22,9 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from opentelemetry.instrumentation.grpc import aio_server_interceptor
 
+from quire_common.config import env_bool
 from quire_common.errors import ERROR_DOMAIN, QuireError
+from quire_common.security import ServiceIdentityInterceptor, server_credentials, tls_settings
 from quire_common.telemetry import tracing_enabled
 
 log = logging.getLogger(__name__)
@@ -112,16 +114,29 @@ class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):
 def create_server(
     address: str,
     register: Callable[[grpc.aio.Server], Iterable[str]],
+    *,
+    internal: bool = True,
+    require_client_cert: bool = True,
+    auth_interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
 ) -> tuple[grpc.aio.Server, int, health.aio.HealthServicer]:
     """Build a server listening on `address` (port 0 picks one).
 
     `register` adds the service's servicers and returns their full names, which
-    are published through health and reflection.
+    are published through health and reflection (reflection only with
+    QUIRE_REFLECTION_ENABLED). With TLS on (quire_common.security), an
+    `internal` service accepts only peers with a service identity; the gateway
+    passes internal=False, its own `auth_interceptors` and whether a client
+    certificate is required at the handshake.
     """
+    tls = tls_settings()
+    interceptors: list[grpc.aio.ServerInterceptor] = [aio_server_interceptor()] if tracing_enabled() else []
+    # Error mapping outermost, so that the checks' QuireErrors become statuses.
+    interceptors.append(ErrorMappingInterceptor())
+    if tls.enabled and internal:
+        interceptors.append(ServiceIdentityInterceptor())
+    interceptors.extend(auth_interceptors)
     server = grpc.aio.server(
-        interceptors=[aio_server_interceptor(), ErrorMappingInterceptor()]
-        if tracing_enabled()
-        else [ErrorMappingInterceptor()],
+        interceptors=interceptors,
         options=[
             ("grpc.max_receive_message_length", 64 * 1024 * 1024),
             ("grpc.max_send_message_length", 64 * 1024 * 1024),
@@ -130,8 +145,12 @@ def create_server(
     service_names = list(register(server))
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    reflection.enable_server_reflection([*service_names, health.SERVICE_NAME, reflection.SERVICE_NAME], server)
-    port = server.add_insecure_port(address)
+    if env_bool("QUIRE_REFLECTION_ENABLED", True):
+        reflection.enable_server_reflection([*service_names, health.SERVICE_NAME, reflection.SERVICE_NAME], server)
+    if tls.enabled:
+        port = server.add_secure_port(address, server_credentials(tls, require_client_cert))
+    else:
+        port = server.add_insecure_port(address)
     if port == 0:
         raise OSError(f"cannot listen on {address}")
     return server, port, health_servicer
