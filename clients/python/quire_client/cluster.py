@@ -191,6 +191,8 @@ class LocalCluster:
             env["QUIRE_INSECURE_PLAINTEXT_DEV"] = "false"
             if service:
                 env.update(self.tls.service_env(service))
+            # Bearer tokens for every admin HTTP endpoint; roles of client certificates at the gateway.
+            env["QUIRE_AUTH_JWT_KEY_FILE"] = str(self.tls.jwt_secret)
             if service == "gateway":
                 env.update(self.tls.auth_env())
         env.update(

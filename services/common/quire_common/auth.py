@@ -134,7 +134,7 @@ class AuthSettings:
     cert_roles: Mapping[str, Mapping[str, frozenset[str]]]
 
     @classmethod
-    def from_env(cls, tls_enabled: bool) -> AuthSettings:
+    def from_env(cls, tls_enabled: bool, require_credentials: bool = True) -> AuthSettings:
         enabled = env_bool("QUIRE_AUTH_ENABLED", tls_enabled)
         key_path = env_str("QUIRE_AUTH_JWT_KEY_FILE", "")
         algorithm = env_str("QUIRE_AUTH_JWT_ALGORITHM", "HS256")
@@ -149,8 +149,8 @@ class AuthSettings:
                 if len(key) < 32:
                     raise ConfigError("QUIRE_AUTH_JWT_KEY_FILE: an HS256 secret needs at least 32 bytes")
             verifier = TokenVerifier(key, algorithm, env_str("QUIRE_AUTH_JWT_AUDIENCE", ""))
-        cert_roles = load_cert_roles(env_str("QUIRE_AUTH_CLIENT_CERT_ROLES", ""))
-        if enabled and verifier is None and not cert_roles:
+        cert_roles = load_cert_roles(env_str("QUIRE_AUTH_CLIENT_CERT_ROLES", "")) if require_credentials else {}
+        if require_credentials and enabled and verifier is None and not cert_roles:
             raise ConfigError(
                 "QUIRE_AUTH_ENABLED is on but no credentials can be accepted: set QUIRE_AUTH_JWT_KEY_FILE "
                 "and/or QUIRE_AUTH_CLIENT_CERT_ROLES (or QUIRE_AUTH_ENABLED=false)"
