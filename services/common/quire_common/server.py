@@ -23,7 +23,7 @@ from grpc_reflection.v1alpha import reflection
 from opentelemetry.instrumentation.grpc import aio_server_interceptor
 
 from quire_common.config import env_bool
-from quire_common.errors import ERROR_DOMAIN, QuireError
+from quire_common.errors import ERROR_DOMAIN, InvalidArgument, QuireError
 from quire_common.security import ServiceIdentityInterceptor, server_credentials, tls_settings
 from quire_common.telemetry import tracing_enabled
 
@@ -56,9 +56,42 @@ async def _abort(context: grpc.aio.ServicerContext, exc: Exception, method: str)
     await context.abort(grpc.StatusCode.INTERNAL, f"internal error in {method}; see the service log")
 
 
+class _Malformed:
+    """Stands for a request message that did not decode, so the handler
+    answers INVALID_ARGUMENT instead of grpc's INTERNAL."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+
+def _tolerant(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
+    if deserializer is None:
+        return None
+
+    def deserialize(data: bytes) -> Any:
+        try:
+            return deserializer(data)
+        except Exception as exc:  # protobuf's DecodeError, or anything a bad message provokes
+            return _Malformed(exc)
+
+    return deserialize
+
+
+def _checked(request: Any) -> Any:
+    if isinstance(request, _Malformed):
+        raise InvalidArgument(f"malformed request message: {request.error}")
+    return request
+
+
+async def _checked_stream(requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    async for request in requests:
+        yield _checked(request)
+
+
 class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):
     """Turns QuireErrors into status + ErrorInfo, and anything unexpected into
-    INTERNAL without its traceback. Aborts and cancellations pass through."""
+    INTERNAL without its traceback. Aborts and cancellations pass through.
+    A request that does not decode is INVALID_ARGUMENT."""
 
     async def intercept_service(
         self,
@@ -70,12 +103,17 @@ class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):
         if handler is None or not method.startswith(_QUIRE_METHOD_PREFIX):
             return handler
 
+        streamed_requests = bool(handler.stream_unary or handler.stream_stream)
+
+        def checked(request: Any) -> Any:
+            return _checked_stream(request) if streamed_requests else _checked(request)
+
         if handler.unary_unary or handler.stream_unary:
             inner_unary = handler.unary_unary or handler.stream_unary
 
             async def unary_response(request: Any, context: grpc.aio.ServicerContext) -> Any:
                 try:
-                    return await inner_unary(request, context)
+                    return await inner_unary(checked(request), context)
                 except grpc.aio.AbortError:
                     raise
                 except Exception as exc:
@@ -86,7 +124,7 @@ class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):
             )
             return factory(
                 unary_response,
-                request_deserializer=handler.request_deserializer,
+                request_deserializer=_tolerant(handler.request_deserializer),
                 response_serializer=handler.response_serializer,
             )
 
@@ -94,7 +132,7 @@ class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):
 
         async def stream_response(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
             try:
-                async for response in inner_stream(request, context):
+                async for response in inner_stream(checked(request), context):
                     yield response
             except grpc.aio.AbortError:
                 raise
@@ -106,7 +144,7 @@ class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):
         )
         return factory(
             stream_response,
-            request_deserializer=handler.request_deserializer,
+            request_deserializer=_tolerant(handler.request_deserializer),
             response_serializer=handler.response_serializer,
         )
 
