@@ -50,9 +50,7 @@ def test_blob_ids_round_trip(scope: int, ledger: int, first: int, count: int) ->
 
 
 @given(U64, U64, st.integers(min_value=0, max_value=2**62), st.binary(max_size=200), st.sampled_from(list(DigestType)))
-def test_entries_round_trip(
-    scope: int, ledger: int, entry_id: int, payload: bytes, kind: DigestType
-) -> None:
+def test_entries_round_trip(scope: int, ledger: int, entry_id: int, payload: bytes, kind: DigestType) -> None:
     digester = Digester(kind, b"pw")
     packed = pack_entry(LedgerId(scope, ledger), entry_id, entry_id - 1, len(payload), payload, digester)
     header, back = unpack_entry(packed, digester)
