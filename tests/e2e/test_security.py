@@ -7,6 +7,8 @@ from __future__ import annotations
 import datetime
 import shutil
 import ssl
+import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -29,7 +31,7 @@ from quire_client import (
 from quire_client.cluster import LocalCluster, Ports
 from quire_client.devcerts import Authority, CertBundle, write_dev_certs
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
 
 @pytest.fixture(scope="module")
@@ -211,6 +213,26 @@ def test_admin_http_needs_the_admin_role_over_https(tls_cluster: LocalCluster, b
         assert status(bundle.token("ops", {"*": ["admin"]})) == 200
         with pytest.raises((urllib.error.URLError, ConnectionError)):  # plain HTTP is not served
             urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=3)
+
+
+def test_the_command_line_speaks_tls_with_certificates_and_tokens(
+    tls_cluster: LocalCluster, bundle: CertBundle
+) -> None:
+    def quire(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "quire_client.cli", "--gateway", tls_cluster.gateway_target]
+        return subprocess.run([*command, *args], capture_output=True, text=True, timeout=60)
+
+    as_writer = ["--tls-ca", str(bundle.ca), "--tls-cert", str(bundle.cert("client-writer"))]
+    as_writer += ["--tls-key", str(bundle.key("client-writer"))]
+    created = quire(*as_writer, "ledger", "create", "--scope", "11")
+    assert created.returncode == 0, created.stderr
+    ledger = created.stdout.strip()
+    token = quire("dev", "token", "--certs", str(bundle.directory), "--role", "11=reader").stdout.strip()
+    refused = quire(*as_writer, "--token", token, "ledger", "append", ledger, "x")
+    assert refused.returncode == 1
+    assert "PERMISSION_DENIED [PERMISSION_DENIED_ROLE]" in refused.stderr and "Traceback" not in refused.stderr
+    plaintext = quire("ledger", "read", ledger)
+    assert plaintext.returncode == 1 and "Traceback" not in plaintext.stderr
 
 
 def test_certificate_rotation_is_picked_up_without_restart(

@@ -17,7 +17,7 @@ from quire_client.cluster import LocalCluster, grpc_serving
 from tests.e2e.conftest import running_cluster
 from tests.fuzz.rpc import Method, all_methods, call_raw, check
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 METHODS = all_methods()
 EXAMPLES = int(os.environ.get("QUIRE_FUZZ_RPC_EXAMPLES", "300"))
 

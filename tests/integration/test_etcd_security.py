@@ -24,6 +24,8 @@ from quire_common.config import ConfigError
 from quire_registry.keys import Keys
 from quire_registry.store import EtcdAccess, EtcdStore
 
+pytestmark = pytest.mark.integration
+
 PASSWORD = "s3cret-for-tests"
 
 

@@ -14,6 +14,8 @@ from quire_client.cluster import free_port
 from quire_common.admin_http import start_admin_server
 from quire_common.server import create_server
 
+pytestmark = pytest.mark.integration
+
 
 async def reflection_code(port: int) -> grpc.StatusCode:
     async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:

@@ -454,8 +454,13 @@ def cmd_cluster_up(args: argparse.Namespace) -> None:
                 f"  {name:<10} {cluster.bookie_id(name)}   (admin http://{cluster.bookie_http(name)}/status)\n"
                 for name in cluster.bookie_names
             )
-            + "\nTry:  L=$(quire ledger create) && quire ledger append $L hello world && quire ledger read $L\n"
-            "Press Ctrl-C to stop.",
+            + (
+                "\nTry:  L=$(quire ledger create) && quire ledger append $L hello world && quire ledger read $L\n"
+                if args.tls is None
+                else f"\nmutual TLS and authentication on; as a client:\n  quire --tls-ca {args.tls}/ca.pem "
+                f"--tls-cert {args.tls}/client-admin.pem --tls-key {args.tls}/client-admin-key.pem ledger list\n"
+            )
+            + "Press Ctrl-C to stop.",
             flush=True,
         )
         while not stop.wait(1.0):
