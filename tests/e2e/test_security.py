@@ -136,9 +136,14 @@ def test_roles_are_refused_exactly_what_they_lack(tls_cluster: LocalCluster, bun
             reader.create_ledger(scope_id=7)
         with pytest.raises(PermissionDeniedError):
             reader.put_blob(b"x", scope_id=7)
+        with pytest.raises(PermissionDeniedError):
+            reader.append_all(ledger_id, [b"streamed"])
+        with pytest.raises(PermissionDeniedError):
+            reader.delete_ledger(ledger_id)
 
     with client_for(tls_cluster, bundle, "client-writer") as writer:
         writer.add_entry(ledger_id, b"by writer")
+        assert writer.append_all(ledger_id, [b"streamed by writer"]) >= 0
         blob = writer.put_blob(b"blob", scope_id=7)
         assert writer.get_blob(blob) == b"blob"
         with pytest.raises(PermissionDeniedError) as denied:
