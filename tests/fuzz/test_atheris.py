@@ -3,6 +3,7 @@ Reports executions and coverage (libFuzzer's edge count) per target."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -36,4 +37,11 @@ def test_target_runs_without_a_crash(name: str, tmp_path: Path) -> None:
     runs = re.search(r"Done (\d+) runs", output)
     coverage = re.findall(r"cov: (\d+)", output)
     assert runs is not None and int(runs.group(1)) > 0, output[-2000:]
-    print(f"fuzz {name}: {runs.group(1)} executions in {SECONDS}s, coverage {coverage[-1] if coverage else '?'} edges")
+    edges = int(coverage[-1]) if coverage else 0
+    print(f"fuzz {name}: {runs.group(1)} executions in {SECONDS}s, coverage {edges} edges")
+    # One JSON line per target run, for CI to keep (build/ is not committed).
+    report = ROOT / "build" / "fuzz-report.jsonl"
+    report.parent.mkdir(exist_ok=True)
+    with report.open("a") as out:
+        out.write(json.dumps({"target": name, "seconds": SECONDS, "executions": int(runs.group(1)), "edges": edges}))
+        out.write("\n")
