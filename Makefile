@@ -4,6 +4,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 BUF := .tools/node_modules/.bin/buf
 DATA_DIR ?= data
+FUZZ_SECONDS ?= 300
+FUZZ_RPC_EXAMPLES ?= 5000
 
 .DEFAULT_GOAL := help
 
@@ -39,7 +41,13 @@ test: setup gen-check ## run the whole test suite (unit, integration, end-to-end
 test-unit: setup ## only the fast unit tests
 	$(PY) -m pytest tests/unit
 
-run: setup ## start etcd + registry + placement + 3 bookies + gateway until Ctrl-C
+fuzz: setup ## atheris on the decoders and hypothesis on every RPC, for longer than CI (FUZZ_SECONDS per target)
+	QUIRE_FUZZ_SECONDS=$(FUZZ_SECONDS) QUIRE_FUZZ_RPC_EXAMPLES=$(FUZZ_RPC_EXAMPLES) $(PY) -m pytest tests/fuzz -s -p no:cacheprovider
+
+certs: setup ## a throwaway CA and certificates for a TLS cluster in certs/ (quire dev certs)
+	$(VENV)/bin/quire dev certs --out certs
+
+run: setup ## start etcd + registry + placement + 3 bookies + gateway until Ctrl-C (plaintext dev mode; TLS: quire cluster up --tls certs)
 	$(VENV)/bin/quire cluster up --data-dir $(DATA_DIR)
 
 bench: setup ## write/read throughput and add latency on a throwaway local cluster (JSON in build/bench.json)
@@ -70,4 +78,4 @@ test-container: setup ## the testcontainers tests against the image (make image 
 clean: ## remove local cluster data and build output
 	rm -rf $(DATA_DIR) build
 
-.PHONY: help setup gen gen-check fmt lint typecheck test test-unit run bench bench-bookie bench-telemetry check clean image image-telemetry test-deploy test-container
+.PHONY: help setup gen gen-check fmt lint typecheck test test-unit fuzz certs run bench bench-bookie bench-telemetry check clean image image-telemetry test-deploy test-container

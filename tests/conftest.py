@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import time
@@ -11,6 +12,10 @@ from pathlib import Path
 import pytest
 
 from quire_client.cluster import etcd_command, etcd_healthy, free_port
+
+# In-process servers in these tests run in plaintext development mode; the
+# security tests (tests/e2e/test_security.py) start TLS clusters explicitly.
+os.environ.setdefault("QUIRE_INSECURE_PLAINTEXT_DEV", "true")
 
 
 class EtcdProcess:

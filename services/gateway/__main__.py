@@ -7,10 +7,13 @@ import logging
 
 from quire.gateway.v1 import blob_pb2, blob_pb2_grpc, ledger_pb2, ledger_pb2_grpc
 from quire_common.admin_http import start_admin_server
+from quire_common.auth import AuthSettings
 from quire_common.bookies import BookieDirectory
 from quire_common.config import env_bool, env_float, env_int, env_str
+from quire_common.security import check_client_auth_mode, tls_settings
 from quire_common.server import create_server, mark_serving, serve_until_signalled
 from quire_common.service import run_service
+from quire_gateway.authn import GatewayAuthInterceptor
 from quire_gateway.blobs import BlobSettings, BlobStore
 from quire_gateway.handle import WriteSettings
 from quire_gateway.ledgers import LedgerManager
@@ -61,7 +64,20 @@ async def main() -> None:
         blob_pb2_grpc.add_BlobServiceServicer_to_server(BlobServicer(blobs), server)
         return SERVICE_NAMES
 
-    server, port, health = create_server(address, register)
+    tls = tls_settings()
+    auth = AuthSettings.from_env(tls.enabled)
+    if tls.enabled and not auth.enabled:
+        log.warning("QUIRE_AUTH_ENABLED=false: any client that completes the TLS handshake may do anything")
+    client_auth = check_client_auth_mode(
+        "QUIRE_GATEWAY_TLS_CLIENT_AUTH", env_str("QUIRE_GATEWAY_TLS_CLIENT_AUTH", "require")
+    )
+    server, port, health = create_server(
+        address,
+        register,
+        internal=False,
+        require_client_cert=client_auth == "require",
+        auth_interceptors=[GatewayAuthInterceptor(auth)] if auth.enabled else [],
+    )
     await server.start()
     admin = await start_admin_server(
         "QUIRE_GATEWAY_HTTP_PORT",

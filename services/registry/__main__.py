@@ -9,6 +9,7 @@ from quire_common.admin_http import start_admin_server
 from quire_common.server import create_server, mark_serving, serve_until_signalled
 from quire_common.service import run_service
 from quire_registry.config import RegistryConfig
+from quire_registry.keys import Keys
 from quire_registry.registry import Registry
 from quire_registry.servicer import RegistryServicer
 from quire_registry.store import EtcdStore
@@ -19,7 +20,7 @@ SERVICE_NAME = registry_pb2.DESCRIPTOR.services_by_name["RegistryService"].full_
 
 async def main() -> None:
     config = RegistryConfig.from_env()
-    store = EtcdStore(config.etcd_endpoints, config.etcd_timeout_seconds)
+    store = EtcdStore(config.etcd_endpoints, config.etcd_timeout_seconds, config.etcd_access, Keys(config.cluster).root)
     await store.connect()
     registry = Registry(store, config.cluster, config.bookie_ttl_seconds)
 

@@ -2,9 +2,44 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 
-from quire_common.config import env_float, env_int, env_list, env_str
+from quire_common.config import ConfigError, env_float, env_int, env_list, env_str
+from quire_registry.store import EtcdAccess
+
+
+def _read(name: str) -> bytes | None:
+    path = env_str(name, "")
+    if not path:
+        return None
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{name}={path!r}: {exc.strerror or exc}") from None
+
+
+def etcd_access_from_env() -> EtcdAccess:
+    """QUIRE_ETCD_CA / _CERT / _KEY / _SERVER_NAME, QUIRE_ETCD_USER and
+    QUIRE_ETCD_PASSWORD_FILE (a file, so the password stays out of the
+    environment and process listings)."""
+    ca, cert, key = _read("QUIRE_ETCD_CA"), _read("QUIRE_ETCD_CERT"), _read("QUIRE_ETCD_KEY")
+    if (cert is None) != (key is None):
+        raise ConfigError("QUIRE_ETCD_CERT and QUIRE_ETCD_KEY go together")
+    if cert is not None and ca is None:
+        raise ConfigError("QUIRE_ETCD_CERT needs QUIRE_ETCD_CA (a client certificate is only sent over TLS)")
+    user = env_str("QUIRE_ETCD_USER", "")
+    password = _read("QUIRE_ETCD_PASSWORD_FILE")
+    if user and password is None:
+        raise ConfigError("QUIRE_ETCD_USER needs QUIRE_ETCD_PASSWORD_FILE")
+    return EtcdAccess(
+        ca=ca,
+        cert=cert,
+        key=key,
+        server_name=env_str("QUIRE_ETCD_SERVER_NAME", "") or None,
+        user=user,
+        password=password.decode().strip() if password is not None else "",
+    )
 
 
 @dataclass(frozen=True)
@@ -15,6 +50,7 @@ class RegistryConfig:
     cluster: str
     bookie_ttl_seconds: int
     etcd_timeout_seconds: float
+    etcd_access: EtcdAccess = field(default_factory=EtcdAccess)
 
     @classmethod
     def from_env(cls) -> RegistryConfig:
@@ -25,4 +61,5 @@ class RegistryConfig:
             cluster=env_str("QUIRE_CLUSTER", "local"),
             bookie_ttl_seconds=env_int("QUIRE_BOOKIE_TTL_SECONDS", 10, minimum=2, maximum=300),
             etcd_timeout_seconds=env_float("QUIRE_ETCD_TIMEOUT_SECONDS", 5.0, minimum=0.1),
+            etcd_access=etcd_access_from_env(),
         )

@@ -9,6 +9,7 @@ only this file. A version is the key's etcd mod_revision.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -16,9 +17,11 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import etcd3aio
+import grpc
 from etcd3aio import prefix_range_end
 from etcd3aio._protobuf import Compare, RequestOp
 
+from quire_common.config import ConfigError
 from quire_common.errors import Reason, Unavailable
 from quire_common.telemetry import meter, tracer
 
@@ -99,25 +102,109 @@ class MetadataStore(Protocol):
     async def close(self) -> None: ...
 
 
+def _details(exc: Exception) -> str:
+    return exc.details() or str(exc) if isinstance(exc, grpc.aio.AioRpcError) else str(exc)
+
+
+def _is_credentials_error(exc: Exception) -> bool:
+    """etcd answers a wrong password with INVALID_ARGUMENT ("authentication
+    failed"), which etcd3aio passes through as a plain RPC error."""
+    if isinstance(exc, etcd3aio.errors.EtcdUnauthenticatedError):
+        return True
+    return isinstance(exc, grpc.aio.AioRpcError) and exc.code() in (
+        grpc.StatusCode.INVALID_ARGUMENT,
+        grpc.StatusCode.UNAUTHENTICATED,
+        grpc.StatusCode.FAILED_PRECONDITION,  # auth not enabled
+    )
+
+
+@dataclass(frozen=True)
+class EtcdAccess:
+    """How the registry proves itself to etcd: TLS (CA, and a client
+    certificate for etcd's --client-cert-auth) and/or a user whose role is
+    limited to the cluster's key prefix."""
+
+    ca: bytes | None = None
+    cert: bytes | None = None
+    key: bytes | None = None
+    server_name: str | None = None
+    user: str = ""
+    password: str = ""
+
+
 class EtcdStore:
     """MetadataStore on etcd v3 through etcd3aio (asyncio, grpc.aio)."""
 
-    def __init__(self, endpoints: Sequence[str], timeout_seconds: float = 5.0) -> None:
-        self._client = etcd3aio.Etcd3Client(list(endpoints), rpc_max_attempts=3)
+    # etcd tokens live 5 minutes by default; renew well before.
+    TOKEN_REFRESH_SECONDS = 120.0
+
+    def __init__(
+        self,
+        endpoints: Sequence[str],
+        timeout_seconds: float = 5.0,
+        access: EtcdAccess | None = None,
+        prefix: bytes = b"",
+    ) -> None:
+        self._access = access or EtcdAccess()
+        # Without a CA, etcd3aio opens a plaintext channel.
+        self._client = etcd3aio.Etcd3Client(
+            list(endpoints),
+            rpc_max_attempts=3,
+            tls_server_name=self._access.server_name,
+            ca_cert=self._access.ca,
+            cert_key=self._access.key,
+            cert_chain=self._access.cert,
+        )
         self._timeout = timeout_seconds
         self._endpoints = list(endpoints)
+        self._prefix = prefix
+        self._refresher: etcd3aio.auth.TokenRefresher | None = None
 
     async def connect(self) -> None:
+        """Connect, authenticate and check that the cluster's prefix can be
+        read and written: a wrong password or a role without the prefix
+        fails here, at start, with a message saying which."""
+        where = ",".join(self._endpoints)
         await self._client.connect()
+        if self._access.user:
+            assert self._client.auth is not None
+            refresher = self._client.token_refresher(
+                self._access.user, self._access.password, interval=self.TOKEN_REFRESH_SECONDS
+            )
+            try:
+                self._refresher = await asyncio.wait_for(refresher.__aenter__(), self._timeout)
+            except Exception as exc:
+                if _is_credentials_error(exc):
+                    raise ConfigError(
+                        f"etcd at {where} refused user {self._access.user!r}: wrong user or password, or auth "
+                        f"is not enabled there (QUIRE_ETCD_USER, QUIRE_ETCD_PASSWORD_FILE): {_details(exc)}"
+                    ) from None
+                raise Unavailable(f"etcd at {where} is unreachable: {exc}", Reason.METADATA_STORE_UNAVAILABLE) from None
+        probe = self._prefix + b".connect-check"
         try:
-            await self._client.ping(write_check=False, timeout=self._timeout)
+            await self._kv.get(self._prefix or b"\0", timeout=self._timeout)
+            if self._prefix:
+                await self._kv.put(probe, b"", timeout=self._timeout)
+                await self._kv.delete(probe, timeout=self._timeout)
+        except etcd3aio.errors.EtcdPermissionDeniedError:
+            raise ConfigError(
+                f"etcd user {self._access.user!r} may not read and write the cluster prefix "
+                f"{self._prefix.decode(errors='replace')!r}: grant its role readwrite on that prefix "
+                "(or check QUIRE_CLUSTER)"
+            ) from None
+        except etcd3aio.errors.EtcdUnauthenticatedError as exc:
+            raise ConfigError(
+                f"etcd at {where} requires authentication: set QUIRE_ETCD_USER and QUIRE_ETCD_PASSWORD_FILE ({exc})"
+            ) from None
         except Exception as exc:
             raise Unavailable(
-                f"etcd at {','.join(self._endpoints)} is unreachable: {exc}",
+                f"etcd at {where} is unreachable: {exc}",
                 Reason.METADATA_STORE_UNAVAILABLE,
             ) from None
 
     async def close(self) -> None:
+        if self._refresher is not None:
+            await self._refresher.__aexit__(None, None, None)
         await self._client.close()
 
     @property

@@ -3,11 +3,13 @@ placement reads them."""
 
 from __future__ import annotations
 
+import os
 import time
 
 import grpc
 
 from quire.registry.v1 import registry_pb2, registry_pb2_grpc
+from quire_common.security import TlsSettings, channel_credentials, channel_options
 
 
 def publish_load_factors(registry_target: str, factors: dict[str, float], computed_at: float | None = None) -> int:
@@ -18,6 +20,13 @@ def publish_load_factors(registry_target: str, factors: dict[str, float], comput
     for bookie_id, factor in sorted(factors.items()):
         weight = request.weights.add(bookie_id=bookie_id, factor=factor)
         weight.computed_at.FromMicroseconds(int((computed_at or time.time()) * 1e6))
-    with grpc.insecure_channel(registry_target) as channel:
+    # The registry is internal: with QUIRE_TLS_* set, this job presents a
+    # service certificate like any other service; without, plaintext (dev).
+    tls = TlsSettings.from_env() if os.environ.get("QUIRE_TLS_CERT") else None
+    if tls is not None and tls.enabled:
+        channel = grpc.secure_channel(registry_target, channel_credentials(tls), options=channel_options(tls))
+    else:
+        channel = grpc.insecure_channel(registry_target)
+    with channel:
         registry_pb2_grpc.RegistryServiceStub(channel).PutLoadWeights(request, timeout=10)
     return len(factors)

@@ -39,7 +39,8 @@ class PodLikeContainers:
         container = self.client.containers.run(
             self.image,
             args,
-            environment=env,
+            # Plaintext, as the dev overlay runs them (TLS is tested in tests/e2e/test_security.py).
+            environment={"QUIRE_INSECURE_PLAINTEXT_DEV": "true", **env},
             network_mode="host",
             read_only=True,
             user="10001:10001",

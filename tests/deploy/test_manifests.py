@@ -284,8 +284,27 @@ def test_bookies_use_the_pod_name_as_bookie_id_and_its_dns_name_as_address(rende
     # A read-only bookie stays live: liveness asks only about the process.
     assert "service" not in bookie["livenessProbe"]["grpc"]
     assert bookie["readinessProbe"]["grpc"]["service"] == "quire.bookie.v1.BookieService"
-    port = int(env_value(bookie, "QUIRE_BOOKIE_PORT")["value"])
-    assert bookie["livenessProbe"]["grpc"]["port"] == port
+    # Probes use the plaintext health-only port: Kubernetes' gRPC probes cannot speak TLS.
+    config = named(rendered, "ConfigMap", "quire-config")["data"]
+    assert bookie["livenessProbe"]["grpc"]["port"] == int(config["QUIRE_HEALTH_PROBE_PORT"])
+
+
+def test_quire_services_mount_their_tls_secret_and_dev_runs_plaintext(rendered: list[Manifest]) -> None:
+    config = named(rendered, "ConfigMap", "quire-config")["data"]
+    dev = rendered[0]["metadata"]["name"] == "quire-dev"
+    assert config["QUIRE_INSECURE_PLAINTEXT_DEV"] == ("true" if dev else "false")
+    for kind, name in (
+        ("StatefulSet", "quire-bookie"),
+        ("Deployment", "quire-registry"),
+        ("Deployment", "quire-placement"),
+        ("Deployment", "quire-gateway"),
+    ):
+        spec = named(rendered, kind, name)["spec"]["template"]["spec"]
+        secrets = {v["secret"]["secretName"] for v in spec["volumes"] if "secret" in v}
+        assert secrets == {f"{name}-tls"}, name
+        (container,) = spec["containers"]
+        assert any(m["mountPath"] == "/etc/quire/tls" for m in container["volumeMounts"]), name
+        assert env_value(container, "QUIRE_TLS_CERT")["valueFrom"]["configMapKeyRef"]["key"] == "QUIRE_TLS_CERT"
 
 
 @pytest.mark.parametrize(

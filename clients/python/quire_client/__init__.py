@@ -3,6 +3,7 @@
 from quire_client.client import (
     AbortedError,
     AlreadyExistsError,
+    ClientTls,
     DataLossError,
     DeadlineExceededError,
     FailedPreconditionError,
@@ -14,12 +15,14 @@ from quire_client.client import (
     QuireClient,
     QuireClientError,
     ResourceExhaustedError,
+    UnauthenticatedError,
     UnavailableError,
 )
 
 __all__ = [
     "AbortedError",
     "AlreadyExistsError",
+    "ClientTls",
     "DataLossError",
     "DeadlineExceededError",
     "FailedPreconditionError",
@@ -31,5 +34,6 @@ __all__ = [
     "QuireClient",
     "QuireClientError",
     "ResourceExhaustedError",
+    "UnauthenticatedError",
     "UnavailableError",
 ]

@@ -31,8 +31,9 @@ from google.protobuf import json_format
 from quire.common.v1 import common_pb2
 from quire.registry.v1 import registry_pb2
 from quire_client import bench, smoke
-from quire_client.client import QuireClient, QuireClientError
+from quire_client.client import ClientTls, QuireClient, QuireClientError
 from quire_client.cluster import ClusterError, LocalCluster, Ports
+from quire_client.devcerts import CertBundle, write_dev_certs
 from quire_common.bookies import bookie_rpc_address, legacy_address
 from quire_common.errors import QuireError
 from quire_common.ids import LedgerId
@@ -65,7 +66,32 @@ def _state_name(metadata: common_pb2.LedgerMetadata) -> str:
 
 
 def _client(args: argparse.Namespace) -> QuireClient:
-    return QuireClient(args.gateway, args.registry, placement=args.placement)
+    tls = None
+    if args.tls_ca:
+        tls = ClientTls(
+            Path(args.tls_ca),
+            Path(args.tls_cert) if args.tls_cert else None,
+            Path(args.tls_key) if args.tls_key else None,
+        )
+    return QuireClient(args.gateway, args.registry, placement=args.placement, tls=tls, token=args.token or None)
+
+
+def cmd_dev_certs(args: argparse.Namespace) -> None:
+    bundle = write_dev_certs(Path(args.out))
+    print(f"throwaway CA, service and client certificates in {bundle.directory}")
+    print(f"  start a TLS cluster:  quire cluster up --tls {bundle.directory}")
+    print(
+        f"  as a client:          quire --tls-ca {bundle.ca} --tls-cert {bundle.cert('client-admin')} "
+        f"--tls-key {bundle.key('client-admin')} ledger list"
+    )
+
+
+def cmd_dev_token(args: argparse.Namespace) -> None:
+    roles: dict[str, list[str]] = {}
+    for grant in args.role:
+        scope, _, role = grant.rpartition("=")
+        roles.setdefault(scope or "*", []).append(role)
+    print(CertBundle(Path(args.certs)).token(args.subject, roles, args.ttl_seconds))
 
 
 def _readable_bytes(count: int) -> str:
@@ -409,7 +435,9 @@ def cmd_bookie_inspect(args: argparse.Namespace) -> int:
 def cmd_cluster_up(args: argparse.Namespace) -> None:
     data_dir = Path(args.data_dir)
     ports = Ports(bookies=[3181 + i for i in range(args.bookies)])
-    cluster = LocalCluster(data_dir, ports)
+    cluster = LocalCluster(data_dir, ports, tls=CertBundle(Path(args.tls)) if args.tls else None)
+    if args.tls is None:
+        print("plaintext development mode (QUIRE_INSECURE_PLAINTEXT_DEV): no TLS, no authentication", flush=True)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
@@ -426,8 +454,13 @@ def cmd_cluster_up(args: argparse.Namespace) -> None:
                 f"  {name:<10} {cluster.bookie_id(name)}   (admin http://{cluster.bookie_http(name)}/status)\n"
                 for name in cluster.bookie_names
             )
-            + "\nTry:  L=$(quire ledger create) && quire ledger append $L hello world && quire ledger read $L\n"
-            "Press Ctrl-C to stop.",
+            + (
+                "\nTry:  L=$(quire ledger create) && quire ledger append $L hello world && quire ledger read $L\n"
+                if args.tls is None
+                else f"\nmutual TLS and authentication on; as a client:\n  quire --tls-ca {args.tls}/ca.pem "
+                f"--tls-cert {args.tls}/client-admin.pem --tls-key {args.tls}/client-admin-key.pem ledger list\n"
+            )
+            + "Press Ctrl-C to stop.",
             flush=True,
         )
         while not stop.wait(1.0):
@@ -464,6 +497,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--gateway", default=os.environ.get("QUIRE_GATEWAY", "127.0.0.1:7000"))
     parser.add_argument("--registry", default=os.environ.get("QUIRE_REGISTRY", "127.0.0.1:7001"))
     parser.add_argument("--placement", default=os.environ.get("QUIRE_PLACEMENT", "127.0.0.1:7002"))
+    parser.add_argument("--tls-ca", default=os.environ.get("QUIRE_CLIENT_TLS_CA", ""), help="CA file: use TLS")
+    parser.add_argument("--tls-cert", default=os.environ.get("QUIRE_CLIENT_TLS_CERT", ""), help="client certificate")
+    parser.add_argument("--tls-key", default=os.environ.get("QUIRE_CLIENT_TLS_KEY", ""), help="client key")
+    parser.add_argument("--token", default=os.environ.get("QUIRE_CLIENT_TOKEN", ""), help="bearer token (JWT)")
     areas = parser.add_subparsers(dest="area", required=True)
 
     ledger = areas.add_parser("ledger", help="create, write, read and manage ledgers").add_subparsers(
@@ -542,6 +579,15 @@ def build_parser() -> argparse.ArgumentParser:
     smoke_parser.add_argument("--entries", type=int, default=200)
     smoke_parser.add_argument("--size", type=int, default=1024)
     smoke_parser.set_defaults(func=cmd_dev_smoke)
+    certs = dev.add_parser("certs", help="write a throwaway CA, service and client certificates, and a token secret")
+    certs.add_argument("--out", default="certs")
+    certs.set_defaults(func=cmd_dev_certs)
+    token = dev.add_parser("token", help="print a bearer token signed with a `dev certs` secret")
+    token.add_argument("--certs", default="certs", help="the `quire dev certs` directory")
+    token.add_argument("--subject", default="dev")
+    token.add_argument("--role", action="append", default=[], help="[SCOPE=]reader|writer|admin (repeatable)")
+    token.add_argument("--ttl-seconds", type=float, default=3600.0)
+    token.set_defaults(func=cmd_dev_token)
 
     bookie = areas.add_parser("bookie", help="bookies").add_subparsers(dest="command", required=True)
     bookie_list = bookie.add_parser("list", help="list registered bookies")
@@ -580,6 +626,7 @@ def build_parser() -> argparse.ArgumentParser:
     up = cluster.add_parser("up", help="start etcd and every service locally until Ctrl-C")
     up.add_argument("--data-dir", default=os.environ.get("QUIRE_DATA_DIR", "data"))
     up.add_argument("--bookies", type=int, default=3)
+    up.add_argument("--tls", default=None, help="a `quire dev certs` directory: mutual TLS and authentication")
     up.set_defaults(func=cmd_cluster_up)
     bench.add_parser(areas)
     _add_telemetry_parser(areas)

@@ -13,6 +13,7 @@ import queue
 import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import grpc
 from google.rpc import error_details_pb2, status_pb2
@@ -75,7 +76,12 @@ class AlreadyExistsError(QuireClientError):
 
 
 class PermissionDeniedError(QuireClientError):
-    pass
+    """Wrong ledger password, or the caller's roles lack the permission
+    (reason ERROR_REASON_PERMISSION_DENIED_ROLE; the message names it)."""
+
+
+class UnauthenticatedError(QuireClientError):
+    """No valid credentials: no token or client certificate, or an expired one."""
 
 
 class UnavailableError(QuireClientError):
@@ -102,6 +108,7 @@ _ERRORS_BY_CODE: dict[grpc.StatusCode, type[QuireClientError]] = {
     grpc.StatusCode.ABORTED: AbortedError,
     grpc.StatusCode.ALREADY_EXISTS: AlreadyExistsError,
     grpc.StatusCode.PERMISSION_DENIED: PermissionDeniedError,
+    grpc.StatusCode.UNAUTHENTICATED: UnauthenticatedError,
     grpc.StatusCode.UNAVAILABLE: UnavailableError,
     grpc.StatusCode.RESOURCE_EXHAUSTED: ResourceExhaustedError,
     grpc.StatusCode.DATA_LOSS: DataLossError,
@@ -132,6 +139,39 @@ def _as_ledger_id(ledger: LedgerId | str) -> LedgerId:
     return ledger if isinstance(ledger, LedgerId) else LedgerId.parse(ledger)
 
 
+@dataclass(frozen=True)
+class ClientTls:
+    """TLS for the client's channels: the CA that signed the services'
+    certificates and, for mutual TLS, the client's certificate and key."""
+
+    ca: Path
+    cert: Path | None = None
+    key: Path | None = None
+
+    def credentials(self, token: str | None = None) -> grpc.ChannelCredentials:
+        credentials = grpc.ssl_channel_credentials(
+            root_certificates=self.ca.read_bytes(),
+            private_key=self.key.read_bytes() if self.key else None,
+            certificate_chain=self.cert.read_bytes() if self.cert else None,
+        )
+        if token:
+            # Sent as `authorization: Bearer <token>` on every call.
+            credentials = grpc.composite_channel_credentials(credentials, grpc.access_token_call_credentials(token))
+        return credentials
+
+
+def open_client_channel(
+    target: str, tls: ClientTls | None, token: str | None = None, options: list[tuple[str, int]] | None = None
+) -> grpc.Channel:
+    """A plaintext channel without `tls` (development clusters), else TLS,
+    with the bearer token on every call when one is given."""
+    if tls is None:
+        if token:
+            raise ValueError("a bearer token needs TLS (grpc sends call credentials only over TLS)")
+        return grpc.insecure_channel(target, options=options)
+    return grpc.secure_channel(target, tls.credentials(token), options=options)
+
+
 class QuireClient:
     def __init__(
         self,
@@ -139,17 +179,21 @@ class QuireClient:
         registry: str = "127.0.0.1:7001",
         timeout: float = 30.0,
         placement: str = "127.0.0.1:7002",
+        *,
+        tls: ClientTls | None = None,
+        token: str | None = None,
     ):
         options = [
             ("grpc.max_receive_message_length", 64 * 1024 * 1024),
             ("grpc.max_send_message_length", 64 * 1024 * 1024),
         ]
-        self._gateway_channel = grpc.insecure_channel(gateway, options=options)
-        self._registry_channel = grpc.insecure_channel(registry, options=options)
+        self._gateway_channel = open_client_channel(gateway, tls, token, options)
+        self._registry_channel = open_client_channel(registry, tls, token, options)
         self.ledgers = ledger_pb2_grpc.LedgerServiceStub(self._gateway_channel)
         self.blobs = blob_pb2_grpc.BlobServiceStub(self._gateway_channel)
         self.registry = registry_pb2_grpc.RegistryServiceStub(self._registry_channel)
         self._options = options
+        self._tls, self._token = tls, token
         self._placement_target = placement
         self.timeout = timeout
 
@@ -352,7 +396,7 @@ class QuireClient:
     def bookie_info(self, record: registry_pb2.BookieRecord, timeout: float = 5.0) -> bookie_pb2.GetBookieInfoResponse:
         """One bookie's GetBookieInfo, at the address its registration resolves to."""
         address = bookie_rpc_address(record.bookie_id, record.service_info)
-        with grpc.insecure_channel(address, options=self._options) as channel:
+        with open_client_channel(address, self._tls, self._token, self._options) as channel:
             try:
                 return bookie_pb2_grpc.BookieServiceStub(channel).GetBookieInfo(
                     bookie_pb2.GetBookieInfoRequest(), timeout=timeout
@@ -361,7 +405,7 @@ class QuireClient:
                 raise _translate(exc) from None
 
     def placement_weights(self) -> placement_pb2.GetPlacementWeightsResponse:
-        with grpc.insecure_channel(self._placement_target, options=self._options) as channel:
+        with open_client_channel(self._placement_target, self._tls, self._token, self._options) as channel:
             stub = placement_pb2_grpc.PlacementServiceStub(channel)
             return self._unary(stub.GetPlacementWeights, placement_pb2.GetPlacementWeightsRequest())
 

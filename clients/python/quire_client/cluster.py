@@ -25,6 +25,8 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from quire_client.devcerts import CertBundle
+
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -41,10 +43,22 @@ class ClusterError(RuntimeError):
     pass
 
 
-def grpc_serving(target: str, service: str = "") -> bool:
+def tooling_channel(target: str, tls: CertBundle | None) -> grpc.Channel:
+    """The cluster runner's own channel: plaintext in development mode, else
+    mutual TLS as the gateway's service identity (health probes and the
+    registry's bookie listing, which is internal)."""
+    if tls is None:
+        return grpc.insecure_channel(target)
+    credentials = grpc.ssl_channel_credentials(
+        tls.ca.read_bytes(), tls.key("gateway").read_bytes(), tls.cert("gateway").read_bytes()
+    )
+    return grpc.secure_channel(target, credentials)
+
+
+def grpc_serving(target: str, service: str = "", tls: CertBundle | None = None) -> bool:
     """Whether `target` answers gRPC health SERVING for `service`."""
     try:
-        with grpc.insecure_channel(target) as channel:
+        with tooling_channel(target, tls) as channel:
             response = health_pb2_grpc.HealthStub(channel).Check(
                 health_pb2.HealthCheckRequest(service=service), timeout=1
             )
@@ -130,8 +144,14 @@ class LocalCluster:
         extra_env: dict[str, str] | None = None,
         bookie_env: dict[str, dict[str, str]] | None = None,
         etcd_binary: str | None = None,
+        tls: CertBundle | None = None,
     ) -> None:
+        """Without `tls` every service runs in plaintext development mode
+        (QUIRE_INSECURE_PLAINTEXT_DEV); with it, mutual TLS between all of
+        them and bearer-token or client-certificate authentication at the
+        gateway, from a `quire dev certs` bundle."""
         self.data_dir = data_dir.resolve()
+        self.tls = tls
         self.ports = ports or Ports()
         self.cluster_name = cluster_name
         self.extra_env = extra_env or {}
@@ -163,8 +183,18 @@ class LocalCluster:
         """host:port of a bookie's admin HTTP endpoint (/status, /metrics)."""
         return f"127.0.0.1:{self.ports.http_port(self.bookie_names.index(name))}"
 
-    def _env(self, **settings: str) -> dict[str, str]:
+    def _env(self, service: str = "", **settings: str) -> dict[str, str]:
         env = dict(os.environ)
+        if self.tls is None:
+            env["QUIRE_INSECURE_PLAINTEXT_DEV"] = "true"
+        else:
+            env["QUIRE_INSECURE_PLAINTEXT_DEV"] = "false"
+            if service:
+                env.update(self.tls.service_env(service))
+            # Bearer tokens for every admin HTTP endpoint; roles of client certificates at the gateway.
+            env["QUIRE_AUTH_JWT_KEY_FILE"] = str(self.tls.jwt_secret)
+            if service == "gateway":
+                env.update(self.tls.auth_env())
         env.update(
             QUIRE_CLUSTER=self.cluster_name,
             QUIRE_ETCD_ENDPOINTS=f"127.0.0.1:{self.ports.etcd}",
@@ -187,7 +217,9 @@ class LocalCluster:
             "registry",
             [python, "-m", "quire_registry"],
             self._env(
-                QUIRE_REGISTRY_ADDRESS=self.registry_target, QUIRE_REGISTRY_HTTP_PORT=str(self.ports.registry_http)
+                "registry",
+                QUIRE_REGISTRY_ADDRESS=self.registry_target,
+                QUIRE_REGISTRY_HTTP_PORT=str(self.ports.registry_http),
             ),
             self.registry_target,
         )
@@ -195,7 +227,9 @@ class LocalCluster:
         self._add(
             "placement",
             [python, "-m", "quire_placement"],
-            self._env(QUIRE_PLACEMENT_ADDRESS=placement, QUIRE_PLACEMENT_HTTP_PORT=str(self.ports.placement_http)),
+            self._env(
+                "placement", QUIRE_PLACEMENT_ADDRESS=placement, QUIRE_PLACEMENT_HTTP_PORT=str(self.ports.placement_http)
+            ),
             placement,
         )
         for index, (name, port) in enumerate(zip(self.bookie_names, self.ports.bookies, strict=True)):
@@ -203,6 +237,7 @@ class LocalCluster:
                 name,
                 [python, "-m", "quire_bookie"],
                 self._env(
+                    "bookie",
                     QUIRE_BOOKIE_PORT=str(port),
                     QUIRE_BOOKIE_HTTP_PORT=str(self.ports.http_port(index)),
                     QUIRE_BOOKIE_DATA_DIR=str(self.data_dir / name),
@@ -213,7 +248,11 @@ class LocalCluster:
         self._add(
             "gateway",
             [python, "-m", "quire_gateway"],
-            self._env(QUIRE_GATEWAY_ADDRESS=self.gateway_target, QUIRE_GATEWAY_HTTP_PORT=str(self.ports.gateway_http)),
+            self._env(
+                "gateway",
+                QUIRE_GATEWAY_ADDRESS=self.gateway_target,
+                QUIRE_GATEWAY_HTTP_PORT=str(self.ports.gateway_http),
+            ),
             self.gateway_target,
         )
 
@@ -277,13 +316,13 @@ class LocalCluster:
     def _is_healthy(self, process: _Process) -> bool:
         if process.health_target is None:
             return etcd_healthy(self.ports.etcd)
-        return grpc_serving(process.health_target)
+        return grpc_serving(process.health_target, tls=self.tls)
 
     def wait_bookies_registered(self, count: int, timeout: float = 60.0) -> None:
         from quire.registry.v1 import registry_pb2, registry_pb2_grpc
 
         deadline = time.monotonic() + timeout
-        with grpc.insecure_channel(self.registry_target) as channel:
+        with tooling_channel(self.registry_target, self.tls) as channel:
             stub = registry_pb2_grpc.RegistryServiceStub(channel)
             while time.monotonic() < deadline:
                 try:
@@ -363,6 +402,7 @@ class StandaloneBookie:
         self.http_port = http_port or free_port()
         self.env = dict(os.environ)
         self.env.update(
+            QUIRE_INSECURE_PLAINTEXT_DEV="true",
             QUIRE_BOOKIE_STANDALONE="true",
             QUIRE_BOOKIE_PORT=str(self.port),
             QUIRE_BOOKIE_HTTP_PORT=str(self.http_port),

@@ -12,6 +12,7 @@ from google.rpc import error_details_pb2, status_pb2
 from opentelemetry.instrumentation.grpc import aio_client_interceptors
 
 from quire_common.errors import ERROR_CLASSES_BY_CODE, QuireError, Reason, Unavailable
+from quire_common.security import channel_credentials, channel_options, tls_settings
 from quire_common.server import STATUS_DETAILS_KEY
 from quire_common.telemetry import tracing_enabled
 
@@ -32,14 +33,19 @@ _WAIT_FOR_READY = json.dumps({"methodConfig": [{"name": [{}], "waitForReady": Tr
 
 
 def open_channel(target: str, *, wait_for_ready: bool = False) -> grpc.aio.Channel:
-    """A channel to another service, carrying trace context when tracing is
-    on. With `wait_for_ready`, calls ride out a restart of the peer (a
-    registry or placement replica); leave it off for bookies, whose failure
-    the caller must see at once to try another replica."""
+    """A channel to another service, with mutual TLS unless in plaintext
+    development mode, carrying trace context when tracing is on. With
+    `wait_for_ready`, calls ride out a restart of the peer (a registry or
+    placement replica); leave it off for bookies, whose failure the caller
+    must see at once to try another replica."""
     options: list[tuple[str, str | int]] = list(CHANNEL_OPTIONS)
     if wait_for_ready:
         options.append(("grpc.service_config", _WAIT_FOR_READY))
     interceptors = aio_client_interceptors() if tracing_enabled() else None
+    tls = tls_settings()
+    if tls.enabled:
+        options.extend(channel_options(tls))
+        return grpc.aio.secure_channel(target, channel_credentials(tls), options=options, interceptors=interceptors)
     return grpc.aio.insecure_channel(target, options=options, interceptors=interceptors)
 
 

@@ -44,6 +44,9 @@ class Reason(enum.StrEnum):
     ENTRY_TOO_LARGE = "ERROR_REASON_ENTRY_TOO_LARGE"
     DIGEST_MISMATCH = "ERROR_REASON_DIGEST_MISMATCH"
     NOT_IMPLEMENTED = "ERROR_REASON_NOT_IMPLEMENTED"
+    UNAUTHENTICATED = "ERROR_REASON_UNAUTHENTICATED"
+    PERMISSION_DENIED_ROLE = "ERROR_REASON_PERMISSION_DENIED_ROLE"
+    SERVICE_IDENTITY_REQUIRED = "ERROR_REASON_SERVICE_IDENTITY_REQUIRED"
 
 
 class QuireError(Exception):
@@ -99,6 +102,13 @@ class PermissionDenied(QuireError):
     default_reason = Reason.WRONG_PASSWORD
 
 
+class Unauthenticated(QuireError):
+    """No valid credentials (DESIGN section 7: UNAUTHENTICATED when no credentials)."""
+
+    code = "UNAUTHENTICATED"
+    default_reason = Reason.UNAUTHENTICATED
+
+
 class Unavailable(QuireError):
     code = "UNAVAILABLE"
     default_reason = Reason.SERVICE_UNAVAILABLE
@@ -131,6 +141,7 @@ ERROR_CLASSES_BY_CODE: dict[str, type[QuireError]] = {
         Aborted,
         AlreadyExists,
         PermissionDenied,
+        Unauthenticated,
         Unavailable,
         ResourceExhausted,
         DataLoss,

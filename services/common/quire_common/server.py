@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 import grpc
@@ -22,7 +22,9 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from opentelemetry.instrumentation.grpc import aio_server_interceptor
 
-from quire_common.errors import ERROR_DOMAIN, QuireError
+from quire_common.config import env_bool, env_int
+from quire_common.errors import ERROR_DOMAIN, InvalidArgument, QuireError
+from quire_common.security import ProbePortInterceptor, ServiceIdentityInterceptor, server_credentials, tls_settings
 from quire_common.telemetry import tracing_enabled
 
 log = logging.getLogger(__name__)
@@ -54,9 +56,42 @@ async def _abort(context: grpc.aio.ServicerContext, exc: Exception, method: str)
     await context.abort(grpc.StatusCode.INTERNAL, f"internal error in {method}; see the service log")
 
 
+class _Malformed:
+    """Stands for a request message that did not decode, so the handler
+    answers INVALID_ARGUMENT instead of grpc's INTERNAL."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+
+def _tolerant(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
+    if deserializer is None:
+        return None
+
+    def deserialize(data: bytes) -> Any:
+        try:
+            return deserializer(data)
+        except Exception as exc:  # protobuf's DecodeError, or anything a bad message provokes
+            return _Malformed(exc)
+
+    return deserialize
+
+
+def _checked(request: Any) -> Any:
+    if isinstance(request, _Malformed):
+        raise InvalidArgument(f"malformed request message: {request.error}")
+    return request
+
+
+async def _checked_stream(requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    async for request in requests:
+        yield _checked(request)
+
+
 class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):
     """Turns QuireErrors into status + ErrorInfo, and anything unexpected into
-    INTERNAL without its traceback. Aborts and cancellations pass through."""
+    INTERNAL without its traceback. Aborts and cancellations pass through.
+    A request that does not decode is INVALID_ARGUMENT."""
 
     async def intercept_service(
         self,
@@ -68,12 +103,17 @@ class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):
         if handler is None or not method.startswith(_QUIRE_METHOD_PREFIX):
             return handler
 
+        streamed_requests = bool(handler.stream_unary or handler.stream_stream)
+
+        def checked(request: Any) -> Any:
+            return _checked_stream(request) if streamed_requests else _checked(request)
+
         if handler.unary_unary or handler.stream_unary:
             inner_unary = handler.unary_unary or handler.stream_unary
 
             async def unary_response(request: Any, context: grpc.aio.ServicerContext) -> Any:
                 try:
-                    return await inner_unary(request, context)
+                    return await inner_unary(checked(request), context)
                 except grpc.aio.AbortError:
                     raise
                 except Exception as exc:
@@ -84,7 +124,7 @@ class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):
             )
             return factory(
                 unary_response,
-                request_deserializer=handler.request_deserializer,
+                request_deserializer=_tolerant(handler.request_deserializer),
                 response_serializer=handler.response_serializer,
             )
 
@@ -92,7 +132,7 @@ class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):
 
         async def stream_response(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
             try:
-                async for response in inner_stream(request, context):
+                async for response in inner_stream(checked(request), context):
                     yield response
             except grpc.aio.AbortError:
                 raise
@@ -104,7 +144,7 @@ class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):
         )
         return factory(
             stream_response,
-            request_deserializer=handler.request_deserializer,
+            request_deserializer=_tolerant(handler.request_deserializer),
             response_serializer=handler.response_serializer,
         )
 
@@ -112,16 +152,32 @@ class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):
 def create_server(
     address: str,
     register: Callable[[grpc.aio.Server], Iterable[str]],
+    *,
+    internal: bool = True,
+    require_client_cert: bool = True,
+    auth_interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
 ) -> tuple[grpc.aio.Server, int, health.aio.HealthServicer]:
     """Build a server listening on `address` (port 0 picks one).
 
     `register` adds the service's servicers and returns their full names, which
-    are published through health and reflection.
+    are published through health and reflection (reflection only with
+    QUIRE_REFLECTION_ENABLED). With TLS on (quire_common.security), an
+    `internal` service accepts only peers with a service identity; the gateway
+    passes internal=False, its own `auth_interceptors` and whether a client
+    certificate is required at the handshake.
     """
+    tls = tls_settings()
+    probe_port = env_int("QUIRE_HEALTH_PROBE_PORT", 0, minimum=0, maximum=65535)
+    interceptors: list[grpc.aio.ServerInterceptor] = [aio_server_interceptor()] if tracing_enabled() else []
+    # Error mapping outermost, so that the checks' QuireErrors become statuses.
+    interceptors.append(ErrorMappingInterceptor())
+    if tls.enabled and probe_port:
+        interceptors.append(ProbePortInterceptor())
+    if tls.enabled and internal:
+        interceptors.append(ServiceIdentityInterceptor())
+    interceptors.extend(auth_interceptors)
     server = grpc.aio.server(
-        interceptors=[aio_server_interceptor(), ErrorMappingInterceptor()]
-        if tracing_enabled()
-        else [ErrorMappingInterceptor()],
+        interceptors=interceptors,
         options=[
             ("grpc.max_receive_message_length", 64 * 1024 * 1024),
             ("grpc.max_send_message_length", 64 * 1024 * 1024),
@@ -130,10 +186,20 @@ def create_server(
     service_names = list(register(server))
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    reflection.enable_server_reflection([*service_names, health.SERVICE_NAME, reflection.SERVICE_NAME], server)
-    port = server.add_insecure_port(address)
+    if env_bool("QUIRE_REFLECTION_ENABLED", True):
+        reflection.enable_server_reflection([*service_names, health.SERVICE_NAME, reflection.SERVICE_NAME], server)
+    if tls.enabled:
+        port = server.add_secure_port(address, server_credentials(tls, require_client_cert))
+    else:
+        port = server.add_insecure_port(address)
     if port == 0:
         raise OSError(f"cannot listen on {address}")
+    if probe_port:
+        # Kubernetes' gRPC probes cannot speak TLS: a plaintext port for them
+        # (health only when TLS is on; without TLS everything is plaintext anyway).
+        probe_address = f"{address.rsplit(':', 1)[0]}:{probe_port}"
+        if server.add_insecure_port(probe_address) == 0:
+            raise OSError(f"QUIRE_HEALTH_PROBE_PORT: cannot listen on {probe_address}")
     return server, port, health_servicer
 
 

@@ -55,6 +55,9 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ERROR_REASON_ENTRY_TOO_LARGE: _ClassVar[ErrorReason]
     ERROR_REASON_DIGEST_MISMATCH: _ClassVar[ErrorReason]
     ERROR_REASON_NOT_IMPLEMENTED: _ClassVar[ErrorReason]
+    ERROR_REASON_UNAUTHENTICATED: _ClassVar[ErrorReason]
+    ERROR_REASON_PERMISSION_DENIED_ROLE: _ClassVar[ErrorReason]
+    ERROR_REASON_SERVICE_IDENTITY_REQUIRED: _ClassVar[ErrorReason]
 DIGEST_TYPE_UNSPECIFIED: DigestType
 DIGEST_TYPE_CRC32: DigestType
 DIGEST_TYPE_HMAC: DigestType
@@ -92,6 +95,9 @@ ERROR_REASON_OVERLOADED: ErrorReason
 ERROR_REASON_ENTRY_TOO_LARGE: ErrorReason
 ERROR_REASON_DIGEST_MISMATCH: ErrorReason
 ERROR_REASON_NOT_IMPLEMENTED: ErrorReason
+ERROR_REASON_UNAUTHENTICATED: ErrorReason
+ERROR_REASON_PERMISSION_DENIED_ROLE: ErrorReason
+ERROR_REASON_SERVICE_IDENTITY_REQUIRED: ErrorReason
 
 class LedgerId(_message.Message):
     __slots__ = ("scope_id", "ledger_id")

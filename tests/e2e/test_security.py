@@ -1,0 +1,302 @@
+"""Security against a running TLS cluster (FAULTS SEC-1, SEC-2, SEC-3):
+handshakes refused without a valid certificate, rotation without restart,
+roles per scope at the gateway, internal RPCs closed to client identities."""
+
+from __future__ import annotations
+
+import datetime
+import shutil
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from concurrent import futures
+from pathlib import Path
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1.health import HealthServicer
+
+from quire.registry.v1 import registry_pb2, registry_pb2_grpc
+from quire_client import (
+    ClientTls,
+    PermissionDeniedError,
+    QuireClient,
+    UnauthenticatedError,
+)
+from quire_client.cluster import LocalCluster, Ports, free_port
+from quire_client.devcerts import Authority, CertBundle, write_dev_certs
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
+PROBE_PORT = free_port()
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory: pytest.TempPathFactory) -> CertBundle:
+    return write_dev_certs(tmp_path_factory.mktemp("certs"))
+
+
+@pytest.fixture(scope="module")
+def tls_cluster(tmp_path_factory: pytest.TempPathFactory, bundle: CertBundle) -> Iterator[LocalCluster]:
+    data_dir = tmp_path_factory.mktemp("tls-cluster")
+    local = LocalCluster(
+        data_dir,
+        Ports.free(),
+        extra_env={"QUIRE_TELEMETRY_DIR": str(data_dir / "telemetry"), "QUIRE_BOOKIE_TTL_SECONDS": "3"},
+        bookie_env={"bookie-1": {"QUIRE_HEALTH_PROBE_PORT": str(PROBE_PORT)}},
+        tls=bundle,
+    )
+    local.start()
+    try:
+        yield local
+    finally:
+        local.stop()
+
+
+def health_ok(target: str, credentials: grpc.ChannelCredentials | None) -> bool:
+    """Whether a health check over these credentials succeeds."""
+    channel = grpc.insecure_channel(target) if credentials is None else grpc.secure_channel(target, credentials)
+    with channel:
+        try:
+            health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=3)
+            return True
+        except grpc.RpcError:
+            return False
+
+
+def creds(ca: Path, cert: bytes | None = None, key: bytes | None = None) -> grpc.ChannelCredentials:
+    return grpc.ssl_channel_credentials(ca.read_bytes(), key, cert)
+
+
+def client_for(cluster: LocalCluster, bundle: CertBundle, name: str, token: str | None = None) -> QuireClient:
+    tls = ClientTls(bundle.ca, bundle.cert(name), bundle.key(name))
+    return QuireClient(cluster.gateway_target, cluster.registry_target, timeout=30, tls=tls, token=token)
+
+
+def test_handshakes_refused_without_a_valid_certificate(
+    tls_cluster: LocalCluster, bundle: CertBundle, tmp_path: Path
+) -> None:
+    now = datetime.datetime.now(datetime.UTC)
+    ca = Authority.create()
+    ca_file = tmp_path / "ca.pem"
+    ca_file.write_bytes(ca.pem())
+    # The cluster's CA, for certificates that fail for another reason.
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+    from cryptography.x509 import load_pem_x509_certificate
+
+    cluster_ca = Authority(
+        load_pem_private_key((bundle.directory / "ca-key.pem").read_bytes(), None),  # type: ignore[arg-type]
+        load_pem_x509_certificate(bundle.ca.read_bytes()),
+    )
+    foreign = ca.issue("quire-service:gateway")
+    expired = cluster_ca.issue("quire-service:gateway", not_after=now - datetime.timedelta(hours=1))
+    wrong_name_server, wrong_name_key = cluster_ca.issue("quire-service:bookie", hosts=("elsewhere.example",))
+    valid = (bundle.cert("client-admin").read_bytes(), bundle.key("client-admin").read_bytes())
+
+    for name, process in tls_cluster.processes.items():
+        target = process.health_target
+        if target is None:
+            continue
+        assert not health_ok(target, None), f"{name} accepted plaintext"
+        assert not health_ok(target, creds(bundle.ca)), f"{name} accepted a client without a certificate"
+        assert not health_ok(target, creds(bundle.ca, *foreign)), f"{name} accepted a foreign CA's certificate"
+        assert not health_ok(target, creds(bundle.ca, *expired)), f"{name} accepted an expired certificate"
+        assert not health_ok(target, creds(ca_file, *valid)), f"{name} was trusted though signed by another CA"
+        assert health_ok(target, creds(bundle.ca, *valid)), f"{name} refused a valid certificate"
+
+    # A server whose certificate names another host is refused by clients,
+    # though its CA is trusted: a valid client hangs up on it.
+    impostor = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    health_pb2_grpc.add_HealthServicer_to_server(HealthServicer(), impostor)
+    port = impostor.add_secure_port("127.0.0.1:0", grpc.ssl_server_credentials([(wrong_name_key, wrong_name_server)]))
+    impostor.start()
+    try:
+        assert not health_ok(f"127.0.0.1:{port}", creds(bundle.ca, *valid)), "a wrong-name server was trusted"
+    finally:
+        impostor.stop(0)
+
+
+def test_roles_are_refused_exactly_what_they_lack(tls_cluster: LocalCluster, bundle: CertBundle) -> None:
+    with client_for(tls_cluster, bundle, "client-admin") as admin:
+        ledger = admin.create_ledger(scope_id=7)
+        from quire_common.ids import LedgerId
+
+        ledger_id = LedgerId(ledger.ledger_id.scope_id, ledger.ledger_id.ledger_id)
+        admin.add_entry(ledger_id, b"by admin")
+
+    with client_for(tls_cluster, bundle, "client-reader") as reader:
+        assert [e.payload for e in reader.read(ledger_id, 0, 0)] == [b"by admin"]
+        with pytest.raises(PermissionDeniedError) as denied:
+            reader.add_entry(ledger_id, b"no")
+        assert denied.value.reason == "ERROR_REASON_PERMISSION_DENIED_ROLE"
+        assert "'write'" in denied.value.message and "scope 7" in denied.value.message
+        with pytest.raises(PermissionDeniedError):
+            reader.create_ledger(scope_id=7)
+        with pytest.raises(PermissionDeniedError):
+            reader.put_blob(b"x", scope_id=7)
+        with pytest.raises(PermissionDeniedError):
+            reader.append_all(ledger_id, [b"streamed"])
+        with pytest.raises(PermissionDeniedError):
+            reader.delete_ledger(ledger_id)
+
+    with client_for(tls_cluster, bundle, "client-writer") as writer:
+        writer.add_entry(ledger_id, b"by writer")
+        assert writer.append_all(ledger_id, [b"streamed by writer"]) >= 0
+        blob = writer.put_blob(b"blob", scope_id=7)
+        assert writer.get_blob(blob) == b"blob"
+        with pytest.raises(PermissionDeniedError) as denied:
+            writer.delete_ledger(ledger_id)
+        assert "'admin'" in denied.value.message
+        with pytest.raises(PermissionDeniedError):
+            writer.recover_ledger(ledger_id)
+
+    # Tokens: roles per scope; a token wins over the certificate it rides with.
+    scoped = bundle.token("tenant-7", {"7": ["writer"]})
+    with client_for(tls_cluster, bundle, "client-reader", token=scoped) as tenant:
+        tenant.add_entry(ledger_id, b"by token")
+        with pytest.raises(PermissionDeniedError) as denied:
+            tenant.create_ledger(scope_id=8)
+        assert "scope 8" in denied.value.message
+        with pytest.raises(PermissionDeniedError) as denied:
+            list(tenant.list_ledgers())
+        assert "every scope" in denied.value.message
+
+    expired = bundle.token("late", {"*": ["admin"]}, ttl_seconds=-60)
+    with client_for(tls_cluster, bundle, "client-admin", token=expired) as late:
+        with pytest.raises(UnauthenticatedError) as unauthenticated:
+            late.read(ledger_id, 0, 0).__next__()
+        assert "expired" in unauthenticated.value.message
+    forged = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ4IiwiZXhwIjo5OTk5OTk5OTk5fQ.c2lnbmF0dXJl"
+    with client_for(tls_cluster, bundle, "client-admin", token=forged) as forger:
+        with pytest.raises(UnauthenticatedError):
+            forger.create_ledger()
+
+    # A CA-issued certificate with no role mapping is not a credential.
+    with client_for(tls_cluster, bundle, "placement") as unmapped:
+        with pytest.raises(UnauthenticatedError):
+            unmapped.create_ledger()
+
+    with client_for(tls_cluster, bundle, "client-admin") as admin:
+        admin.delete_ledger(ledger_id)
+
+
+def test_the_plaintext_probe_port_answers_health_and_nothing_else(tls_cluster: LocalCluster) -> None:
+    """Kubernetes' gRPC probes cannot speak TLS: QUIRE_HEALTH_PROBE_PORT serves
+    grpc.health.v1 in plaintext and refuses every other call there."""
+    from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
+
+    probe = f"127.0.0.1:{PROBE_PORT}"
+    assert health_ok(probe, None)
+    with grpc.insecure_channel(probe) as channel:
+        with pytest.raises(grpc.RpcError) as refused:
+            bookie_pb2_grpc.BookieServiceStub(channel).GetBookieInfo(bookie_pb2.GetBookieInfoRequest(), timeout=5)
+    assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    assert "probe port" in (refused.value.details() or "")
+    assert not health_ok(tls_cluster.bookie_id("bookie-1"), None)  # the main port stays TLS-only
+
+
+def test_internal_rpcs_refuse_client_identities(tls_cluster: LocalCluster, bundle: CertBundle) -> None:
+    valid = creds(bundle.ca, bundle.cert("client-admin").read_bytes(), bundle.key("client-admin").read_bytes())
+    with grpc.secure_channel(tls_cluster.registry_target, valid) as channel:
+        stub = registry_pb2_grpc.RegistryServiceStub(channel)
+        with pytest.raises(grpc.RpcError) as refused:
+            stub.ListBookies(registry_pb2.ListBookiesRequest(), timeout=5)
+        assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        assert "service identities" in (refused.value.details() or "")
+    service = creds(bundle.ca, bundle.cert("gateway").read_bytes(), bundle.key("gateway").read_bytes())
+    with grpc.secure_channel(tls_cluster.registry_target, service) as channel:
+        response = registry_pb2_grpc.RegistryServiceStub(channel).ListBookies(
+            registry_pb2.ListBookiesRequest(), timeout=5
+        )
+        assert len(response.bookies) == 3
+
+
+def test_admin_http_needs_the_admin_role_over_https(tls_cluster: LocalCluster, bundle: CertBundle) -> None:
+    context = ssl.create_default_context(cafile=str(bundle.ca))
+    for port in (tls_cluster.ports.gateway_http, tls_cluster.ports.registry_http, tls_cluster.ports.http_port(0)):
+        url = f"https://127.0.0.1:{port}/status"
+
+        def status(token: str | None, url: str = url) -> int:
+            headers = {"Authorization": f"Bearer {token}"} if token else {}
+            try:
+                with urllib.request.urlopen(urllib.request.Request(url, headers=headers), context=context) as r:
+                    return int(r.status)
+            except urllib.error.HTTPError as exc:
+                return exc.code
+
+        assert status(None) == 401
+        assert status(bundle.token("ops", {"*": ["admin"]}, ttl_seconds=-10)) == 401
+        assert status(bundle.token("viewer", {"*": ["reader"]})) == 403
+        assert status(bundle.token("ops", {"7": ["admin"]})) == 403  # admin of one scope is not a cluster admin
+        assert status(bundle.token("ops", {"*": ["admin"]})) == 200
+        with pytest.raises((urllib.error.URLError, ConnectionError)):  # plain HTTP is not served
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=3)
+
+
+def test_the_command_line_speaks_tls_with_certificates_and_tokens(
+    tls_cluster: LocalCluster, bundle: CertBundle
+) -> None:
+    def quire(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "quire_client.cli", "--gateway", tls_cluster.gateway_target]
+        return subprocess.run([*command, *args], capture_output=True, text=True, timeout=60)
+
+    as_writer = ["--tls-ca", str(bundle.ca), "--tls-cert", str(bundle.cert("client-writer"))]
+    as_writer += ["--tls-key", str(bundle.key("client-writer"))]
+    created = quire(*as_writer, "ledger", "create", "--scope", "11")
+    assert created.returncode == 0, created.stderr
+    ledger = created.stdout.strip()
+    token = quire("dev", "token", "--certs", str(bundle.directory), "--role", "11=reader").stdout.strip()
+    refused = quire(*as_writer, "--token", token, "ledger", "append", ledger, "x")
+    assert refused.returncode == 1
+    assert "PERMISSION_DENIED [PERMISSION_DENIED_ROLE]" in refused.stderr and "Traceback" not in refused.stderr
+    plaintext = quire("ledger", "read", ledger)
+    assert plaintext.returncode == 1 and "Traceback" not in plaintext.stderr
+
+
+def test_certificate_rotation_is_picked_up_without_restart(
+    tls_cluster: LocalCluster, bundle: CertBundle, tmp_path: Path
+) -> None:
+    """Re-issue every certificate from a new CA, in place. New connections
+    use the new files at once; the old CA is no longer trusted."""
+    old = tmp_path / "old"
+    shutil.copytree(bundle.directory, old)
+    new = write_dev_certs(tmp_path / "new")
+    pids = {name: tls_cluster.pid(name) for name in tls_cluster.processes}
+    for path in new.directory.iterdir():
+        shutil.copy(path, bundle.directory / path.name)
+    old_bundle = CertBundle(old)
+    old_creds = creds(
+        old_bundle.ca, old_bundle.cert("client-admin").read_bytes(), old_bundle.key("client-admin").read_bytes()
+    )
+    new_creds = creds(new.ca, new.cert("client-admin").read_bytes(), new.key("client-admin").read_bytes())
+    started = time.monotonic()
+    deadline = started + 10
+    target = tls_cluster.gateway_target
+    while not health_ok(target, new_creds) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert health_ok(target, new_creds), "the new certificate set was not picked up"
+    assert not health_ok(target, old_creds), "the old CA is still trusted after rotation"
+    # Services reach each other again with the new certificates, and nothing restarted.
+    with client_for(tls_cluster, bundle, "client-admin") as admin:
+        ledger = admin.create_ledger(scope_id=9)
+        assert ledger.ledger_id.scope_id == 9
+    assert pids == {name: tls_cluster.pid(name) for name in tls_cluster.processes}
+    # The admin HTTPS endpoints reload too (they poll the files every second).
+    context = ssl.create_default_context(cafile=str(new.ca))
+    url = f"https://127.0.0.1:{tls_cluster.ports.gateway_http}/status"
+    # The token key is read at start only (docs/security.md): sign with the old secret.
+    token = old_bundle.token("ops", {"*": ["admin"]})
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
+    while True:
+        try:
+            with urllib.request.urlopen(request, context=context, timeout=3) as response:
+                assert response.status == 200
+                break
+        except urllib.error.URLError:
+            if time.monotonic() > deadline + 5:
+                raise
+            time.sleep(0.2)
