@@ -42,7 +42,10 @@ async def main() -> None:
     )
     reads = ReadSettings(
         speculative_delay_seconds=env_float("QUIRE_GATEWAY_SPECULATIVE_READ_SECONDS", 0.5, minimum=0.001),
+        verify_digests=not env_bool("QUIRE_GATEWAY_FAULT_UNSAFE_SKIP_DIGEST_CHECK", False),
     )
+    if not reads.verify_digests:
+        log.warning("QUIRE_GATEWAY_FAULT_UNSAFE_SKIP_DIGEST_CHECK is set: reads are NOT verified; test use only")
     bookies = BookieDirectory(registry_target, resolver_enabled=env_bool("QUIRE_RESOLVER_ENABLED", True))
     bookies.start()
     remote = Remote(registry_target, placement_target, bookies)

@@ -23,6 +23,7 @@ from grpc_reflection.v1alpha import reflection
 from opentelemetry.instrumentation.grpc import aio_server_interceptor
 
 from quire_common.errors import ERROR_DOMAIN, QuireError
+from quire_common.faults import FaultInjectionInterceptor, fault_rules_from_env
 from quire_common.telemetry import tracing_enabled
 
 log = logging.getLogger(__name__)
@@ -118,10 +119,14 @@ def create_server(
     `register` adds the service's servicers and returns their full names, which
     are published through health and reflection.
     """
+    interceptors: list[grpc.aio.ServerInterceptor] = [ErrorMappingInterceptor()]
+    if tracing_enabled():
+        interceptors.insert(0, aio_server_interceptor())
+    fault_rules = fault_rules_from_env()  # test-only; empty in production
+    if fault_rules:
+        interceptors.append(FaultInjectionInterceptor(fault_rules))
     server = grpc.aio.server(
-        interceptors=[aio_server_interceptor(), ErrorMappingInterceptor()]
-        if tracing_enabled()
-        else [ErrorMappingInterceptor()],
+        interceptors=interceptors,
         options=[
             ("grpc.max_receive_message_length", 64 * 1024 * 1024),
             ("grpc.max_send_message_length", 64 * 1024 * 1024),
