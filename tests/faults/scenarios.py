@@ -79,3 +79,19 @@ def finish(
         assert verdict.clean, verdict
         assert not verdict.read_errors, verdict.read_errors
     return verdict
+
+
+def scrape(http_target: str) -> str:
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://{http_target}/metrics", timeout=5) as response:
+        return str(response.read().decode())
+
+
+def metric_sum(text: str, name: str) -> float:
+    """The sum of every sample of `name` (any labels) in a Prometheus scrape."""
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(name) and (line[len(name)] in " {"):
+            total += float(line.rsplit(" ", 1)[1])
+    return total

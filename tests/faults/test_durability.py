@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-import urllib.request
 from collections.abc import Iterator
 
 import pytest
@@ -12,7 +11,7 @@ from quire_client.cluster import LocalCluster, grpc_serving
 from tests.faults.history import History
 from tests.faults.lab import fault_cluster
 from tests.faults.report import Scenario
-from tests.faults.scenarios import N, client_for, finish, latency_figures, new_ledger, writers
+from tests.faults.scenarios import N, client_for, finish, latency_figures, metric_sum, new_ledger, scrape, writers
 
 pytestmark = [pytest.mark.e2e, pytest.mark.faults]
 
@@ -101,11 +100,9 @@ def test_dur8_unsafe_no_sync_is_loud(tmp_path, scenario: Scenario) -> None:  # t
     scenario.start("DUR-8")
     with fault_cluster(tmp_path, env={"QUIRE_BOOKIE_UNSAFE_NO_SYNC_LOSES_DATA": "true"}) as local:
         name = local.bookie_names[0]
-        with urllib.request.urlopen(f"http://{local.bookie_http(name)}/metrics", timeout=5) as response:
-            metrics = response.read().decode()
-        flag = [line for line in metrics.splitlines() if line.startswith("quire_bookie_sync_disabled")]
+        metrics = scrape(local.bookie_http(name))
         log_text = local.log_path(name).read_text()
-        scenario.figures["unsafe_flag_exported"] = bool(flag) and flag[0].rstrip().endswith("1")
+        scenario.figures["unsafe_flag_exported"] = metric_sum(metrics, "quire_bookie_sync_disabled") == 1.0
         scenario.figures["warning_logged"] = "QUIRE_BOOKIE_UNSAFE_NO_SYNC_LOSES_DATA" in log_text
         scenario.figures["durable_health_serving"] = grpc_serving(local.bookie_id(name), "durable")
     assert scenario.figures["unsafe_flag_exported"] and scenario.figures["warning_logged"]
