@@ -86,7 +86,11 @@ class FaultyStore:
         with self._lock:
             if self._unwritten or self._unwritten_states:
                 held = [
-                    (LedgerId(int.from_bytes(k[:8], "big"), int.from_bytes(k[8:16], "big")), int.from_bytes(k[16:], "big"), d)
+                    (
+                        LedgerId(int.from_bytes(k[:8], "big"), int.from_bytes(k[8:16], "big")),
+                        int.from_bytes(k[16:], "big"),
+                        d,
+                    )
                     for k, d in self._unwritten.items()
                 ]
                 self._store.write(held, self._unwritten_states)

@@ -11,6 +11,7 @@ from quire_common.bookies import BookieDirectory
 from quire_common.config import env_bool, env_float, env_int, env_str
 from quire_common.server import create_server, mark_serving, serve_until_signalled
 from quire_common.service import run_service
+from quire_gateway.auditor import Auditor, AuditorSettings
 from quire_gateway.blobs import BlobSettings, BlobStore
 from quire_gateway.handle import WriteSettings
 from quire_gateway.ledgers import LedgerManager
@@ -81,11 +82,22 @@ async def main() -> None:
             await blobs.roll_over_idle()
 
     roller = asyncio.create_task(roll_over_blob_ledgers())
+    auditor_settings = AuditorSettings(
+        interval_seconds=env_float("QUIRE_AUDITOR_INTERVAL_SECONDS", 30.0, minimum=0.0),
+        lost_bookie_delay_seconds=env_float("QUIRE_AUDITOR_LOST_BOOKIE_DELAY_SECONDS", 60.0, minimum=0.0),
+    )
+    auditing = (
+        asyncio.create_task(Auditor(remote, bookies, auditor_settings).run())
+        if auditor_settings.interval_seconds > 0
+        else None
+    )
 
     async def on_stop() -> None:
         if admin is not None:
             await admin.stop()
         roller.cancel()
+        if auditing is not None:
+            auditing.cancel()
         await manager.close_all()
         await remote.close()
         await bookies.close()

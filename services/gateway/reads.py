@@ -176,7 +176,9 @@ class EntryReader:
             if entry_id in found:
                 if not self.settings.verify_digests:
                     header = parse_header(found[entry_id])
-                    done[entry_id] = ReadEntry(entry_id, found[entry_id][header.size + self.digester.size :], header.length)
+                    done[entry_id] = ReadEntry(
+                        entry_id, found[entry_id][header.size + self.digester.size :], header.length
+                    )
                     continue
                 try:
                     header, payload = unpack_entry(found[entry_id], self.digester)

@@ -18,7 +18,7 @@ from quire_common.ids import LedgerId, ledger_id_to_proto
 from tests.faults.history import History
 from tests.faults.lab import fault_cluster
 from tests.faults.report import Scenario
-from tests.faults.scenarios import N, PASSWORD, client_for, finish, new_ledger, writers
+from tests.faults.scenarios import PASSWORD, N, client_for, finish, new_ledger, writers
 
 pytestmark = [pytest.mark.e2e, pytest.mark.faults]
 

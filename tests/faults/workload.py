@@ -100,7 +100,9 @@ class Writer:
         assert self.acked >= index, f"writer {self.writer_id} reached only {self.acked} (wanted {index}): {self.error}"
 
     def latencies_ms(self) -> list[float]:
-        return sorted((self.ack_times[i] - self.invoke_times[i]) * 1000 for i in self.ack_times if i in self.invoke_times)
+        return sorted(
+            (self.ack_times[i] - self.invoke_times[i]) * 1000 for i in self.ack_times if i in self.invoke_times
+        )
 
 
 def read_all(
@@ -113,8 +115,10 @@ def read_all(
     try:
         for entry in client.read(ledger, first, last, unconfirmed=unconfirmed):
             facts = check_payload(entry.payload)
-            good = facts is not None and facts.index == entry.entry_id and LedgerId(facts.scope, facts.ledger) == (
-                LedgerId.parse(ledger)
+            good = (
+                facts is not None
+                and facts.index == entry.entry_id
+                and LedgerId(facts.scope, facts.ledger) == (LedgerId.parse(ledger))
             )
             history.record("read", "ok", ledger, mode=mode, entry_id=entry.entry_id, good=good)
             ids.append(entry.entry_id)

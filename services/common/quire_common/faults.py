@@ -100,9 +100,13 @@ class FaultInjectionInterceptor(grpc.aio.ServerInterceptor):
                 await _inject(rule, context)
                 return await inner_unary(request, context)
 
-            factory = grpc.unary_unary_rpc_method_handler if handler.unary_unary else grpc.stream_unary_rpc_method_handler
+            factory = (
+                grpc.unary_unary_rpc_method_handler if handler.unary_unary else grpc.stream_unary_rpc_method_handler
+            )
             return factory(
-                unary, request_deserializer=handler.request_deserializer, response_serializer=handler.response_serializer
+                unary,
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
             )
         inner_stream = handler.unary_stream or handler.stream_stream
 
@@ -111,7 +115,9 @@ class FaultInjectionInterceptor(grpc.aio.ServerInterceptor):
             async for response in inner_stream(request, context):
                 yield response
 
-        factory = grpc.unary_stream_rpc_method_handler if handler.unary_stream else grpc.stream_stream_rpc_method_handler
+        factory = (
+            grpc.unary_stream_rpc_method_handler if handler.unary_stream else grpc.stream_stream_rpc_method_handler
+        )
         return factory(
             stream, request_deserializer=handler.request_deserializer, response_serializer=handler.response_serializer
         )
