@@ -92,6 +92,7 @@ def metric_sum(text: str, name: str) -> float:
     """The sum of every sample of `name` (any labels) in a Prometheus scrape."""
     total = 0.0
     for line in text.splitlines():
-        if line.startswith(name) and (line[len(name)] in " {"):
+        metric = line.split("{", 1)[0].split(" ", 1)[0]
+        if metric in (name, f"{name}_total"):
             total += float(line.rsplit(" ", 1)[1])
     return total
