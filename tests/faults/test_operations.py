@@ -67,7 +67,9 @@ def thinly_replicated(client: QuireClient, ledger: LedgerId) -> int:
     return short
 
 
-def closed_ledgers(cluster: LocalCluster, client: QuireClient, history: History, seed: int, count: int) -> list[LedgerId]:
+def closed_ledgers(
+    cluster: LocalCluster, client: QuireClient, history: History, seed: int, count: int
+) -> list[LedgerId]:
     ledgers = [new_ledger(client, history) for _ in range(3)]
     running = [w.start() for w in writers(cluster, ledgers, history, seed, count=count)]
     for writer in running:

@@ -133,9 +133,12 @@ def observe_metadata(client: QuireClient, ledger: str, history: History) -> None
     history.record("meta", "ok", ledger, version=version, metadata=metadata.SerializeToString(deterministic=True))
 
 
-def observe_lac(client: QuireClient, ledger: str, history: History) -> int:
+READER_PROCESS = 1000  # observers other than the writers (LAC is checked per observer)
+
+
+def observe_lac(client: QuireClient, ledger: str, history: History, process: int = READER_PROCESS) -> int:
     lac = client.last_add_confirmed(ledger)
-    history.record("lac", "ok", ledger, lac=lac)
+    history.record("lac", "ok", ledger, process, lac=lac)
     return lac
 
 
