@@ -30,7 +30,7 @@ def no_leftovers() -> Iterator[None]:
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     outcome = yield
-    report = outcome.get_result()
+    report = outcome.get_result()  # type: ignore[attr-defined]
     if report.when == "call":
         item.stash[_OUTCOME] = report.passed
 

@@ -24,8 +24,8 @@ from tests.faults.lab import fault_cluster
 from tests.faults.proxy import TcpProxy
 from tests.faults.report import Scenario
 from tests.faults.scenarios import (
-    N,
     PASSWORD,
+    N,
     client_for,
     finish,
     latency_figures,

@@ -205,3 +205,32 @@ def test_fen8_fence_survives_bookie_restarts(cluster: LocalCluster, scenario: Sc
         scenario.figures["single_bookie_stale_acceptances"] = single_bookie_acceptances
         finish(scenario, client, history, [ledger])
     assert accepted_writes == 0
+
+
+def test_fen2_fence_rpc_rejected_on_one_bookie(cluster: LocalCluster, scenario: Scenario) -> None:
+    """The test-only gRPC interceptor rejects FenceLedger on one ensemble member:
+    the coverage rule still lets recovery finish, and nothing acked is lost."""
+    seed = scenario.start("FEN-2-interceptor", N=500, rule="FenceLedger rejected UNAVAILABLE on one bookie")
+    history = History()
+    with client_for(cluster) as client:
+        ledger = new_ledger(client, history)
+        metadata, _ = client.ledger_metadata(ledger.qualified_name)
+        target = name_of(cluster, metadata.ensembles[0].bookie_ids[2])
+        process = cluster.processes[target]
+        process.env["QUIRE_FAULT_INJECTION_RULES"] = '[{"method": "FenceLedger", "action": "reject"}]'
+        cluster.restart(target)
+        try:
+            cluster.wait_bookies_registered(4)
+            (writer,) = writers(cluster, [ledger], history, seed, count=500)
+            writer.start().join()
+            started = time.monotonic()
+            closed = client.recover_ledger(ledger.qualified_name, PASSWORD)
+            history.record("fence", "ok", ledger.qualified_name, last_entry_id=closed.last_entry_id)
+            scenario.figures["recovery_seconds"] = round(time.monotonic() - started, 2)
+            scenario.figures["warning_logged"] = "FAULT INJECTION ENABLED" in cluster.log_path(target).read_text()
+            finish(scenario, client, history, [ledger])
+        finally:
+            del process.env["QUIRE_FAULT_INJECTION_RULES"]
+            cluster.restart(target)
+            cluster.wait_bookies_registered(4)
+    assert scenario.figures["warning_logged"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Iterator
@@ -18,8 +19,8 @@ from tests.faults.history import History, check_payload
 from tests.faults.lab import fault_cluster, fill, tmpfs
 from tests.faults.report import Scenario
 from tests.faults.scenarios import (
-    N,
     PASSWORD,
+    N,
     client_for,
     finish,
     latency_figures,
@@ -182,7 +183,7 @@ def test_rd3_tail_with_a_bookie_stopped(cluster: LocalCluster, scenario: Scenari
         tailer.join(60)
         cluster.start_process(victim)
         cluster.wait_bookies_registered(4)
-        scenario.figures["gaps"] = sum(1 for a, b in zip(seen, seen[1:], strict=False) if b != a + 1)
+        scenario.figures["gaps"] = sum(1 for a, b in itertools.pairwise(seen) if b != a + 1)
         scenario.figures["entries_tailed"] = len(seen)
         scenario.figures["tail_lag_p99_ms"] = sorted(lags)[int(0.99 * len(lags))] if lags else 0.0
         finish(scenario, client, history, [ledger])

@@ -370,7 +370,7 @@ class QuireClient:
         """Every ledger segment with a replica on a bookie that is not registered
         (the auditor re-replicates closed ledgers' segments after its delay)."""
         registered = {record.bookie_id for record in self.list_bookies()}
-        found = []
+        found: list[tuple[common_pb2.LedgerMetadata, LostReplica]] = []
         for metadata in self.list_ledgers():
             missing = {b for e in metadata.ensembles for b in e.bookie_ids} - registered
             found.extend((metadata, replica) for replica in lost_replicas(metadata, missing))
