@@ -234,3 +234,50 @@ def test_fen2_fence_rpc_rejected_on_one_bookie(cluster: LocalCluster, scenario: 
             cluster.restart(target)
             cluster.wait_bookies_registered(4)
     assert scenario.figures["warning_logged"]
+
+
+def test_ops1_met4_paused_bookie_resumes_after_recovery(cluster: LocalCluster, scenario: Scenario) -> None:
+    """OPS-1 (a GC-pause analogue) and MET-4: SIGSTOP an ensemble member past its
+    lease while the writer keeps going, recover the ledger, SIGCONT. The writer's
+    adds queued at the paused bookie must not become acknowledged; the bookie
+    comes back with one registration."""
+    seed = scenario.start("OPS-1+MET-4", N=N, pause_seconds=6, lease_ttl_seconds=3)
+    history = History()
+    with client_for(cluster) as client:
+        ledger = new_ledger(client, history)
+        (writer,) = writers(cluster, [ledger], history, seed, pace_seconds=0.002)
+        writer.start().wait_acked(300)
+        metadata, _ = client.ledger_metadata(ledger.qualified_name)
+        paused_id = metadata.ensembles[-1].bookie_ids[0]
+        paused = name_of(cluster, paused_id)
+        cluster.pause(paused)
+        paused_at = time.monotonic()
+        try:
+            while any(r.bookie_id == paused_id for r in client.list_bookies()):
+                assert time.monotonic() - paused_at < 20, "the registry kept a paused bookie"
+                time.sleep(0.1)
+            scenario.figures["seconds_to_drop_registration"] = round(time.monotonic() - paused_at, 2)
+            time.sleep(max(0.0, 6 - (time.monotonic() - paused_at)))
+            closed = client.recover_ledger(ledger.qualified_name, PASSWORD)
+            history.record("fence", "ok", ledger.qualified_name, last_entry_id=closed.last_entry_id)
+        finally:
+            cluster.resume(paused)
+        writer.join()
+        resumed_at = time.monotonic()
+        registered = False
+        while time.monotonic() - resumed_at < 15:
+            records = [r for r in client.list_bookies() if r.bookie_id == paused_id]
+            if records:
+                registered = True
+                scenario.figures["duplicate_registrations"] = len(records) - 1
+                break
+            time.sleep(0.2)
+        scenario.figures["re_registered_after_resume"] = registered
+        if registered:
+            scenario.figures["seconds_to_re_register"] = round(time.monotonic() - resumed_at, 2)
+        verdict = finish(scenario, client, history, [ledger])
+        scenario.figures["zombie_writes_accepted"] = verdict.adds_after_fence
+    if not registered:
+        cluster.restart(paused)
+    cluster.wait_bookies_registered(4)
+    assert verdict.adds_after_fence == 0
