@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import statistics
 
+import grpc
+
+from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
 from quire_client import QuireClient
 from quire_client.cluster import LocalCluster
-from quire_common.ids import LedgerId
+from quire_common.entry import Digester, DigestType, master_key, pack_entry
+from quire_common.ids import LedgerId, ledger_id_to_proto
 from tests.faults.checker import Verdict, check, read_back
 from tests.faults.history import History
 from tests.faults.report import Scenario
@@ -96,3 +100,22 @@ def metric_sum(text: str, name: str) -> float:
         if metric in (name, f"{name}_total"):
             total += float(line.rsplit(" ", 1)[1])
     return total
+
+
+def direct_add_accepted(bookie_id: str, ledger: LedgerId, entry_id: int) -> bool:
+    """A normal (non-recovery) add straight to a bookie, as a stale writer would send it."""
+    packed = pack_entry(ledger, entry_id, entry_id - 1, 1024 * (entry_id + 1), b"z" * 1024, Digester(DigestType.CRC32C))
+    with grpc.insecure_channel(bookie_id) as channel:
+        try:
+            bookie_pb2_grpc.BookieServiceStub(channel).AddEntries(
+                bookie_pb2.AddEntriesRequest(
+                    ledger_id=ledger_id_to_proto(ledger),
+                    master_key=master_key(PASSWORD),
+                    entries=[bookie_pb2.PackedEntry(entry_id=entry_id, data=packed)],
+                ),
+                timeout=10,
+            )
+            return True
+        except grpc.RpcError as exc:
+            assert exc.code() == grpc.StatusCode.FAILED_PRECONDITION, exc
+            return False

@@ -4,6 +4,7 @@ digest-verification positive control."""
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -126,8 +127,6 @@ def store_on(bookie_id: str, ledger: LedgerId, entry_id: int, packed: bytes) -> 
 def corrupt_replicas(client: QuireClient, ledger: LedgerId, entries: range, seed: int, replicas: int) -> int:
     """Overwrite `replicas` copies of each entry with a copy whose payload has
     one flipped bit (HMAC: the bookie cannot check it, as with a rotted disk)."""
-    import random
-
     rng = random.Random(seed)
     metadata, _ = client.ledger_metadata(ledger.qualified_name)
     digester = Digester(DigestType.HMAC, PASSWORD)

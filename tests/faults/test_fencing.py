@@ -10,15 +10,12 @@ from concurrent.futures import ThreadPoolExecutor
 import grpc
 import pytest
 
-from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
 from quire_client import QuireClientError
 from quire_client.cluster import LocalCluster
-from quire_common.entry import Digester, DigestType, master_key, pack_entry
-from quire_common.ids import LedgerId, ledger_id_to_proto
 from tests.faults.history import History
 from tests.faults.lab import fault_cluster
 from tests.faults.report import Scenario
-from tests.faults.scenarios import PASSWORD, N, client_for, finish, new_ledger, writers
+from tests.faults.scenarios import PASSWORD, N, client_for, direct_add_accepted, finish, new_ledger, writers
 
 pytestmark = [pytest.mark.e2e, pytest.mark.faults]
 
@@ -31,25 +28,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
 
 def name_of(cluster: LocalCluster, bookie_id: str) -> str:
     return next(n for n in cluster.bookie_names if cluster.bookie_id(n) == bookie_id)
-
-
-def direct_add_accepted(bookie_id: str, ledger: LedgerId, entry_id: int) -> bool:
-    """A normal (non-recovery) add straight to a bookie, as a stale writer would send it."""
-    packed = pack_entry(ledger, entry_id, entry_id - 1, 1024 * (entry_id + 1), b"z" * 1024, Digester(DigestType.CRC32C))
-    with grpc.insecure_channel(bookie_id) as channel:
-        try:
-            bookie_pb2_grpc.BookieServiceStub(channel).AddEntries(
-                bookie_pb2.AddEntriesRequest(
-                    ledger_id=ledger_id_to_proto(ledger),
-                    master_key=master_key(PASSWORD),
-                    entries=[bookie_pb2.PackedEntry(entry_id=entry_id, data=packed)],
-                ),
-                timeout=10,
-            )
-            return True
-        except grpc.RpcError as exc:
-            assert exc.code() == grpc.StatusCode.FAILED_PRECONDITION, exc
-            return False
 
 
 def test_fen1_recovery_while_the_first_writer_still_writes(cluster: LocalCluster, scenario: Scenario) -> None:

@@ -9,12 +9,11 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import grpc
 import pytest
 
 from quire_client import QuireClientError
 from quire_client.cluster import LocalCluster
-from tests.faults.checker import check, read_back
+from tests.faults.checker import check
 from tests.faults.history import History, check_payload
 from tests.faults.lab import fault_cluster, fill, tmpfs
 from tests.faults.report import Scenario
@@ -22,6 +21,7 @@ from tests.faults.scenarios import (
     PASSWORD,
     N,
     client_for,
+    direct_add_accepted,
     finish,
     latency_figures,
     metric_sum,
@@ -29,7 +29,7 @@ from tests.faults.scenarios import (
     scrape,
     writers,
 )
-from tests.faults.workload import observe_lac, read_all
+from tests.faults.workload import observe_lac, observe_metadata, read_all
 
 pytestmark = [pytest.mark.e2e, pytest.mark.faults]
 
@@ -118,11 +118,8 @@ def test_met2_ensemble_change_races_close(cluster: LocalCluster, scenario: Scena
         except QuireClientError as exc:
             scenario.figures["close_error"] = exc.code.name
         writer.join()
-        for process in range(3):
-            from tests.faults.workload import observe_metadata
-
+        for _ in range(3):
             observe_metadata(client, ledger.qualified_name, history)
-            _ = process
         cluster.start_process(victim)
         cluster.wait_bookies_registered(4)
         verdict = finish(scenario, client, history, [ledger])
@@ -274,8 +271,6 @@ def test_dsk1_dsk2_disk_fills_then_frees(tmp_path: Path, scenario: Scenario) -> 
             scenario.figures["ensembles_with_read_only_bookie"] = sum(
                 bookie_id in m.ensembles[0].bookie_ids for m in metas
             )
-            from tests.faults.test_fencing import direct_add_accepted
-
             scenario.figures["adds_accepted_while_read_only"] = int(direct_add_accepted(bookie_id, placed[0], 0))
             filler.unlink()
             started = time.monotonic()
@@ -292,7 +287,6 @@ def test_checker_sees_a_clean_history(cluster: LocalCluster) -> None:
     """Sanity: the checker on an empty history is clean (no false alarms)."""
     verdict = check(History(), [])
     assert verdict.clean
-    _ = (read_back, grpc)
 
 
 def test_dsk6_read_eio_on_one_bookie(cluster: LocalCluster, scenario: Scenario, tmp_path: Path) -> None:
