@@ -33,10 +33,15 @@ lint: setup ## ruff and buf lint
 	@if [ -x $(BUF) ]; then $(BUF) lint && echo "buf lint: clean"; else echo "buf not installed; skipping proto lint"; fi
 
 typecheck: setup ## mypy
-	$(VENV)/bin/mypy services/common/quire_common services/registry services/bookie services/placement services/gateway services/telemetry clients/python/quire_client
+	$(VENV)/bin/mypy services/common/quire_common services/registry services/bookie services/placement services/gateway services/telemetry clients/python/quire_client tests/faults
 
 test: setup gen-check ## run the whole test suite (unit, integration, end-to-end)
 	$(PY) -m pytest tests
+
+test-faults: setup ## the fault suite, heavier rows included (build/faults/results.jsonl and results.md)
+	rm -rf build/faults
+	$(PY) -m pytest tests/faults -m "faults or slow_faults"
+	@echo "results: build/faults/results.md"
 
 test-unit: setup ## only the fast unit tests
 	$(PY) -m pytest tests/unit
@@ -78,4 +83,4 @@ test-container: setup ## the testcontainers tests against the image (make image 
 clean: ## remove local cluster data and build output
 	rm -rf $(DATA_DIR) build
 
-.PHONY: help setup gen gen-check fmt lint typecheck test test-unit fuzz certs run bench bench-bookie bench-telemetry check clean image image-telemetry test-deploy test-container
+.PHONY: help setup gen gen-check fmt lint typecheck test test-faults test-unit fuzz certs run bench bench-bookie bench-telemetry check clean image image-telemetry test-deploy test-container

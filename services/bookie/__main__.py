@@ -42,7 +42,7 @@ SHUTDOWN_GRACE_SECONDS = 5.0
 def service_info(config: BookieConfig, http_port: int) -> common_pb2.BookieServiceInfo:
     """What this bookie advertises (BP-38)."""
     info = common_pb2.BookieServiceInfo()
-    info.endpoints.add(id="rpc", host=config.advertised_host, port=config.port, protocol="bookie-rpc")
+    info.endpoints.add(id="rpc", host=config.advertised_host, port=config.advertised_port, protocol="bookie-rpc")
     if http_port:
         info.endpoints.add(id="http", host=config.advertised_host, port=http_port, protocol="http")
     if config.rack:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from quire_bookie.disk import DiskUsage, ReadOnlyPolicy, measure
+from quire_bookie.faults import FaultyStore, StorageFaults
 from quire_bookie.journal import FlushStats, GroupCommitter
 from quire_bookie.storage import NO_ENTRY, EntryStore, LedgerState
 from quire_common.entry import check_keyless_digest, header_ids
@@ -61,6 +62,7 @@ class BookieSettings:
     verify_digests: bool = True  # check CRC32/CRC32C digests of incoming entries
     # Fault injection for tests and drills only: every synced write takes this much longer.
     fault_sync_delay_seconds: float = 0.0
+    fault_storage: StorageFaults = field(default_factory=StorageFaults)
 
 
 @dataclass(frozen=True)
@@ -106,7 +108,11 @@ class Bookie:
         self.read_only_reason = ""
         self._read_only_listeners: list[Callable[[bool, str], None]] = []
         self._disk: DiskUsage | None = None
-        self._store = EntryStore(data_dir / "rocksdb", sync=self.settings.sync)
+        store = EntryStore(data_dir / "rocksdb", sync=self.settings.sync)
+        # Test-only storage faults (docs/faults.md); a plain EntryStore otherwise.
+        self._store: EntryStore = (
+            FaultyStore(store, self.settings.fault_storage) if self.settings.fault_storage.any else store  # type: ignore[assignment]
+        )
         self._recent_flushes: deque[FlushStats] = deque(maxlen=10_000)
         self._lac_moved: dict[LedgerId, asyncio.Event] = {}
         self._committer = GroupCommitter(

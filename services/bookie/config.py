@@ -8,6 +8,7 @@ from pathlib import Path
 
 from quire_bookie.bookie import BookieSettings
 from quire_bookie.disk import ReadOnlyPolicy
+from quire_bookie.faults import StorageFaults
 from quire_common.config import ConfigError, env_bool, env_float, env_int, env_str
 from quire_common.errors import InvalidArgument
 from quire_common.ids import validate_bookie_id
@@ -22,6 +23,7 @@ class BookieConfig:
     listen_address: str
     advertised_host: str
     port: int
+    advertised_port: int  # the port published in the bookie-rpc endpoint (a proxy in front, say)
     http_port: int  # 0: no admin HTTP server
     bookie_id: str
     data_dir: Path
@@ -73,11 +75,13 @@ class BookieConfig:
             max_long_poll_seconds=env_int("QUIRE_BOOKIE_MAX_LONG_POLL_MS", 30_000, minimum=0) / 1000,
             verify_digests=env_bool("QUIRE_BOOKIE_VERIFY_DIGESTS", True),
             fault_sync_delay_seconds=env_int("QUIRE_BOOKIE_FAULT_SYNC_DELAY_MS", 0, minimum=0, maximum=60_000) / 1000,
+            fault_storage=_storage_faults(),
         )
         return cls(
             listen_address=f"{env_str('QUIRE_BOOKIE_LISTEN_HOST', '127.0.0.1')}:{port}",
             advertised_host=advertised_host,
             port=port,
+            advertised_port=env_int("QUIRE_BOOKIE_ADVERTISED_PORT", port, minimum=1, maximum=65535),
             http_port=env_int("QUIRE_BOOKIE_HTTP_PORT", default_http, minimum=0, maximum=65535),
             bookie_id=bookie_id,
             data_dir=Path(env_str("QUIRE_BOOKIE_DATA_DIR", f"data/bookie-{port}")).resolve(),
@@ -91,6 +95,19 @@ class BookieConfig:
             gc_recheck_seconds=env_float("QUIRE_BOOKIE_GC_RECHECK_SECONDS", 10.0, minimum=0.0),
             storage=storage,
         )
+
+
+def _storage_faults() -> StorageFaults:
+    """Test-only storage faults (services/bookie/faults.py)."""
+    write_eio = env_str("QUIRE_BOOKIE_FAULT_WRITE_EIO_FILE", "")
+    read_eio = env_str("QUIRE_BOOKIE_FAULT_READ_EIO_FILE", "")
+    lose = env_bool("QUIRE_BOOKIE_FAULT_LOSE_UNSYNCED_WRITES", False)
+    if lose and not env_bool("QUIRE_BOOKIE_UNSAFE_NO_SYNC_LOSES_DATA", False):
+        raise ConfigError(
+            "QUIRE_BOOKIE_FAULT_LOSE_UNSYNCED_WRITES needs QUIRE_BOOKIE_UNSAFE_NO_SYNC_LOSES_DATA=true "
+            "(a synced write cannot be lost)"
+        )
+    return StorageFaults(Path(write_eio) if write_eio else None, Path(read_eio) if read_eio else None, lose)
 
 
 def _fraction(name: str, default: float) -> float:

@@ -14,6 +14,7 @@ from quire_common.security import check_client_auth_mode, tls_settings
 from quire_common.server import create_server, mark_serving, serve_until_signalled
 from quire_common.service import run_service
 from quire_gateway.authn import GatewayAuthInterceptor
+from quire_gateway.auditor import Auditor, AuditorSettings
 from quire_gateway.blobs import BlobSettings, BlobStore
 from quire_gateway.handle import WriteSettings
 from quire_gateway.ledgers import LedgerManager
@@ -45,7 +46,10 @@ async def main() -> None:
     )
     reads = ReadSettings(
         speculative_delay_seconds=env_float("QUIRE_GATEWAY_SPECULATIVE_READ_SECONDS", 0.5, minimum=0.001),
+        verify_digests=not env_bool("QUIRE_GATEWAY_FAULT_UNSAFE_SKIP_DIGEST_CHECK", False),
     )
+    if not reads.verify_digests:
+        log.warning("QUIRE_GATEWAY_FAULT_UNSAFE_SKIP_DIGEST_CHECK is set: reads are NOT verified; test use only")
     bookies = BookieDirectory(registry_target, resolver_enabled=env_bool("QUIRE_RESOLVER_ENABLED", True))
     bookies.start()
     remote = Remote(registry_target, placement_target, bookies)
@@ -94,11 +98,22 @@ async def main() -> None:
             await blobs.roll_over_idle()
 
     roller = asyncio.create_task(roll_over_blob_ledgers())
+    auditor_settings = AuditorSettings(
+        interval_seconds=env_float("QUIRE_AUDITOR_INTERVAL_SECONDS", 30.0, minimum=0.0),
+        lost_bookie_delay_seconds=env_float("QUIRE_AUDITOR_LOST_BOOKIE_DELAY_SECONDS", 60.0, minimum=0.0),
+    )
+    auditing = (
+        asyncio.create_task(Auditor(remote, bookies, auditor_settings).run())
+        if auditor_settings.interval_seconds > 0
+        else None
+    )
 
     async def on_stop() -> None:
         if admin is not None:
             await admin.stop()
         roller.cancel()
+        if auditing is not None:
+            auditing.cancel()
         await manager.close_all()
         await remote.close()
         await bookies.close()

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+from opentelemetry.metrics import CallbackOptions, Observation
+
 from quire_common.telemetry import meter
 
 _meter = meter("quire.gateway")
@@ -22,4 +26,19 @@ recovery_runs = _meter.create_counter(
 )
 digest_mismatches = _meter.create_counter(
     "quire.gateway.digest_mismatches", unit="{entry}", description="Replica copies whose digest did not check"
+)
+
+# Set by the auditor after each round (services/gateway/auditor.py).
+under_replicated_segments_now = 0
+
+
+def _observe_under_replicated(_: CallbackOptions) -> Iterable[Observation]:
+    yield Observation(under_replicated_segments_now)
+
+
+under_replicated_segments = _meter.create_observable_gauge(
+    "quire.gateway.under_replicated_segments",
+    callbacks=[_observe_under_replicated],
+    unit="{segment}",
+    description="Ledger segments with a replica on a bookie that is not registered (auditor view)",
 )

@@ -8,10 +8,12 @@ import logging
 from dataclasses import dataclass
 from enum import Enum
 
+from google.protobuf.message import DecodeError
+
 from quire.common.v1 import common_pb2
 from quire.registry.v1 import registry_pb2
 from quire_common.bookies import effective_service_info
-from quire_common.errors import Aborted, AlreadyExists, InvalidArgument, NotFound, Reason
+from quire_common.errors import Aborted, AlreadyExists, DataLoss, InvalidArgument, NotFound, Reason
 from quire_common.ids import (
     U64_MAX,
     LedgerId,
@@ -275,7 +277,7 @@ class Registry:
         kv = await self.store.get(self.keys.ledger(ledger_id))
         if kv is None:
             raise NotFound(f"ledger {ledger_id} does not exist", Reason.LEDGER_NOT_FOUND)
-        return common_pb2.LedgerMetadata.FromString(kv.value), kv.version
+        return _decode_ledger(ledger_id, kv.value), kv.version
 
     async def update_ledger(
         self, ledger_id: LedgerId, metadata: common_pb2.LedgerMetadata, expected_version: int
@@ -315,7 +317,12 @@ class Registry:
         # One extra tells whether another page follows.
         items, _ = await self.store.list_prefix(prefix, start_after=start_after, limit=size + 1)
         page = items[:size]
-        ledgers = [common_pb2.LedgerMetadata.FromString(kv.value) for kv in page]
+        ledgers = []
+        for kv in page:
+            try:
+                ledgers.append(_decode_ledger(kv.key.decode(errors="replace"), kv.value))
+            except DataLoss as exc:  # one bad record must not hide every other ledger
+                log.error("%s; left out of the listing", exc.message)
         next_token = _encode_page_token(page[-1].key) if len(items) > size else ""
         return ledgers, next_token
 
@@ -413,3 +420,11 @@ def _decode_page_token(token: str, prefix: bytes) -> bytes:
     if not key.startswith(prefix):
         raise InvalidArgument("page_token is malformed or belongs to another listing")
     return key
+
+
+def _decode_ledger(ledger: object, value: bytes) -> common_pb2.LedgerMetadata:
+    """A stored metadata record, or DataLoss naming the ledger when it does not parse."""
+    try:
+        return common_pb2.LedgerMetadata.FromString(value)
+    except DecodeError:
+        raise DataLoss(f"metadata corrupt (ledger {ledger}): the stored record does not parse") from None

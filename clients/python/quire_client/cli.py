@@ -23,6 +23,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -291,6 +292,67 @@ def cmd_bookie_list(args: argparse.Namespace) -> None:
         for record in records
     ]
     _print_table(["BOOKIE", "STATE", "ENDPOINTS", "PROPERTIES"], rows)
+
+
+def _under_replicated_rows(client: QuireClient) -> list[dict[str, object]]:
+    return [
+        {
+            "ledger": _ledger_name(metadata),
+            "state": _state_name(metadata),
+            "segment": replica.segment,
+            "first_entry_id": replica.first_entry_id,
+            "last_entry_id": replica.last_entry_id,
+            "bookie_id": replica.bookie_id,
+        }
+        for metadata, replica in client.under_replicated()
+    ]
+
+
+def cmd_recovery_status(args: argparse.Namespace) -> None:
+    """Segments with a replica on a bookie that is not registered."""
+    with _client(args) as client:
+        rows = _under_replicated_rows(client)
+    if args.output == "json":
+        _print_json({"under_replicated": rows})
+        return
+    if not rows:
+        print("no under-replicated ledgers")
+        return
+    _print_table(
+        ["LEDGER", "STATE", "SEGMENT", "ENTRIES", "MISSING BOOKIE"],
+        [
+            [str(r["ledger"]), str(r["state"]), str(r["segment"]), f"{r['first_entry_id']}..{r['last_entry_id']}",
+             str(r["bookie_id"])]
+            for r in rows
+        ],
+    )  # fmt: skip
+
+
+def cmd_bookie_decommission(args: argparse.Namespace) -> int:
+    """Wait until no ledger names the (stopped) bookie: the gateway's auditor
+    re-replicates its segments of closed ledgers after its lost-bookie delay."""
+    with _client(args) as client:
+        if any(record.bookie_id == args.bookie_id for record in client.list_bookies()):
+            print(
+                f"error: bookie {args.bookie_id} is still registered; stop it first, then decommission it",
+                file=sys.stderr,
+            )
+            return 1
+        deadline = time.monotonic() + args.timeout
+        while True:
+            left = [r for r in _under_replicated_rows(client) if r["bookie_id"] == args.bookie_id]
+            if not left:
+                print(f"bookie {args.bookie_id} decommissioned: no ledger has a replica on it")
+                return 0
+            if time.monotonic() >= deadline:
+                ledgers = sorted({str(r["ledger"]) for r in left})
+                print(
+                    f"error: after {args.timeout:.0f}s, {len(left)} segments of {len(ledgers)} ledgers still "
+                    f"name {args.bookie_id} (open ledgers wait until closed): {', '.join(ledgers[:5])}",
+                    file=sys.stderr,
+                )
+                return 1
+            time.sleep(1.0)
 
 
 def cmd_bookie_endpoints(args: argparse.Namespace) -> None:
@@ -612,6 +674,18 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.add_argument("--verify", action="store_true", help="check digests (all ledgers without --ledger)")
     inspect.add_argument("--password", default=None, help="the ledger password, needed only for HMAC digests")
     inspect.set_defaults(func=cmd_bookie_inspect)
+
+    decommission = bookie.add_parser(
+        "decommission", help="wait until a stopped bookie's replicas are re-replicated elsewhere"
+    )
+    decommission.add_argument("bookie_id")
+    decommission.add_argument("--timeout", type=float, default=600.0, help="seconds to wait (default 600)")
+    decommission.set_defaults(func=cmd_bookie_decommission)
+
+    recovery = areas.add_parser("recovery", help="re-replication").add_subparsers(dest="command", required=True)
+    recovery_status = recovery.add_parser("status", help="ledger segments with replicas on missing bookies")
+    _add_output(recovery_status)
+    recovery_status.set_defaults(func=cmd_recovery_status)
 
     bookieinfo = areas.add_parser("bookieinfo", help="free and total disk space of every bookie, and the totals")
     _add_output(bookieinfo)

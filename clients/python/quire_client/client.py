@@ -25,6 +25,7 @@ from quire.placement.v1 import placement_pb2, placement_pb2_grpc
 from quire.registry.v1 import registry_pb2, registry_pb2_grpc
 from quire_common.bookies import bookie_rpc_address
 from quire_common.ids import LedgerId, ledger_id_to_proto, validate_bookie_id
+from quire_common.replication import LostReplica, lost_replicas
 
 _STATUS_DETAILS_KEY = "grpc-status-details-bin"
 
@@ -408,6 +409,16 @@ class QuireClient:
         with open_client_channel(self._placement_target, self._tls, self._token, self._options) as channel:
             stub = placement_pb2_grpc.PlacementServiceStub(channel)
             return self._unary(stub.GetPlacementWeights, placement_pb2.GetPlacementWeightsRequest())
+
+    def under_replicated(self) -> list[tuple[common_pb2.LedgerMetadata, LostReplica]]:
+        """Every ledger segment with a replica on a bookie that is not registered
+        (the auditor re-replicates closed ledgers' segments after its delay)."""
+        registered = {record.bookie_id for record in self.list_bookies()}
+        found: list[tuple[common_pb2.LedgerMetadata, LostReplica]] = []
+        for metadata in self.list_ledgers():
+            missing = {b for e in metadata.ensembles for b in e.bookie_ids} - registered
+            found.extend((metadata, replica) for replica in lost_replicas(metadata, missing))
+        return found
 
     def bookie_service_info(self, bookie_id: str) -> registry_pb2.GetBookieServiceInfoResponse:
         """A bookie's registration as stored, and the service info clients use."""

@@ -238,10 +238,12 @@ class LocalCluster:
                 [python, "-m", "quire_bookie"],
                 self._env(
                     "bookie",
-                    QUIRE_BOOKIE_PORT=str(port),
-                    QUIRE_BOOKIE_HTTP_PORT=str(self.ports.http_port(index)),
-                    QUIRE_BOOKIE_DATA_DIR=str(self.data_dir / name),
-                    **self.bookie_env.get(name, {}),
+                    **{
+                        "QUIRE_BOOKIE_PORT": str(port),
+                        "QUIRE_BOOKIE_HTTP_PORT": str(self.ports.http_port(index)),
+                        "QUIRE_BOOKIE_DATA_DIR": str(self.data_dir / name),
+                        **self.bookie_env.get(name, {}),  # may override the defaults above (a tmpfs data dir)
+                    },
                 ),
                 f"127.0.0.1:{port}",
             )

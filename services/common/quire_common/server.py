@@ -25,6 +25,7 @@ from opentelemetry.instrumentation.grpc import aio_server_interceptor
 from quire_common.config import env_bool, env_int
 from quire_common.errors import ERROR_DOMAIN, InvalidArgument, QuireError
 from quire_common.security import ProbePortInterceptor, ServiceIdentityInterceptor, server_credentials, tls_settings
+from quire_common.faults import FaultInjectionInterceptor, fault_rules_from_env
 from quire_common.telemetry import tracing_enabled
 
 log = logging.getLogger(__name__)
@@ -176,6 +177,9 @@ def create_server(
     if tls.enabled and internal:
         interceptors.append(ServiceIdentityInterceptor())
     interceptors.extend(auth_interceptors)
+    fault_rules = fault_rules_from_env()  # test-only; empty in production
+    if fault_rules:
+        interceptors.append(FaultInjectionInterceptor(fault_rules))
     server = grpc.aio.server(
         interceptors=interceptors,
         options=[

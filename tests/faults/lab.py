@@ -1,0 +1,90 @@
+"""The fault lab: a local cluster (every service its own process) plus the
+tools to hurt it — signals via LocalCluster (kill/pause/resume/terminate/
+restart), tmpfs mounts with `size=` for a full disk, remount read-only, and
+trigger files for the bookie's storage-fault wrapper.
+
+Everything started or mounted here is stopped or unmounted in `finally`.
+Mounts live under MOUNT_PREFIX; the suite refuses to start while any exist.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from quire_client.cluster import LocalCluster, Ports
+
+MOUNT_PREFIX = "/tmp/quire-faults-mnt-"
+CLEANUP_COMMAND = f"grep -o '{MOUNT_PREFIX}[^ ]*' /proc/mounts | xargs -r -n1 umount -l"
+
+# Fast failure detection so each scenario stays within its time budget.
+FAST_SETTINGS = {
+    "QUIRE_BOOKIE_TTL_SECONDS": "3",
+    "QUIRE_GATEWAY_BOOKIE_RETRY_SECONDS": "0.5",
+    "QUIRE_GATEWAY_ADD_TIMEOUT_SECONDS": "2",
+    "QUIRE_GATEWAY_RECOVERY_TIMEOUT_SECONDS": "20",
+    "QUIRE_GATEWAY_RECOVERY_BOOKIE_TIMEOUT_SECONDS": "1",
+    "QUIRE_BOOKIE_DISK_CHECK_INTERVAL_MS": "200",
+}
+
+
+def leftover_mounts() -> list[str]:
+    with open("/proc/mounts") as mounts:
+        return [line.split()[1] for line in mounts if line.split()[1].startswith(MOUNT_PREFIX)]
+
+
+@contextmanager
+def fault_cluster(
+    data_dir: Path,
+    *,
+    bookies: int = 3,
+    env: dict[str, str] | None = None,
+    bookie_env: dict[str, dict[str, str]] | None = None,
+) -> Iterator[LocalCluster]:
+    """A started LocalCluster with fast failure detection; stopped whatever happens."""
+    cluster = LocalCluster(
+        data_dir,
+        Ports.free(bookies=bookies),
+        extra_env={**FAST_SETTINGS, **(env or {})},
+        bookie_env=bookie_env or {},
+    )
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@contextmanager
+def tmpfs(name: str, size: str) -> Iterator[Path]:
+    """A tmpfs of `size` (e.g. "64m") mounted under MOUNT_PREFIX; unmounted in finally."""
+    path = Path(f"{MOUNT_PREFIX}{name}-{os.getpid()}")
+    path.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], check=True)
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False)
+        path.rmdir()
+
+
+def remount(path: Path, mode: str) -> None:
+    """`mode` is "ro" or "rw"."""
+    subprocess.run(["mount", "-o", f"remount,{mode}", str(path)], check=True)
+
+
+def fill(path: Path, leave_bytes: int) -> Path:
+    """Write a filler file until the filesystem has about `leave_bytes` free."""
+    stats = os.statvfs(path)
+    free = stats.f_bavail * stats.f_frsize
+    filler = path / "filler"
+    with filler.open("wb") as out:
+        remaining = max(0, free - leave_bytes)
+        chunk = b"\0" * (1 << 20)
+        while remaining > 0:
+            out.write(chunk[: min(len(chunk), remaining)])
+            remaining -= len(chunk)
+    return filler

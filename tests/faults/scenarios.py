@@ -1,0 +1,121 @@
+"""Shared steps of the fault scenarios: create ledgers, start writers, and
+finish every scenario the same way (read back, check, report)."""
+
+from __future__ import annotations
+
+import statistics
+
+import grpc
+
+from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
+from quire_client import QuireClient
+from quire_client.cluster import LocalCluster
+from quire_common.entry import Digester, DigestType, master_key, pack_entry
+from quire_common.ids import LedgerId, ledger_id_to_proto
+from tests.faults.checker import Verdict, check, read_back
+from tests.faults.history import History
+from tests.faults.report import Scenario
+from tests.faults.workload import Writer, observe_metadata
+
+N = 2000  # entries of 1 KiB per writer, as FAULTS.md's defaults say
+PASSWORD = b"faults"
+
+
+def client_for(cluster: LocalCluster, timeout: float = 30.0) -> QuireClient:
+    return QuireClient(cluster.gateway_target, cluster.registry_target, timeout=timeout)
+
+
+def new_ledger(
+    client: QuireClient, history: History, *, ensemble: int = 3, write_quorum: int = 2, ack_quorum: int = 2
+) -> LedgerId:
+    metadata = client.create_ledger(
+        ensemble_size=ensemble, write_quorum_size=write_quorum, ack_quorum_size=ack_quorum, password=PASSWORD
+    )
+    ledger = LedgerId(metadata.ledger_id.scope_id, metadata.ledger_id.ledger_id)
+    observe_metadata(client, ledger.qualified_name, history)
+    return ledger
+
+
+def writers(
+    cluster: LocalCluster, ledgers: list[LedgerId], history: History, seed: int, count: int = N, **options: object
+) -> list[Writer]:
+    return [
+        Writer(
+            cluster.gateway_target,
+            cluster.registry_target,
+            ledger,
+            history,
+            count=count,
+            seed=seed + index,
+            writer_id=index,
+            **options,  # type: ignore[arg-type]
+        )
+        for index, ledger in enumerate(ledgers)
+    ]
+
+
+def percentile_ms(values: list[float], fraction: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return round(ordered[min(len(ordered) - 1, int(fraction * len(ordered)))], 2)
+
+
+def latency_figures(all_writers: list[Writer]) -> dict[str, float]:
+    latencies = [v for w in all_writers for v in w.latencies_ms()]
+    return {
+        "add_p50_ms": percentile_ms(latencies, 0.5),
+        "add_p99_ms": percentile_ms(latencies, 0.99),
+        "add_max_ms": round(max(latencies), 2) if latencies else 0.0,
+        "add_mean_ms": round(statistics.fmean(latencies), 2) if latencies else 0.0,
+    }
+
+
+def finish(
+    scenario: Scenario, client: QuireClient, history: History, ledgers: list[LedgerId], *, expect_clean: bool = True
+) -> Verdict:
+    """Recover and read back every ledger, run the checker, report its figures,
+    and (unless this is a positive control) require a clean verdict."""
+    finals = [read_back(client, ledger.qualified_name, history, PASSWORD) for ledger in ledgers]
+    verdict = check(history, finals)
+    scenario.figures.update(verdict.figures())
+    if expect_clean:
+        assert verdict.clean, verdict
+        assert not verdict.read_errors, verdict.read_errors
+    return verdict
+
+
+def scrape(http_target: str) -> str:
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://{http_target}/metrics", timeout=5) as response:
+        return str(response.read().decode())
+
+
+def metric_sum(text: str, name: str) -> float:
+    """The sum of every sample of `name` (any labels) in a Prometheus scrape."""
+    total = 0.0
+    for line in text.splitlines():
+        metric = line.split("{", 1)[0].split(" ", 1)[0]
+        if metric in (name, f"{name}_total"):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def direct_add_accepted(bookie_id: str, ledger: LedgerId, entry_id: int) -> bool:
+    """A normal (non-recovery) add straight to a bookie, as a stale writer would send it."""
+    packed = pack_entry(ledger, entry_id, entry_id - 1, 1024 * (entry_id + 1), b"z" * 1024, Digester(DigestType.CRC32C))
+    with grpc.insecure_channel(bookie_id) as channel:
+        try:
+            bookie_pb2_grpc.BookieServiceStub(channel).AddEntries(
+                bookie_pb2.AddEntriesRequest(
+                    ledger_id=ledger_id_to_proto(ledger),
+                    master_key=master_key(PASSWORD),
+                    entries=[bookie_pb2.PackedEntry(entry_id=entry_id, data=packed)],
+                ),
+                timeout=10,
+            )
+            return True
+        except grpc.RpcError as exc:
+            assert exc.code() == grpc.StatusCode.FAILED_PRECONDITION, exc
+            return False

@@ -1,0 +1,322 @@
+"""Metadata (MET-*), disk (DSK-*) and read/tail (RD-*) rows."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from quire_client import QuireClientError
+from quire_client.cluster import LocalCluster
+from tests.faults.checker import check
+from tests.faults.history import History, check_payload
+from tests.faults.lab import fault_cluster, fill, tmpfs
+from tests.faults.report import Scenario
+from tests.faults.scenarios import (
+    PASSWORD,
+    N,
+    client_for,
+    direct_add_accepted,
+    finish,
+    latency_figures,
+    metric_sum,
+    new_ledger,
+    scrape,
+    writers,
+)
+from tests.faults.workload import observe_lac, observe_metadata, read_all
+
+pytestmark = [pytest.mark.e2e, pytest.mark.faults]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    with fault_cluster(tmp_path_factory.mktemp("metadata"), bookies=4) as local:
+        yield local
+
+
+def name_of(cluster: LocalCluster, bookie_id: str) -> str:
+    return next(n for n in cluster.bookie_names if cluster.bookie_id(n) == bookie_id)
+
+
+def test_met1_etcd_stopped_during_appends(cluster: LocalCluster, scenario: Scenario) -> None:
+    seed = scenario.start("MET-1", N=N, fault="SIGSTOP etcd for 6s")
+    history = History()
+    with client_for(cluster, timeout=5) as client:
+        ledger = new_ledger(client, history)
+        (writer,) = writers(cluster, [ledger], history, seed, pace_seconds=0.003)
+        writer.start().wait_acked(200)
+        cluster.pause("etcd")
+        try:
+            before = writer.acked
+            time.sleep(3)
+            scenario.figures["acked_while_etcd_stopped"] = writer.acked - before
+            try:
+                with client_for(cluster, timeout=15) as patient:
+                    patient.create_ledger(password=PASSWORD)
+                create_code = "OK"
+            except QuireClientError as exc:
+                create_code = exc.code.name
+            scenario.figures["create_code_while_stopped"] = create_code
+        finally:
+            cluster.resume("etcd")
+        writer.join()
+        assert writer.error is None, writer.error
+        started = time.monotonic()
+        while True:
+            try:
+                client.create_ledger(password=PASSWORD)
+                break
+            except QuireClientError:
+                assert time.monotonic() - started < 30
+                time.sleep(0.2)
+        scenario.figures["seconds_to_create_after_resume"] = round(time.monotonic() - started, 2)
+        scenario.figures["errors_with_wrong_code"] = int(create_code != "UNAVAILABLE")
+        finish(scenario, client, history, [ledger])
+    cluster.wait_bookies_registered(4)
+    assert scenario.figures["acked_while_etcd_stopped"] > 0
+    assert create_code != "OK"
+
+
+def test_met9_legacy_ledger_ids_unique_under_contention(cluster: LocalCluster, scenario: Scenario) -> None:
+    clients, per_client = 8, 60
+    scenario.start("MET-9", clients=clients, creates_per_client=per_client)
+
+    def create(_: int) -> list[int]:
+        with client_for(cluster) as client:
+            return [client.create_ledger(legacy=True).ledger_id.ledger_id for _ in range(per_client)]
+
+    started = time.monotonic()
+    with ThreadPoolExecutor(clients) as pool:
+        ids = [i for batch in pool.map(create, range(clients)) for i in batch]
+    seconds = time.monotonic() - started
+    scenario.figures["duplicate_ids"] = len(ids) - len(set(ids))
+    scenario.figures["creates_per_second"] = round(len(ids) / seconds, 1)
+    assert scenario.figures["duplicate_ids"] == 0
+
+
+def test_met2_ensemble_change_races_close(cluster: LocalCluster, scenario: Scenario) -> None:
+    """Kill a member (the writer's ensemble change) and close the ledger at once:
+    one CAS wins; metadata versions seen never go back, no version holds two records."""
+    seed = scenario.start("MET-2", N=N, E=3, Qw=3, Qa=2)
+    history = History()
+    with client_for(cluster) as client:
+        ledger = new_ledger(client, history, write_quorum=3)
+        (writer,) = writers(cluster, [ledger], history, seed, pace_seconds=0.002)
+        writer.start().wait_acked(300)
+        metadata, _ = client.ledger_metadata(ledger.qualified_name)
+        victim = name_of(cluster, metadata.ensembles[-1].bookie_ids[0])
+        cluster.kill(victim)
+        try:
+            closed = client.recover_ledger(ledger.qualified_name, PASSWORD)
+            history.record("fence", "ok", ledger.qualified_name, last_entry_id=closed.last_entry_id)
+        except QuireClientError as exc:
+            scenario.figures["close_error"] = exc.code.name
+        writer.join()
+        for _ in range(3):
+            observe_metadata(client, ledger.qualified_name, history)
+        cluster.start_process(victim)
+        cluster.wait_bookies_registered(4)
+        verdict = finish(scenario, client, history, [ledger])
+    assert verdict.meta_version_regressions == 0
+
+
+def test_rd1_confirmed_reads_never_pass_the_lac(cluster: LocalCluster, scenario: Scenario) -> None:
+    seed = scenario.start("RD-1", N=N)
+    history = History()
+    with client_for(cluster) as client:
+        ledger = new_ledger(client, history)
+        (writer,) = writers(cluster, [ledger], history, seed, pace_seconds=0.002)
+        writer.start()
+        unconfirmed_reads = 0
+        while writer.acked < N - 1 and writer.error is None:
+            lac = observe_lac(client, ledger.qualified_name, history)
+            if lac >= 0:
+                read_all(client, ledger.qualified_name, history, first=max(0, lac - 20), last=lac)
+            ahead = writer.invoked - 1
+            if ahead > lac + 1:
+                try:
+                    read_all(client, ledger.qualified_name, history, first=lac + 1, last=ahead, unconfirmed=True)
+                    unconfirmed_reads += 1
+                except QuireClientError:
+                    pass  # NOT_FOUND: not stored yet
+            time.sleep(0.05)
+        writer.join()
+        scenario.figures["unconfirmed_read_rounds"] = unconfirmed_reads
+        finish(scenario, client, history, [ledger])
+
+
+def test_rd3_tail_with_a_bookie_stopped(cluster: LocalCluster, scenario: Scenario) -> None:
+    seed = scenario.start("RD-3", N=N)
+    history = History()
+    with client_for(cluster) as client:
+        ledger = new_ledger(client, history)
+        (writer,) = writers(cluster, [ledger], history, seed, pace_seconds=0.002)
+        seen: list[int] = []
+        lags: list[float] = []
+
+        def tail() -> None:
+            with client_for(cluster) as reader:
+                for entry in reader.tail(ledger.qualified_name):
+                    facts = check_payload(entry.payload)
+                    history.record("read", "ok", ledger.qualified_name, mode="confirmed", entry_id=entry.entry_id,
+                                   good=facts is not None and facts.index == entry.entry_id)  # fmt: skip
+                    if entry.entry_id in writer.ack_times:
+                        lags.append((time.monotonic() - writer.ack_times[entry.entry_id]) * 1000)
+                    seen.append(entry.entry_id)
+
+        tailer = threading.Thread(target=tail, daemon=True)
+        tailer.start()
+        writer.start().wait_acked(500)
+        metadata, _ = client.ledger_metadata(ledger.qualified_name)
+        victim = name_of(cluster, metadata.ensembles[-1].bookie_ids[2])
+        cluster.kill(victim)
+        writer.join()
+        client.close_ledger(ledger.qualified_name)
+        tailer.join(60)
+        cluster.start_process(victim)
+        cluster.wait_bookies_registered(4)
+        scenario.figures["gaps"] = sum(1 for a, b in itertools.pairwise(seen) if b != a + 1)
+        scenario.figures["entries_tailed"] = len(seen)
+        scenario.figures["tail_lag_p99_ms"] = sorted(lags)[int(0.99 * len(lags))] if lags else 0.0
+        finish(scenario, client, history, [ledger])
+    assert scenario.figures["gaps"] == 0 and seen and seen[0] == 0 and seen[-1] == N - 1
+
+
+def test_dsk5_slow_disk(cluster: LocalCluster, scenario: Scenario) -> None:
+    seed = scenario.start("DSK-5", N=N, sync_delay_ms=50)
+    history = History()
+    slow = cluster.bookie_names[0]
+    process = cluster.processes[slow]
+    process.env["QUIRE_BOOKIE_FAULT_SYNC_DELAY_MS"] = "50"
+    cluster.restart(slow)
+    cluster.wait_bookies_registered(4)
+    try:
+        with client_for(cluster) as client:
+            ledgers = [new_ledger(client, history, write_quorum=3, ack_quorum=2) for _ in range(2)]
+            running = [w.start() for w in writers(cluster, ledgers, history, seed)]
+            for writer in running:
+                writer.join()
+                assert writer.error is None
+            scenario.figures.update(latency_figures(running))
+            p99 = scrape(cluster.bookie_http(slow))
+            scenario.figures["slow_bookie_sync_p99_s"] = metric_sum(p99, "quire_bookie_sync_latency_p99_seconds")
+            finish(scenario, client, history, ledgers)
+    finally:
+        del process.env["QUIRE_BOOKIE_FAULT_SYNC_DELAY_MS"]
+        cluster.restart(slow)
+        cluster.wait_bookies_registered(4)
+    assert scenario.figures["slow_bookie_sync_p99_s"] >= 0.05  # visible in the slow bookie's metrics
+
+
+def test_dsk4_write_eio_fails_stop_and_nothing_is_acked(
+    cluster: LocalCluster, scenario: Scenario, tmp_path: Path
+) -> None:
+    """DSK-4 through the storage wrapper: from the moment the trigger exists every
+    synced write on one bookie fails with EIO (what a filesystem turning
+    read-only or a dying disk gives)."""
+    seed = scenario.start("DSK-4", N=N, fault="EIO on every write of one bookie")
+    history = History()
+    trigger = tmp_path / "eio"
+    with client_for(cluster) as client:
+        ledger = new_ledger(client, history)
+        metadata, _ = client.ledger_metadata(ledger.qualified_name)
+    broken = name_of(cluster, metadata.ensembles[0].bookie_ids[1])  # a member of the ledger's ensemble
+    process = cluster.processes[broken]
+    process.env["QUIRE_BOOKIE_FAULT_WRITE_EIO_FILE"] = str(trigger)
+    cluster.restart(broken)
+    cluster.wait_bookies_registered(4)
+    try:
+        with client_for(cluster) as client:
+            (writer,) = writers(cluster, [ledger], history, seed, pace_seconds=0.002)
+            writer.start().wait_acked(300)
+            trigger.touch()
+            writer.join()
+            assert writer.error is None, writer.error
+            log_text = cluster.log_path(broken).read_text()
+            scenario.figures["eio_logged"] = "injected I/O error" in log_text
+            after, _ = client.ledger_metadata(ledger.qualified_name)
+            scenario.figures["ensemble_changes"] = len(after.ensembles) - 1
+            finish(scenario, client, history, [ledger])
+    finally:
+        trigger.unlink(missing_ok=True)
+        del process.env["QUIRE_BOOKIE_FAULT_WRITE_EIO_FILE"]
+        cluster.restart(broken)
+        cluster.wait_bookies_registered(4)
+
+
+def test_dsk1_dsk2_disk_fills_then_frees(tmp_path: Path, scenario: Scenario) -> None:
+    """DSK-1 and DSK-2 in one run: a bookie's data dir on a 64 MiB tmpfs."""
+    scenario.start("DSK-1+DSK-2", tmpfs="64m", read_only_usage=0.95, writable_usage=0.90)
+    with tmpfs("dsk1", "64m") as disk:
+        env = {"bookie-1": {"QUIRE_BOOKIE_DATA_DIR": str(disk / "bookie-1")}}
+        with fault_cluster(tmp_path, bookies=4, bookie_env=env) as local, client_for(local) as client:
+            bookie_id = local.bookie_id("bookie-1")
+            filler = fill(disk, leave_bytes=1 << 20)
+            started = time.monotonic()
+            while not any(r.read_only for r in client.list_bookies() if r.bookie_id == bookie_id):
+                assert time.monotonic() - started < 15, "the bookie did not turn read-only"
+                time.sleep(0.05)
+            scenario.figures["seconds_to_read_only"] = round(time.monotonic() - started, 2)
+            metrics = scrape(local.bookie_http("bookie-1"))
+            scenario.figures["read_only_gauge"] = metric_sum(metrics, "quire_bookie_read_only")  # OBS-1
+            history = History()
+            placed = [new_ledger(client, history) for _ in range(5)]
+            metas = [client.ledger_metadata(ledger.qualified_name)[0] for ledger in placed]
+            scenario.figures["ensembles_with_read_only_bookie"] = sum(
+                bookie_id in m.ensembles[0].bookie_ids for m in metas
+            )
+            scenario.figures["adds_accepted_while_read_only"] = int(direct_add_accepted(bookie_id, placed[0], 0))
+            filler.unlink()
+            started = time.monotonic()
+            while any(r.read_only for r in client.list_bookies() if r.bookie_id == bookie_id):
+                assert time.monotonic() - started < 15, "the bookie did not turn writable again"
+                time.sleep(0.05)
+            scenario.figures["seconds_back_to_writable"] = round(time.monotonic() - started, 2)
+    assert scenario.figures["adds_accepted_while_read_only"] == 0
+    assert scenario.figures["ensembles_with_read_only_bookie"] == 0
+    assert scenario.figures["read_only_gauge"] == 1.0
+
+
+def test_checker_sees_a_clean_history(cluster: LocalCluster) -> None:
+    """Sanity: the checker on an empty history is clean (no false alarms)."""
+    verdict = check(History(), [])
+    assert verdict.clean
+
+
+def test_dsk6_read_eio_on_one_bookie(cluster: LocalCluster, scenario: Scenario, tmp_path: Path) -> None:
+    seed = scenario.start("DSK-6", N=500, fault="EIO on every read of one bookie")
+    history = History()
+    trigger = tmp_path / "read-eio"
+    broken = cluster.bookie_names[2]
+    process = cluster.processes[broken]
+    process.env["QUIRE_BOOKIE_FAULT_READ_EIO_FILE"] = str(trigger)
+    cluster.restart(broken)
+    cluster.wait_bookies_registered(4)
+    try:
+        with client_for(cluster) as client:
+            ledger = new_ledger(client, history)
+            (writer,) = writers(cluster, [ledger], history, seed, count=500)
+            writer.start().join()
+            client.close_ledger(ledger.qualified_name)
+            trigger.touch()
+            failures = 0
+            try:
+                read_all(client, ledger.qualified_name, history, first=0, last=499)
+            except QuireClientError as exc:
+                failures += 1
+                scenario.figures["read_error"] = str(exc)[:200]
+            scenario.figures["user_visible_read_errors"] = failures
+            trigger.unlink()
+            finish(scenario, client, history, [ledger])
+    finally:
+        trigger.unlink(missing_ok=True)
+        del process.env["QUIRE_BOOKIE_FAULT_READ_EIO_FILE"]
+        cluster.restart(broken)
+        cluster.wait_bookies_registered(4)
+    assert scenario.figures["user_visible_read_errors"] == 0
