@@ -13,8 +13,8 @@ from quire_common.config import env_bool, env_float, env_int, env_str
 from quire_common.security import check_client_auth_mode, tls_settings
 from quire_common.server import create_server, mark_serving, serve_until_signalled
 from quire_common.service import run_service
-from quire_gateway.authn import GatewayAuthInterceptor
 from quire_gateway.auditor import Auditor, AuditorSettings
+from quire_gateway.authn import GatewayAuthInterceptor
 from quire_gateway.blobs import BlobSettings, BlobStore
 from quire_gateway.handle import WriteSettings
 from quire_gateway.ledgers import LedgerManager

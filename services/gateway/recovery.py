@@ -37,6 +37,7 @@ from quire_common.errors import Aborted, PermissionDenied, QuireError, Reason, U
 from quire_common.ids import LedgerId
 from quire_common.telemetry import tracer
 from quire_gateway import metrics
+from quire_gateway.handle import replaceable
 from quire_gateway.quorums import covered, entry_missing, replicas_of
 from quire_gateway.remote import Remote
 
@@ -300,7 +301,29 @@ class Recovery:
 
     async def _re_add(self, found: list[_Found]) -> None:
         """Write each found entry to its whole write set (recovery adds pass
-        the fence); each needs A acknowledgements."""
+        the fence); each needs A acknowledgements. A bookie of the last
+        ensemble that is down, hung or full is replaced first, as a writer's
+        ensemble change would: with W = A one dead member could otherwise hold
+        the recovery until its timeout."""
+        for _ in range(self.metadata.ensemble_size + 1):
+            short, failed, problems = await self._try_re_add(found)
+            if not short:
+                return
+            current = self.metadata.ensembles[-1].bookie_ids
+            broken = [b for b in failed if b in current]
+            if not broken or self.metadata.state == common_pb2.LEDGER_STATE_CLOSED:
+                break
+            if not await self._replace(broken, first_entry_id=found[0].entry_id):
+                return  # another recovery closed the ledger; its end stands
+        raise Unavailable(
+            f"recovery of ledger {self.ledger_id}: entry {short[0]} could not be re-added to "
+            f"{self.metadata.ack_quorum_size} bookies ({'; '.join(problems)})",
+            Reason.BOOKIE_UNAVAILABLE,
+        )
+
+    async def _try_re_add(self, found: list[_Found]) -> tuple[list[int], list[str], list[str]]:
+        """One round of recovery adds: (entries short of A acks, bookies that
+        failed in a way a replacement fixes, what went wrong)."""
         by_bookie: dict[str, list[tuple[int, bytes]]] = {}
         for item in found:
             for bookie in replicas_of(self.metadata, item.entry_id):
@@ -321,22 +344,57 @@ class Recovery:
             return_exceptions=True,
         )
         acks = {item.entry_id: 0 for item in found}
+        failed: list[str] = []
         problems: list[str] = []
         for bookie, result in zip(bookies, results, strict=True):
             if isinstance(result, BaseException):
                 if not isinstance(result, QuireError):
                     raise result
                 problems.append(f"{bookie}: {result}")
+                if replaceable(result):
+                    failed.append(bookie)
                 continue
             for entry_id, _ in by_bookie[bookie]:
                 acks[entry_id] += 1
         short = [e for e, n in acks.items() if n < self.metadata.ack_quorum_size]
-        if short:
-            raise Unavailable(
-                f"recovery of ledger {self.ledger_id}: entry {short[0]} could not be re-added to "
-                f"{self.metadata.ack_quorum_size} bookies ({'; '.join(problems)})",
-                Reason.BOOKIE_UNAVAILABLE,
+        return short, failed, problems
+
+    async def _replace(self, broken: list[str], first_entry_id: int) -> bool:
+        """Put replacements for `broken` into the last ensemble from
+        `first_entry_id` on, by compare-and-swap (the ledger is IN_RECOVERY,
+        so only recoveries change it). False when another recovery closed the
+        ledger meanwhile."""
+        ensemble = list(self.metadata.ensembles[-1].bookie_ids)
+        for bookie in broken:
+            replacement = await self.remote.replace_bookie(self.metadata, ensemble, bookie, broken)
+            ensemble = [replacement if b == bookie else b for b in ensemble]
+        while True:
+            if self.metadata.state == common_pb2.LEDGER_STATE_CLOSED:
+                return False
+            updated = common_pb2.LedgerMetadata()
+            updated.CopyFrom(self.metadata)
+            if updated.ensembles[-1].first_entry_id >= first_entry_id:
+                # Nothing confirmed in the last ensemble yet: replace it in place.
+                updated.ensembles[-1].first_entry_id = min(updated.ensembles[-1].first_entry_id, first_entry_id)
+                del updated.ensembles[-1].bookie_ids[:]
+                updated.ensembles[-1].bookie_ids.extend(ensemble)
+            else:
+                updated.ensembles.append(common_pb2.Ensemble(first_entry_id=first_entry_id, bookie_ids=ensemble))
+            try:
+                self.version = await self.remote.update_ledger_metadata(self.ledger_id, updated, self.version)
+            except Aborted:
+                self.metadata, self.version = await self.remote.get_ledger_metadata(self.ledger_id)
+                continue
+            self.metadata = updated
+            log.info(
+                "ledger %s recovery: %s replaced from entry %d; ensemble now %s",
+                self.ledger_id,
+                ", ".join(broken),
+                first_entry_id,
+                " ".join(ensemble),
             )
+            metrics.ensemble_changes.add(len(broken))
+            return True
 
     async def _length_at(self, entry_id: int) -> int:
         """The ledger's length up to `entry_id`, from that entry's header."""

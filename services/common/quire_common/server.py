@@ -24,8 +24,8 @@ from opentelemetry.instrumentation.grpc import aio_server_interceptor
 
 from quire_common.config import env_bool, env_int
 from quire_common.errors import ERROR_DOMAIN, InvalidArgument, QuireError
-from quire_common.security import ProbePortInterceptor, ServiceIdentityInterceptor, server_credentials, tls_settings
 from quire_common.faults import FaultInjectionInterceptor, fault_rules_from_env
+from quire_common.security import ProbePortInterceptor, ServiceIdentityInterceptor, server_credentials, tls_settings
 from quire_common.telemetry import tracing_enabled
 
 log = logging.getLogger(__name__)
