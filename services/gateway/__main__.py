@@ -10,9 +10,11 @@ from quire_common.admin_http import start_admin_server
 from quire_common.auth import AuthSettings
 from quire_common.bookies import BookieDirectory
 from quire_common.config import env_bool, env_float, env_int, env_str
+from quire_common.errors import QuireError
 from quire_common.security import check_client_auth_mode, tls_settings
 from quire_common.server import create_server, mark_serving, serve_until_signalled
 from quire_common.service import run_service
+from quire_common.tasks import cancel_and_wait
 from quire_gateway.auditor import Auditor, AuditorSettings
 from quire_gateway.authn import GatewayAuthInterceptor
 from quire_gateway.blobs import BlobSettings, BlobStore
@@ -95,7 +97,10 @@ async def main() -> None:
     async def roll_over_blob_ledgers() -> None:
         while True:
             await asyncio.sleep(min(60.0, blobs.settings.ledger_max_age_seconds / 4))
-            await blobs.roll_over_idle()
+            try:
+                await blobs.roll_over_idle()
+            except QuireError as exc:  # the registry may be restarting: try again next round
+                log.warning("rolling over idle blob ledgers failed: %s", exc)
 
     roller = asyncio.create_task(roll_over_blob_ledgers())
     auditor_settings = AuditorSettings(
@@ -111,9 +116,8 @@ async def main() -> None:
     async def on_stop() -> None:
         if admin is not None:
             await admin.stop()
-        roller.cancel()
-        if auditing is not None:
-            auditing.cancel()
+        await cancel_and_wait(roller)
+        await cancel_and_wait(auditing)
         await manager.close_all()
         await remote.close()
         await bookies.close()
