@@ -140,6 +140,9 @@ class WeightTracker:
         """Poll forever. `writable` is an async callable giving the writable
         bookie ids (the membership is refreshed before every round)."""
         while True:
+            # Cleared before the round reads the membership, so a join that
+            # lands during the round wakes the next one instead of being lost.
+            self._wakeup.clear()
             try:
                 self.membership(await writable())  # type: ignore[misc]
                 await self.poll(self.due())
@@ -147,9 +150,9 @@ class WeightTracker:
                 raise
             except Exception as exc:
                 log.warning("weight polling round failed: %s", exc)
-            self._wakeup.clear()
             try:
-                await asyncio.wait_for(self._wakeup.wait(), self.next_wait_seconds())
+                async with asyncio.timeout(self.next_wait_seconds()):
+                    await self._wakeup.wait()
             except TimeoutError:
                 pass
 

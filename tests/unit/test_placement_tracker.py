@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 
 from quire_common.errors import Unavailable
@@ -108,3 +110,39 @@ async def test_disabled_disk_weights_draw_uniformly(parts):
     tracker.membership(["a", "b"])
     await tracker.poll(tracker.due())
     assert tracker.draw_weights() == {}
+
+
+async def test_a_join_during_a_round_wakes_the_next_round():
+    """A membership change that lands while a round runs must not be lost:
+    the newcomer is polled at once, not at the next full interval (60 s)."""
+    import asyncio
+
+    info = ScriptedInfo()
+    tracker = WeightTracker(SETTINGS, info, ScriptedLoads(), clock=Clock())  # made in the test's loop
+    info.free = {"a": 100, "b": 300}
+    calls = 0
+
+    async def writable() -> list[str]:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            tracker.wake()  # "b" joins while this round is reading the membership
+            return ["a"]
+        return ["a", "b"]
+
+    polled_b = asyncio.Event()
+    disk = info.disk
+
+    async def watched_disk(bookie_id: str, timeout_seconds: float) -> tuple[int, int]:
+        if bookie_id == "b":
+            polled_b.set()
+        return await disk(bookie_id, timeout_seconds)
+
+    info.disk = watched_disk  # type: ignore[method-assign]
+    running = asyncio.create_task(tracker.run(writable))
+    try:
+        await asyncio.wait_for(polled_b.wait(), 5)
+    finally:
+        running.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await running
