@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -28,10 +29,39 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from quire_client.devcerts import CertBundle
 
 
+_ISSUED_PORTS: set[int] = set()
+
+
+def _ephemeral_port_range() -> tuple[int, int]:
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A free loopback port below the kernel's ephemeral range.
+
+    A port taken with bind(0) comes from the ephemeral range, which the kernel also
+    hands to outgoing connections: a service's client connection (to etcd, say) can
+    take the port in the moment between this choice and the service binding it.
+    Ports below the range are never given to outgoing connections. Ports already
+    handed out by this process are not handed out again."""
+    low, _ = _ephemeral_port_range()
+    floor = 10000 if low > 12000 else 1024
+    for _ in range(1000):
+        port = random.randrange(floor, low)
+        if port in _ISSUED_PORTS:
+            continue
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _ISSUED_PORTS.add(port)
+        return port
+    raise RuntimeError(f"no free loopback port between {floor} and {low}")
 
 
 def port_in_use(port: int) -> bool:
