@@ -19,6 +19,10 @@ command -v etcd >/dev/null 2>&1 || [ -x /usr/bin/etcd ] || apt_packages+=(etcd-s
 "$PYTHON" -c 'import ensurepip, venv' >/dev/null 2>&1 || apt_packages+=(python3-venv)
 # The telemetry stage runs PySpark, which needs a Java runtime (17 or newer).
 command -v java >/dev/null 2>&1 || apt_packages+=(openjdk-17-jre-headless)
+# The fault suite (tests/faults) uses network namespaces and tc, strace and faketime.
+command -v ip >/dev/null 2>&1 && command -v tc >/dev/null 2>&1 || apt_packages+=(iproute2)
+command -v strace >/dev/null 2>&1 || apt_packages+=(strace)
+command -v faketime >/dev/null 2>&1 || apt_packages+=(faketime)
 if [ ${#apt_packages[@]} -gt 0 ]; then
   echo "setup: installing ${apt_packages[*]} with apt-get"
   as_root apt-get update -qq
