@@ -30,6 +30,8 @@ from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
+from opentelemetry.trace import SpanContext
+
 from quire.common.v1 import common_pb2
 from quire_common.entry import V2_HEADER_SIZE, Digester, DigestType, master_key, pack_entry
 from quire_common.errors import (
@@ -41,7 +43,7 @@ from quire_common.errors import (
     Unavailable,
 )
 from quire_common.ids import LedgerId
-from quire_common.telemetry import tracer
+from quire_common.telemetry import batch_span, current_span_context, tracer
 from quire_gateway import metrics
 from quire_gateway.quorums import write_set
 from quire_gateway.remote import Remote
@@ -61,6 +63,7 @@ class _Pending:
     future: asyncio.Future[int]
     acks: set[str] = field(default_factory=set)
     submitted_at: float = field(default_factory=time.perf_counter)
+    origin: SpanContext | None = None  # the span of the request that added it (tracing only)
 
 
 @dataclass(frozen=True)
@@ -175,6 +178,7 @@ class WriteHandle:
                 break
             self._check_writable()
         loop = asyncio.get_running_loop()
+        origin = current_span_context()
         futures: list[asyncio.Future[int]] = []
         per_bookie: dict[str, list[tuple[int, bytes]]] = {}
         for payload in payloads:
@@ -184,7 +188,7 @@ class WriteHandle:
             packed = pack_entry(self.ledger_id, entry_id, self.last_add_confirmed, self.length, payload, self.digester)
             future: asyncio.Future[int] = loop.create_future()
             members = self._stripes[entry_id % len(self._stripes)]
-            self._pending[entry_id] = _Pending(entry_id, packed, self.length, members, future)
+            self._pending[entry_id] = _Pending(entry_id, packed, self.length, members, future, origin=origin)
             self._inflight_bytes += len(packed)
             futures.append(future)
             for bookie_id in members:
@@ -215,6 +219,9 @@ class WriteHandle:
     async def _send(self, bookie_id: str, entries: list[tuple[int, bytes]]) -> None:
         try:
             await self._send_once(bookie_id, entries)
+        except Exception as exc:  # a bug must not leave the writer waiting forever
+            log.exception("sending entries of ledger %s to bookie %s failed", self.ledger_id, bookie_id)
+            self._bookie_failed(bookie_id, Unavailable(f"sending to bookie {bookie_id} failed: {exc!r}"))
         finally:
             self._calls[bookie_id] -= 1
             self._pump(bookie_id)
@@ -224,9 +231,11 @@ class WriteHandle:
         delay = 0.05
         while True:
             try:
-                with _tracer.start_as_current_span(
+                with batch_span(
+                    _tracer,
                     "quire.gateway.bookie_add",
-                    attributes={
+                    [pending.origin for e, _ in entries if (pending := self._pending.get(e)) is not None],
+                    {
                         "quire.ledger": self.ledger_id.qualified_name,
                         "quire.bookie": bookie_id,
                         "quire.entries": len(entries),

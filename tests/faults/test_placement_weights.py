@@ -143,9 +143,9 @@ def test_ens5_weight_edge_cases(
             try:
                 registry.PutLoadWeights(request, timeout=5)
                 invalid_accepted += 1
-            except grpc.RpcError as refused:
-                assert refused.code() == grpc.StatusCode.INVALID_ARGUMENT, refused
-                assert "load factor" in (refused.details() or ""), refused.details()
+            except grpc.RpcError as invalid:
+                assert invalid.code() == grpc.StatusCode.INVALID_ARGUMENT, invalid
+                assert "load factor" in (invalid.details() or ""), invalid.details()
         stored_after = len(registry.ListLoadWeights(registry_pb2.ListLoadWeightsRequest(), timeout=5).weights)
         # A fresh, valid factor for the heavy bookie, which then dies: the factor stays in etcd.
         registry.PutLoadWeights(

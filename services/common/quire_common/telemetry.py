@@ -24,10 +24,12 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import (
@@ -149,6 +151,10 @@ class JsonLinesSpanExporter(SpanExporter):
                     "service": span.resource.attributes.get("service.name"),
                     "instance": _instance or None,
                     "attributes": {k: _plain(v) for k, v in (span.attributes or {}).items()},
+                    "links": [
+                        {"trace_id": f"{link.context.trace_id:032x}", "span_id": f"{link.context.span_id:016x}"}
+                        for link in span.links
+                    ],
                 }
             )
         self._sink.write(records)
@@ -298,6 +304,39 @@ def tracing_enabled() -> bool:
 
 def tracer(name: str) -> trace.Tracer:
     return trace.get_tracer(name)
+
+
+# A batch span links at most this many requests besides its parent.
+_MAX_BATCH_LINKS = 32
+
+
+def current_span_context() -> trace.SpanContext | None:
+    """The active span's context while tracing (None otherwise): what work
+    done later on this request's behalf, in another task, is attributed to."""
+    if _tracer_provider is None:
+        return None
+    span_context = trace.get_current_span().get_span_context()
+    return span_context if span_context.is_valid else None
+
+
+@contextmanager
+def batch_span(
+    tracer_: trace.Tracer, name: str, origins: Sequence[trace.SpanContext | None], attributes: dict[str, Any]
+) -> Iterator[trace.Span]:
+    """A span for one piece of work done for several requests (a batch of
+    entries from many adds): a child of the first request's span, linked to
+    the others. Not the context of whichever task happens to run it: a
+    background task keeps the context of the request that started it."""
+    distinct: list[trace.SpanContext] = []
+    seen: set[tuple[int, int]] = set()  # SpanContext itself is not hashable
+    for origin in origins:
+        if origin is not None and (origin.trace_id, origin.span_id) not in seen:
+            seen.add((origin.trace_id, origin.span_id))
+            distinct.append(origin)
+    parent = trace.set_span_in_context(trace.NonRecordingSpan(distinct[0])) if distinct else otel_context.Context()
+    links = [trace.Link(origin) for origin in distinct[1 : 1 + _MAX_BATCH_LINKS]]
+    with tracer_.start_as_current_span(name, context=parent, links=links, attributes=attributes) as span:
+        yield span
 
 
 def meter(name: str) -> metrics.Meter:
