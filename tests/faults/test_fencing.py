@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import grpc
 import pytest
 
-from quire_client import QuireClientError
+from quire_client import QuireClient, QuireClientError
 from quire_client.cluster import LocalCluster
 from tests.faults.history import History
 from tests.faults.lab import fault_cluster
@@ -266,3 +266,41 @@ def test_ops1_met4_paused_bookie_resumes_after_recovery(cluster: LocalCluster, s
         cluster.restart(paused)
     cluster.wait_bookies_registered(4)
     assert verdict.adds_after_fence == 0
+
+
+def test_met8_paused_writer_gateway_is_fenced_not_locked_out(cluster: LocalCluster, scenario: Scenario) -> None:
+    """The writer's gateway hangs (SIGSTOP) for longer than any lease in the
+    cluster with adds in flight; a second gateway recovers the ledger; the
+    first one resumes and tries to finish its adds. Nothing but fencing and the
+    metadata compare-and-swap stops it: Quire holds no writer lock or lease."""
+    seed = scenario.start("MET-8", N=N, pause_seconds=5, lease_ttl_seconds=3, gateways=2)
+    history = History()
+    second = cluster.add_gateway("gateway-2")
+    try:
+        with client_for(cluster) as client, QuireClient(second, cluster.registry_target, timeout=30) as other:
+            ledger = new_ledger(client, history)
+            (writer,) = writers(cluster, [ledger], history, seed, pace_seconds=0.002)
+            writer.start().wait_acked(300)
+            cluster.pause("gateway")
+            time.sleep(5)  # past the bookies' 3 s leases; the writer's stream keeps sending into the socket
+            acked_before_recovery = writer.acked
+            closed = other.recover_ledger(ledger.qualified_name, PASSWORD)
+            history.record("fence", "ok", ledger.qualified_name, last_entry_id=closed.last_entry_id)
+            cluster.resume("gateway")
+            writer.join()
+            assert writer.error is not None, "the paused writer must not finish its ledger"
+            scenario.figures.update(
+                {
+                    "writer_error": writer.error.reason or writer.error.code.name,
+                    "acked_before_pause_ended": acked_before_recovery + 1,
+                    "writer_acked_total": writer.acked + 1,
+                    "closed_at": closed.last_entry_id,
+                }
+            )
+            verdict = finish(scenario, client, history, [ledger])
+            scenario.figures["stale_writes_accepted"] = verdict.adds_after_fence
+    finally:
+        cluster.resume("gateway")
+        cluster.terminate("gateway-2")
+    assert writer.error.code == grpc.StatusCode.FAILED_PRECONDITION, writer.error
+    assert verdict.adds_after_fence == 0 and closed.last_entry_id >= writer.acked

@@ -28,7 +28,6 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from quire_client.devcerts import CertBundle
 
-
 _ISSUED_PORTS: set[int] = set()
 
 
@@ -287,6 +286,20 @@ class LocalCluster:
             ),
             self.gateway_target,
         )
+
+    def add_gateway(self, name: str, timeout: float = 60.0) -> str:
+        """Start one more gateway process on fresh ports (another replica behind
+        the same registry and placement, as on Kubernetes) and return its
+        target. It is stopped with the rest of the cluster."""
+        target = f"127.0.0.1:{free_port()}"
+        self._add(
+            name,
+            [sys.executable, "-m", "quire_gateway"],
+            self._env("gateway", QUIRE_GATEWAY_ADDRESS=target, QUIRE_GATEWAY_HTTP_PORT=str(free_port())),
+            target,
+        )
+        self.start_process(name, timeout)
+        return target
 
     def _add(self, name: str, command: list[str], env: dict[str, str], health_target: str | None) -> None:
         self.processes[name] = _Process(name, command, env, health_target)
