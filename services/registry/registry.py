@@ -13,7 +13,7 @@ from google.protobuf.message import DecodeError
 from quire.common.v1 import common_pb2
 from quire.registry.v1 import registry_pb2
 from quire_common.bookies import effective_service_info
-from quire_common.errors import Aborted, AlreadyExists, DataLoss, InvalidArgument, NotFound, Reason
+from quire_common.errors import Aborted, AlreadyExists, DataLoss, FailedPrecondition, InvalidArgument, NotFound, Reason
 from quire_common.ids import (
     U64_MAX,
     LedgerId,
@@ -216,6 +216,27 @@ class Registry:
         if version is None:
             raise Aborted(f"cookie of bookie {bookie_id} changed since version {expected_version}")
         return version
+
+    async def delete_cookie(self, bookie_id: str, expected_version: int) -> None:
+        """Remove a decommissioned bookie's cookie, in one transaction that
+        also requires the bookie to be unregistered: a bookie registering
+        meanwhile keeps its cookie."""
+        validate_bookie_id(bookie_id)
+        key = self.keys.cookie(bookie_id)
+        registrations = [self.keys.writable_bookie(bookie_id), self.keys.readonly_bookie(bookie_id)]
+        if await self.store.transact(registrations, {key: expected_version}, [Delete(key)]) is not None:
+            log.info("cookie of bookie %s deleted (decommissioned)", bookie_id)
+            return
+        for registration in registrations:
+            if await self.store.get(registration) is not None:
+                raise FailedPrecondition(
+                    f"bookie {bookie_id} is registered; stop it before removing its cookie",
+                    Reason.BOOKIE_ALREADY_REGISTERED,
+                )
+        current = await self.store.get(key)
+        if current is None:
+            raise NotFound(f"no cookie for bookie {bookie_id}", Reason.BOOKIE_NOT_FOUND)
+        raise Aborted(f"cookie of bookie {bookie_id} changed since version {expected_version}")
 
     # -- load weights (written by the telemetry stage, read by placement) --------
 

@@ -85,6 +85,12 @@ class RegistryServicer(registry_pb2_grpc.RegistryServiceServicer):
         version = await self.registry.put_cookie(request.bookie_id, request.cookie, request.expected_version)
         return registry_pb2.PutCookieResponse(version=version)
 
+    async def DeleteCookie(
+        self, request: registry_pb2.DeleteCookieRequest, context: grpc.aio.ServicerContext
+    ) -> registry_pb2.DeleteCookieResponse:
+        await self.registry.delete_cookie(request.bookie_id, request.expected_version)
+        return registry_pb2.DeleteCookieResponse()
+
     async def CreateLedgerMetadata(
         self, request: registry_pb2.CreateLedgerMetadataRequest, context: grpc.aio.ServicerContext
     ) -> registry_pb2.CreateLedgerMetadataResponse:

@@ -142,8 +142,11 @@ def test_ops5_decommission_via_cli(cluster: LocalCluster, scenario: Scenario, ca
         scenario.figures["decommission_seconds"] = round(time.monotonic() - started, 2)
         scenario.figures["exit_status"] = status
         scenario.figures["entries_below_qw_after"] = sum(thinly_replicated(client, ledger) for ledger in ledgers)
+        scenario.figures["registration_removed"] = all(r.bookie_id != victim_id for r in client.list_bookies())
+        scenario.figures["cookie_removed"] = not client.delete_cookie(victim_id)  # already gone: nothing to delete
         finish(scenario, client, history, ledgers)
     assert status == 0
+    assert scenario.figures["registration_removed"] and scenario.figures["cookie_removed"]
     assert scenario.figures["entries_below_qw_after"] == 0
     assert "decommissioned" in capsys.readouterr().out
 

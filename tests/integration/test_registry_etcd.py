@@ -9,7 +9,7 @@ import pytest
 
 from quire.common.v1 import common_pb2
 from quire.registry.v1 import registry_pb2
-from quire_common.errors import Aborted, AlreadyExists, InvalidArgument, NotFound
+from quire_common.errors import Aborted, AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
 from quire_common.ids import LedgerId
 from quire_registry.registry import IdMode, Registry
 from quire_registry.store import EtcdStore
@@ -359,3 +359,19 @@ async def test_watch_relists_after_a_compaction(etcd, registry, caplog):
     )
     assert "relisting" in caplog.text  # the difference came from a relist, not from history
     await registry.unregister_bookie(stays)
+
+
+async def test_a_cookie_is_deleted_only_when_unregistered_and_unchanged(registry):
+    bookie_id = "127.0.0.1:3190"
+    version = await registry.put_cookie(bookie_id, registry_pb2.Cookie(instance_id="one", data_dirs=["/d"]), 0)
+    registration = await registry.register_bookie(bookie_id, True, common_pb2.BookieServiceInfo(), 5)
+    with pytest.raises(FailedPrecondition, match="is registered"):  # read-only counts as registered too
+        await registry.delete_cookie(bookie_id, version)
+    await registry.unregister_bookie(registration)
+    with pytest.raises(Aborted):
+        await registry.delete_cookie(bookie_id, version + 1000)
+    await registry.delete_cookie(bookie_id, version)
+    with pytest.raises(NotFound):
+        await registry.get_cookie(bookie_id)
+    with pytest.raises(NotFound):
+        await registry.delete_cookie(bookie_id, version)

@@ -329,8 +329,9 @@ def cmd_recovery_status(args: argparse.Namespace) -> None:
 
 
 def cmd_bookie_decommission(args: argparse.Namespace) -> int:
-    """Wait until no ledger names the (stopped) bookie: the gateway's auditor
-    re-replicates its segments of closed ledgers after its lost-bookie delay."""
+    """Wait until no ledger names the (stopped) bookie (the gateway's auditor
+    re-replicates its segments of closed ledgers after its lost-bookie delay),
+    then remove its cookie so the id can be reused on a fresh disk."""
     with _client(args) as client:
         if any(record.bookie_id == args.bookie_id for record in client.list_bookies()):
             print(
@@ -342,7 +343,8 @@ def cmd_bookie_decommission(args: argparse.Namespace) -> int:
         while True:
             left = [r for r in _under_replicated_rows(client) if r["bookie_id"] == args.bookie_id]
             if not left:
-                print(f"bookie {args.bookie_id} decommissioned: no ledger has a replica on it")
+                cookie = "its cookie removed" if client.delete_cookie(args.bookie_id) else "it had no cookie"
+                print(f"bookie {args.bookie_id} decommissioned: no ledger has a replica on it; {cookie}")
                 return 0
             if time.monotonic() >= deadline:
                 ledgers = sorted({str(r["ledger"]) for r in left})

@@ -420,6 +420,20 @@ class QuireClient:
             found.extend((metadata, replica) for replica in lost_replicas(metadata, missing))
         return found
 
+    def delete_cookie(self, bookie_id: str) -> bool:
+        """Remove a stopped bookie's cookie (the end of a decommission); False
+        when it has none. The registry refuses while the bookie is registered."""
+        validate_bookie_id(bookie_id)
+        try:
+            current = self._unary(self.registry.GetCookie, registry_pb2.GetCookieRequest(bookie_id=bookie_id))
+        except NotFoundError:
+            return False
+        self._unary(
+            self.registry.DeleteCookie,
+            registry_pb2.DeleteCookieRequest(bookie_id=bookie_id, expected_version=current.version),
+        )
+        return True
+
     def bookie_service_info(self, bookie_id: str) -> registry_pb2.GetBookieServiceInfoResponse:
         """A bookie's registration as stored, and the service info clients use."""
         validate_bookie_id(bookie_id)

@@ -26,17 +26,17 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from quire.common.v1 import common_pb2 as quire_dot_common_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n quire/registry/v1/registry.proto\x12\x11quire.registry.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cquire/common/v1/common.proto\"\x7f\n\x0c\x42ookieRecord\x12\x11\n\tbookie_id\x18\x01 \x01(\t\x12\x11\n\tread_only\x18\x02 \x01(\x08\x12\x38\n\x0cservice_info\x18\x03 \x01(\x0b\x32\".quire.common.v1.BookieServiceInfo\x12\x0f\n\x07version\x18\x04 \x01(\x03\"\xa5\x01\n\x15RegisterBookieRequest\x12\x11\n\tbookie_id\x18\x01 \x01(\t\x12\x11\n\tread_only\x18\x02 \x01(\x08\x12\x38\n\x0cservice_info\x18\x03 \x01(\x0b\x32\".quire.common.v1.BookieServiceInfo\x12\x13\n\x0bttl_seconds\x18\x04 \x01(\r\x12\x17\n\x0fresume_lease_id\x18\x05 \x01(\x03\"p\n\x16RegisterBookieResponse\x12/\n\x06record\x18\x01 \x01(\x0b\x32\x1f.quire.registry.v1.BookieRecord\x12\x13\n\x0bttl_seconds\x18\x02 \x01(\r\x12\x10\n\x08lease_id\x18\x03 \x01(\x03\"C\n\x12ListBookiesRequest\x12-\n\x05state\x18\x01 \x01(\x0e\x32\x1e.quire.registry.v1.BookieState\"X\n\x13ListBookiesResponse\x12\x30\n\x07\x62ookies\x18\x01 \x03(\x0b\x32\x1f.quire.registry.v1.BookieRecord\x12\x0f\n\x07version\x18\x02 \x01(\x03\"0\n\x1bGetBookieServiceInfoRequest\x12\x11\n\tbookie_id\x18\x01 \x01(\t\"\x93\x01\n\x1cGetBookieServiceInfoResponse\x12/\n\x06record\x18\x01 \x01(\x0b\x32\x1f.quire.registry.v1.BookieRecord\x12\x42\n\x16\x65\x66\x66\x65\x63tive_service_info\x18\x02 \x01(\x0b\x32\".quire.common.v1.BookieServiceInfo\"\x15\n\x13WatchBookiesRequest\"y\n\x14WatchBookiesResponse\x12\x30\n\x04type\x18\x01 \x01(\x0e\x32\".quire.registry.v1.BookieEventType\x12/\n\x06record\x18\x02 \x01(\x0b\x32\x1f.quire.registry.v1.BookieRecord\"%\n\x10GetCookieRequest\x12\x11\n\tbookie_id\x18\x01 \x01(\t\"0\n\x06\x43ookie\x12\x13\n\x0binstance_id\x18\x01 \x01(\t\x12\x11\n\tdata_dirs\x18\x02 \x03(\t\"O\n\x11GetCookieResponse\x12)\n\x06\x63ookie\x18\x01 \x01(\x0b\x32\x19.quire.registry.v1.Cookie\x12\x0f\n\x07version\x18\x02 \x01(\x03\"j\n\x10PutCookieRequest\x12\x11\n\tbookie_id\x18\x01 \x01(\t\x12)\n\x06\x63ookie\x18\x02 \x01(\x0b\x32\x19.quire.registry.v1.Cookie\x12\x18\n\x10\x65xpected_version\x18\x03 \x01(\x03\"$\n\x11PutCookieResponse\x12\x0f\n\x07version\x18\x01 \x01(\x03\"\xac\x01\n\x1b\x43reateLedgerMetadataRequest\x12.\n\tledger_id\x18\x01 \x01(\x0b\x32\x19.quire.common.v1.LedgerIdH\x00\x12\x12\n\x08scope_id\x18\x02 \x01(\x04H\x00\x12\x10\n\x06legacy\x18\x03 \x01(\x08H\x00\x12\x31\n\x08metadata\x18\x04 \x01(\x0b\x32\x1f.quire.common.v1.LedgerMetadataB\x04\n\x02id\"b\n\x1c\x43reateLedgerMetadataResponse\x12\x31\n\x08metadata\x18\x01 \x01(\x0b\x32\x1f.quire.common.v1.LedgerMetadata\x12\x0f\n\x07version\x18\x02 \x01(\x03\"H\n\x18GetLedgerMetadataRequest\x12,\n\tledger_id\x18\x01 \x01(\x0b\x32\x19.quire.common.v1.LedgerId\"_\n\x19GetLedgerMetadataResponse\x12\x31\n\x08metadata\x18\x01 \x01(\x0b\x32\x1f.quire.common.v1.LedgerMetadata\x12\x0f\n\x07version\x18\x02 \x01(\x03\"\x98\x01\n\x1bUpdateLedgerMetadataRequest\x12,\n\tledger_id\x18\x01 \x01(\x0b\x32\x19.quire.common.v1.LedgerId\x12\x31\n\x08metadata\x18\x02 \x01(\x0b\x32\x1f.quire.common.v1.LedgerMetadata\x12\x18\n\x10\x65xpected_version\x18\x03 \x01(\x03\"/\n\x1cUpdateLedgerMetadataResponse\x12\x0f\n\x07version\x18\x01 \x01(\x03\"e\n\x1b\x44\x65leteLedgerMetadataRequest\x12,\n\tledger_id\x18\x01 \x01(\x0b\x32\x19.quire.common.v1.LedgerId\x12\x18\n\x10\x65xpected_version\x18\x02 \x01(\x03\"\x1e\n\x1c\x44\x65leteLedgerMetadataResponse\"h\n\x19ListLedgerMetadataRequest\x12\x10\n\x08scope_id\x18\x01 \x01(\x04\x12\x11\n\tpage_size\x18\x02 \x01(\r\x12\x12\n\npage_token\x18\x03 \x01(\t\x12\x12\n\nall_scopes\x18\x04 \x01(\x08\"g\n\x1aListLedgerMetadataResponse\x12\x30\n\x07ledgers\x18\x01 \x03(\x0b\x32\x1f.quire.common.v1.LedgerMetadata\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"`\n\nLoadWeight\x12\x11\n\tbookie_id\x18\x01 \x01(\t\x12\x0e\n\x06\x66\x61\x63tor\x18\x02 \x01(\x01\x12/\n\x0b\x63omputed_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"G\n\x15PutLoadWeightsRequest\x12.\n\x07weights\x18\x01 \x03(\x0b\x32\x1d.quire.registry.v1.LoadWeight\"\x18\n\x16PutLoadWeightsResponse\"\x18\n\x16ListLoadWeightsRequest\"I\n\x17ListLoadWeightsResponse\x12.\n\x07weights\x18\x01 \x03(\x0b\x32\x1d.quire.registry.v1.LoadWeight*x\n\x0b\x42ookieState\x12\x1c\n\x18\x42OOKIE_STATE_UNSPECIFIED\x10\x00\x12\x19\n\x15\x42OOKIE_STATE_WRITABLE\x10\x01\x12\x1a\n\x16\x42OOKIE_STATE_READ_ONLY\x10\x02\x12\x14\n\x10\x42OOKIE_STATE_ALL\x10\x03*\xd2\x01\n\x0f\x42ookieEventType\x12!\n\x1d\x42OOKIE_EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x1e\n\x1a\x42OOKIE_EVENT_TYPE_SNAPSHOT\x10\x01\x12\x1c\n\x18\x42OOKIE_EVENT_TYPE_JOINED\x10\x02\x12\x1a\n\x16\x42OOKIE_EVENT_TYPE_LEFT\x10\x03\x12\x1d\n\x19\x42OOKIE_EVENT_TYPE_CHANGED\x10\x04\x12#\n\x1f\x42OOKIE_EVENT_TYPE_SNAPSHOT_DONE\x10\x05\x32\x85\x0b\n\x0fRegistryService\x12i\n\x0eRegisterBookie\x12(.quire.registry.v1.RegisterBookieRequest\x1a).quire.registry.v1.RegisterBookieResponse(\x01\x30\x01\x12\\\n\x0bListBookies\x12%.quire.registry.v1.ListBookiesRequest\x1a&.quire.registry.v1.ListBookiesResponse\x12w\n\x14GetBookieServiceInfo\x12..quire.registry.v1.GetBookieServiceInfoRequest\x1a/.quire.registry.v1.GetBookieServiceInfoResponse\x12\x61\n\x0cWatchBookies\x12&.quire.registry.v1.WatchBookiesRequest\x1a\'.quire.registry.v1.WatchBookiesResponse0\x01\x12V\n\tGetCookie\x12#.quire.registry.v1.GetCookieRequest\x1a$.quire.registry.v1.GetCookieResponse\x12V\n\tPutCookie\x12#.quire.registry.v1.PutCookieRequest\x1a$.quire.registry.v1.PutCookieResponse\x12w\n\x14\x43reateLedgerMetadata\x12..quire.registry.v1.CreateLedgerMetadataRequest\x1a/.quire.registry.v1.CreateLedgerMetadataResponse\x12n\n\x11GetLedgerMetadata\x12+.quire.registry.v1.GetLedgerMetadataRequest\x1a,.quire.registry.v1.GetLedgerMetadataResponse\x12w\n\x14UpdateLedgerMetadata\x12..quire.registry.v1.UpdateLedgerMetadataRequest\x1a/.quire.registry.v1.UpdateLedgerMetadataResponse\x12w\n\x14\x44\x65leteLedgerMetadata\x12..quire.registry.v1.DeleteLedgerMetadataRequest\x1a/.quire.registry.v1.DeleteLedgerMetadataResponse\x12q\n\x12ListLedgerMetadata\x12,.quire.registry.v1.ListLedgerMetadataRequest\x1a-.quire.registry.v1.ListLedgerMetadataResponse\x12\x65\n\x0ePutLoadWeights\x12(.quire.registry.v1.PutLoadWeightsRequest\x1a).quire.registry.v1.PutLoadWeightsResponse\x12h\n\x0fListLoadWeights\x12).quire.registry.v1.ListLoadWeightsRequest\x1a*.quire.registry.v1.ListLoadWeightsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n quire/registry/v1/registry.proto\x12\x11quire.registry.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cquire/common/v1/common.proto\"\x7f\n\x0c\x42ookieRecord\x12\x11\n\tbookie_id\x18\x01 \x01(\t\x12\x11\n\tread_only\x18\x02 \x01(\x08\x12\x38\n\x0cservice_info\x18\x03 \x01(\x0b\x32\".quire.common.v1.BookieServiceInfo\x12\x0f\n\x07version\x18\x04 \x01(\x03\"\xa5\x01\n\x15RegisterBookieRequest\x12\x11\n\tbookie_id\x18\x01 \x01(\t\x12\x11\n\tread_only\x18\x02 \x01(\x08\x12\x38\n\x0cservice_info\x18\x03 \x01(\x0b\x32\".quire.common.v1.BookieServiceInfo\x12\x13\n\x0bttl_seconds\x18\x04 \x01(\r\x12\x17\n\x0fresume_lease_id\x18\x05 \x01(\x03\"p\n\x16RegisterBookieResponse\x12/\n\x06record\x18\x01 \x01(\x0b\x32\x1f.quire.registry.v1.BookieRecord\x12\x13\n\x0bttl_seconds\x18\x02 \x01(\r\x12\x10\n\x08lease_id\x18\x03 \x01(\x03\"C\n\x12ListBookiesRequest\x12-\n\x05state\x18\x01 \x01(\x0e\x32\x1e.quire.registry.v1.BookieState\"X\n\x13ListBookiesResponse\x12\x30\n\x07\x62ookies\x18\x01 \x03(\x0b\x32\x1f.quire.registry.v1.BookieRecord\x12\x0f\n\x07version\x18\x02 \x01(\x03\"0\n\x1bGetBookieServiceInfoRequest\x12\x11\n\tbookie_id\x18\x01 \x01(\t\"\x93\x01\n\x1cGetBookieServiceInfoResponse\x12/\n\x06record\x18\x01 \x01(\x0b\x32\x1f.quire.registry.v1.BookieRecord\x12\x42\n\x16\x65\x66\x66\x65\x63tive_service_info\x18\x02 \x01(\x0b\x32\".quire.common.v1.BookieServiceInfo\"\x15\n\x13WatchBookiesRequest\"y\n\x14WatchBookiesResponse\x12\x30\n\x04type\x18\x01 \x01(\x0e\x32\".quire.registry.v1.BookieEventType\x12/\n\x06record\x18\x02 \x01(\x0b\x32\x1f.quire.registry.v1.BookieRecord\"%\n\x10GetCookieRequest\x12\x11\n\tbookie_id\x18\x01 \x01(\t\"0\n\x06\x43ookie\x12\x13\n\x0binstance_id\x18\x01 \x01(\t\x12\x11\n\tdata_dirs\x18\x02 \x03(\t\"O\n\x11GetCookieResponse\x12)\n\x06\x63ookie\x18\x01 \x01(\x0b\x32\x19.quire.registry.v1.Cookie\x12\x0f\n\x07version\x18\x02 \x01(\x03\"j\n\x10PutCookieRequest\x12\x11\n\tbookie_id\x18\x01 \x01(\t\x12)\n\x06\x63ookie\x18\x02 \x01(\x0b\x32\x19.quire.registry.v1.Cookie\x12\x18\n\x10\x65xpected_version\x18\x03 \x01(\x03\"$\n\x11PutCookieResponse\x12\x0f\n\x07version\x18\x01 \x01(\x03\"B\n\x13\x44\x65leteCookieRequest\x12\x11\n\tbookie_id\x18\x01 \x01(\t\x12\x18\n\x10\x65xpected_version\x18\x02 \x01(\x03\"\x16\n\x14\x44\x65leteCookieResponse\"\xac\x01\n\x1b\x43reateLedgerMetadataRequest\x12.\n\tledger_id\x18\x01 \x01(\x0b\x32\x19.quire.common.v1.LedgerIdH\x00\x12\x12\n\x08scope_id\x18\x02 \x01(\x04H\x00\x12\x10\n\x06legacy\x18\x03 \x01(\x08H\x00\x12\x31\n\x08metadata\x18\x04 \x01(\x0b\x32\x1f.quire.common.v1.LedgerMetadataB\x04\n\x02id\"b\n\x1c\x43reateLedgerMetadataResponse\x12\x31\n\x08metadata\x18\x01 \x01(\x0b\x32\x1f.quire.common.v1.LedgerMetadata\x12\x0f\n\x07version\x18\x02 \x01(\x03\"H\n\x18GetLedgerMetadataRequest\x12,\n\tledger_id\x18\x01 \x01(\x0b\x32\x19.quire.common.v1.LedgerId\"_\n\x19GetLedgerMetadataResponse\x12\x31\n\x08metadata\x18\x01 \x01(\x0b\x32\x1f.quire.common.v1.LedgerMetadata\x12\x0f\n\x07version\x18\x02 \x01(\x03\"\x98\x01\n\x1bUpdateLedgerMetadataRequest\x12,\n\tledger_id\x18\x01 \x01(\x0b\x32\x19.quire.common.v1.LedgerId\x12\x31\n\x08metadata\x18\x02 \x01(\x0b\x32\x1f.quire.common.v1.LedgerMetadata\x12\x18\n\x10\x65xpected_version\x18\x03 \x01(\x03\"/\n\x1cUpdateLedgerMetadataResponse\x12\x0f\n\x07version\x18\x01 \x01(\x03\"e\n\x1b\x44\x65leteLedgerMetadataRequest\x12,\n\tledger_id\x18\x01 \x01(\x0b\x32\x19.quire.common.v1.LedgerId\x12\x18\n\x10\x65xpected_version\x18\x02 \x01(\x03\"\x1e\n\x1c\x44\x65leteLedgerMetadataResponse\"h\n\x19ListLedgerMetadataRequest\x12\x10\n\x08scope_id\x18\x01 \x01(\x04\x12\x11\n\tpage_size\x18\x02 \x01(\r\x12\x12\n\npage_token\x18\x03 \x01(\t\x12\x12\n\nall_scopes\x18\x04 \x01(\x08\"g\n\x1aListLedgerMetadataResponse\x12\x30\n\x07ledgers\x18\x01 \x03(\x0b\x32\x1f.quire.common.v1.LedgerMetadata\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"`\n\nLoadWeight\x12\x11\n\tbookie_id\x18\x01 \x01(\t\x12\x0e\n\x06\x66\x61\x63tor\x18\x02 \x01(\x01\x12/\n\x0b\x63omputed_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"G\n\x15PutLoadWeightsRequest\x12.\n\x07weights\x18\x01 \x03(\x0b\x32\x1d.quire.registry.v1.LoadWeight\"\x18\n\x16PutLoadWeightsResponse\"\x18\n\x16ListLoadWeightsRequest\"I\n\x17ListLoadWeightsResponse\x12.\n\x07weights\x18\x01 \x03(\x0b\x32\x1d.quire.registry.v1.LoadWeight*x\n\x0b\x42ookieState\x12\x1c\n\x18\x42OOKIE_STATE_UNSPECIFIED\x10\x00\x12\x19\n\x15\x42OOKIE_STATE_WRITABLE\x10\x01\x12\x1a\n\x16\x42OOKIE_STATE_READ_ONLY\x10\x02\x12\x14\n\x10\x42OOKIE_STATE_ALL\x10\x03*\xd2\x01\n\x0f\x42ookieEventType\x12!\n\x1d\x42OOKIE_EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x1e\n\x1a\x42OOKIE_EVENT_TYPE_SNAPSHOT\x10\x01\x12\x1c\n\x18\x42OOKIE_EVENT_TYPE_JOINED\x10\x02\x12\x1a\n\x16\x42OOKIE_EVENT_TYPE_LEFT\x10\x03\x12\x1d\n\x19\x42OOKIE_EVENT_TYPE_CHANGED\x10\x04\x12#\n\x1f\x42OOKIE_EVENT_TYPE_SNAPSHOT_DONE\x10\x05\x32\xe6\x0b\n\x0fRegistryService\x12i\n\x0eRegisterBookie\x12(.quire.registry.v1.RegisterBookieRequest\x1a).quire.registry.v1.RegisterBookieResponse(\x01\x30\x01\x12\\\n\x0bListBookies\x12%.quire.registry.v1.ListBookiesRequest\x1a&.quire.registry.v1.ListBookiesResponse\x12w\n\x14GetBookieServiceInfo\x12..quire.registry.v1.GetBookieServiceInfoRequest\x1a/.quire.registry.v1.GetBookieServiceInfoResponse\x12\x61\n\x0cWatchBookies\x12&.quire.registry.v1.WatchBookiesRequest\x1a\'.quire.registry.v1.WatchBookiesResponse0\x01\x12V\n\tGetCookie\x12#.quire.registry.v1.GetCookieRequest\x1a$.quire.registry.v1.GetCookieResponse\x12V\n\tPutCookie\x12#.quire.registry.v1.PutCookieRequest\x1a$.quire.registry.v1.PutCookieResponse\x12_\n\x0c\x44\x65leteCookie\x12&.quire.registry.v1.DeleteCookieRequest\x1a\'.quire.registry.v1.DeleteCookieResponse\x12w\n\x14\x43reateLedgerMetadata\x12..quire.registry.v1.CreateLedgerMetadataRequest\x1a/.quire.registry.v1.CreateLedgerMetadataResponse\x12n\n\x11GetLedgerMetadata\x12+.quire.registry.v1.GetLedgerMetadataRequest\x1a,.quire.registry.v1.GetLedgerMetadataResponse\x12w\n\x14UpdateLedgerMetadata\x12..quire.registry.v1.UpdateLedgerMetadataRequest\x1a/.quire.registry.v1.UpdateLedgerMetadataResponse\x12w\n\x14\x44\x65leteLedgerMetadata\x12..quire.registry.v1.DeleteLedgerMetadataRequest\x1a/.quire.registry.v1.DeleteLedgerMetadataResponse\x12q\n\x12ListLedgerMetadata\x12,.quire.registry.v1.ListLedgerMetadataRequest\x1a-.quire.registry.v1.ListLedgerMetadataResponse\x12\x65\n\x0ePutLoadWeights\x12(.quire.registry.v1.PutLoadWeightsRequest\x1a).quire.registry.v1.PutLoadWeightsResponse\x12h\n\x0fListLoadWeights\x12).quire.registry.v1.ListLoadWeightsRequest\x1a*.quire.registry.v1.ListLoadWeightsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'quire.registry.v1.registry_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_BOOKIESTATE']._serialized_start=2644
-  _globals['_BOOKIESTATE']._serialized_end=2764
-  _globals['_BOOKIEEVENTTYPE']._serialized_start=2767
-  _globals['_BOOKIEEVENTTYPE']._serialized_end=2977
+  _globals['_BOOKIESTATE']._serialized_start=2736
+  _globals['_BOOKIESTATE']._serialized_end=2856
+  _globals['_BOOKIEEVENTTYPE']._serialized_start=2859
+  _globals['_BOOKIEEVENTTYPE']._serialized_end=3069
   _globals['_BOOKIERECORD']._serialized_start=118
   _globals['_BOOKIERECORD']._serialized_end=245
   _globals['_REGISTERBOOKIEREQUEST']._serialized_start=248
@@ -65,36 +65,40 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_PUTCOOKIEREQUEST']._serialized_end=1310
   _globals['_PUTCOOKIERESPONSE']._serialized_start=1312
   _globals['_PUTCOOKIERESPONSE']._serialized_end=1348
-  _globals['_CREATELEDGERMETADATAREQUEST']._serialized_start=1351
-  _globals['_CREATELEDGERMETADATAREQUEST']._serialized_end=1523
-  _globals['_CREATELEDGERMETADATARESPONSE']._serialized_start=1525
-  _globals['_CREATELEDGERMETADATARESPONSE']._serialized_end=1623
-  _globals['_GETLEDGERMETADATAREQUEST']._serialized_start=1625
-  _globals['_GETLEDGERMETADATAREQUEST']._serialized_end=1697
-  _globals['_GETLEDGERMETADATARESPONSE']._serialized_start=1699
-  _globals['_GETLEDGERMETADATARESPONSE']._serialized_end=1794
-  _globals['_UPDATELEDGERMETADATAREQUEST']._serialized_start=1797
-  _globals['_UPDATELEDGERMETADATAREQUEST']._serialized_end=1949
-  _globals['_UPDATELEDGERMETADATARESPONSE']._serialized_start=1951
-  _globals['_UPDATELEDGERMETADATARESPONSE']._serialized_end=1998
-  _globals['_DELETELEDGERMETADATAREQUEST']._serialized_start=2000
-  _globals['_DELETELEDGERMETADATAREQUEST']._serialized_end=2101
-  _globals['_DELETELEDGERMETADATARESPONSE']._serialized_start=2103
-  _globals['_DELETELEDGERMETADATARESPONSE']._serialized_end=2133
-  _globals['_LISTLEDGERMETADATAREQUEST']._serialized_start=2135
-  _globals['_LISTLEDGERMETADATAREQUEST']._serialized_end=2239
-  _globals['_LISTLEDGERMETADATARESPONSE']._serialized_start=2241
-  _globals['_LISTLEDGERMETADATARESPONSE']._serialized_end=2344
-  _globals['_LOADWEIGHT']._serialized_start=2346
-  _globals['_LOADWEIGHT']._serialized_end=2442
-  _globals['_PUTLOADWEIGHTSREQUEST']._serialized_start=2444
-  _globals['_PUTLOADWEIGHTSREQUEST']._serialized_end=2515
-  _globals['_PUTLOADWEIGHTSRESPONSE']._serialized_start=2517
-  _globals['_PUTLOADWEIGHTSRESPONSE']._serialized_end=2541
-  _globals['_LISTLOADWEIGHTSREQUEST']._serialized_start=2543
-  _globals['_LISTLOADWEIGHTSREQUEST']._serialized_end=2567
-  _globals['_LISTLOADWEIGHTSRESPONSE']._serialized_start=2569
-  _globals['_LISTLOADWEIGHTSRESPONSE']._serialized_end=2642
-  _globals['_REGISTRYSERVICE']._serialized_start=2980
-  _globals['_REGISTRYSERVICE']._serialized_end=4393
+  _globals['_DELETECOOKIEREQUEST']._serialized_start=1350
+  _globals['_DELETECOOKIEREQUEST']._serialized_end=1416
+  _globals['_DELETECOOKIERESPONSE']._serialized_start=1418
+  _globals['_DELETECOOKIERESPONSE']._serialized_end=1440
+  _globals['_CREATELEDGERMETADATAREQUEST']._serialized_start=1443
+  _globals['_CREATELEDGERMETADATAREQUEST']._serialized_end=1615
+  _globals['_CREATELEDGERMETADATARESPONSE']._serialized_start=1617
+  _globals['_CREATELEDGERMETADATARESPONSE']._serialized_end=1715
+  _globals['_GETLEDGERMETADATAREQUEST']._serialized_start=1717
+  _globals['_GETLEDGERMETADATAREQUEST']._serialized_end=1789
+  _globals['_GETLEDGERMETADATARESPONSE']._serialized_start=1791
+  _globals['_GETLEDGERMETADATARESPONSE']._serialized_end=1886
+  _globals['_UPDATELEDGERMETADATAREQUEST']._serialized_start=1889
+  _globals['_UPDATELEDGERMETADATAREQUEST']._serialized_end=2041
+  _globals['_UPDATELEDGERMETADATARESPONSE']._serialized_start=2043
+  _globals['_UPDATELEDGERMETADATARESPONSE']._serialized_end=2090
+  _globals['_DELETELEDGERMETADATAREQUEST']._serialized_start=2092
+  _globals['_DELETELEDGERMETADATAREQUEST']._serialized_end=2193
+  _globals['_DELETELEDGERMETADATARESPONSE']._serialized_start=2195
+  _globals['_DELETELEDGERMETADATARESPONSE']._serialized_end=2225
+  _globals['_LISTLEDGERMETADATAREQUEST']._serialized_start=2227
+  _globals['_LISTLEDGERMETADATAREQUEST']._serialized_end=2331
+  _globals['_LISTLEDGERMETADATARESPONSE']._serialized_start=2333
+  _globals['_LISTLEDGERMETADATARESPONSE']._serialized_end=2436
+  _globals['_LOADWEIGHT']._serialized_start=2438
+  _globals['_LOADWEIGHT']._serialized_end=2534
+  _globals['_PUTLOADWEIGHTSREQUEST']._serialized_start=2536
+  _globals['_PUTLOADWEIGHTSREQUEST']._serialized_end=2607
+  _globals['_PUTLOADWEIGHTSRESPONSE']._serialized_start=2609
+  _globals['_PUTLOADWEIGHTSRESPONSE']._serialized_end=2633
+  _globals['_LISTLOADWEIGHTSREQUEST']._serialized_start=2635
+  _globals['_LISTLOADWEIGHTSREQUEST']._serialized_end=2659
+  _globals['_LISTLOADWEIGHTSRESPONSE']._serialized_start=2661
+  _globals['_LISTLOADWEIGHTSRESPONSE']._serialized_end=2734
+  _globals['_REGISTRYSERVICE']._serialized_start=3072
+  _globals['_REGISTRYSERVICE']._serialized_end=4582
 # @@protoc_insertion_point(module_scope)

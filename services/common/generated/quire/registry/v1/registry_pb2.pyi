@@ -151,6 +151,18 @@ class PutCookieResponse(_message.Message):
     version: int
     def __init__(self, version: _Optional[int] = ...) -> None: ...
 
+class DeleteCookieRequest(_message.Message):
+    __slots__ = ("bookie_id", "expected_version")
+    BOOKIE_ID_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_VERSION_FIELD_NUMBER: _ClassVar[int]
+    bookie_id: str
+    expected_version: int
+    def __init__(self, bookie_id: _Optional[str] = ..., expected_version: _Optional[int] = ...) -> None: ...
+
+class DeleteCookieResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
 class CreateLedgerMetadataRequest(_message.Message):
     __slots__ = ("ledger_id", "scope_id", "legacy", "metadata")
     LEDGER_ID_FIELD_NUMBER: _ClassVar[int]

@@ -67,6 +67,11 @@ class RegistryServiceStub:
                 request_serializer=quire_dot_registry_dot_v1_dot_registry__pb2.PutCookieRequest.SerializeToString,
                 response_deserializer=quire_dot_registry_dot_v1_dot_registry__pb2.PutCookieResponse.FromString,
                 _registered_method=True)
+        self.DeleteCookie = channel.unary_unary(
+                '/quire.registry.v1.RegistryService/DeleteCookie',
+                request_serializer=quire_dot_registry_dot_v1_dot_registry__pb2.DeleteCookieRequest.SerializeToString,
+                response_deserializer=quire_dot_registry_dot_v1_dot_registry__pb2.DeleteCookieResponse.FromString,
+                _registered_method=True)
         self.CreateLedgerMetadata = channel.unary_unary(
                 '/quire.registry.v1.RegistryService/CreateLedgerMetadata',
                 request_serializer=quire_dot_registry_dot_v1_dot_registry__pb2.CreateLedgerMetadataRequest.SerializeToString,
@@ -157,6 +162,15 @@ class RegistryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DeleteCookie(self, request, context):
+        """DeleteCookie removes a decommissioned bookie's identity record, so its id
+        can be reused on a fresh data directory. FAILED_PRECONDITION while the
+        bookie is registered.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def CreateLedgerMetadata(self, request, context):
         """CreateLedgerMetadata stores the metadata of a new ledger, choosing its id
         as the request asks.
@@ -240,6 +254,11 @@ def add_RegistryServiceServicer_to_server(servicer, server):
                     servicer.PutCookie,
                     request_deserializer=quire_dot_registry_dot_v1_dot_registry__pb2.PutCookieRequest.FromString,
                     response_serializer=quire_dot_registry_dot_v1_dot_registry__pb2.PutCookieResponse.SerializeToString,
+            ),
+            'DeleteCookie': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteCookie,
+                    request_deserializer=quire_dot_registry_dot_v1_dot_registry__pb2.DeleteCookieRequest.FromString,
+                    response_serializer=quire_dot_registry_dot_v1_dot_registry__pb2.DeleteCookieResponse.SerializeToString,
             ),
             'CreateLedgerMetadata': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateLedgerMetadata,
@@ -442,6 +461,33 @@ class RegistryService:
             '/quire.registry.v1.RegistryService/PutCookie',
             quire_dot_registry_dot_v1_dot_registry__pb2.PutCookieRequest.SerializeToString,
             quire_dot_registry_dot_v1_dot_registry__pb2.PutCookieResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteCookie(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/quire.registry.v1.RegistryService/DeleteCookie',
+            quire_dot_registry_dot_v1_dot_registry__pb2.DeleteCookieRequest.SerializeToString,
+            quire_dot_registry_dot_v1_dot_registry__pb2.DeleteCookieResponse.FromString,
             options,
             channel_credentials,
             insecure,
