@@ -41,6 +41,7 @@ async def main() -> None:
         bookie_retry_seconds=env_float("QUIRE_GATEWAY_BOOKIE_RETRY_SECONDS", 2.0, minimum=0.0),
         add_timeout_seconds=env_float("QUIRE_GATEWAY_ADD_TIMEOUT_SECONDS", 5.0, minimum=0.1),
         max_calls_per_bookie=env_int("QUIRE_GATEWAY_MAX_CALLS_PER_BOOKIE", 2, minimum=1),
+        delay_ensemble_change=env_bool("QUIRE_GATEWAY_DELAY_ENSEMBLE_CHANGE", False),
     )
     recovery = RecoverySettings(
         timeout_seconds=env_float("QUIRE_GATEWAY_RECOVERY_TIMEOUT_SECONDS", 30.0, minimum=0.1),

@@ -9,6 +9,12 @@ lost bookie held in that segment from surviving replicas (digest checked) to
 the replacement with recovery adds, then compare-and-swaps the metadata to
 name the replacement.
 
+A closed ledger whose writer left a failed bookie out without an ensemble
+change (its metadata carries `quire.under-replicated/<bookie>` markers) is
+repaired in place once that bookie is registered again: the entries it may
+lack are copied to it from the other replicas, then the marker is removed.
+A marked bookie that stays away is lost like any other and replaced.
+
 The rule for open ledgers: they are left alone (counted as under-replicated)
 until they are closed, as BookKeeper only re-replicates fragments a writer
 can no longer change; the writer's own ensemble change covers its last segment.
@@ -27,7 +33,14 @@ from quire_common.bookies import BookieDirectory
 from quire_common.entry import Digester, DigestType, master_key, unpack_entry
 from quire_common.errors import QuireError, Reason, Unavailable
 from quire_common.ids import LedgerId
-from quire_common.replication import LostReplica, entries_held, lost_replicas
+from quire_common.replication import (
+    UNDER_REPLICATED_PREFIX,
+    LostReplica,
+    entries_held,
+    lost_replicas,
+    marked_replicas,
+    markers,
+)
 from quire_gateway import metrics
 from quire_gateway.remote import Remote
 
@@ -87,18 +100,20 @@ class Auditor:
         repaired = 0
         for metadata in ledgers:
             replicas = lost_replicas(metadata, missing)
-            under += len(replicas)
+            marked = [r for r in marked_replicas(metadata) if r.bookie_id not in missing]  # else counted above
+            under += len(replicas) + len(marked)
             if metadata.state != common_pb2.LEDGER_STATE_CLOSED:
                 continue
-            for replica in replicas:
-                if replica.bookie_id not in lost:
-                    continue
-                try:
-                    if await self._rereplicate(metadata, replica, registered):
-                        repaired += 1
-                except QuireError as exc:
-                    log.warning("re-replicating %s segment %d: %s", _ledger(metadata), replica.segment, exc)
-                break  # the metadata changed: the next round sees its new version
+            try:
+                for replica in replicas:
+                    if replica.bookie_id in lost:
+                        repaired += int(await self._rereplicate(metadata, replica, registered))
+                        break  # the metadata changed: the next round sees its new version
+                else:
+                    if markers(metadata):
+                        repaired += await self._repair_marked(metadata, registered)
+            except QuireError as exc:
+                log.warning("repairing ledger %s: %s", _ledger(metadata), exc)
         self.state.under_replicated_segments = under - repaired
         self.state.rereplicated_segments += repaired
         metrics.under_replicated_segments_now = self.state.under_replicated_segments
@@ -118,14 +133,8 @@ class Auditor:
             current.ensemble_size, current.write_quorum_size, replica.position, replica.first_entry_id,
             replica.last_entry_id,
         )  # fmt: skip
-        digester = Digester(current.digest_type or DigestType.CRC32C, current.password)
         survivors = [b for b in ensemble if b != replica.bookie_id and b in registered]
-        for start in range(0, len(wanted), COPY_BATCH_ENTRIES):
-            batch = wanted[start : start + COPY_BATCH_ENTRIES]
-            copies = await self._read_good(ledger_id, batch, survivors, digester)
-            await self.remote.add_entries(
-                replacement, ledger_id, master_key(current.password), sorted(copies.items()), recovery=True
-            )
+        await self._copy(current, wanted, survivors, replacement)
         updated = common_pb2.LedgerMetadata()
         updated.CopyFrom(current)
         del updated.ensembles[replica.segment].bookie_ids[:]
@@ -138,6 +147,53 @@ class Auditor:
             ledger_id, replica.segment, len(wanted), replica.bookie_id, replacement,
         )  # fmt: skip
         return True
+
+    async def _repair_marked(self, metadata: common_pb2.LedgerMetadata, registered: set[str]) -> int:
+        """Copy what each registered marked bookie may lack back to it, then
+        drop its marker, and the markers of bookies the ledger no longer
+        names (replaced meanwhile). Returns how many segments it repaired."""
+        ledger_id = _ledger(metadata)
+        current, version = await self.remote.get_ledger_metadata(ledger_id)
+        replicas = marked_replicas(current)
+        done = {bookie for bookie in markers(current) if not any(r.bookie_id == bookie for r in replicas)}
+        repaired = 0
+        for bookie in sorted({r.bookie_id for r in replicas} & registered):
+            for replica in (r for r in replicas if r.bookie_id == bookie):
+                ensemble = current.ensembles[replica.segment].bookie_ids
+                wanted = entries_held(
+                    current.ensemble_size, current.write_quorum_size, replica.position, replica.first_entry_id,
+                    replica.last_entry_id,
+                )  # fmt: skip
+                survivors = [b for b in ensemble if b != bookie and b in registered]
+                await self._copy(current, wanted, survivors, bookie)
+                repaired += 1
+                log.info(
+                    "ledger %s segment %d: %d entries bookie %s may have missed copied back to it",
+                    ledger_id, replica.segment, len(wanted), bookie,
+                )  # fmt: skip
+            done.add(bookie)
+        if not done:
+            return 0
+        updated = common_pb2.LedgerMetadata()
+        updated.CopyFrom(current)
+        for bookie in done:
+            del updated.custom_metadata[UNDER_REPLICATED_PREFIX + bookie]
+        await self.remote.update_ledger_metadata(ledger_id, updated, version)
+        return repaired
+
+    async def _copy(
+        self, metadata: common_pb2.LedgerMetadata, wanted: list[int], sources: list[str], target: str
+    ) -> None:
+        """Copy entries `wanted` from digest-checked replicas on `sources` to
+        `target` with recovery adds, in batches."""
+        ledger_id = _ledger(metadata)
+        digester = Digester(metadata.digest_type or DigestType.CRC32C, metadata.password)
+        for start in range(0, len(wanted), COPY_BATCH_ENTRIES):
+            batch = wanted[start : start + COPY_BATCH_ENTRIES]
+            copies = await self._read_good(ledger_id, batch, sources, digester)
+            await self.remote.add_entries(
+                target, ledger_id, master_key(metadata.password), sorted(copies.items()), recovery=True
+            )
 
     async def _read_good(
         self, ledger_id: LedgerId, entry_ids: list[int], survivors: list[str], digester: Digester

@@ -15,7 +15,14 @@ Ensemble change: a bookie that stays unreachable (or times out, or turns
 read-only) is replaced. Placement picks a bookie outside the ensemble, a new
 ensemble starting at LAC+1 is recorded in the metadata by compare-and-swap,
 and the pending entries the failed bookie should have stored are resent to
-its replacement; the writer carries on. A fence (FAILED_PRECONDITION
+its replacement; the writer carries on. With `delay_ensemble_change` (off by
+default, as in BookKeeper) a failed bookie is instead left out while every
+write set keeps A live members: entries go to the others, the ledger is marked
+under-replicated in its metadata (custom key `quire.under-replicated/<bookie>`
+= the first entry the bookie may lack; the auditor repairs it once the ledger
+is closed), and the ensemble changes only when a further failure would leave
+some write set short of A; then every failed bookie is replaced at once.
+A fence (FAILED_PRECONDITION
 LEDGER_FENCED from a bookie, or metadata IN_RECOVERY) fails the handle
 instead: the ledger belongs to a recovery now.
 """
@@ -26,7 +33,7 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +50,7 @@ from quire_common.errors import (
     Unavailable,
 )
 from quire_common.ids import LedgerId
+from quire_common.replication import UNDER_REPLICATED_PREFIX
 from quire_common.telemetry import batch_span, current_span_context, tracer
 from quire_gateway import metrics
 from quire_gateway.quorums import write_set
@@ -78,6 +86,8 @@ class WriteSettings:
     # go together in the next call (so load turns into bigger calls, not more).
     max_calls_per_bookie: int = 2
     max_call_bytes: int = 4 * 1024 * 1024
+    # Keep writing without a failed bookie while every write set still has A live members.
+    delay_ensemble_change: bool = False
 
 
 def replaceable(error: QuireError) -> bool:
@@ -132,10 +142,13 @@ class WriteHandle:
         self._stable.set()
         self._change_lock = asyncio.Lock()
         self._replaced: set[str] = set()
+        # Failed bookies left out without an ensemble change (their marker is in the metadata).
+        self._delayed: set[str] = set()
         self._failure: QuireError | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._outbox: dict[str, deque[tuple[int, bytes]]] = {}
         self._calls: dict[str, int] = {}
+        self._call_firsts: dict[str, list[int]] = {}  # first entry id of each call in flight, per bookie
 
     def _set_ensemble(self, ensemble: list[str]) -> None:
         self.ensemble = ensemble
@@ -192,7 +205,8 @@ class WriteHandle:
             self._inflight_bytes += len(packed)
             futures.append(future)
             for bookie_id in members:
-                per_bookie.setdefault(bookie_id, []).append((entry_id, packed))
+                if bookie_id not in self._delayed:
+                    per_bookie.setdefault(bookie_id, []).append((entry_id, packed))
         self._idle.clear()
         for bookie_id, entries in per_bookie.items():
             self._queue(bookie_id, entries)
@@ -214,6 +228,7 @@ class WriteHandle:
                 batch.append(entry)
                 size += len(entry[1])
             self._calls[bookie_id] = self._calls.get(bookie_id, 0) + 1
+            self._call_firsts.setdefault(bookie_id, []).append(batch[0][0])
             self._spawn(self._send(bookie_id, batch))
 
     async def _send(self, bookie_id: str, entries: list[tuple[int, bytes]]) -> None:
@@ -224,6 +239,7 @@ class WriteHandle:
             self._bookie_failed(bookie_id, Unavailable(f"sending to bookie {bookie_id} failed: {exc!r}"))
         finally:
             self._calls[bookie_id] -= 1
+            self._call_firsts[bookie_id].remove(entries[0][0])
             self._pump(bookie_id)
 
     async def _send_once(self, bookie_id: str, entries: list[tuple[int, bytes]]) -> None:
@@ -266,55 +282,110 @@ class WriteHandle:
         self._advance()
 
     def _bookie_failed(self, bookie_id: str, error: QuireError) -> None:
-        if self._failure is not None or bookie_id not in self.ensemble:
-            return  # already failed, or already replaced
-        if replaceable(error):
+        if self._failure is not None or bookie_id not in self.ensemble or bookie_id in self._delayed:
+            return  # already failed, already replaced, or already left out
+        if not replaceable(error):
+            self._fail(error)
+        elif self.settings.delay_ensemble_change and self._can_leave_out(bookie_id):
+            log.warning("ledger %s: bookie %s failed (%s); writing on without it", self.ledger_id, bookie_id, error)
+            self._spawn(self._leave_out(bookie_id, self._lowest_unstored(bookie_id)))
+        else:
             log.warning("ledger %s: bookie %s failed (%s); replacing it", self.ledger_id, bookie_id, error)
             self._spawn(self._change_ensemble(bookie_id))
-        else:
-            self._fail(error)
+
+    def _can_leave_out(self, bookie_id: str) -> bool:
+        """Whether every write set keeps A members without `bookie_id` and
+        the bookies already left out."""
+        out = {*self._delayed, bookie_id}
+        return all(sum(b not in out for b in stripe) >= self.ack_quorum for stripe in self._stripes)
+
+    def _lowest_unstored(self, bookie_id: str) -> int:
+        """The lowest entry sent or queued to `bookie_id` without its ack:
+        from there on the bookie may lack entries of its write sets."""
+        waiting = [*self._call_firsts.get(bookie_id, [])]
+        outbox = self._outbox.get(bookie_id)
+        if outbox:
+            waiting.append(outbox[0][0])
+        return min(waiting, default=self.next_entry_id)
+
+    async def _leave_out(self, failed: str, first: int) -> None:
+        """Delayed ensemble change: stop sending to `failed` and mark the
+        entries it may lack in the metadata, keeping the ensemble."""
+        async with self._change_lock:
+            if self._failure is not None or failed not in self.ensemble or failed in self._delayed:
+                return
+            if not self._can_leave_out(failed):  # another bookie was left out meanwhile
+                self._spawn(self._change_ensemble(failed))
+                return
+            self._stable.clear()
+            try:
+
+                def mark(updated: common_pb2.LedgerMetadata) -> None:
+                    # An earlier left-out period of this bookie keeps its (lower) first entry.
+                    if UNDER_REPLICATED_PREFIX + failed not in updated.custom_metadata:
+                        updated.custom_metadata[UNDER_REPLICATED_PREFIX + failed] = str(first)
+
+                await self._update_metadata(mark)
+                self._delayed.add(failed)
+                self._outbox.pop(failed, None)
+                metrics.delayed_ensemble_changes.add(1)
+                log.info("ledger %s: bookie %s left out from entry %d, ensemble kept", self.ledger_id, failed, first)
+            except QuireError as exc:
+                self._fail(exc)
+            finally:
+                self._stable.set()
+        self._advance()
 
     async def _change_ensemble(self, failed: str) -> None:
-        """Replace `failed` (DESIGN section 6): a new ensemble from LAC+1,
-        recorded by compare-and-swap, then the pending entries it should have
-        stored are resent to its replacement."""
+        """Replace `failed`, and every bookie left out before it (DESIGN
+        section 6): a new ensemble from LAC+1, recorded by compare-and-swap,
+        then the pending entries they should have stored are resent to their
+        replacements."""
         async with self._change_lock:
             if self._failure is not None or failed not in self.ensemble:
                 return
             self._stable.clear()
+            gone = [failed, *(b for b in self._delayed if b != failed)]
             try:
                 with _tracer.start_as_current_span(
                     "quire.gateway.ensemble_change",
-                    attributes={"quire.ledger": self.ledger_id.qualified_name, "quire.bookie": failed},
+                    attributes={"quire.ledger": self.ledger_id.qualified_name, "quire.bookie": gone},
                 ):
-                    self._replaced.add(failed)
-                    replacement = await self.remote.replace_bookie(
-                        self.metadata, self.ensemble, failed, sorted(self._replaced)
-                    )
+                    replacements: dict[str, str] = {}
+                    ensemble = list(self.ensemble)
+                    for bookie in gone:
+                        self._replaced.add(bookie)
+                        replacements[bookie] = await self.remote.replace_bookie(
+                            self.metadata, ensemble, bookie, sorted(self._replaced | set(replacements.values()))
+                        )
+                        ensemble = [replacements[bookie] if b == bookie else b for b in ensemble]
                     first_entry_id = self.last_add_confirmed + 1
-                    ensemble = [replacement if b == failed else b for b in self.ensemble]
                     await self._record_ensemble(first_entry_id, ensemble)
                 self._set_ensemble(ensemble)
-                self.ensemble_changes += 1
-                metrics.ensemble_changes.add(1)
-                resend: list[tuple[int, bytes]] = []
+                self._delayed.clear()
+                self.ensemble_changes += len(gone)
+                metrics.ensemble_changes.add(len(gone))
+                resend: dict[str, list[tuple[int, bytes]]] = {}
                 for entry_id in sorted(self._pending):
                     pending = self._pending[entry_id]
-                    if failed in pending.write_set:
+                    if any(bookie in pending.write_set for bookie in gone):
                         pending.write_set = self._stripes[entry_id % len(self._stripes)]
-                        pending.acks.discard(failed)
-                        resend.append((entry_id, pending.packed))
-                log.info(
-                    "ledger %s: bookie %s replaced by %s from entry %d; resending %d entries",
-                    self.ledger_id,
-                    failed,
-                    replacement,
-                    first_entry_id,
-                    len(resend),
-                )
-                self._outbox.pop(failed, None)  # all of it is in `resend` if still needed
-                if resend:
-                    self._queue(replacement, resend)
+                        for bookie in gone:
+                            pending.acks.discard(bookie)
+                            if replacements[bookie] in pending.write_set:
+                                resend.setdefault(replacements[bookie], []).append((entry_id, pending.packed))
+                for bookie in gone:
+                    log.info(
+                        "ledger %s: bookie %s replaced by %s from entry %d; resending %d entries",
+                        self.ledger_id,
+                        bookie,
+                        replacements[bookie],
+                        first_entry_id,
+                        len(resend.get(replacements[bookie], [])),
+                    )
+                    self._outbox.pop(bookie, None)  # all of it is in `resend` if still needed
+                for replacement, entries in resend.items():
+                    self._queue(replacement, entries)
             except QuireError as exc:
                 self._fail(exc)
             finally:
@@ -322,6 +393,20 @@ class WriteHandle:
         self._advance()
 
     async def _record_ensemble(self, first_entry_id: int, ensemble: list[str]) -> None:
+        def change(updated: common_pb2.LedgerMetadata) -> None:
+            if updated.ensembles[-1].first_entry_id == first_entry_id:
+                # No entry was confirmed in the last ensemble: replace it rather than stack an empty one.
+                del updated.ensembles[-1].bookie_ids[:]
+                updated.ensembles[-1].bookie_ids.extend(ensemble)
+            else:
+                updated.ensembles.append(common_pb2.Ensemble(first_entry_id=first_entry_id, bookie_ids=ensemble))
+
+        await self._update_metadata(change)
+
+    async def _update_metadata(self, change: Callable[[common_pb2.LedgerMetadata], None]) -> None:
+        """Apply `change` to the ledger's metadata by compare-and-swap,
+        re-reading it on a conflict; refused once the ledger is closed or a
+        recovery has taken it over."""
         metadata, version = self.metadata, self.version
         while True:
             if metadata.state == common_pb2.LEDGER_STATE_CLOSED:
@@ -332,12 +417,7 @@ class WriteHandle:
                 )
             updated = common_pb2.LedgerMetadata()
             updated.CopyFrom(metadata)
-            if updated.ensembles[-1].first_entry_id == first_entry_id:
-                # No entry was confirmed in the last ensemble: replace it rather than stack an empty one.
-                del updated.ensembles[-1].bookie_ids[:]
-                updated.ensembles[-1].bookie_ids.extend(ensemble)
-            else:
-                updated.ensembles.append(common_pb2.Ensemble(first_entry_id=first_entry_id, bookie_ids=ensemble))
+            change(updated)
             try:
                 self.version = await self.remote.update_ledger_metadata(self.ledger_id, updated, version)
                 self.metadata = updated

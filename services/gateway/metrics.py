@@ -21,6 +21,11 @@ read_latency = _meter.create_histogram(
 ensemble_changes = _meter.create_counter(
     "quire.gateway.ensemble_changes", unit="{change}", description="Bookies replaced in a ledger's ensemble"
 )
+delayed_ensemble_changes = _meter.create_counter(
+    "quire.gateway.delayed_ensemble_changes",
+    unit="{bookie}",
+    description="Failed bookies left out of a ledger's writes without an ensemble change",
+)
 recovery_runs = _meter.create_counter(
     "quire.gateway.recoveries", unit="{recovery}", description="Recovery opens, by outcome"
 )

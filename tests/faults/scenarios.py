@@ -10,7 +10,7 @@ import grpc
 from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
 from quire_client import QuireClient
 from quire_client.cluster import LocalCluster
-from quire_common.entry import Digester, DigestType, master_key, pack_entry
+from quire_common.entry import Digester, DigestType, master_key, pack_entry, unpack_entry
 from quire_common.ids import LedgerId, ledger_id_to_proto
 from tests.faults.checker import Verdict, check, read_back
 from tests.faults.history import History
@@ -119,3 +119,35 @@ def direct_add_accepted(bookie_id: str, ledger: LedgerId, entry_id: int) -> bool
         except grpc.RpcError as exc:
             assert exc.code() == grpc.StatusCode.FAILED_PRECONDITION, exc
             return False
+
+
+def thinly_replicated(client: QuireClient, ledger: LedgerId) -> int:
+    """Entries with fewer than Qw good copies on the bookies the metadata names."""
+    metadata, _ = client.ledger_metadata(ledger.qualified_name)
+    digester = Digester(metadata.digest_type or DigestType.CRC32C, PASSWORD)
+    registered = {r.bookie_id for r in client.list_bookies()}
+    expected: dict[str, list[int]] = {}
+    for entry_id in range(metadata.last_entry_id + 1):
+        ensemble = [e for e in metadata.ensembles if e.first_entry_id <= entry_id][-1].bookie_ids
+        for i in range(metadata.write_quorum_size):
+            expected.setdefault(ensemble[(entry_id + i) % len(ensemble)], []).append(entry_id)
+    good: dict[int, int] = dict.fromkeys(range(metadata.last_entry_id + 1), 0)
+    for bookie_id, entry_ids in expected.items():
+        if bookie_id not in registered:
+            continue
+        with grpc.insecure_channel(bookie_id) as channel:
+            stub = bookie_pb2_grpc.BookieServiceStub(channel)
+            for start in range(0, len(entry_ids), 200):
+                response = stub.ReadEntries(
+                    bookie_pb2.ReadEntriesRequest(
+                        ledger_id=ledger_id_to_proto(ledger), entry_ids=entry_ids[start : start + 200]
+                    ),
+                    timeout=10,
+                )
+                for entry in response.entries:
+                    try:
+                        unpack_entry(entry.data, digester)
+                    except Exception:
+                        continue
+                    good[entry.entry_id] += 1
+    return sum(1 for copies in good.values() if copies < metadata.write_quorum_size)

@@ -6,19 +6,24 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 
-import grpc
 import pytest
 
-from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
 from quire_client import QuireClient
 from quire_client.cli import main as cli_main
 from quire_client.cluster import LocalCluster, grpc_serving
-from quire_common.entry import Digester, DigestType, unpack_entry
-from quire_common.ids import LedgerId, ledger_id_to_proto
+from quire_common.ids import LedgerId
 from tests.faults.history import History
 from tests.faults.lab import fault_cluster
 from tests.faults.report import Scenario
-from tests.faults.scenarios import PASSWORD, client_for, finish, metric_sum, new_ledger, scrape, writers
+from tests.faults.scenarios import (
+    client_for,
+    finish,
+    metric_sum,
+    new_ledger,
+    scrape,
+    thinly_replicated,
+    writers,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.faults]
 
@@ -37,34 +42,6 @@ def name_of(cluster: LocalCluster, bookie_id: str) -> str:
 
 def live_names(cluster: LocalCluster) -> list[str]:
     return [n for n in cluster.bookie_names if cluster.pid(n) is not None]
-
-
-def thinly_replicated(client: QuireClient, ledger: LedgerId) -> int:
-    """Entries with fewer than Qw good copies on the bookies the metadata names."""
-    metadata, _ = client.ledger_metadata(ledger.qualified_name)
-    digester = Digester(metadata.digest_type or DigestType.CRC32C, PASSWORD)
-    records = {r.bookie_id: r for r in client.list_bookies()}
-    short = 0
-    for entry_id in range(metadata.last_entry_id + 1):
-        ensemble = [e for e in metadata.ensembles if e.first_entry_id <= entry_id][-1].bookie_ids
-        write_set = [ensemble[(entry_id + i) % len(ensemble)] for i in range(metadata.write_quorum_size)]
-        good = 0
-        for bookie_id in write_set:
-            if bookie_id not in records:
-                continue
-            with grpc.insecure_channel(bookie_id) as channel:
-                response = bookie_pb2_grpc.BookieServiceStub(channel).ReadEntries(
-                    bookie_pb2.ReadEntriesRequest(ledger_id=ledger_id_to_proto(ledger), entry_ids=[entry_id]),
-                    timeout=10,
-                )
-            for entry in response.entries:
-                try:
-                    unpack_entry(entry.data, digester)
-                    good += 1
-                except Exception:
-                    pass
-        short += int(good < metadata.write_quorum_size)
-    return short
 
 
 def closed_ledgers(
@@ -112,7 +89,7 @@ def test_ops4_permanent_bookie_loss_is_rereplicated(cluster: LocalCluster, scena
         seen_under = False
         gauge_max = 0.0
         while True:
-            left = [r for _, r in client.under_replicated() if r.bookie_id == victim_id]
+            left = [r for _, r, _ in client.under_replicated() if r.bookie_id == victim_id]
             seen_under = seen_under or bool(left)
             gauge_max = max(gauge_max, metric_sum(scrape(f"127.0.0.1:{cluster.ports.gateway_http}"),
                                                   "quire_gateway_under_replicated_segments"))  # fmt: skip

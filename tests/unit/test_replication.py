@@ -8,7 +8,7 @@ import pytest
 from quire.common.v1 import common_pb2
 from quire_common.config import ConfigError
 from quire_common.faults import parse_fault_rules
-from quire_common.replication import entries_held, lost_replicas
+from quire_common.replication import entries_held, lost_replicas, marked_replicas, markers
 
 
 def metadata() -> common_pb2.LedgerMetadata:
@@ -42,3 +42,24 @@ def test_fault_rules_parse_and_reject_nonsense():
     for bad in ("{}", '[{"method": "X", "action": "explode"}]', '[{"action": "drop"}]', "not json"):
         with pytest.raises(ConfigError, match="QUIRE_FAULT_INJECTION_RULES"):
             parse_fault_rules(bad)
+
+
+def test_delayed_change_markers_name_what_a_bookie_may_lack():
+    record = metadata()
+    record.custom_metadata["quire.under-replicated/a"] = "3"
+    record.custom_metadata["quire.under-replicated/b"] = "7"  # b left the ledger at entry 5: nothing to repair
+    record.custom_metadata["quire.under-replicated/c"] = "not a number"  # counts from entry 0
+    record.custom_metadata["owner"] = "someone"
+    assert markers(record) == {"a": 3, "b": 7, "c": 0}
+    found = [(r.segment, r.position, r.bookie_id, r.first_entry_id, r.last_entry_id) for r in marked_replicas(record)]
+    assert found == [(0, 0, "a", 3, 4), (1, 0, "a", 5, 9), (0, 2, "c", 0, 4), (1, 2, "c", 5, 9)]
+
+
+def test_an_open_ledgers_marked_last_segment_is_listed_without_an_end():
+    record = metadata()
+    record.state = common_pb2.LEDGER_STATE_OPEN
+    record.last_entry_id = -1
+    record.custom_metadata["quire.under-replicated/d"] = "7"
+    assert [(r.segment, r.bookie_id, r.first_entry_id, r.last_entry_id) for r in marked_replicas(record)] == [
+        (1, "d", 7, -1)
+    ]

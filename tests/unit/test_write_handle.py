@@ -138,3 +138,42 @@ async def test_an_unexpected_error_in_a_send_replaces_the_bookie_instead_of_hang
     remote.add_entries = broken_on_b  # type: ignore[method-assign]
     assert await asyncio.wait_for(write(handle, [b"x%d" % i for i in range(6)]), timeout=5) == list(range(6))
     assert handle.ensemble_changes == 1
+
+
+DELAYED = WriteSettings(bookie_retry_seconds=0.0, add_timeout_seconds=1.0, delay_ensemble_change=True)
+
+
+def delayed_handle_on(remote: FakeRemote, ensemble: list[str], write_quorum: int, ack_quorum: int) -> WriteHandle:
+    remote.metadata = new_metadata(LEDGER, ensemble, write_quorum, ack_quorum)
+    return WriteHandle(remote, LEDGER, remote.metadata, remote.version, DELAYED)  # type: ignore[arg-type]
+
+
+async def test_a_delayed_change_writes_on_without_the_bookie_and_marks_the_ledger():
+    remote = FakeRemote(["a", "b", "c"], spare=["d", "e"])
+    handle = delayed_handle_on(remote, ["a", "b", "c"], write_quorum=3, ack_quorum=2)
+    assert await write(handle, [b"x%d" % i for i in range(3)]) == [0, 1, 2]
+    remote.bookies["c"].down = True
+    assert await write(handle, [b"y%d" % i for i in range(6)]) == list(range(3, 9))
+    metadata = remote.metadata
+    assert metadata is not None and len(metadata.ensembles) == 1 and handle.ensemble_changes == 0
+    assert dict(metadata.custom_metadata) == {"quire.under-replicated/c": "3"}
+    calls_to_c = sum(1 for method, bookie in remote.calls if (method, bookie) == ("add", "c"))
+    assert await write(handle, [b"z"]) == [9]
+    assert sum(1 for method, bookie in remote.calls if (method, bookie) == ("add", "c")) == calls_to_c  # left out
+
+    # A second failure would leave write sets with one live member: now both are replaced.
+    remote.bookies["b"].down = True
+    assert await write(handle, [b"w%d" % i for i in range(3)]) == [10, 11, 12]
+    metadata = remote.metadata
+    assert [list(e.bookie_ids) for e in metadata.ensembles] == [["a", "b", "c"], ["a", "d", "e"]]
+    assert metadata.ensembles[1].first_entry_id == 10 and handle.ensemble_changes == 2
+    assert dict(metadata.custom_metadata) == {"quire.under-replicated/c": "3"}  # the auditor's to repair
+
+
+async def test_no_delay_when_a_write_set_would_fall_below_the_ack_quorum():
+    remote = FakeRemote(["a", "b", "c"], spare=["d"])
+    handle = delayed_handle_on(remote, ["a", "b", "c"], write_quorum=2, ack_quorum=2)
+    remote.bookies["b"].down = True
+    assert await write(handle, [b"x%d" % i for i in range(3)]) == [0, 1, 2]
+    metadata = remote.metadata
+    assert metadata is not None and handle.ensemble_changes == 1 and not metadata.custom_metadata

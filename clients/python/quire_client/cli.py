@@ -303,13 +303,15 @@ def _under_replicated_rows(client: QuireClient) -> list[dict[str, object]]:
             "first_entry_id": replica.first_entry_id,
             "last_entry_id": replica.last_entry_id,
             "bookie_id": replica.bookie_id,
+            "why": why,
         }
-        for metadata, replica in client.under_replicated()
+        for metadata, replica, why in client.under_replicated()
     ]
 
 
 def cmd_recovery_status(args: argparse.Namespace) -> None:
-    """Segments with a replica on a bookie that is not registered."""
+    """Segments with a replica on a bookie that is not registered, or on one
+    a writer left out without an ensemble change."""
     with _client(args) as client:
         rows = _under_replicated_rows(client)
     if args.output == "json":
@@ -319,10 +321,10 @@ def cmd_recovery_status(args: argparse.Namespace) -> None:
         print("no under-replicated ledgers")
         return
     _print_table(
-        ["LEDGER", "STATE", "SEGMENT", "ENTRIES", "MISSING BOOKIE"],
+        ["LEDGER", "STATE", "SEGMENT", "ENTRIES", "BOOKIE", "WHY"],
         [
             [str(r["ledger"]), str(r["state"]), str(r["segment"]), f"{r['first_entry_id']}..{r['last_entry_id']}",
-             str(r["bookie_id"])]
+             str(r["bookie_id"]), str(r["why"])]
             for r in rows
         ],
     )  # fmt: skip

@@ -25,7 +25,7 @@ from quire.placement.v1 import placement_pb2, placement_pb2_grpc
 from quire.registry.v1 import registry_pb2, registry_pb2_grpc
 from quire_common.bookies import bookie_rpc_address
 from quire_common.ids import LedgerId, ledger_id_to_proto, validate_bookie_id
-from quire_common.replication import LostReplica, lost_replicas
+from quire_common.replication import LostReplica, lost_replicas, marked_replicas
 
 _STATUS_DETAILS_KEY = "grpc-status-details-bin"
 
@@ -410,14 +410,20 @@ class QuireClient:
             stub = placement_pb2_grpc.PlacementServiceStub(channel)
             return self._unary(stub.GetPlacementWeights, placement_pb2.GetPlacementWeightsRequest())
 
-    def under_replicated(self) -> list[tuple[common_pb2.LedgerMetadata, LostReplica]]:
+    def under_replicated(self) -> list[tuple[common_pb2.LedgerMetadata, LostReplica, str]]:
         """Every ledger segment with a replica on a bookie that is not registered
-        (the auditor re-replicates closed ledgers' segments after its delay)."""
+        ("missing"), or that a writer left out without an ensemble change
+        ("left out"); the auditor repairs closed ledgers' segments."""
         registered = {record.bookie_id for record in self.list_bookies()}
-        found: list[tuple[common_pb2.LedgerMetadata, LostReplica]] = []
+        found: list[tuple[common_pb2.LedgerMetadata, LostReplica, str]] = []
         for metadata in self.list_ledgers():
             missing = {b for e in metadata.ensembles for b in e.bookie_ids} - registered
-            found.extend((metadata, replica) for replica in lost_replicas(metadata, missing))
+            found.extend((metadata, replica, "missing") for replica in lost_replicas(metadata, missing))
+            found.extend(
+                (metadata, replica, "left out")
+                for replica in marked_replicas(metadata)
+                if replica.bookie_id not in missing
+            )
         return found
 
     def delete_cookie(self, bookie_id: str) -> bool:

@@ -4,7 +4,9 @@ gateway's auditor and `quire recovery status`.
 A segment is one ensemble of a ledger (entries from its first entry id up to
 the next ensemble's first, or the ledger's end). It is under-replicated when
 one of its bookies is not registered (writable or read-only), or is being
-decommissioned.
+decommissioned, or when the writer left a failed bookie out without an
+ensemble change (delayed ensemble change): then the metadata carries a marker
+`quire.under-replicated/<bookie>` = the first entry the bookie may lack.
 """
 
 from __future__ import annotations
@@ -13,6 +15,9 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from quire.common.v1 import common_pb2
+
+# Custom metadata key prefix of a delayed ensemble change's marker.
+UNDER_REPLICATED_PREFIX = "quire.under-replicated/"
 
 
 @dataclass(frozen=True)
@@ -47,3 +52,32 @@ def entries_held(ensemble_size: int, write_quorum: int, position: int, first: in
     """Entry ids of [first, last] whose write set includes `position`
     (entry e goes to positions (e + i) mod E for i < W)."""
     return [e for e in range(first, last + 1) if (position - e) % ensemble_size < write_quorum]
+
+
+def markers(metadata: common_pb2.LedgerMetadata) -> dict[str, int]:
+    """bookie -> first entry it may lack, from the ledger's delayed-change
+    markers. A marker whose value does not parse counts from entry 0."""
+    found = {}
+    for key, value in metadata.custom_metadata.items():
+        if key.startswith(UNDER_REPLICATED_PREFIX):
+            try:
+                found[key[len(UNDER_REPLICATED_PREFIX) :]] = max(0, int(value))
+            except ValueError:
+                found[key[len(UNDER_REPLICATED_PREFIX) :]] = 0
+    return found
+
+
+def marked_replicas(metadata: common_pb2.LedgerMetadata) -> list[LostReplica]:
+    """Every (segment, bookie) that may lack entries after a delayed ensemble
+    change: the segments naming a marked bookie, from the marker's entry on.
+    An open ledger's last segment has no known end yet (last_entry_id -1)."""
+    found = []
+    for bookie_id, first in markers(metadata).items():
+        for replica in lost_replicas(metadata, {bookie_id}):
+            start = max(first, replica.first_entry_id)
+            still_written = (
+                metadata.state != common_pb2.LEDGER_STATE_CLOSED and replica.segment == len(metadata.ensembles) - 1
+            )
+            if start <= replica.last_entry_id or still_written:
+                found.append(LostReplica(replica.segment, replica.position, bookie_id, start, replica.last_entry_id))
+    return found
