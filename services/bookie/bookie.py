@@ -11,6 +11,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from quire_bookie.disk import DiskUsage, ReadOnlyPolicy, measure
 from quire_bookie.faults import FaultyStore, StorageFaults
@@ -18,6 +19,7 @@ from quire_bookie.journal import FlushStats, GroupCommitter
 from quire_bookie.storage import NO_ENTRY, EntryStore, LedgerState
 from quire_common.entry import check_keyless_digest, header_ids
 from quire_common.errors import (
+    DataLoss,
     FailedPrecondition,
     InvalidArgument,
     NotFound,
@@ -27,6 +29,8 @@ from quire_common.errors import (
 from quire_common.ids import LedgerId
 from quire_common.tasks import cancel_and_wait
 from quire_common.telemetry import meter, record_sample
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 _meter = meter("quire.bookie")
@@ -247,6 +251,19 @@ class Bookie:
 
     # -- reads -----------------------------------------------------------------
 
+    async def _read_storage(self, ledger_id: LedgerId, read: Callable[..., T], *args: object) -> T:
+        """Run a storage read off the event loop. An I/O error is this copy
+        being unreadable, not the bookie being down: DATA_LOSS with
+        STORAGE_ERROR, so a reader goes on to another replica and flags this
+        one for repair."""
+        try:
+            return await asyncio.to_thread(read, *args)
+        except OSError as exc:
+            log.error("reading ledger %s from storage failed: %s", ledger_id, exc)
+            raise DataLoss(
+                f"ledger {ledger_id}: this bookie's storage could not read it ({exc})", Reason.STORAGE_ERROR
+            ) from None
+
     def _state(self, ledger_id: LedgerId) -> LedgerState | None:
         return self._committer.states.get(ledger_id)
 
@@ -257,11 +274,11 @@ class Bookie:
         if self._state(ledger_id) is None:
             raise NotFound(f"ledger {ledger_id} is not on this bookie", Reason.LEDGER_NOT_FOUND)
         if entry_id == -1:
-            last = await asyncio.to_thread(self._store.last_entry, ledger_id)
+            last = await self._read_storage(ledger_id, self._store.last_entry, ledger_id)
             if last is None:
                 raise NotFound(f"ledger {ledger_id} has no entries on this bookie", Reason.ENTRY_NOT_FOUND)
             return last
-        data = await asyncio.to_thread(self._store.read, ledger_id, entry_id)
+        data = await self._read_storage(ledger_id, self._store.read, ledger_id, entry_id)
         if data is None:
             raise NotFound(f"entry {entry_id} of ledger {ledger_id} is not on this bookie", Reason.ENTRY_NOT_FOUND)
         _bytes_read.add(len(data))
@@ -277,7 +294,9 @@ class Bookie:
             raise InvalidArgument("entry ids must not be negative")
         byte_limit = min(max_bytes or self.settings.max_read_bytes, self.settings.max_read_bytes)
         count_limit = min(max_entries or self.settings.max_read_entries, self.settings.max_read_entries)
-        result = await asyncio.to_thread(self._store.read_many, ledger_id, entry_ids, byte_limit, count_limit)
+        result = await self._read_storage(
+            ledger_id, self._store.read_many, ledger_id, entry_ids, byte_limit, count_limit
+        )
         _bytes_read.add(sum(len(data) for _, data in result[0]))
         return result
 
@@ -291,7 +310,9 @@ class Bookie:
             raise InvalidArgument(f"entry range {first}..{last} is empty or negative")
         byte_limit = min(max_bytes or self.settings.max_read_bytes, self.settings.max_read_bytes)
         count_limit = min(max_entries or self.settings.max_read_entries, self.settings.max_read_entries)
-        result = await asyncio.to_thread(self._store.read_range, ledger_id, first, last, byte_limit, count_limit)
+        result = await self._read_storage(
+            ledger_id, self._store.read_range, ledger_id, first, last, byte_limit, count_limit
+        )
         _bytes_read.add(sum(len(data) for _, data in result[0]))
         return result
 

@@ -50,7 +50,7 @@ from quire_common.errors import (
     Unavailable,
 )
 from quire_common.ids import LedgerId
-from quire_common.replication import UNDER_REPLICATED_PREFIX
+from quire_common.replication import add_marker
 from quire_common.telemetry import batch_span, current_span_context, tracer
 from quire_gateway import metrics
 from quire_gateway.quorums import write_set
@@ -319,13 +319,7 @@ class WriteHandle:
                 return
             self._stable.clear()
             try:
-
-                def mark(updated: common_pb2.LedgerMetadata) -> None:
-                    # An earlier left-out period of this bookie keeps its (lower) first entry.
-                    if UNDER_REPLICATED_PREFIX + failed not in updated.custom_metadata:
-                        updated.custom_metadata[UNDER_REPLICATED_PREFIX + failed] = str(first)
-
-                await self._update_metadata(mark)
+                await self._update_metadata(lambda updated: add_marker(updated, failed, first, None))
                 self._delayed.add(failed)
                 self._outbox.pop(failed, None)
                 metrics.delayed_ensemble_changes.add(1)
@@ -403,7 +397,7 @@ class WriteHandle:
 
         await self._update_metadata(change)
 
-    async def _update_metadata(self, change: Callable[[common_pb2.LedgerMetadata], None]) -> None:
+    async def _update_metadata(self, change: Callable[[common_pb2.LedgerMetadata], object]) -> None:
         """Apply `change` to the ledger's metadata by compare-and-swap,
         re-reading it on a conflict; refused once the ledger is closed or a
         recovery has taken it over."""

@@ -16,6 +16,7 @@ from quire.common.v1 import common_pb2
 from quire.registry.v1 import registry_pb2
 from quire_common.entry import DigestType
 from quire_common.errors import (
+    Aborted,
     FailedPrecondition,
     InvalidArgument,
     NotFound,
@@ -26,7 +27,9 @@ from quire_common.errors import (
 )
 from quire_common.ids import LedgerId, ledger_id_to_proto
 from quire_common.quorum import validate_quorum
+from quire_common.replication import add_marker
 from quire_common.telemetry import tracer
+from quire_gateway import metrics
 from quire_gateway.handle import WriteHandle, WriteSettings
 from quire_gateway.reads import EntryReader, ReadEntry, ReadSettings
 from quire_gateway.recovery import Recovery, RecoverySettings, read_last_add_confirmed
@@ -93,6 +96,7 @@ class LedgerManager:
         self.handles: dict[LedgerId, WriteHandle] = {}
         # LACs readers learned from the bookies, per ledger not written here (LRU-bounded).
         self._reader_lacs: OrderedDict[tuple[LedgerId, int, int], int] = OrderedDict()
+        self._background: set[asyncio.Task[None]] = set()
 
     async def create(self, spec: CreateSpec) -> common_pb2.LedgerMetadata:
         ensemble_size = spec.ensemble_size or DEFAULT_ENSEMBLE
@@ -233,8 +237,11 @@ class LedgerManager:
                     last_add_confirmed=str(lac),
                 )
         reader = EntryReader(self.remote, ledger_id, metadata, self.read_settings)
-        async for chunk in reader.read(first, last):
-            yield chunk
+        try:
+            async for chunk in reader.read(first, last):
+                yield chunk
+        finally:
+            self._flag_damaged(ledger_id, reader)
 
     async def tail(self, ledger_id: LedgerId, first: int) -> AsyncIterator[list[ReadEntry]]:
         """Confirmed entries from `first` on, as the LAC advances; ends once
@@ -245,15 +252,44 @@ class LedgerManager:
             metadata, _ = await self.metadata(ledger_id)
             lac = await self.last_add_confirmed(ledger_id, metadata)
             if next_entry <= lac:
-                async for chunk in EntryReader(self.remote, ledger_id, metadata, self.read_settings).read(
-                    next_entry, lac
-                ):
-                    yield chunk
+                reader = EntryReader(self.remote, ledger_id, metadata, self.read_settings)
+                try:
+                    async for chunk in reader.read(next_entry, lac):
+                        yield chunk
+                finally:
+                    self._flag_damaged(ledger_id, reader)
                 next_entry = lac + 1
                 continue
             if metadata.state == common_pb2.LEDGER_STATE_CLOSED:
                 return
             await self.wait_for_lac(ledger_id, next_entry - 1)
+
+    def _flag_damaged(self, ledger_id: LedgerId, reader: EntryReader) -> None:
+        """Copies a read found damaged are marked in the ledger's metadata, in
+        the background, for the auditor to repair (once the ledger is closed)."""
+        if reader.damaged:
+            task = asyncio.create_task(self._mark_for_repair(ledger_id, dict(reader.damaged)))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
+    async def _mark_for_repair(self, ledger_id: LedgerId, damaged: dict[str, tuple[int, int]]) -> None:
+        for _ in range(10):  # compare-and-swap against writers, recoveries and other readers
+            try:
+                current, version = await self.remote.get_ledger_metadata(ledger_id)
+                updated = common_pb2.LedgerMetadata()
+                updated.CopyFrom(current)
+                changed = [add_marker(updated, bookie, first, last) for bookie, (first, last) in damaged.items()]
+                if not any(changed):
+                    return
+                await self.remote.update_ledger_metadata(ledger_id, updated, version)
+                metrics.repair_flags.add(sum(changed))
+                log.warning("ledger %s: damaged copies flagged for repair: %s", ledger_id, damaged)
+                return
+            except Aborted:
+                continue
+            except QuireError as exc:
+                log.warning("ledger %s: flagging damaged copies %s failed: %s", ledger_id, damaged, exc)
+                return
 
     async def wait_for_lac(self, ledger_id: LedgerId, known_lac: int) -> None:
         """Return once the LAC may have moved past `known_lac` (or the ledger
@@ -317,3 +353,5 @@ class LedgerManager:
                 await self.close(ledger_id)
             except QuireError as exc:
                 log.warning("ledger %s not closed on shutdown: %s", ledger_id, exc)
+        if self._background:  # repair flags still being recorded
+            await asyncio.wait(self._background, timeout=5)

@@ -26,6 +26,11 @@ delayed_ensemble_changes = _meter.create_counter(
     unit="{bookie}",
     description="Failed bookies left out of a ledger's writes without an ensemble change",
 )
+repair_flags = _meter.create_counter(
+    "quire.gateway.repair_flags",
+    unit="{bookie}",
+    description="Replicas marked in a ledger's metadata for repair after a read found their copy damaged",
+)
 recovery_runs = _meter.create_counter(
     "quire.gateway.recoveries", unit="{recovery}", description="Recovery opens, by outcome"
 )

@@ -8,7 +8,9 @@ check is skipped for the next one. A replica that has not answered within the
 speculative delay gets company: the entry is also asked of its next replica,
 and the first good copy wins. An entry fails only when every replica has been
 tried: DATA_LOSS if some copy was corrupt, NOT_FOUND if every replica said it
-has no such entry, UNAVAILABLE otherwise.
+has no such entry, UNAVAILABLE otherwise. Copies found damaged (a digest that
+does not check, or a bookie's storage failing to read them) are collected in
+`damaged`, for the caller to flag for repair.
 """
 
 from __future__ import annotations
@@ -83,6 +85,12 @@ class EntryReader:
         self.metadata = metadata
         self.settings = settings or ReadSettings()
         self.digester = Digester(metadata.digest_type or DigestType.CRC32C, metadata.password)
+        # bookie -> (first, last) entry ids whose copy there was found damaged
+        self.damaged: dict[str, tuple[int, int]] = {}
+
+    def _damaged(self, bookie: str, entry_ids: list[int]) -> None:
+        first, last = self.damaged.get(bookie, (min(entry_ids), max(entry_ids)))
+        self.damaged[bookie] = (min(first, *entry_ids), max(last, *entry_ids))
 
     async def read(self, first: int, last: int) -> AsyncIterator[list[ReadEntry]]:
         """Yield entries first..last in order, in chunks."""
@@ -166,6 +174,10 @@ class EntryReader:
                 raise error
             for entry_id in ids:
                 attempts[entry_id].errors.append(f"{bookie}: {error}")
+                if isinstance(error, DataLoss):  # its storage could not read them
+                    attempts[entry_id].corrupt += 1
+            if isinstance(error, DataLoss):
+                self._damaged(bookie, ids)
             return []
         found, missing = task.result()
         cut: list[int] = []
@@ -186,10 +198,12 @@ class EntryReader:
                     log.warning("ledger %s entry %d on %s: %s", self.ledger_id, entry_id, bookie, exc)
                     attempt.corrupt += 1
                     metrics.digest_mismatches.add(1, {"bookie_id": bookie})
+                    self._damaged(bookie, [entry_id])
                     continue
                 if header.ledger_id != self.ledger_id or header.entry_id != entry_id:
                     attempt.corrupt += 1
                     metrics.digest_mismatches.add(1, {"bookie_id": bookie})
+                    self._damaged(bookie, [entry_id])
                     continue
                 done[entry_id] = ReadEntry(entry_id, payload, header.length)
             elif entry_id in missing:
@@ -201,7 +215,10 @@ class EntryReader:
     def _exhausted(self, entry_id: int, attempt: _Attempt) -> QuireError:
         where = f"entry {entry_id} of ledger {self.ledger_id}"
         if attempt.corrupt:
-            return DataLoss(f"{where}: no replica holds a copy whose digest checks", Reason.DIGEST_MISMATCH)
+            why = "; ".join(attempt.errors) or "digest mismatches"
+            return DataLoss(
+                f"{where}: no replica holds a readable copy whose digest checks ({why})", Reason.DIGEST_MISMATCH
+            )
         if attempt.missing == len(attempt.replicas):
             return NotFound(f"{where} is not stored on any replica", Reason.ENTRY_NOT_FOUND)
         return Unavailable(

@@ -55,7 +55,7 @@ def test_ens3_delayed_ensemble_change(cluster: LocalCluster, scenario: Scenario)
         for ledger in ledgers:
             metadata, _ = client.ledger_metadata(ledger.qualified_name)
             ensemble_changes += len(metadata.ensembles) - 1
-            marked.update({f"{ledger.qualified_name} {b}": first for b, first in markers(metadata).items()})
+            marked.update({f"{ledger.qualified_name} {b}": first for b, (first, _) in markers(metadata).items()})
         scenario.figures.update(
             {"ensemble_changes": ensemble_changes, "under_replicated_marked": bool(marked), "markers": marked}
         )
@@ -65,7 +65,7 @@ def test_ens3_delayed_ensemble_change(cluster: LocalCluster, scenario: Scenario)
         # auditor then copies what the bookie missed back to it and drops the markers.
         cluster.start_process(victim)
         cluster.wait_bookies_registered(4)
-        listed = [r for _, r, why in client.under_replicated() if why == "left out" and r.bookie_id == victim_id]
+        listed = [r for _, r, why in client.under_replicated() if why == "flagged" and r.bookie_id == victim_id]
         scenario.figures["recovery_status_rows_left_out"] = len(listed)
         finish(scenario, client, history, ledgers)
         started = time.monotonic()

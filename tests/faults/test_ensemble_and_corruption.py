@@ -19,6 +19,7 @@ from quire_client import QuireClient, QuireClientError
 from quire_client.cluster import ClusterError, LocalCluster, free_port, grpc_serving
 from quire_common.entry import Digester, DigestType, master_key, pack_entry
 from quire_common.ids import LedgerId, ledger_id_to_proto
+from quire_common.replication import markers
 from tests.faults.checker import check, read_back
 from tests.faults.history import History, make_payload
 from tests.faults.lab import fault_cluster
@@ -169,6 +170,11 @@ def test_cor1_one_corrupt_replica_is_skipped(cluster: LocalCluster, scenario: Sc
         scenario.figures.update(verdict.figures())
         scenario.figures["injected"] = injected
         scenario.figures["mismatches_counted"] = counted
+        started = time.monotonic()
+        while not (flagged := markers(client.ledger_metadata(ledger.qualified_name)[0])):
+            assert time.monotonic() - started < 10, "the corrupt replicas were not flagged for repair"
+            time.sleep(0.1)
+        scenario.figures["replicas_flagged_for_repair"] = len(flagged)
     assert verdict.wrong_bytes == 0
     assert counted >= 1  # speculative reads may not reach every bad copy first
 
@@ -257,6 +263,69 @@ def test_cor5_corrupt_metadata_value(cluster: LocalCluster, scenario: Scenario) 
     assert caught.value.code != grpc.StatusCode.UNKNOWN
 
 
+def test_cor6_digest_types_side_by_side_and_mismatched_copies(cluster: LocalCluster, scenario: Scenario) -> None:
+    """Ledgers of every digest type share the bookies and each reads back under
+    its own; copies packed with another digest type or another key are caught
+    like corruption: the good replica is read, and with none left DATA_LOSS.
+
+    The digest type is the ledger's, from its metadata (BookKeeper's digest
+    auto-detection, always on): a client cannot open a ledger "as" another
+    type, and another password is PERMISSION_DENIED before anything is read
+    (FEN-7)."""
+    seed = scenario.start("COR-6", N=500, digest_types=["CRC32", "CRC32C", "HMAC", "DUMMY"], mismatched=40)
+    ensure_all_bookies(cluster)
+    history = History()
+    with client_for(cluster) as client:
+        ledgers = []
+        for digest_type in (DigestType.CRC32, DigestType.CRC32C, DigestType.HMAC, DigestType.DUMMY):
+            metadata = client.create_ledger(
+                ensemble_size=3, write_quorum_size=2, ack_quorum_size=2, password=PASSWORD, digest_type=digest_type
+            )
+            ledgers.append(LedgerId(metadata.ledger_id.scope_id, metadata.ledger_id.ledger_id))
+            observe_metadata(client, ledgers[-1].qualified_name, history)
+        running = [w.start() for w in writers(cluster, ledgers, history, seed, count=500)]
+        for writer in running:
+            writer.join()
+            assert writer.error is None, writer.error
+        finish(scenario, client, history, ledgers)
+
+        # One ledger (HMAC) with copies packed as another type or under another key.
+        ledger = hmac_ledger(client, history, 40)
+        metadata, _ = client.ledger_metadata(ledger.qualified_name)
+        rng = random.Random(seed)
+        right = Digester(DigestType.HMAC, PASSWORD)
+        other_type, other_key = Digester(DigestType.CRC32C), Digester(DigestType.HMAC, b"another password")
+        length = 0
+        for entry_id in range(40):
+            payload = make_payload(rng, 9, ledger.scope_id, ledger.ledger_id, entry_id)
+            length += len(payload)
+            ensemble = metadata.ensembles[0].bookie_ids
+            first, second = (ensemble[(entry_id + i) % len(ensemble)] for i in range(2))
+            # 0-19: one copy of another type; 20-29: one copy under another key; 30-39: both bad.
+            bad = other_type if entry_id < 20 or entry_id >= 30 else other_key
+            store_on(first, ledger, entry_id, pack_entry(ledger, entry_id, entry_id - 1, length, payload, bad))
+            second_digester = other_key if entry_id >= 30 else right
+            store_on(
+                second, ledger, entry_id, pack_entry(ledger, entry_id, entry_id - 1, length, payload, second_digester)
+            )
+        before = gateway_metric(cluster, "quire_gateway_digest_mismatches")
+        read = read_all(client, ledger.qualified_name, history, first=0, last=29)
+        with pytest.raises(QuireClientError) as lost:
+            read_all(client, ledger.qualified_name, history, first=30, last=39)
+        counted = gateway_metric(cluster, "quire_gateway_digest_mismatches") - before
+    unverified = sum(1 for event in history.of("read", "ok") if not event.value["good"])
+    scenario.figures.update(
+        {
+            "mismatched_reads_served_from_good_copy": len(read),
+            "both_copies_bad_code": lost.value.code.name,
+            "mismatches_counted": counted,
+            "unverified_reads": unverified,
+        }
+    )
+    assert read == list(range(30)) and unverified == 0
+    assert lost.value.code == grpc.StatusCode.DATA_LOSS and counted >= 1
+
+
 def test_ens6_address_change_keeps_the_bookie_id(cluster: LocalCluster, scenario: Scenario) -> None:
     """Restart a bookie advertising a new endpoint (a proxy in front of it): readers follow the registration."""
     seed = scenario.start("ENS-6", N=500)
@@ -341,66 +410,3 @@ def test_ens8_wiped_bookie_refuses_to_start(cluster: LocalCluster, scenario: Sce
     cluster.terminate(name)
     scenario.figures["starts_serving_with_missing_data"] = serving
     assert not serving
-
-
-def test_cor6_digest_types_side_by_side_and_mismatched_copies(cluster: LocalCluster, scenario: Scenario) -> None:
-    """Ledgers of every digest type share the bookies and each reads back under
-    its own; copies packed with another digest type or another key are caught
-    like corruption: the good replica is read, and with none left DATA_LOSS.
-
-    The digest type is the ledger's, from its metadata (BookKeeper's digest
-    auto-detection, always on): a client cannot open a ledger "as" another
-    type, and another password is PERMISSION_DENIED before anything is read
-    (FEN-7)."""
-    seed = scenario.start("COR-6", N=500, digest_types=["CRC32", "CRC32C", "HMAC", "DUMMY"], mismatched=40)
-    ensure_all_bookies(cluster)
-    history = History()
-    with client_for(cluster) as client:
-        ledgers = []
-        for digest_type in (DigestType.CRC32, DigestType.CRC32C, DigestType.HMAC, DigestType.DUMMY):
-            metadata = client.create_ledger(
-                ensemble_size=3, write_quorum_size=2, ack_quorum_size=2, password=PASSWORD, digest_type=digest_type
-            )
-            ledgers.append(LedgerId(metadata.ledger_id.scope_id, metadata.ledger_id.ledger_id))
-            observe_metadata(client, ledgers[-1].qualified_name, history)
-        running = [w.start() for w in writers(cluster, ledgers, history, seed, count=500)]
-        for writer in running:
-            writer.join()
-            assert writer.error is None, writer.error
-        finish(scenario, client, history, ledgers)
-
-        # One ledger (HMAC) with copies packed as another type or under another key.
-        ledger = hmac_ledger(client, history, 40)
-        metadata, _ = client.ledger_metadata(ledger.qualified_name)
-        rng = random.Random(seed)
-        right = Digester(DigestType.HMAC, PASSWORD)
-        other_type, other_key = Digester(DigestType.CRC32C), Digester(DigestType.HMAC, b"another password")
-        length = 0
-        for entry_id in range(40):
-            payload = make_payload(rng, 9, ledger.scope_id, ledger.ledger_id, entry_id)
-            length += len(payload)
-            ensemble = metadata.ensembles[0].bookie_ids
-            first, second = (ensemble[(entry_id + i) % len(ensemble)] for i in range(2))
-            # 0-19: one copy of another type; 20-29: one copy under another key; 30-39: both bad.
-            bad = other_type if entry_id < 20 or entry_id >= 30 else other_key
-            store_on(first, ledger, entry_id, pack_entry(ledger, entry_id, entry_id - 1, length, payload, bad))
-            second_digester = other_key if entry_id >= 30 else right
-            store_on(
-                second, ledger, entry_id, pack_entry(ledger, entry_id, entry_id - 1, length, payload, second_digester)
-            )
-        before = gateway_metric(cluster, "quire_gateway_digest_mismatches")
-        read = read_all(client, ledger.qualified_name, history, first=0, last=29)
-        with pytest.raises(QuireClientError) as lost:
-            read_all(client, ledger.qualified_name, history, first=30, last=39)
-        counted = gateway_metric(cluster, "quire_gateway_digest_mismatches") - before
-    unverified = sum(1 for event in history.of("read", "ok") if not event.value["good"])
-    scenario.figures.update(
-        {
-            "mismatched_reads_served_from_good_copy": len(read),
-            "both_copies_bad_code": lost.value.code.name,
-            "mismatches_counted": counted,
-            "unverified_reads": unverified,
-        }
-    )
-    assert read == list(range(30)) and unverified == 0
-    assert lost.value.code == grpc.StatusCode.DATA_LOSS and counted >= 1

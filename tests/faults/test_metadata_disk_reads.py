@@ -13,6 +13,7 @@ import pytest
 
 from quire_client import QuireClientError
 from quire_client.cluster import LocalCluster
+from quire_common.replication import markers
 from tests.faults.checker import check
 from tests.faults.history import History, check_payload
 from tests.faults.lab import fault_cluster, fill, tmpfs
@@ -27,6 +28,7 @@ from tests.faults.scenarios import (
     metric_sum,
     new_ledger,
     scrape,
+    thinly_replicated,
     writers,
 )
 from tests.faults.workload import observe_lac, observe_metadata, read_all
@@ -36,7 +38,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.faults]
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    with fault_cluster(tmp_path_factory.mktemp("metadata"), bookies=4) as local:
+    auditor = {"QUIRE_AUDITOR_INTERVAL_SECONDS": "1"}  # DSK-6's repair
+    with fault_cluster(tmp_path_factory.mktemp("metadata"), bookies=4, env=auditor) as local:
         yield local
 
 
@@ -312,7 +315,21 @@ def test_dsk6_read_eio_on_one_bookie(cluster: LocalCluster, scenario: Scenario, 
                 failures += 1
                 scenario.figures["read_error"] = str(exc)[:200]
             scenario.figures["user_visible_read_errors"] = failures
+            # The copies the bookie could not read are flagged in the metadata...
+            started = time.monotonic()
+            while not markers(client.ledger_metadata(ledger.qualified_name)[0]):
+                assert time.monotonic() - started < 10, "the damaged copies were not flagged for repair"
+                time.sleep(0.1)
+            flagged = markers(client.ledger_metadata(ledger.qualified_name)[0])
+            scenario.figures["repair_flagged"] = {bookie: list(span) for bookie, span in flagged.items()}
+            # ...and once the disk reads again, the auditor copies them back and drops the flag.
             trigger.unlink()
+            started = time.monotonic()
+            while markers(client.ledger_metadata(ledger.qualified_name)[0]):
+                assert time.monotonic() - started < 30, "the auditor did not repair the flagged copies"
+                time.sleep(0.2)
+            scenario.figures["repair_seconds"] = round(time.monotonic() - started, 2)
+            scenario.figures["entries_below_qw_after"] = thinly_replicated(client, ledger)
             finish(scenario, client, history, [ledger])
     finally:
         trigger.unlink(missing_ok=True)
@@ -320,3 +337,5 @@ def test_dsk6_read_eio_on_one_bookie(cluster: LocalCluster, scenario: Scenario, 
         cluster.restart(broken)
         cluster.wait_bookies_registered(4)
     assert scenario.figures["user_visible_read_errors"] == 0
+    assert list(scenario.figures["repair_flagged"]) == [cluster.bookie_id(broken)]
+    assert scenario.figures["entries_below_qw_after"] == 0

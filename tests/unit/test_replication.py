@@ -8,7 +8,7 @@ import pytest
 from quire.common.v1 import common_pb2
 from quire_common.config import ConfigError
 from quire_common.faults import parse_fault_rules
-from quire_common.replication import entries_held, lost_replicas, marked_replicas, markers
+from quire_common.replication import add_marker, entries_held, lost_replicas, marked_replicas, markers
 
 
 def metadata() -> common_pb2.LedgerMetadata:
@@ -50,7 +50,7 @@ def test_delayed_change_markers_name_what_a_bookie_may_lack():
     record.custom_metadata["quire.under-replicated/b"] = "7"  # b left the ledger at entry 5: nothing to repair
     record.custom_metadata["quire.under-replicated/c"] = "not a number"  # counts from entry 0
     record.custom_metadata["owner"] = "someone"
-    assert markers(record) == {"a": 3, "b": 7, "c": 0}
+    assert markers(record) == {"a": (3, None), "b": (7, None), "c": (0, None)}
     found = [(r.segment, r.position, r.bookie_id, r.first_entry_id, r.last_entry_id) for r in marked_replicas(record)]
     assert found == [(0, 0, "a", 3, 4), (1, 0, "a", 5, 9), (0, 2, "c", 0, 4), (1, 2, "c", 5, 9)]
 
@@ -62,4 +62,19 @@ def test_an_open_ledgers_marked_last_segment_is_listed_without_an_end():
     record.custom_metadata["quire.under-replicated/d"] = "7"
     assert [(r.segment, r.bookie_id, r.first_entry_id, r.last_entry_id) for r in marked_replicas(record)] == [
         (1, "d", 7, -1)
+    ]
+
+
+def test_markers_merge_into_one_covering_range():
+    record = metadata()
+    assert add_marker(record, "d", 6, 6)
+    assert not add_marker(record, "d", 6, 6)  # nothing new
+    assert add_marker(record, "d", 8, 9)
+    assert record.custom_metadata["quire.under-replicated/d"] == "6-9"
+    assert add_marker(record, "d", 7, None)
+    assert record.custom_metadata["quire.under-replicated/d"] == "6"  # open-ended wins
+    assert add_marker(record, "a", 1, 1)
+    assert sorted((r.segment, r.bookie_id, r.first_entry_id, r.last_entry_id) for r in marked_replicas(record)) == [
+        (0, "a", 1, 1),
+        (1, "d", 6, 9),
     ]

@@ -310,8 +310,8 @@ def _under_replicated_rows(client: QuireClient) -> list[dict[str, object]]:
 
 
 def cmd_recovery_status(args: argparse.Namespace) -> None:
-    """Segments with a replica on a bookie that is not registered, or on one
-    a writer left out without an ensemble change."""
+    """Segments with a replica on a bookie that is not registered, or with
+    entries flagged for repair (left out by a writer, or found damaged)."""
     with _client(args) as client:
         rows = _under_replicated_rows(client)
     if args.output == "json":

@@ -412,15 +412,16 @@ class QuireClient:
 
     def under_replicated(self) -> list[tuple[common_pb2.LedgerMetadata, LostReplica, str]]:
         """Every ledger segment with a replica on a bookie that is not registered
-        ("missing"), or that a writer left out without an ensemble change
-        ("left out"); the auditor repairs closed ledgers' segments."""
+        ("missing"), or with entries flagged for repair in the metadata
+        ("flagged": a bookie a writer left out without an ensemble change, or
+        copies a read found damaged); the auditor repairs closed ledgers."""
         registered = {record.bookie_id for record in self.list_bookies()}
         found: list[tuple[common_pb2.LedgerMetadata, LostReplica, str]] = []
         for metadata in self.list_ledgers():
             missing = {b for e in metadata.ensembles for b in e.bookie_ids} - registered
             found.extend((metadata, replica, "missing") for replica in lost_replicas(metadata, missing))
             found.extend(
-                (metadata, replica, "left out")
+                (metadata, replica, "flagged")
                 for replica in marked_replicas(metadata)
                 if replica.bookie_id not in missing
             )

@@ -5,8 +5,10 @@ A segment is one ensemble of a ledger (entries from its first entry id up to
 the next ensemble's first, or the ledger's end). It is under-replicated when
 one of its bookies is not registered (writable or read-only), or is being
 decommissioned, or when the writer left a failed bookie out without an
-ensemble change (delayed ensemble change): then the metadata carries a marker
-`quire.under-replicated/<bookie>` = the first entry the bookie may lack.
+ensemble change (delayed ensemble change), or when a reader found its copy of
+some entries damaged (digest mismatch, I/O error): then the metadata carries
+a marker `quire.under-replicated/<bookie>` = "first" (from that entry to the
+end) or "first-last", the entries to copy back to that bookie.
 """
 
 from __future__ import annotations
@@ -54,30 +56,53 @@ def entries_held(ensemble_size: int, write_quorum: int, position: int, first: in
     return [e for e in range(first, last + 1) if (position - e) % ensemble_size < write_quorum]
 
 
-def markers(metadata: common_pb2.LedgerMetadata) -> dict[str, int]:
-    """bookie -> first entry it may lack, from the ledger's delayed-change
-    markers. A marker whose value does not parse counts from entry 0."""
-    found = {}
+def markers(metadata: common_pb2.LedgerMetadata) -> dict[str, tuple[int, int | None]]:
+    """bookie -> (first, last) entries it may lack or hold damaged, from the
+    ledger's markers; last is None for "to the end". A value that does not
+    parse counts as the whole ledger."""
+    found: dict[str, tuple[int, int | None]] = {}
     for key, value in metadata.custom_metadata.items():
         if key.startswith(UNDER_REPLICATED_PREFIX):
-            try:
-                found[key[len(UNDER_REPLICATED_PREFIX) :]] = max(0, int(value))
-            except ValueError:
-                found[key[len(UNDER_REPLICATED_PREFIX) :]] = 0
+            found[key[len(UNDER_REPLICATED_PREFIX) :]] = _parse_marker(value)
     return found
 
 
+def _parse_marker(value: str) -> tuple[int, int | None]:
+    first, _, last = value.partition("-")
+    try:
+        return max(0, int(first)), (int(last) if last else None)
+    except ValueError:
+        return 0, None
+
+
+def add_marker(metadata: common_pb2.LedgerMetadata, bookie_id: str, first: int, last: int | None) -> bool:
+    """Mark entries first..last (None: to the end) of `bookie_id` for repair,
+    merged with its marker if it has one (the marker covers both). Returns
+    whether the metadata changed."""
+    key = UNDER_REPLICATED_PREFIX + bookie_id
+    if key in metadata.custom_metadata:
+        old_first, old_last = _parse_marker(metadata.custom_metadata[key])
+        first = min(first, old_first)
+        last = None if last is None or old_last is None else max(last, old_last)
+    value = str(first) if last is None else f"{first}-{last}"
+    if metadata.custom_metadata.get(key) == value:
+        return False
+    metadata.custom_metadata[key] = value
+    return True
+
+
 def marked_replicas(metadata: common_pb2.LedgerMetadata) -> list[LostReplica]:
-    """Every (segment, bookie) that may lack entries after a delayed ensemble
-    change: the segments naming a marked bookie, from the marker's entry on.
+    """Every (segment, bookie) with marked entries: those a bookie may lack
+    after a delayed ensemble change, or whose copy a reader found damaged.
     An open ledger's last segment has no known end yet (last_entry_id -1)."""
     found = []
-    for bookie_id, first in markers(metadata).items():
+    for bookie_id, (first, last) in sorted(markers(metadata).items()):
         for replica in lost_replicas(metadata, {bookie_id}):
             start = max(first, replica.first_entry_id)
+            end = replica.last_entry_id if last is None else min(last, replica.last_entry_id)
             still_written = (
                 metadata.state != common_pb2.LEDGER_STATE_CLOSED and replica.segment == len(metadata.ensembles) - 1
             )
-            if start <= replica.last_entry_id or still_written:
-                found.append(LostReplica(replica.segment, replica.position, bookie_id, start, replica.last_entry_id))
+            if start <= end or (still_written and (last is None or start <= last)):
+                found.append(LostReplica(replica.segment, replica.position, bookie_id, start, end))
     return found
