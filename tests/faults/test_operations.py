@@ -102,6 +102,7 @@ def test_ops4_permanent_bookie_loss_is_rereplicated(cluster: LocalCluster, scena
         scenario.figures["entries_below_qw_after"] = sum(thinly_replicated(client, ledger) for ledger in ledgers)
         finish(scenario, client, history, ledgers)
     assert scenario.figures["entries_below_qw_after"] == 0
+    assert gauge_max >= 1  # OBS-1: the under-replicated gauge showed the lost bookie's segments
 
 
 def test_ops5_decommission_via_cli(cluster: LocalCluster, scenario: Scenario, capsys) -> None:  # type: ignore[no-untyped-def]
