@@ -4,6 +4,7 @@ finish every scenario the same way (read back, check, report)."""
 from __future__ import annotations
 
 import statistics
+import threading
 
 import grpc
 
@@ -151,3 +152,34 @@ def thinly_replicated(client: QuireClient, ledger: LedgerId) -> int:
                         continue
                     good[entry.entry_id] += 1
     return sum(1 for copies in good.values() if copies < metadata.write_quorum_size)
+
+
+class HealthWatch:
+    """Records the statuses one grpc.health.v1 service goes through (OBS-3),
+    from a Watch stream in a thread, until close()."""
+
+    def __init__(self, target: str, service: str) -> None:
+        from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+        self.statuses: list[str] = []
+        self._channel = grpc.insecure_channel(target)
+        stub = health_pb2_grpc.HealthStub(self._channel)
+        self._stream = stub.Watch(health_pb2.HealthCheckRequest(service=service))
+        self._names = health_pb2.HealthCheckResponse.ServingStatus.Name
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            for response in self._stream:
+                status = self._names(response.status)
+                if not self.statuses or self.statuses[-1] != status:
+                    self.statuses.append(status)
+        except grpc.RpcError:
+            return  # cancelled by close(), or the server went away
+
+    def close(self) -> list[str]:
+        self._stream.cancel()
+        self._channel.close()
+        self._thread.join(timeout=10)
+        return self.statuses

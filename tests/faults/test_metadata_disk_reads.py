@@ -20,6 +20,7 @@ from tests.faults.lab import fault_cluster, fill, tmpfs
 from tests.faults.report import Scenario
 from tests.faults.scenarios import (
     PASSWORD,
+    HealthWatch,
     N,
     client_for,
     direct_add_accepted,
@@ -260,6 +261,7 @@ def test_dsk1_dsk2_disk_fills_then_frees(tmp_path: Path, scenario: Scenario) -> 
         env = {"bookie-1": {"QUIRE_BOOKIE_DATA_DIR": str(disk / "bookie-1")}}
         with fault_cluster(tmp_path, bookies=4, bookie_env=env) as local, client_for(local) as client:
             bookie_id = local.bookie_id("bookie-1")
+            writable_health = HealthWatch(bookie_id, "writable")  # OBS-3
             filler = fill(disk, leave_bytes=1 << 20)
             started = time.monotonic()
             while not any(r.read_only for r in client.list_bookies() if r.bookie_id == bookie_id):
@@ -281,6 +283,9 @@ def test_dsk1_dsk2_disk_fills_then_frees(tmp_path: Path, scenario: Scenario) -> 
                 assert time.monotonic() - started < 15, "the bookie did not turn writable again"
                 time.sleep(0.05)
             scenario.figures["seconds_back_to_writable"] = round(time.monotonic() - started, 2)
+            time.sleep(0.5)  # the health update follows the registry's within one disk check
+            scenario.figures["writable_health_sequence"] = writable_health.close()
+    assert scenario.figures["writable_health_sequence"] == ["SERVING", "NOT_SERVING", "SERVING"]
     assert scenario.figures["adds_accepted_while_read_only"] == 0
     assert scenario.figures["ensembles_with_read_only_bookie"] == 0
     assert scenario.figures["read_only_gauge"] == 1.0
