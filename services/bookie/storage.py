@@ -204,13 +204,12 @@ class EntryStore:
             self._wal.close()
             try:
                 if not self.read_only:
-                    try:
-                        self._db.flush_wal(True)
-                    except Exception as exc:  # a failed write before: RocksDB refuses; the WAL holds what was synced
-                        log.error("flushing the WAL at close failed: %s", exc)
+                    self._db.flush_wal(True)
                 self._entries.close()
                 self._ledgers.close()
                 self._db.close()
+            except Exception as exc:  # a write failed before: RocksDB refuses; what was synced is in the WAL
+                log.error("closing the store failed: %s", exc)
             finally:
                 self._drop_handles()
 
