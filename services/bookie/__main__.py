@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import signal
 
 from grpc_health.v1 import health_pb2
@@ -59,7 +60,8 @@ async def verify_identity(config: BookieConfig) -> None:
     (ConfigError from the cookie check)."""
     cookies = RegistryCookies(config.registry_target)
     try:
-        await check_cookie(cookies, config.bookie_id, [config.data_dir])
+        # However long the registry takes (a whole cluster may start in any order); SIGTERM ends the wait.
+        await check_cookie(cookies, config.bookie_id, [config.data_dir], wait_seconds=math.inf)
     finally:
         await cookies.close()
 

@@ -21,8 +21,15 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from quire_bookie.storage import EntryStore, LedgerState
-from quire_common.errors import FailedPrecondition, PermissionDenied, QuireError, Reason, Unavailable
+from quire_bookie.storage import EntryStore, LedgerState, is_disk_full
+from quire_common.errors import (
+    FailedPrecondition,
+    PermissionDenied,
+    QuireError,
+    Reason,
+    ResourceExhausted,
+    Unavailable,
+)
 from quire_common.ids import LedgerId
 from quire_common.telemetry import tracer
 
@@ -142,6 +149,8 @@ class GroupCommitter:
         self._on_lac_moved = on_lac_moved
         self._closing = False
         self._task: asyncio.Task[None] | None = None
+        # Set when a write failed: RocksDB refuses every later write until reopened.
+        self._store_failed = False
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="group-commit")
@@ -250,7 +259,38 @@ class GroupCommitter:
         if not op.future.done():
             op.future.set_result(count)
 
+    def _fail(self, accepted: list[tuple[Op, LedgerState]], exc: Exception) -> None:
+        if is_disk_full(exc):
+            failure: QuireError = ResourceExhausted(
+                f"bookie disk full, nothing stored: {exc}; write elsewhere", Reason.DISK_FULL
+            )
+        else:
+            failure = Unavailable(f"bookie storage write failed: {exc}", Reason.BOOKIE_UNAVAILABLE)
+        for op, _ in accepted:
+            if not op.future.done():
+                op.future.set_exception(failure)
+
+    async def _reopen(self) -> Exception | None:
+        """Reopen the store after a failed write and reload the ledger states
+        from it (the failed batch may or may not have reached the WAL; it was
+        not acknowledged either way). Returns the error while it still fails."""
+        try:
+            await asyncio.to_thread(self._store.reopen)
+            states = await asyncio.to_thread(self._store.load_states)
+        except Exception as exc:
+            log.warning("storage still failing, not reopened: %s", exc)
+            return exc
+        self.states.clear()
+        self.states.update(states)
+        self._store_failed = False
+        return None
+
     async def _flush(self, batch: list[Op]) -> None:
+        if self._store_failed:
+            still_failing = await self._reopen()
+            if still_failing is not None:
+                self._fail([(op, NO_STATE) for op in batch], still_failing)
+                return
         pending = dict[LedgerId, LedgerState]()  # states as they will be after this batch
         writes: list[tuple[LedgerId, int, bytes]] = []
         accepted: list[tuple[Op, LedgerState]] = []
@@ -278,12 +318,10 @@ class GroupCommitter:
                 await asyncio.to_thread(self._store.write, writes, pending)
                 if self._fault_sync_delay_seconds:
                     await asyncio.sleep(self._fault_sync_delay_seconds)  # injected slow disk (tests, drills)
-        except Exception as exc:  # the write failed: nothing in it was stored
+        except Exception as exc:  # the write failed: nothing in it is acknowledged
             log.error("synced write of %d entries failed", len(writes), exc_info=exc)
-            failure = Unavailable(f"bookie storage write failed: {exc}", Reason.BOOKIE_UNAVAILABLE)
-            for op, _ in accepted:
-                if not op.future.done():
-                    op.future.set_exception(failure)
+            self._store_failed = True
+            self._fail(accepted, exc)
             return
         sync_seconds = time.monotonic() - started
         moved = [

@@ -19,20 +19,52 @@ after its memtable was flushed to a synced SST file.
 
 from __future__ import annotations
 
+import errno
+import functools
+import logging
 import os
+import shutil
 import struct
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import cast
+from typing import Any, TypeVar, cast
 
-from rocksdict import AccessType, Options, Rdict, WriteBatch, WriteOptions
+from rocksdict import AccessType, DBRecoveryMode, Options, Rdict, WriteBatch, WriteOptions
 
 from quire_common.ids import LedgerId
+
+log = logging.getLogger(__name__)
 
 ENTRIES_CF = "entries"
 LEDGERS_CF = "ledgers"
 NO_ENTRY = -1
+_T = TypeVar("_T")
+
+
+# Free bytes needed before a failed store is reopened: reopening replays the
+# WAL into a new SST file, which needs room.
+REOPEN_MIN_FREE_BYTES = 8 * 1024 * 1024
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether a storage failure is a full disk (RocksDB reports ENOSPC as a
+    plain exception whose message carries the OS error)."""
+    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+        return True
+    return "No space left on device" in str(exc)
+
+
+def _locked(method: Callable[..., _T]) -> Callable[..., _T]:
+    """Run an EntryStore method under the store's lock (see `reopen`)."""
+
+    @functools.wraps(method)
+    def run(self: EntryStore, *args: Any, **kwargs: Any) -> _T:
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return run
 
 
 def entry_key(ledger_id: LedgerId, entry_id: int) -> bytes:
@@ -117,19 +149,41 @@ class EntryStore:
     database without writing anything (for `quire bookie inspect`)."""
 
     def __init__(self, path: Path, *, sync: bool = True, read_only: bool = False) -> None:
+        self.path = path
         self.read_only = read_only
+        self._sync = sync
+        # Held around every use of the RocksDB handles, so `reopen` never
+        # swaps them under a reader (rocksdict holds the GIL in each call
+        # anyway, so this serialises nothing that ran in parallel).
+        self._lock = threading.RLock()
+        if not read_only:
+            path.mkdir(parents=True, exist_ok=True)
+        self._open(read_only)
+        self._write_options = WriteOptions()
+        self._write_options.sync = sync  # for deletes: rare, so a GIL-holding sync does not matter
+        self._batch_options = WriteOptions()
+        self._batch_options.sync = False  # synced by the WalSyncer instead, without the GIL
+        self._wal = WalSyncer(path)
+        self.recovery_report = [] if read_only else wal_recovery_lines(path)
+        for line in self.recovery_report:
+            log.warning("RocksDB WAL recovery (point in time) dropped a torn or corrupt tail: %s", line)
+
+    def _open(self, read_only: bool) -> None:
         options = Options(raw_mode=True)
+        # Point in time: replay the WAL up to the first bad record and drop the
+        # rest, rather than refuse to open (absolute consistency) or skip bad
+        # records and replay later ones (which could leave a hole).
+        options.set_wal_recovery_mode(DBRecoveryMode.point_in_time())
         if read_only:
-            if not (path / "CURRENT").exists():
-                raise FileNotFoundError(f"no bookie database at {path}")
+            if not (self.path / "CURRENT").exists():
+                raise FileNotFoundError(f"no bookie database at {self.path}")
             access = AccessType.read_only()
         else:
-            path.mkdir(parents=True, exist_ok=True)
             options.create_if_missing(True)
             options.create_missing_column_families(True)
             access = AccessType.read_write()
         self._db = Rdict(
-            str(path),
+            str(self.path),
             options=options,
             column_families={ENTRIES_CF: Options(raw_mode=True), LEDGERS_CF: Options(raw_mode=True)},
             access_type=access,
@@ -138,25 +192,53 @@ class EntryStore:
         self._ledgers = self._db.get_column_family(LEDGERS_CF)
         self._entries_handle = self._db.get_column_family_handle(ENTRIES_CF)
         self._ledgers_handle = self._db.get_column_family_handle(LEDGERS_CF)
-        self._write_options = WriteOptions()
-        self._write_options.sync = sync  # for deletes: rare, so a GIL-holding sync does not matter
-        self._batch_options = WriteOptions()
-        self._batch_options.sync = False  # synced by the WalSyncer instead, without the GIL
-        self._sync = sync
-        self._wal = WalSyncer(path)
 
-    def close(self) -> None:
-        self._wal.close()
-        if not self.read_only:
-            self._db.flush_wal(True)
-        self._entries.close()
-        self._ledgers.close()
-        self._db.close()
+    def _drop_handles(self) -> None:
         # RocksDB's lock is released only when the last handle object is
         # dropped, so drop them all: the same process may reopen the store.
-        del self._entries, self._ledgers, self._entries_handle, self._ledgers_handle, self._db
+        for name in ("_entries", "_ledgers", "_entries_handle", "_ledgers_handle", "_db"):
+            self.__dict__.pop(name, None)
+
+    def close(self) -> None:
+        with self._lock:
+            self._wal.close()
+            try:
+                if not self.read_only:
+                    self._db.flush_wal(True)
+                self._entries.close()
+                self._ledgers.close()
+                self._db.close()
+            except Exception as exc:  # a write failed before: RocksDB refuses; what was synced is in the WAL
+                log.error("closing the store failed: %s", exc)
+            finally:
+                self._drop_handles()
+
+    def reopen(self) -> None:
+        """Start RocksDB afresh after a failed write (it refuses every write
+        after one fails). Raises, leaving the failed database open for reads,
+        while the disk lacks room to replay the WAL; if the reopen itself
+        fails, the database is opened read-only so reads go on."""
+        free = shutil.disk_usage(self.path).free
+        if free < REOPEN_MIN_FREE_BYTES:
+            raise OSError(
+                errno.ENOSPC,
+                f"No space left on device: {free} bytes free, {REOPEN_MIN_FREE_BYTES} needed to reopen the store",
+            )
+        with self._lock:
+            self._wal.close()
+            self._drop_handles()
+            try:
+                self._open(read_only=False)
+            except Exception:
+                self._open(read_only=True)
+                raise
+        log.warning("storage reopened after a failed write; recovered: %s", wal_recovery_lines(self.path) or "all")
 
     def load_states(self) -> dict[LedgerId, LedgerState]:
+        with self._lock:
+            return self._load_states()
+
+    def _load_states(self) -> dict[LedgerId, LedgerState]:
         return {
             LedgerId.from_key(cast(bytes, key)): LedgerState.decode(cast(bytes, value))
             for key, value in self._ledgers.items()
@@ -170,14 +252,17 @@ class EntryStore:
             batch.put(entry_key(ledger_id, entry_id), data, self._entries_handle)
         for ledger_id, state in states.items():
             batch.put(ledger_id.key, state.encode(), self._ledgers_handle)
-        self._db.write(batch, self._batch_options)
+        with self._lock:
+            self._db.write(batch, self._batch_options)
         if self._sync:
             self._wal.sync()
 
     def read(self, ledger_id: LedgerId, entry_id: int) -> bytes | None:
-        value = self._entries.get(entry_key(ledger_id, entry_id))
+        with self._lock:
+            value = self._entries.get(entry_key(ledger_id, entry_id))
         return bytes(value) if value is not None else None
 
+    @_locked
     def read_many(
         self, ledger_id: LedgerId, entry_ids: list[int], max_bytes: int, max_entries: int
     ) -> tuple[list[tuple[int, bytes]], list[int], bool]:
@@ -197,6 +282,7 @@ class EntryStore:
             total += len(value)
         return found, missing, False
 
+    @_locked
     def read_range(
         self, ledger_id: LedgerId, first: int, last: int, max_bytes: int, max_entries: int
     ) -> tuple[list[tuple[int, bytes]], list[int], bool]:
@@ -217,7 +303,8 @@ class EntryStore:
         return found, missing, False
 
     def entries(self, ledger_id: LedgerId, first: int = 0, last: int = (1 << 63) - 1) -> Iterator[tuple[int, bytes]]:
-        """A ledger's stored entries with ids in [first, last], in id order."""
+        """A ledger's stored entries with ids in [first, last], in id order.
+        Not under the lock by itself: callers that may race `reopen` hold it."""
         for key, value in self._entries.items(from_key=entry_key(ledger_id, first)):
             stored_key = cast(bytes, key)
             entry_id = int.from_bytes(stored_key[16:24], "big")
@@ -225,6 +312,7 @@ class EntryStore:
                 return
             yield entry_id, bytes(value)
 
+    @_locked
     def ledgers_with_entries(self) -> dict[LedgerId, int]:
         """Every ledger that has entries, with its entry count (a full scan)."""
         counts: dict[LedgerId, int] = {}
@@ -233,6 +321,7 @@ class EntryStore:
             counts[ledger_id] = counts.get(ledger_id, 0) + 1
         return counts
 
+    @_locked
     def last_entry(self, ledger_id: LedgerId) -> tuple[int, bytes] | None:
         """The highest stored entry of a ledger."""
         upper = ledger_id.key + b"\xff" * 8
@@ -243,6 +332,7 @@ class EntryStore:
             return int.from_bytes(stored_key[16:24], "big"), bytes(value)
         return None
 
+    @_locked
     def delete_ledger(self, ledger_id: LedgerId) -> int:
         """Remove a ledger's entries and state; returns how many entries went."""
         prefix = ledger_id.key
@@ -263,3 +353,17 @@ class EntryStore:
         self._ledgers.flush()
         self._entries.compact_range(prefix, prefix + b"\xff" * 8)
         return count
+
+
+def wal_recovery_lines(path: Path) -> list[str]:
+    """What RocksDB's last open says it dropped while replaying the WAL (from
+    its info LOG, which each open starts afresh): "dropping N bytes;
+    Corruption: ..." and "Point in time recovered to log #N seq #M" lines."""
+    try:
+        text = (path / "LOG").read_text(errors="replace")
+    except OSError:
+        return []
+    lines = [line.split("] ", 1)[-1].strip() for line in text.splitlines() if "dropping" in line and ".log" in line]
+    if lines:
+        lines += [line.split("] ", 1)[-1].strip() for line in text.splitlines() if "Point in time recovered" in line]
+    return lines

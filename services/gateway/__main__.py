@@ -12,7 +12,7 @@ from quire_common.bookies import BookieDirectory
 from quire_common.config import env_bool, env_float, env_int, env_str
 from quire_common.errors import QuireError
 from quire_common.security import check_client_auth_mode, tls_settings
-from quire_common.server import create_server, mark_serving, serve_until_signalled
+from quire_common.server import create_server, mark_not_serving, mark_serving, serve_until_signalled
 from quire_common.service import run_service
 from quire_common.tasks import cancel_and_wait
 from quire_gateway.auditor import Auditor, AuditorSettings
@@ -85,6 +85,7 @@ async def main() -> None:
         require_client_cert=client_auth == "require",
         auth_interceptors=[GatewayAuthInterceptor(auth)] if auth.enabled else [],
     )
+    await mark_not_serving(health, SERVICE_NAMES)  # until the registry answers
     await server.start()
     admin = await start_admin_server(
         "QUIRE_GATEWAY_HTTP_PORT",
@@ -92,6 +93,9 @@ async def main() -> None:
         env_int("QUIRE_GATEWAY_HTTP_PORT", 8000, minimum=0, maximum=65535),
         lambda: {"service": "gateway", "registry": registry_target, "placement": placement_target},
     )
+    if not bookies.view.complete:
+        log.info("waiting for the registry at %s before serving (health NOT_SERVING)", registry_target)
+        await bookies.wait_synced()
     await mark_serving(health, SERVICE_NAMES)
     log.info("gateway serving on port %d (registry %s, placement %s)", port, registry_target, placement_target)
 

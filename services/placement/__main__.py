@@ -12,7 +12,7 @@ from quire.placement.v1 import placement_pb2, placement_pb2_grpc
 from quire.registry.v1 import registry_pb2
 from quire_common.admin_http import start_admin_server
 from quire_common.bookies import BookieDirectory
-from quire_common.server import create_server, mark_serving, serve_until_signalled
+from quire_common.server import create_server, mark_not_serving, mark_serving, serve_until_signalled
 from quire_common.service import run_service
 from quire_common.tasks import cancel_and_wait
 from quire_placement.config import PlacementConfig
@@ -58,6 +58,7 @@ async def main() -> None:
         return [SERVICE_NAME]
 
     server, port, health = create_server(config.address, register)
+    await mark_not_serving(health, [SERVICE_NAME])  # until the registry answers
     await server.start()
     admin = await start_admin_server(
         "QUIRE_PLACEMENT_HTTP_PORT",
@@ -71,6 +72,9 @@ async def main() -> None:
             "unknown_bookie_ids": tracker.unknown(),
         },
     )
+    if not directory.view.complete:
+        log.info("waiting for the registry at %s before serving (health NOT_SERVING)", config.registry_target)
+        await directory.wait_synced()
     await mark_serving(health, [SERVICE_NAME])
     log.info(
         "placement serving on port %d (admin http %s), registry %s, policy %s, disk weights %s",

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from quire.registry.v1 import registry_pb2, registry_pb2_grpc
 from quire_common.admin_http import start_admin_server
+from quire_common.errors import Unavailable
 from quire_common.server import create_server, mark_serving, serve_until_signalled
 from quire_common.service import run_service
 from quire_registry.config import RegistryConfig
@@ -18,10 +20,28 @@ log = logging.getLogger("quire_registry")
 SERVICE_NAME = registry_pb2.DESCRIPTOR.services_by_name["RegistryService"].full_name
 
 
+async def connect(config: RegistryConfig) -> EtcdStore:
+    """A connected store, waiting as long as it takes for etcd to answer (a
+    whole cluster may start in any order). A wrong setting (credentials, the
+    prefix's permissions) is a ConfigError and ends the start at once."""
+    delay = 0.2
+    while True:
+        store = EtcdStore(
+            config.etcd_endpoints, config.etcd_timeout_seconds, config.etcd_access, Keys(config.cluster).root
+        )
+        try:
+            await store.connect()
+            return store
+        except Unavailable as exc:
+            await store.close()
+            log.warning("waiting for etcd (not serving until it answers); retry in %.1fs: %s", delay, exc)
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 5.0)
+
+
 async def main() -> None:
     config = RegistryConfig.from_env()
-    store = EtcdStore(config.etcd_endpoints, config.etcd_timeout_seconds, config.etcd_access, Keys(config.cluster).root)
-    await store.connect()
+    store = await connect(config)
     registry = Registry(store, config.cluster, config.bookie_ttl_seconds)
 
     def register(server):  # type: ignore[no-untyped-def]

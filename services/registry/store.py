@@ -22,7 +22,7 @@ from etcd3aio import prefix_range_end
 from etcd3aio._protobuf import Compare, RequestOp
 
 from quire_common.config import ConfigError
-from quire_common.errors import Reason, Unavailable
+from quire_common.errors import QuireError, Reason, ResourceExhausted, Unavailable
 from quire_common.telemetry import meter, tracer
 
 log = logging.getLogger(__name__)
@@ -104,6 +104,25 @@ class MetadataStore(Protocol):
 
 def _details(exc: Exception) -> str:
     return exc.details() or str(exc) if isinstance(exc, grpc.aio.AioRpcError) else str(exc)
+
+
+def etcd_rpc_error(what: str, exc: grpc.aio.AioRpcError) -> QuireError | None:
+    """An etcd call's gRPC failure that etcd3aio passes through, as a QuireError.
+    RESOURCE_EXHAUSTED is etcd's space quota: the NOSPACE alarm is raised and
+    etcd refuses every write until an operator compacts, defragments and
+    disarms it. Retrying cannot help, and calling it "unavailable" would send
+    the operator looking for a network fault."""
+    details = _details(exc)
+    if exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
+        return ResourceExhausted(
+            f"etcd {what} refused: the etcd space alarm (NOSPACE) is raised ({details}); metadata writes fail "
+            "until an operator frees space (compact, defragment, `etcdctl alarm disarm`) or raises "
+            "--quota-backend-bytes",
+            Reason.DISK_FULL,
+        )
+    if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+        return Unavailable(f"etcd {what} failed: {exc.code().name}: {details}", Reason.METADATA_STORE_UNAVAILABLE)
+    return None  # anything else is a bug here, not a state of etcd
 
 
 def _is_credentials_error(exc: Exception) -> bool:
@@ -229,6 +248,12 @@ class EtcdStore:
         except etcd3aio.EtcdError as exc:
             outcome = "error"
             raise Unavailable(f"etcd {what} failed: {exc}", Reason.METADATA_STORE_UNAVAILABLE) from None
+        except grpc.aio.AioRpcError as exc:
+            outcome = "error"
+            mapped = etcd_rpc_error(what, exc)
+            if mapped is None:
+                raise
+            raise mapped from None
         except TimeoutError:
             outcome = "error"
             raise Unavailable(f"etcd {what} timed out", Reason.METADATA_STORE_UNAVAILABLE) from None

@@ -1,7 +1,8 @@
 """The fault lab: a local cluster (every service its own process) plus the
 tools to hurt it — signals via LocalCluster (kill/pause/resume/terminate/
-restart), tmpfs mounts with `size=` for a full disk, remount read-only, and
-trigger files for the bookie's storage-fault wrapper.
+restart), tmpfs mounts with `size=` for a full disk, remount read-only,
+trigger files for the bookie's storage-fault wrapper, and strace attached to
+a running service.
 
 Everything started or mounted here is stopped or unmounted in `finally`.
 Mounts live under MOUNT_PREFIX; the suite refuses to start while any exist.
@@ -10,8 +11,10 @@ Mounts live under MOUNT_PREFIX; the suite refuses to start while any exist.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -43,6 +46,7 @@ def fault_cluster(
     bookies: int = 3,
     env: dict[str, str] | None = None,
     bookie_env: dict[str, dict[str, str]] | None = None,
+    etcd_args: Sequence[str] = (),
 ) -> Iterator[LocalCluster]:
     """A started LocalCluster with fast failure detection; stopped whatever happens."""
     cluster = LocalCluster(
@@ -50,6 +54,7 @@ def fault_cluster(
         Ports.free(bookies=bookies),
         extra_env={**FAST_SETTINGS, **(env or {})},
         bookie_env=bookie_env or {},
+        etcd_args=etcd_args,
     )
     cluster.start()
     try:
@@ -88,3 +93,32 @@ def fill(path: Path, leave_bytes: int) -> Path:
             out.write(chunk[: min(len(chunk), remaining)])
             remaining -= len(chunk)
     return filler
+
+
+@contextmanager
+def strace(pid: int, output: Path, syscalls: str = "fsync,fdatasync,sync_file_range,write,sendmsg") -> Iterator[Path]:
+    """strace attached to every thread of `pid` (and threads it starts) while
+    the block runs: timestamps, fd paths and socket endpoints (-yy), buffers in
+    hex (-xx) and whole (-s). Detached in finally; the process runs on."""
+    messages = output.with_suffix(".stderr")
+    with messages.open("wb") as errors:
+        tracer = subprocess.Popen(
+            ["strace", "-f", "-tt", "-yy", "-xx", "-s", str(16 << 20), "-e", f"trace={syscalls}", "-o", str(output),
+             "-p", str(pid)],
+            stdout=subprocess.DEVNULL,
+            stderr=errors,
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while "attached" not in messages.read_text(errors="replace"):  # "Process N attached with T threads"
+            assert tracer.poll() is None, f"strace exited: {messages.read_text(errors='replace')}"
+            assert time.monotonic() < deadline, "strace did not attach within 30s"
+            time.sleep(0.05)
+        yield output
+    finally:
+        tracer.send_signal(signal.SIGINT)  # detach
+        try:
+            tracer.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            tracer.kill()
+            tracer.wait(timeout=10)

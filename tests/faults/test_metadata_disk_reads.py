@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import threading
 import time
@@ -9,10 +10,15 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import etcd3aio
+import grpc
 import pytest
 
+from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
 from quire_client import QuireClientError
 from quire_client.cluster import LocalCluster
+from quire_common.entry import Digester, DigestType, master_key, pack_entry
+from quire_common.ids import LedgerId, ledger_id_to_proto
 from quire_common.replication import markers
 from tests.faults.checker import check
 from tests.faults.history import History, check_payload
@@ -301,17 +307,21 @@ def test_dsk6_read_eio_on_one_bookie(cluster: LocalCluster, scenario: Scenario, 
     seed = scenario.start("DSK-6", N=500, fault="EIO on every read of one bookie")
     history = History()
     trigger = tmp_path / "read-eio"
-    broken = cluster.bookie_names[2]
+    with client_for(cluster) as client:
+        ledger = new_ledger(client, history)
+        (writer,) = writers(cluster, [ledger], history, seed, count=500)
+        writer.start().join()
+        client.close_ledger(ledger.qualified_name)
+        metadata, _ = client.ledger_metadata(ledger.qualified_name)
+    # A member of the ledger's ensemble, restarted with the read fault armed.
+    broken = next(n for n in cluster.bookie_names if cluster.bookie_id(n) == metadata.ensembles[0].bookie_ids[0])
     process = cluster.processes[broken]
     process.env["QUIRE_BOOKIE_FAULT_READ_EIO_FILE"] = str(trigger)
     cluster.restart(broken)
     cluster.wait_bookies_registered(4)
     try:
         with client_for(cluster) as client:
-            ledger = new_ledger(client, history)
-            (writer,) = writers(cluster, [ledger], history, seed, count=500)
-            writer.start().join()
-            client.close_ledger(ledger.qualified_name)
+            read_all(client, ledger.qualified_name, history, first=0, last=499)  # the gateway reconnects first
             trigger.touch()
             failures = 0
             try:
@@ -344,3 +354,161 @@ def test_dsk6_read_eio_on_one_bookie(cluster: LocalCluster, scenario: Scenario, 
     assert scenario.figures["user_visible_read_errors"] == 0
     assert list(scenario.figures["repair_flagged"]) == [cluster.bookie_id(broken)]
     assert scenario.figures["entries_below_qw_after"] == 0
+
+
+def direct_add(bookie_id: str, ledger: LedgerId, first_entry_id: int, count: int) -> str:
+    """`count` entries of 1 KiB straight to one bookie in one add: "OK" or the status code's name."""
+    digester = Digester(DigestType.CRC32C)
+    entries = [
+        bookie_pb2.PackedEntry(
+            entry_id=entry_id,
+            data=pack_entry(ledger, entry_id, entry_id - 1, 1024 * (entry_id + 1), b"d" * 1024, digester),
+        )
+        for entry_id in range(first_entry_id, first_entry_id + count)
+    ]
+    with grpc.insecure_channel(bookie_id) as channel:
+        try:
+            bookie_pb2_grpc.BookieServiceStub(channel).AddEntries(
+                bookie_pb2.AddEntriesRequest(
+                    ledger_id=ledger_id_to_proto(ledger), master_key=master_key(PASSWORD), entries=entries
+                ),
+                timeout=30,
+            )
+            return "OK"
+        except grpc.RpcError as exc:
+            return str(exc.code().name)
+
+
+def direct_read(bookie_id: str, ledger: LedgerId, last_entry_id: int) -> set[int]:
+    with grpc.insecure_channel(bookie_id) as channel:
+        stub = bookie_pb2_grpc.BookieServiceStub(channel)
+        found: set[int] = set()
+        first = 0
+        while first <= last_entry_id:
+            response = stub.ReadEntries(
+                bookie_pb2.ReadEntriesRequest(
+                    ledger_id=ledger_id_to_proto(ledger),
+                    range=bookie_pb2.EntryRange(first_entry_id=first, last_entry_id=last_entry_id),
+                ),
+                timeout=30,
+            )
+            if not response.entries:
+                break
+            found.update(e.entry_id for e in response.entries)
+            first = max(e.entry_id for e in response.entries) + 1
+        return found
+
+
+def test_dsk3_sudden_enospc_on_the_wal(tmp_path: Path, scenario: Scenario) -> None:
+    """A bookie's data dir on a 24 MiB tmpfs, filled by a filler file while a
+    writer streams to it; its read-only threshold cannot trip first (100 %,
+    checked every 10 min), so RocksDB's WAL append meets ENOSPC itself."""
+    seed = scenario.start("DSK-3", tmpfs="24m", N=N, E=3, Qw=2, Qa=2)
+    full = "bookie-1"
+    history = History()
+    with tmpfs("dsk3", "24m") as disk:
+        env = {
+            full: {
+                "QUIRE_BOOKIE_DATA_DIR": str(disk / full),
+                "QUIRE_BOOKIE_READ_ONLY_USAGE": "1.0",
+                "QUIRE_BOOKIE_WRITABLE_USAGE": "1.0",
+                "QUIRE_BOOKIE_DISK_CHECK_INTERVAL_MS": "600000",
+            }
+        }
+        with fault_cluster(tmp_path, bookies=4, bookie_env=env) as local, client_for(local) as client:
+            bookie_id = local.bookie_id(full)
+            ledger = new_ledger(client, history)
+            while bookie_id not in client.ledger_metadata(ledger.qualified_name)[0].ensembles[0].bookie_ids:
+                ledger = new_ledger(client, history)  # placement chose 3 of 4; take one on the small disk
+            (writer,) = writers(local, [ledger], history, seed, pace_seconds=0.002)
+            writer.start().wait_acked(300)
+            filler = fill(disk, leave_bytes=256 * 1024)
+
+            # Straight to the full bookie: 64 KiB adds until the disk refuses; every refusal's code.
+            probe = LedgerId(0xD5C3, seed)
+            acked: list[int] = []
+            codes: dict[str, int] = {}
+            for attempt in range(64):
+                code = direct_add(bookie_id, probe, attempt * 64, 64)
+                if code == "OK":
+                    acked.extend(range(attempt * 64, attempt * 64 + 64))
+                else:
+                    codes[code] = codes.get(code, 0) + 1
+                if codes.get("RESOURCE_EXHAUSTED", 0) >= 3:
+                    break
+            writer.join()
+            assert writer.error is None, writer.error
+            scenario.figures["refusal_codes"] = codes
+            scenario.figures["probe_entries_acked_before_full"] = len(acked)
+            log_text = local.log_path(full).read_text()
+            scenario.figures["enospc_logged"] = "No space left on device" in log_text
+
+            filler.unlink()
+            # Space is back: the bookie reopens its store and takes adds again.
+            started = time.monotonic()
+            while (code := direct_add(bookie_id, probe, 10_000, 1)) != "OK":
+                assert time.monotonic() - started < 30, f"adds still fail after space returned: {code}"
+                time.sleep(0.2)
+            acked.append(10_000)
+            scenario.figures["seconds_to_accept_adds_after_space_returned"] = round(time.monotonic() - started, 2)
+
+            local.kill(full)  # nothing acknowledged may depend on a clean stop
+            local.start_process(full)
+            local.wait_bookies_registered(4)
+            kept = direct_read(bookie_id, probe, 10_000)
+            scenario.figures["acked_but_not_durable"] = len(set(acked) - kept)
+            finish(scenario, client, history, [ledger])
+    assert codes and set(codes) == {"RESOURCE_EXHAUSTED"}, codes
+    assert scenario.figures["acked_but_not_durable"] == 0
+
+
+def test_met5_etcd_space_quota(tmp_path: Path, scenario: Scenario) -> None:
+    """etcd with a 16 MiB backend quota, filled until it raises the NOSPACE
+    alarm: creates fail RESOURCE_EXHAUSTED naming the alarm; existing ledgers
+    still read."""
+    quota = 16 * 1024 * 1024
+    seed = scenario.start("MET-5", quota_backend_bytes=quota, N=500)
+    history = History()
+    etcd_args = ["--quota-backend-bytes", str(quota)]
+    with fault_cluster(tmp_path, etcd_args=etcd_args) as local, client_for(local) as client:
+        ledger = new_ledger(client, history)
+        (writer,) = writers(local, [ledger], history, seed, count=500)
+        writer.start().join()
+        assert writer.error is None, writer.error
+        client.close_ledger(ledger.qualified_name)
+        scenario.figures["junk_puts_to_alarm"] = asyncio.run(fill_etcd(f"127.0.0.1:{local.ports.etcd}"))
+
+        errors: list[QuireClientError | None] = []
+        for _ in range(3):
+            try:
+                client.create_ledger(password=PASSWORD)
+                errors.append(None)
+            except QuireClientError as exc:
+                errors.append(exc)
+        misleading = [e for e in errors if e is None or e.code.name != "RESOURCE_EXHAUSTED" or "space" not in str(e)]
+        scenario.figures["create_codes"] = [e.code.name if e else "OK" for e in errors]
+        scenario.figures["create_message"] = str(errors[0])[:300]
+        scenario.figures["misleading_error_codes"] = len(misleading)
+        read = read_all(client, ledger.qualified_name, history, first=0, last=499)
+        scenario.figures["entries_read_under_alarm"] = len(read)
+        finish(scenario, client, history, [ledger])
+    assert not misleading, errors
+    assert len(read) == 500
+
+
+async def fill_etcd(endpoint: str) -> int:
+    """Put 256 KiB values under a junk prefix until etcd refuses for space."""
+    client = etcd3aio.Etcd3Client([endpoint])
+    await client.connect()
+    assert client.kv is not None
+    value = b"j" * (256 * 1024)
+    try:
+        for index in range(1000):
+            try:
+                await client.kv.put(f"/junk/{index}".encode(), value, timeout=10)
+            except grpc.aio.AioRpcError as exc:
+                assert exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, exc
+                return index
+        raise AssertionError("etcd took 250 MiB under a 16 MiB quota")
+    finally:
+        await client.close()

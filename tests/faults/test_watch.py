@@ -65,8 +65,10 @@ def compact(etcd_port: int) -> int:
         admin = etcd3aio.Etcd3Client([f"127.0.0.1:{etcd_port}"])
         await admin.connect()
         try:
-            revision = int((await admin.kv.get(b"/")).header.revision)
-            await admin.kv.compact(revision)
+            kv = admin.kv
+            assert kv is not None
+            revision = int((await kv.get(b"/")).header.revision)
+            await kv.compact(revision)
             return revision
         finally:
             await admin.close()

@@ -9,7 +9,7 @@ import pytest
 
 from quire_bookie.journal import AddOp, FenceOp, GroupCommitter, LacOp, apply
 from quire_bookie.storage import LedgerState
-from quire_common.errors import FailedPrecondition, PermissionDenied, Unavailable
+from quire_common.errors import FailedPrecondition, PermissionDenied, Reason, ResourceExhausted, Unavailable
 from quire_common.ids import LedgerId
 
 LEDGER = LedgerId(1, 1)
@@ -198,3 +198,44 @@ async def test_a_delete_takes_effect_in_queue_order():
     assert [len(batch) for batch in store.batches] == [1, 1, 1]  # the delete split the queue
     assert states[LEDGER].master_key == OTHER_KEY  # the add after the delete started afresh
     await committer.stop()
+
+
+class FullDiskStore(FakeStore):
+    """Writes fail as RocksDB reports a full disk; reopening fails until `room` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.full = True
+        self.room = False
+        self.reopens = 0
+
+    def write(self, entries, states) -> None:  # type: ignore[no-untyped-def]
+        if self.full:
+            raise Exception("IO error: No space left on device: While appending to file: 000004.log")
+        super().write(entries, states)
+
+    def reopen(self) -> None:
+        if not self.room:
+            raise OSError(28, "No space left on device: 0 bytes free")
+        self.reopens += 1
+        self.full = False
+
+    def load_states(self) -> dict[LedgerId, LedgerState]:
+        return {}
+
+
+async def test_a_full_disk_is_resource_exhausted_and_the_store_is_reopened_once_there_is_room():
+    store = FullDiskStore()
+    committer = GroupCommitter(store, {})  # type: ignore[arg-type]
+    committer.start()
+    try:
+        for _ in range(2):  # the failed write, then the failed reopen
+            with pytest.raises(ResourceExhausted) as refused:
+                await committer.add(LEDGER, KEY, [add(0)], False)
+            assert refused.value.reason == Reason.DISK_FULL
+        assert store.batches == [] and store.reopens == 0
+        store.room = True
+        await committer.add(LEDGER, KEY, [add(0)], False)
+        assert store.reopens == 1 and len(store.batches) == 1
+    finally:
+        await committer.stop()

@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -96,14 +97,16 @@ def grpc_serving(target: str, service: str = "", tls: CertBundle | None = None) 
         return False
 
 
-def etcd_command(binary: str, name: str, data_dir: Path, client_port: int, peer_port: int) -> list[str]:
-    """A single-member etcd on loopback."""
+def etcd_command(
+    binary: str, name: str, data_dir: Path, client_port: int, peer_port: int, extra_args: Sequence[str] = ()
+) -> list[str]:
+    """A single-member etcd on loopback; `extra_args` go last (a space quota, say)."""
     client, peer = f"http://127.0.0.1:{client_port}", f"http://127.0.0.1:{peer_port}"
     return [
         binary, "--name", name, "--data-dir", str(data_dir),
         "--listen-client-urls", client, "--advertise-client-urls", client,
         "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-        "--initial-cluster", f"{name}={peer}", "--log-level", "warn",
+        "--initial-cluster", f"{name}={peer}", "--log-level", "warn", *extra_args,
     ]  # fmt: skip
 
 
@@ -173,12 +176,14 @@ class LocalCluster:
         extra_env: dict[str, str] | None = None,
         bookie_env: dict[str, dict[str, str]] | None = None,
         etcd_binary: str | None = None,
+        etcd_args: Sequence[str] = (),
         tls: CertBundle | None = None,
     ) -> None:
         """Without `tls` every service runs in plaintext development mode
         (QUIRE_INSECURE_PLAINTEXT_DEV); with it, mutual TLS between all of
         them and bearer-token or client-certificate authentication at the
-        gateway, from a `quire dev certs` bundle."""
+        gateway, from a `quire dev certs` bundle. `etcd_args` are extra etcd
+        flags (e.g. `--quota-backend-bytes`)."""
         self.data_dir = data_dir.resolve()
         self.tls = tls
         self.ports = ports or Ports()
@@ -186,6 +191,7 @@ class LocalCluster:
         self.extra_env = extra_env or {}
         self.bookie_env = bookie_env or {}  # settings for single bookies, by name
         self.etcd_binary = etcd_binary or shutil.which("etcd") or "/usr/bin/etcd"
+        self.etcd_args = list(etcd_args)
         self.processes: dict[str, _Process] = {}
         self._define()
 
@@ -237,7 +243,14 @@ class LocalCluster:
     def _define(self) -> None:
         self._add(
             "etcd",
-            etcd_command(self.etcd_binary, "quire-etcd", self.data_dir / "etcd", self.ports.etcd, self.ports.etcd_peer),
+            etcd_command(
+                self.etcd_binary,
+                "quire-etcd",
+                self.data_dir / "etcd",
+                self.ports.etcd,
+                self.ports.etcd_peer,
+                self.etcd_args,
+            ),
             self._env(),
             None,
         )
@@ -357,6 +370,26 @@ class LocalCluster:
                 return
             time.sleep(0.1)
         raise ClusterError(f"{name} did not become healthy within {timeout:.0f}s; see {self.log_path(name)}")
+
+    def wait_all_healthy(self, names: Sequence[str], timeout: float = 60.0) -> None:
+        """Wait for several processes started with `wait=False` at once; fails
+        as soon as any of them exits (a service must wait for a missing
+        dependency, not die of it)."""
+        waiting = list(names)
+        deadline = time.monotonic() + timeout
+        while waiting:
+            for name in list(waiting):
+                popen = self.processes[name].popen
+                if popen is not None and popen.poll() is not None:
+                    raise ClusterError(f"{name} exited with status {popen.returncode}; see {self.log_path(name)}")
+                if self._is_healthy(self.processes[name]):
+                    waiting.remove(name)
+            if waiting and time.monotonic() > deadline:
+                raise ClusterError(
+                    f"{', '.join(waiting)} not healthy within {timeout:.0f}s; see {self.data_dir / 'logs'}"
+                )
+            if waiting:
+                time.sleep(0.1)
 
     def _is_healthy(self, process: _Process) -> bool:
         if process.health_target is None:

@@ -121,6 +121,12 @@ class BookieDirectory:
         self._addresses: dict[str, str] = {}
         self._task: asyncio.Task[None] | None = None
         self._listeners: list[Callable[[], None]] = []
+        self._synced = asyncio.Event()  # a first whole snapshot arrived: the registry answers
+
+    async def wait_synced(self) -> None:
+        """Until the first whole snapshot of the registered bookies arrived,
+        that is until the registry answered (it may start after us)."""
+        await self._synced.wait()
 
     def on_change(self, listener: Callable[[], None]) -> None:
         """Call `listener` after every membership event (a join, leave,
@@ -159,6 +165,7 @@ class BookieDirectory:
     def _on_event(self, event: registry_pb2.WatchBookiesResponse) -> None:
         bookie_id = event.record.bookie_id
         if event.type == registry_pb2.BOOKIE_EVENT_TYPE_SNAPSHOT_DONE:
+            self._synced.set()
             self._addresses = {k: v for k, v in self._addresses.items() if k in self.view.records}
         elif event.type == registry_pb2.BOOKIE_EVENT_TYPE_LEFT:
             self._addresses.pop(bookie_id, None)

@@ -212,6 +212,13 @@ async def mark_serving(health_servicer: health.aio.HealthServicer, service_names
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
 
 
+async def mark_not_serving(health_servicer: health.aio.HealthServicer, service_names: Iterable[str]) -> None:
+    """NOT_SERVING while a started server waits for its dependencies (grpc's
+    health servicer answers SERVING for the server as a whole by default)."""
+    for name in ["", *service_names]:
+        await health_servicer.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+
+
 async def serve_until_signalled(
     server: grpc.aio.Server,
     health_servicer: health.aio.HealthServicer,
