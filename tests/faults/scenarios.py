@@ -158,13 +158,14 @@ class HealthWatch:
     """Records the statuses one grpc.health.v1 service goes through (OBS-3),
     from a Watch stream in a thread, until close()."""
 
-    def __init__(self, target: str, service: str) -> None:
+    def __init__(self, target: str, service: str, *, wait_for_ready: bool = False) -> None:
         from grpc_health.v1 import health_pb2, health_pb2_grpc
 
         self.statuses: list[str] = []
         self._channel = grpc.insecure_channel(target)
         stub = health_pb2_grpc.HealthStub(self._channel)
-        self._stream = stub.Watch(health_pb2.HealthCheckRequest(service=service))
+        # wait_for_ready: a server not listening yet is waited for, not an error.
+        self._stream = stub.Watch(health_pb2.HealthCheckRequest(service=service), wait_for_ready=wait_for_ready)
         self._names = health_pb2.HealthCheckResponse.ServingStatus.Name
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()

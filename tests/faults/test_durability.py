@@ -21,7 +21,17 @@ from tests.faults.audit import WAL_HEADER_BYTES, audit_acks, wal_record_starts
 from tests.faults.history import History
 from tests.faults.lab import fault_cluster, strace
 from tests.faults.report import Scenario
-from tests.faults.scenarios import N, client_for, finish, latency_figures, metric_sum, new_ledger, scrape, writers
+from tests.faults.scenarios import (
+    HealthWatch,
+    N,
+    client_for,
+    finish,
+    latency_figures,
+    metric_sum,
+    new_ledger,
+    scrape,
+    writers,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.faults]
 
@@ -290,6 +300,7 @@ def test_dur7_full_system_restart_in_random_order(tmp_path: Path, scenario: Scen
             client.close_ledger(ledgers[0].qualified_name)  # one closed; the others stay open
             before = {ledger: client.ledger_metadata(ledger.qualified_name)[0] for ledger in ledgers}
         local.stop()
+        gateway_health = HealthWatch(local.gateway_target, "quire.gateway.v1.LedgerService", wait_for_ready=True)
         order = list(local.processes)
         random.Random(seed).shuffle(order)
         started = time.monotonic()
@@ -305,6 +316,11 @@ def test_dur7_full_system_restart_in_random_order(tmp_path: Path, scenario: Scen
         scenario.figures["seconds_after_last_start_to_all_serving"] = round(time.monotonic() - last_started, 2)
         scenario.figures["start_order"] = order
         scenario.figures["seconds_to_all_serving"] = round(time.monotonic() - started, 2)
+        time.sleep(0.5)
+        # OBS-3: the gateway says NOT_SERVING until its dependencies answer, then SERVING, and no flapping.
+        health_sequence = [status for status in gateway_health.close() if status != "SERVICE_UNKNOWN"]
+        scenario.figures["gateway_health_sequence"] = health_sequence
+        assert health_sequence in (["SERVING"], ["NOT_SERVING", "SERVING"]), health_sequence
         with client_for(local) as client:
             after = {ledger: client.ledger_metadata(ledger.qualified_name)[0] for ledger in ledgers}
             finish(scenario, client, history, ledgers)
