@@ -7,10 +7,12 @@ import statistics
 import threading
 
 import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
+from quire.registry.v1 import registry_pb2, registry_pb2_grpc
 from quire_client import QuireClient
-from quire_client.cluster import LocalCluster
+from quire_client.cluster import LocalCluster, tooling_channel
 from quire_common.entry import Digester, DigestType, master_key, pack_entry, unpack_entry
 from quire_common.ids import LedgerId, ledger_id_to_proto
 from tests.faults.checker import Verdict, check, read_back
@@ -53,6 +55,20 @@ def writers(
         )
         for index, ledger in enumerate(ledgers)
     ]
+
+
+def closed_ledgers(
+    cluster: LocalCluster, client: QuireClient, history: History, seed: int, count: int, ledgers: int = 3
+) -> list[LedgerId]:
+    """`ledgers` ledgers, `count` entries written to each, then closed."""
+    made = [new_ledger(client, history) for _ in range(ledgers)]
+    running = [w.start() for w in writers(cluster, made, history, seed, count=count)]
+    for writer in running:
+        writer.join()
+        assert writer.error is None, writer.error
+    for ledger in made:
+        client.close_ledger(ledger.qualified_name)
+    return made
 
 
 def percentile_ms(values: list[float], fraction: float) -> float:
@@ -159,8 +175,6 @@ class HealthWatch:
     from a Watch stream in a thread, until close()."""
 
     def __init__(self, target: str, service: str, *, wait_for_ready: bool = False) -> None:
-        from grpc_health.v1 import health_pb2, health_pb2_grpc
-
         self.statuses: list[str] = []
         self._channel = grpc.insecure_channel(target)
         stub = health_pb2_grpc.HealthStub(self._channel)
@@ -184,3 +198,43 @@ class HealthWatch:
         self._channel.close()
         self._thread.join(timeout=10)
         return self.statuses
+
+
+class BookieWatch:
+    """A client of the registry's WatchBookies, in a thread: the bookies it
+    shows registered, how often each one left, and how many events came."""
+
+    def __init__(self, cluster: LocalCluster) -> None:
+        self.bookies: set[str] = set()
+        self.left: dict[str, int] = {}
+        self.events = 0
+        self._lock = threading.Lock()
+        self._channel = tooling_channel(cluster.registry_target, cluster.tls)
+        self._stream = registry_pb2_grpc.RegistryServiceStub(self._channel).WatchBookies(
+            registry_pb2.WatchBookiesRequest()
+        )
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            for event in self._stream:
+                with self._lock:
+                    self.events += 1
+                    bookie_id = event.record.bookie_id
+                    if event.type == registry_pb2.BOOKIE_EVENT_TYPE_LEFT:
+                        self.bookies.discard(bookie_id)
+                        self.left[bookie_id] = self.left.get(bookie_id, 0) + 1
+                    elif event.type != registry_pb2.BOOKIE_EVENT_TYPE_SNAPSHOT_DONE:
+                        self.bookies.add(bookie_id)
+        except grpc.RpcError:
+            return  # cancelled by close(), or the registry went away
+
+    def snapshot(self) -> set[str]:
+        with self._lock:
+            return set(self.bookies)
+
+    def close(self) -> None:
+        self._stream.cancel()
+        self._channel.close()
+        self._thread.join(timeout=10)

@@ -5,20 +5,18 @@ while they serve; their monotonic clock is left alone, as an NTP step would."""
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from quire.registry.v1 import registry_pb2, registry_pb2_grpc
-from quire_client.cluster import LocalCluster, tooling_channel
+from quire_client.cluster import LocalCluster
 from quire_common.ids import LedgerId
 from tests.faults.history import History
 from tests.faults.lab import fault_cluster
 from tests.faults.report import Scenario
-from tests.faults.scenarios import N, client_for, finish, latency_figures, new_ledger, writers
+from tests.faults.scenarios import BookieWatch, N, client_for, finish, latency_figures, new_ledger, writers
 
 pytestmark = [pytest.mark.e2e, pytest.mark.faults]
 
@@ -47,29 +45,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
         yield local
 
 
-class LeaveWatch:
-    """Counts LEFT events per bookie from the registry's watch."""
-
-    def __init__(self, cluster: LocalCluster) -> None:
-        self.left: dict[str, int] = {}
-        self._channel = tooling_channel(cluster.registry_target, cluster.tls)
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        stub = registry_pb2_grpc.RegistryServiceStub(self._channel)
-        try:
-            for event in stub.WatchBookies(registry_pb2.WatchBookiesRequest()):
-                if event.type == registry_pb2.BOOKIE_EVENT_TYPE_LEFT:
-                    self.left[event.record.bookie_id] = self.left.get(event.record.bookie_id, 0) + 1
-        except Exception:  # ends when the channel closes
-            return
-
-    def close(self) -> None:
-        self._channel.close()
-        self._thread.join(timeout=10)
-
-
 def sampled_skew_seconds(telemetry: Path, bookie_id: str, started: float, ended: float) -> tuple[int, int]:
     """How far outside the real [started, ended] window the bookie's own clock
     put its disk samples (taken every 200 ms, stamped with its wall clock)."""
@@ -87,7 +62,7 @@ def sampled_skew_seconds(telemetry: Path, bookie_id: str, started: float, ended:
 def test_ops2_wall_clock_jumps_cost_no_lease(cluster: LocalCluster, scenario: Scenario) -> None:
     seed = scenario.start("OPS-2", N=N, ledgers=2, skew_seconds=[300, -300], lease_ttl_seconds=3, bookies=list(SKEWED))
     history = History()
-    watch = LeaveWatch(cluster)
+    watch = BookieWatch(cluster)
     offsets = {name: cluster.data_dir / f"{name}.faketime" for name in SKEWED}
     ids = {name: cluster.bookie_id(name) for name in cluster.bookie_names}
     try:

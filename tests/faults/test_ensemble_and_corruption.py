@@ -29,6 +29,7 @@ from tests.faults.scenarios import (
     PASSWORD,
     N,
     client_for,
+    closed_ledgers,
     finish,
     latency_figures,
     metric_sum,
@@ -331,10 +332,7 @@ def test_ens6_address_change_keeps_the_bookie_id(cluster: LocalCluster, scenario
     seed = scenario.start("ENS-6", N=500)
     history = History()
     with client_for(cluster) as client:
-        ledger = new_ledger(client, history)
-        (writer,) = writers(cluster, [ledger], history, seed, count=500)
-        writer.start().join()
-        client.close_ledger(ledger.qualified_name)
+        (ledger,) = closed_ledgers(cluster, client, history, seed, 500, ledgers=1)
         metadata, _ = client.ledger_metadata(ledger.qualified_name)
         name = name_of(cluster, metadata.ensembles[0].bookie_ids[0])
         port = cluster.ports.bookies[cluster.bookie_names.index(name)]

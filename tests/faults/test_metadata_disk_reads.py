@@ -29,6 +29,7 @@ from tests.faults.scenarios import (
     HealthWatch,
     N,
     client_for,
+    closed_ledgers,
     direct_add_accepted,
     finish,
     latency_figures,
@@ -308,10 +309,7 @@ def test_dsk6_read_eio_on_one_bookie(cluster: LocalCluster, scenario: Scenario, 
     history = History()
     trigger = tmp_path / "read-eio"
     with client_for(cluster) as client:
-        ledger = new_ledger(client, history)
-        (writer,) = writers(cluster, [ledger], history, seed, count=500)
-        writer.start().join()
-        client.close_ledger(ledger.qualified_name)
+        (ledger,) = closed_ledgers(cluster, client, history, seed, 500, ledgers=1)
         metadata, _ = client.ledger_metadata(ledger.qualified_name)
     # A member of the ledger's ensemble, restarted with the read fault armed.
     broken = next(n for n in cluster.bookie_names if cluster.bookie_id(n) == metadata.ensembles[0].bookie_ids[0])

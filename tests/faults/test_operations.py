@@ -8,15 +8,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from quire_client import QuireClient
 from quire_client.cli import main as cli_main
 from quire_client.cluster import LocalCluster, grpc_serving
-from quire_common.ids import LedgerId
 from tests.faults.history import History
 from tests.faults.lab import fault_cluster
 from tests.faults.report import Scenario
 from tests.faults.scenarios import (
     client_for,
+    closed_ledgers,
     finish,
     metric_sum,
     new_ledger,
@@ -42,19 +41,6 @@ def name_of(cluster: LocalCluster, bookie_id: str) -> str:
 
 def live_names(cluster: LocalCluster) -> list[str]:
     return [n for n in cluster.bookie_names if cluster.pid(n) is not None]
-
-
-def closed_ledgers(
-    cluster: LocalCluster, client: QuireClient, history: History, seed: int, count: int
-) -> list[LedgerId]:
-    ledgers = [new_ledger(client, history) for _ in range(3)]
-    running = [w.start() for w in writers(cluster, ledgers, history, seed, count=count)]
-    for writer in running:
-        writer.join()
-        assert writer.error is None
-    for ledger in ledgers:
-        client.close_ledger(ledger.qualified_name)
-    return ledgers
 
 
 def rereplications(cluster: LocalCluster) -> int:

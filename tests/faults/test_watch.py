@@ -8,56 +8,20 @@ converges on exactly the bookies that are registered."""
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 
 import etcd3aio
 import pytest
 
-from quire.registry.v1 import registry_pb2, registry_pb2_grpc
 from quire_client import UnavailableError
-from quire_client.cluster import LocalCluster, tooling_channel
 from tests.faults.lab import fault_cluster
 from tests.faults.proxy import TcpProxy
 from tests.faults.report import Scenario
-from tests.faults.scenarios import client_for
+from tests.faults.scenarios import BookieWatch, client_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.faults]
 
 CUT_SECONDS = 6  # twice the 3 s lease
-
-
-class BookieView:
-    """What a client learns from WatchBookies: the set of registered bookies."""
-
-    def __init__(self, cluster: LocalCluster) -> None:
-        self.bookies: set[str] = set()
-        self.events = 0
-        self._lock = threading.Lock()
-        self._channel = tooling_channel(cluster.registry_target, cluster.tls)
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        stub = registry_pb2_grpc.RegistryServiceStub(self._channel)
-        try:
-            for event in stub.WatchBookies(registry_pb2.WatchBookiesRequest()):
-                with self._lock:
-                    self.events += 1
-                    if event.type == registry_pb2.BOOKIE_EVENT_TYPE_LEFT:
-                        self.bookies.discard(event.record.bookie_id)
-                    elif event.type != registry_pb2.BOOKIE_EVENT_TYPE_SNAPSHOT_DONE:
-                        self.bookies.add(event.record.bookie_id)
-        except Exception:  # ends when the channel closes
-            return
-
-    def snapshot(self) -> set[str]:
-        with self._lock:
-            return set(self.bookies)
-
-    def close(self) -> None:
-        self._channel.close()
-        self._thread.join(timeout=10)
 
 
 def compact(etcd_port: int) -> int:
@@ -88,7 +52,7 @@ def test_met6_registry_watch_relists_after_a_compaction_gap(
         registry.env["QUIRE_ETCD_ENDPOINTS"] = proxy.address
         cluster.restart("registry")
         cluster.wait_bookies_registered(3)
-        view = BookieView(cluster)
+        view = BookieWatch(cluster)
         try:
             ids = {name: cluster.bookie_id(name) for name in cluster.bookie_names}
             deadline = time.monotonic() + 15
