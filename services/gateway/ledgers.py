@@ -236,12 +236,8 @@ class LedgerManager:
                     Reason.READ_BEYOND_LAC,
                     last_add_confirmed=str(lac),
                 )
-        reader = EntryReader(self.remote, ledger_id, metadata, self.read_settings)
-        try:
-            async for chunk in reader.read(first, last):
-                yield chunk
-        finally:
-            self._flag_damaged(ledger_id, reader)
+        async for chunk in self._read_replicas(ledger_id, metadata, first, last):
+            yield chunk
 
     async def tail(self, ledger_id: LedgerId, first: int) -> AsyncIterator[list[ReadEntry]]:
         """Confirmed entries from `first` on, as the LAC advances; ends once
@@ -252,17 +248,23 @@ class LedgerManager:
             metadata, _ = await self.metadata(ledger_id)
             lac = await self.last_add_confirmed(ledger_id, metadata)
             if next_entry <= lac:
-                reader = EntryReader(self.remote, ledger_id, metadata, self.read_settings)
-                try:
-                    async for chunk in reader.read(next_entry, lac):
-                        yield chunk
-                finally:
-                    self._flag_damaged(ledger_id, reader)
+                async for chunk in self._read_replicas(ledger_id, metadata, next_entry, lac):
+                    yield chunk
                 next_entry = lac + 1
                 continue
             if metadata.state == common_pb2.LEDGER_STATE_CLOSED:
                 return
             await self.wait_for_lac(ledger_id, next_entry - 1)
+
+    async def _read_replicas(
+        self, ledger_id: LedgerId, metadata: common_pb2.LedgerMetadata, first: int, last: int
+    ) -> AsyncIterator[list[ReadEntry]]:
+        reader = EntryReader(self.remote, ledger_id, metadata, self.read_settings)
+        try:
+            async for chunk in reader.read(first, last):
+                yield chunk
+        finally:
+            self._flag_damaged(ledger_id, reader)
 
     def _flag_damaged(self, ledger_id: LedgerId, reader: EntryReader) -> None:
         """Copies a read found damaged are marked in the ledger's metadata, in
