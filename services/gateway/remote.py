@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 # A dependency counts as down after this many failed health checks in a row (one slow
 # answer on a loaded machine must not fail creates).
 FAILED_CHECKS_BEFORE_DOWN = 2
+RECHECK_SECONDS = 0.5
 
 
 class DependencyHealth:
@@ -42,8 +43,9 @@ class DependencyHealth:
     States: UNKNOWN (not checked yet, or checks off), SERVING, NOT_SERVING (it
     says so, e.g. while shutting down), UNREACHABLE (FAILED_CHECKS_BEFORE_DOWN
     checks in a row got no answer). While NOT_SERVING or UNREACHABLE, `require`
-    fails at once, so a create answers UNAVAILABLE naming the dependency instead
-    of waiting out the call's deadline (the channel waits for a restarting peer)."""
+    fails after one quick re-check, so a create answers UNAVAILABLE naming the
+    dependency instead of waiting out the call's deadline (the channel waits for
+    a restarting peer)."""
 
     def __init__(self, name: str, target: str, channel: grpc.aio.Channel) -> None:
         self.name, self.target = name, target
@@ -82,8 +84,12 @@ class DependencyHealth:
             (log.info if state == "SERVING" else log.warning)("%s at %s is %s", self.name, self.target, state)
             self.state, self._since = state, time.monotonic()
 
-    def require(self) -> None:
-        """UNAVAILABLE at once while the dependency is known to be down."""
+    async def require(self) -> None:
+        """UNAVAILABLE while the dependency is known to be down; one quick check
+        first (RECHECK_SECONDS at most), so a dependency that has just come back
+        is used at once rather than after the next periodic check."""
+        if self.state in ("NOT_SERVING", "UNREACHABLE"):
+            await self.check(RECHECK_SECONDS)
         if self.state in ("NOT_SERVING", "UNREACHABLE"):
             raise Unavailable(
                 f"{self.name} at {self.target} is {self.state.lower().replace('_', ' ')} "
@@ -140,7 +146,7 @@ class Remote:
     async def create_ledger_metadata(
         self, request: registry_pb2.CreateLedgerMetadataRequest
     ) -> tuple[common_pb2.LedgerMetadata, int]:
-        self.registry_health.require()
+        await self.registry_health.require()
         response = await call(
             self.registry.CreateLedgerMetadata(request, timeout=self.timeout), "creating ledger metadata"
         )
@@ -200,7 +206,7 @@ class Remote:
     async def new_ensemble(
         self, ensemble_size: int, write_quorum: int, ack_quorum: int, custom_metadata: dict[str, str]
     ) -> list[str]:
-        self.placement_health.require()
+        await self.placement_health.require()
         response = await call(
             self.placement.NewEnsemble(
                 placement_pb2.NewEnsembleRequest(
