@@ -2,8 +2,8 @@
 joined to the root namespace by a veth pair, so routes and qdiscs can cut or
 slow one bookie's links.
 
-Addresses (one /24 per run out of 198.18.0.0/15, the RFC 2544 benchmark
-range; the third octet is the run's *slot*):
+Addresses (one /24 per run out of 198.18.0.0/16, in the RFC 2544 benchmark
+range 198.18.0.0/15; the third octet is the run's *slot*):
 
     198.18.S.1    gateway      on `lo` of the root namespace (label lo:qf<pid>)
     198.18.S.2    registry     on `lo`
