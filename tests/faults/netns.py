@@ -36,6 +36,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -101,6 +102,8 @@ class Leftovers:
 
 
 def leftovers() -> Leftovers:
+    if shutil.which("ip") is None:
+        return Leftovers()  # no iproute2: nothing can have been left (and the lab rows cannot run)
     namespaces = {}
     for line in ip("netns", "list").splitlines():
         name = line.split()[0] if line.strip() else ""
