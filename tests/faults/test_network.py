@@ -98,9 +98,6 @@ class Lab:
     net: NetLab
     cluster: LocalCluster
 
-    def name_of(self, bookie_id: str) -> str:
-        return next(n for n in self.cluster.bookie_names if self.cluster.bookie_id(n) == bookie_id)
-
     def registered(self, client: QuireClient) -> set[str]:
         return {r.bookie_id for r in client.list_bookies(registry_pb2.BOOKIE_STATE_WRITABLE)}
 
@@ -130,9 +127,12 @@ class Lab:
         an ensemble change (the gateway's own channels may still be backing off after a
         fault although each bookie answers the test)."""
         every = len(self.cluster.bookie_names)
-        metadata = client.create_ledger(
-            ensemble_size=every, write_quorum_size=every, ack_quorum_size=every, password=PASSWORD
-        )
+        try:
+            metadata = client.create_ledger(
+                ensemble_size=every, write_quorum_size=every, ack_quorum_size=every, password=PASSWORD
+            )
+        except QuireClientError:
+            return False  # placement or the registry is still coming back
         ledger = LedgerId(metadata.ledger_id.scope_id, metadata.ledger_id.ledger_id)
         try:
             client.append_all(ledger, [b"probe"])
