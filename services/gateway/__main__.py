@@ -56,6 +56,7 @@ async def main() -> None:
     bookies = BookieDirectory(registry_target, resolver_enabled=env_bool("QUIRE_RESOLVER_ENABLED", True))
     bookies.start()
     remote = Remote(registry_target, placement_target, bookies)
+    remote.start_health_checks(env_float("QUIRE_GATEWAY_DEPENDENCY_CHECK_SECONDS", 1.0, minimum=0.0))
     manager = LedgerManager(remote, settings, recovery, reads)
     blobs = BlobStore(
         manager,
@@ -91,7 +92,12 @@ async def main() -> None:
         "QUIRE_GATEWAY_HTTP_PORT",
         address,
         env_int("QUIRE_GATEWAY_HTTP_PORT", 8000, minimum=0, maximum=65535),
-        lambda: {"service": "gateway", "registry": registry_target, "placement": placement_target},
+        lambda: {
+            "service": "gateway",
+            "registry": registry_target,
+            "placement": placement_target,
+            "dependencies": remote.dependencies(),
+        },
     )
     if not bookies.view.complete:
         log.info("waiting for the registry at %s before serving (health NOT_SERVING)", registry_target)

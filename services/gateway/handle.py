@@ -450,6 +450,9 @@ class WriteHandle:
         for pending in self._pending.values():
             if not pending.future.done():
                 pending.future.set_exception(error)
+                # Marked retrieved: a caller's stream ends at its first failed entry and never
+                # awaits the rest, which asyncio would otherwise log one by one as errors.
+                pending.future.exception()
         self._pending.clear()
         self._outbox.clear()
         self._inflight_bytes = 0

@@ -234,41 +234,67 @@ class Recovery:
         return max(lac for lac, _ in answers)
 
     async def _read_copies(self, entry_ids: list[int]) -> dict[int, _Copies]:
-        """Ask every replica of each entry, one ReadEntries call per bookie."""
+        """Ask every replica of each entry, one ReadEntries call per bookie, and
+        return once every entry has a good copy, or every replica has answered.
+        Calls still outstanding once each entry has a copy are cancelled, so a slow
+        replica (a congested link) does not cost every batch its timeout. Telling
+        that an entry is missing still waits for every replica: a copy, wherever
+        it is found, wins over replicas that lack it (a replacement put into the
+        last ensemble by recovery lacks everything)."""
         by_bookie: dict[str, list[int]] = {}
         for entry_id in entry_ids:
             for bookie in replicas_of(self.metadata, entry_id):
                 by_bookie.setdefault(bookie, []).append(entry_id)
-        bookies = list(by_bookie)
-        results = await asyncio.gather(
-            *(
-                self.remote.read_entries(b, self.ledger_id, by_bookie[b], self.settings.bookie_timeout_seconds)
-                for b in bookies
-            ),
-            return_exceptions=True,
-        )
         outcome = {e: _Copies() for e in entry_ids}
-        for bookie, result in zip(bookies, results, strict=True):
-            if isinstance(result, BaseException) and not isinstance(result, QuireError):
-                raise result
-            for entry_id in by_bookie[bookie]:
-                copies = outcome[entry_id]
-                if isinstance(result, QuireError):
-                    copies.problems.append(f"{bookie}: {result}")
-                    continue
-                found, missing = result
-                if entry_id in found:
-                    if copies.good is not None:
-                        continue
-                    if self._checks(entry_id, found[entry_id]):
-                        copies.good = found[entry_id]
-                    else:
-                        copies.problems.append(f"{bookie}: corrupt copy")
-                elif entry_id in missing:
-                    copies.not_found += 1
-                else:
-                    copies.cut = True  # by the bookie's response size limit
+        tasks = {
+            asyncio.ensure_future(
+                self.remote.read_entries(b, self.ledger_id, by_bookie[b], self.settings.bookie_timeout_seconds)
+            ): b
+            for b in by_bookie
+        }
+        outstanding = set(tasks)
+        try:
+            while outstanding:
+                done, outstanding = await asyncio.wait(outstanding, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    self._fold(outcome, tasks[task], by_bookie[tasks[task]], task)
+                if all(copies.good is not None for copies in outcome.values()):
+                    break
+        finally:
+            for task in outstanding:
+                task.cancel()
+                # Nobody awaits these any more: keep their failures out of the log.
+                task.add_done_callback(lambda t: t.cancelled() or t.exception())
         return outcome
+
+    def _fold(
+        self,
+        outcome: dict[int, _Copies],
+        bookie: str,
+        entry_ids: list[int],
+        task: asyncio.Future[tuple[dict[int, bytes], set[int]]],
+    ) -> None:
+        """Add one bookie's answer (or failure) to what is known of each entry."""
+        error = task.exception()
+        if error is not None and not isinstance(error, QuireError):
+            raise error
+        for entry_id in entry_ids:
+            copies = outcome[entry_id]
+            if error is not None:
+                copies.problems.append(f"{bookie}: {error}")
+                continue
+            found, missing = task.result()
+            if entry_id in found:
+                if copies.good is not None:
+                    continue
+                if self._checks(entry_id, found[entry_id]):
+                    copies.good = found[entry_id]
+                else:
+                    copies.problems.append(f"{bookie}: corrupt copy")
+            elif entry_id in missing:
+                copies.not_found += 1
+            else:
+                copies.cut = True  # by the bookie's response size limit
 
     def _checks(self, entry_id: int, data: bytes) -> bool:
         try:
@@ -323,14 +349,15 @@ class Recovery:
 
     async def _try_re_add(self, found: list[_Found]) -> tuple[list[int], list[str], list[str]]:
         """One round of recovery adds: (entries short of A acks, bookies that
-        failed in a way a replacement fixes, what went wrong)."""
+        failed in a way a replacement fixes, what went wrong). The round ends as
+        soon as every entry has A acks, as a writer's add does: calls still
+        outstanding (a slow replica) are cancelled rather than waited for."""
         by_bookie: dict[str, list[tuple[int, bytes]]] = {}
         for item in found:
             for bookie in replicas_of(self.metadata, item.entry_id):
                 by_bookie.setdefault(bookie, []).append((item.entry_id, item.data))
-        bookies = list(by_bookie)
-        results = await asyncio.gather(
-            *(
+        tasks = {
+            asyncio.ensure_future(
                 self.remote.add_entries(
                     b,
                     self.ledger_id,
@@ -339,23 +366,34 @@ class Recovery:
                     recovery=True,
                     timeout_seconds=self.settings.bookie_timeout_seconds,
                 )
-                for b in bookies
-            ),
-            return_exceptions=True,
-        )
+            ): b
+            for b in by_bookie
+        }
         acks = {item.entry_id: 0 for item in found}
         failed: list[str] = []
         problems: list[str] = []
-        for bookie, result in zip(bookies, results, strict=True):
-            if isinstance(result, BaseException):
-                if not isinstance(result, QuireError):
-                    raise result
-                problems.append(f"{bookie}: {result}")
-                if replaceable(result):
-                    failed.append(bookie)
-                continue
-            for entry_id, _ in by_bookie[bookie]:
-                acks[entry_id] += 1
+        outstanding = set(tasks)
+        try:
+            while outstanding:
+                done, outstanding = await asyncio.wait(outstanding, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    bookie = tasks[task]
+                    error = task.exception()
+                    if error is not None:
+                        if not isinstance(error, QuireError):
+                            raise error
+                        problems.append(f"{bookie}: {error}")
+                        if replaceable(error):
+                            failed.append(bookie)
+                        continue
+                    for entry_id, _ in by_bookie[bookie]:
+                        acks[entry_id] += 1
+                if all(n >= self.metadata.ack_quorum_size for n in acks.values()):
+                    break
+        finally:
+            for task in outstanding:
+                task.cancel()
+                task.add_done_callback(lambda t: t.cancelled() or t.exception())
         short = [e for e, n in acks.items() if n < self.metadata.ack_quorum_size]
         return short, failed, problems
 

@@ -10,9 +10,13 @@ found again.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
+from typing import Any
 
 import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
 from quire.common.v1 import common_pb2
@@ -22,8 +26,83 @@ from quire_common.bookies import BookieDirectory
 from quire_common.channels import call, open_channel
 from quire_common.errors import NotFound, Reason, Unavailable
 from quire_common.ids import LedgerId, ledger_id_to_proto
+from quire_common.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
+
+# A dependency counts as down after this many failed health checks in a row (one slow
+# answer on a loaded machine must not fail creates).
+FAILED_CHECKS_BEFORE_DOWN = 2
+RECHECK_SECONDS = 0.5
+
+
+class DependencyHealth:
+    """What the gateway knows of one service it calls (registry, placement): its
+    gRPC health, checked every `interval_seconds` with that as the deadline.
+
+    States: UNKNOWN (not checked yet, or checks off), SERVING, NOT_SERVING (it
+    says so, e.g. while shutting down), UNREACHABLE (FAILED_CHECKS_BEFORE_DOWN
+    checks in a row got no answer). While NOT_SERVING or UNREACHABLE, `require`
+    fails after one quick re-check, so a create answers UNAVAILABLE naming the
+    dependency instead of waiting out the call's deadline (the channel waits for
+    a restarting peer)."""
+
+    def __init__(self, name: str, target: str, channel: grpc.aio.Channel) -> None:
+        self.name, self.target = name, target
+        self._stub = health_pb2_grpc.HealthStub(channel)
+        self.state = "UNKNOWN"
+        self._since = time.monotonic()
+        self._failures = 0
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self, interval_seconds: float) -> None:
+        self._task = asyncio.create_task(self._run(interval_seconds))
+
+    async def stop(self) -> None:
+        await cancel_and_wait(self._task)  # type: ignore[arg-type]
+
+    async def _run(self, interval_seconds: float) -> None:
+        while True:
+            started = time.monotonic()
+            await self.check(interval_seconds)
+            await asyncio.sleep(max(0.0, interval_seconds - (time.monotonic() - started)))
+
+    async def check(self, timeout_seconds: float) -> str:
+        try:
+            response = await self._stub.Check(health_pb2.HealthCheckRequest(), timeout=timeout_seconds)
+            self._failures = 0
+            serving = response.status == health_pb2.HealthCheckResponse.SERVING
+            self._set("SERVING" if serving else "NOT_SERVING")
+        except grpc.aio.AioRpcError:
+            self._failures += 1
+            if self._failures >= FAILED_CHECKS_BEFORE_DOWN:
+                self._set("UNREACHABLE")
+        return self.state
+
+    def _set(self, state: str) -> None:
+        if state != self.state:
+            (log.info if state == "SERVING" else log.warning)("%s at %s is %s", self.name, self.target, state)
+            self.state, self._since = state, time.monotonic()
+
+    async def require(self) -> None:
+        """UNAVAILABLE while the dependency is known to be down; one quick check
+        first (RECHECK_SECONDS at most), so a dependency that has just come back
+        is used at once rather than after the next periodic check."""
+        if self.state in ("NOT_SERVING", "UNREACHABLE"):
+            await self.check(RECHECK_SECONDS)
+        if self.state in ("NOT_SERVING", "UNREACHABLE"):
+            raise Unavailable(
+                f"{self.name} at {self.target} is {self.state.lower().replace('_', ' ')} "
+                f"(for {time.monotonic() - self._since:.1f}s); try again later",
+                Reason.SERVICE_UNAVAILABLE,
+            )
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "target": self.target,
+            "state": self.state,
+            "seconds_in_state": round(time.monotonic() - self._since, 1),
+        }
 
 
 class Remote:
@@ -36,13 +115,27 @@ class Remote:
     ) -> None:
         self._registry_channel = open_channel(registry_target, wait_for_ready=True)
         self._placement_channel = open_channel(placement_target, wait_for_ready=True)
+        self.registry_health = DependencyHealth("registry", registry_target, self._registry_channel)
+        self.placement_health = DependencyHealth("placement", placement_target, self._placement_channel)
         self.registry = registry_pb2_grpc.RegistryServiceStub(self._registry_channel)
         self.placement = placement_pb2_grpc.PlacementServiceStub(self._placement_channel)
         self.timeout = rpc_timeout_seconds
         self.bookies = bookies
         self._bookie_channels: dict[str, grpc.aio.Channel] = {}
 
+    def start_health_checks(self, interval_seconds: float) -> None:
+        """Check the registry's and placement's health every `interval_seconds` (0: never)."""
+        if interval_seconds > 0:
+            self.registry_health.start(interval_seconds)
+            self.placement_health.start(interval_seconds)
+
+    def dependencies(self) -> dict[str, dict[str, Any]]:
+        """For the admin /status."""
+        return {h.name: h.status() for h in (self.registry_health, self.placement_health)}
+
     async def close(self) -> None:
+        await self.registry_health.stop()
+        await self.placement_health.stop()
         await self._registry_channel.close()
         await self._placement_channel.close()
         for channel in self._bookie_channels.values():
@@ -53,6 +146,7 @@ class Remote:
     async def create_ledger_metadata(
         self, request: registry_pb2.CreateLedgerMetadataRequest
     ) -> tuple[common_pb2.LedgerMetadata, int]:
+        await self.registry_health.require()
         response = await call(
             self.registry.CreateLedgerMetadata(request, timeout=self.timeout), "creating ledger metadata"
         )
@@ -112,6 +206,7 @@ class Remote:
     async def new_ensemble(
         self, ensemble_size: int, write_quorum: int, ack_quorum: int, custom_metadata: dict[str, str]
     ) -> list[str]:
+        await self.placement_health.require()
         response = await call(
             self.placement.NewEnsemble(
                 placement_pb2.NewEnsembleRequest(

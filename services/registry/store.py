@@ -339,6 +339,12 @@ class EtcdStore:
             await self._client.lease.revoke(lease_id, timeout=self._timeout)
         except etcd3aio.EtcdError as exc:
             log.warning("revoking lease %x failed (it will expire): %s", lease_id, exc)
+        except grpc.aio.AioRpcError as exc:
+            # etcd answers NOT_FOUND for a lease that already expired (a bookie cut off from
+            # the registry past its TTL): nothing is left to revoke.
+            if exc.code() != grpc.StatusCode.NOT_FOUND:
+                raise
+            log.info("lease %x had already expired", lease_id)
 
     async def watch_prefix(self, prefix: bytes, start_version: int) -> AsyncIterator[list[WatchEvent]]:
         """Batches of events under a prefix from `start_version` on, one batch

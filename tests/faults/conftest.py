@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.faults import netns
 from tests.faults.lab import CLEANUP_COMMAND, MOUNT_PREFIX, leftover_mounts
 from tests.faults.report import Scenario, append_record, write_table
 
@@ -22,9 +23,17 @@ def no_leftovers() -> Iterator[None]:
     stale = [m for m in leftover_mounts() if _stale(m)]
     if stale:
         pytest.exit(f"leftover fault-lab mounts {stale}; clean up with: {CLEANUP_COMMAND}", returncode=3)
+    stale_net = netns.leftovers().stale()
+    if stale_net:
+        pytest.exit(
+            f"leftovers of a dead network-lab run: {stale_net.describe()}; clean up with: {netns.CLEANUP_COMMAND}",
+            returncode=3,
+        )
     yield
     mine = [m for m in leftover_mounts() if m.endswith(f"-{os.getpid()}")]
     assert not mine, f"the suite left mounts under {MOUNT_PREFIX}: {mine}"
+    mine_net = netns.leftovers().of(os.getpid())
+    assert not mine_net, f"the suite left network-lab pieces: {mine_net.describe()}"
 
 
 @pytest.hookimpl(hookwrapper=True)

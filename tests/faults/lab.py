@@ -47,14 +47,19 @@ def fault_cluster(
     env: dict[str, str] | None = None,
     bookie_env: dict[str, dict[str, str]] | None = None,
     etcd_args: Sequence[str] = (),
+    hosts: dict[str, str] | None = None,
+    command_prefix: dict[str, list[str]] | None = None,
 ) -> Iterator[LocalCluster]:
-    """A started LocalCluster with fast failure detection; stopped whatever happens."""
+    """A started LocalCluster with fast failure detection; stopped whatever happens.
+    `hosts` and `command_prefix` place processes in the network lab (netns.py)."""
     cluster = LocalCluster(
         data_dir,
         Ports.free(bookies=bookies),
         extra_env={**FAST_SETTINGS, **(env or {})},
         bookie_env=bookie_env or {},
         etcd_args=etcd_args,
+        hosts=hosts,
+        command_prefix=command_prefix,
     )
     cluster.start()
     try:

@@ -89,6 +89,10 @@ class Writer:
         self._thread.start()
         return self
 
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
     def join(self, timeout: float = 120.0) -> None:
         self._thread.join(timeout)
         assert not self._thread.is_alive(), f"writer {self.writer_id} did not finish within {timeout}s"

@@ -139,6 +139,25 @@ async def test_registration_expires_without_heartbeats(registry):
     pytest.fail("registration outlived its lease")
 
 
+async def test_an_expired_registration_ends_with_not_found_not_an_internal_error(registry):
+    # NET-4: a bookie cut off from the registry past its TTL. Its session's next heartbeat
+    # says NOT_FOUND, and the session's end revokes a lease etcd no longer has: that must
+    # not turn the NOT_FOUND into an internal error.
+    info = common_pb2.BookieServiceInfo(
+        endpoints=[common_pb2.Endpoint(id="rpc", host="h", port=1, protocol="bookie-rpc")]
+    )
+    registration = await registry.register_bookie("bookie-y", False, info, 2)
+    deadline = asyncio.get_running_loop().time() + 10
+    while True:
+        try:
+            await registry.heartbeat(registration, False, info)
+        except NotFound:
+            break
+        assert asyncio.get_running_loop().time() < deadline, "the lease never expired"
+        await asyncio.sleep(2.5)  # longer than the TTL: the next heartbeat finds it expired
+    await registry.unregister_bookie(registration)  # the lease is gone: nothing to revoke, no error
+
+
 async def test_empty_record_resolves_from_host_port_id(registry):
     await registry.register_bookie("10.0.0.5:3181", False, common_pb2.BookieServiceInfo(), 2)
     record, effective = await registry.get_bookie("10.0.0.5:3181")

@@ -3,11 +3,14 @@ endpoint rule, and the registry's event diffing."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator
+
 import pytest
 
 from quire.common.v1 import common_pb2
 from quire.registry.v1 import registry_pb2
-from quire_common.bookies import BookieView, bookie_rpc_address, effective_service_info, legacy_address
+from quire_common.bookies import BookieDirectory, BookieView, bookie_rpc_address, effective_service_info, legacy_address
 from quire_common.errors import NotFound
 from quire_registry.keys import Keys
 from quire_registry.registry import bookie_events, relist_events
@@ -93,3 +96,54 @@ def test_relist_reports_exactly_the_difference():
     ]
     assert live == {"b": b2, "c": c}
     assert relist_events(live, [b2, c]) == []
+
+
+class _RegistryThatGoesAway:
+    """A registry stub: the watch sends a snapshot of one bookie, then breaks once
+    `gone` is set, and every later call fails as a dead registry's would."""
+
+    def __init__(self, record: registry_pb2.BookieRecord) -> None:
+        self.record = record
+        self.gone = asyncio.Event()
+        self.listed = asyncio.Event()  # the first snapshot has been taken in
+        self.broken = asyncio.Event()  # the watch has broken
+        self.watches = 0
+
+    def WatchBookies(
+        self, request: registry_pb2.WatchBookiesRequest
+    ) -> AsyncIterator[registry_pb2.WatchBookiesResponse]:
+        self.watches += 1
+        return self._stream(first=self.watches == 1)
+
+    async def _stream(self, first: bool) -> AsyncIterator[registry_pb2.WatchBookiesResponse]:
+        if first:
+            yield R.WatchBookiesResponse(type=R.BOOKIE_EVENT_TYPE_SNAPSHOT, record=self.record)
+            yield R.WatchBookiesResponse(type=R.BOOKIE_EVENT_TYPE_SNAPSHOT_DONE)
+            self.listed.set()  # runs once the directory asks for more: the snapshot is applied
+            await self.gone.wait()
+        self.broken.set()
+        raise ConnectionError("the registry went away")
+
+    def GetBookieServiceInfo(self, request: registry_pb2.GetBookieServiceInfoRequest, timeout: float) -> object:
+        raise AssertionError("a resolved address was looked up again while the registry was away")
+
+
+async def test_resolved_addresses_survive_a_broken_watch():
+    # NET-8: with the registry down, appends to bookies already in use go on.
+    info = common_pb2.BookieServiceInfo()
+    info.endpoints.add(id="rpc", host="10.0.0.7", port=3181, protocol="bookie-rpc")
+    registry = _RegistryThatGoesAway(R.BookieRecord(bookie_id="bookie-a", service_info=info))
+    directory = BookieDirectory("127.0.0.1:1")
+    directory._stub = registry  # type: ignore[assignment]
+    directory.start()
+    try:
+        await asyncio.wait_for(registry.listed.wait(), 10)
+        assert directory.view.complete
+        assert await directory.resolve("bookie-a") == "10.0.0.7:3181"
+        registry.gone.set()
+        await asyncio.wait_for(registry.broken.wait(), 10)
+        await asyncio.sleep(0)  # the directory notes the break
+        assert not directory.view.complete
+        assert await directory.resolve("bookie-a") == "10.0.0.7:3181"
+    finally:
+        await directory.close()

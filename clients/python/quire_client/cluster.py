@@ -178,13 +178,22 @@ class LocalCluster:
         etcd_binary: str | None = None,
         etcd_args: Sequence[str] = (),
         tls: CertBundle | None = None,
+        hosts: dict[str, str] | None = None,
+        command_prefix: dict[str, list[str]] | None = None,
     ) -> None:
         """Without `tls` every service runs in plaintext development mode
         (QUIRE_INSECURE_PLAINTEXT_DEV); with it, mutual TLS between all of
         them and bearer-token or client-certificate authentication at the
         gateway, from a `quire dev certs` bundle. `etcd_args` are extra etcd
-        flags (e.g. `--quota-backend-bytes`)."""
+        flags (e.g. `--quota-backend-bytes`).
+
+        `hosts` gives a process (by name: "gateway", "registry", "placement",
+        "bookie-1", ...) the address it listens on and is reached at instead of
+        127.0.0.1; `command_prefix` runs a process under a wrapper (the fault
+        lab's `ip netns exec NAME`). etcd always stays on loopback."""
         self.data_dir = data_dir.resolve()
+        self.hosts = hosts or {}
+        self.command_prefix = command_prefix or {}
         self.tls = tls
         self.ports = ports or Ports()
         self.cluster_name = cluster_name
@@ -195,28 +204,32 @@ class LocalCluster:
         self.processes: dict[str, _Process] = {}
         self._define()
 
+    def host(self, name: str) -> str:
+        """The address process `name` listens on."""
+        return self.hosts.get(name, "127.0.0.1")
+
     @property
     def gateway_target(self) -> str:
-        return f"127.0.0.1:{self.ports.gateway}"
+        return f"{self.host('gateway')}:{self.ports.gateway}"
 
     @property
     def registry_target(self) -> str:
-        return f"127.0.0.1:{self.ports.registry}"
+        return f"{self.host('registry')}:{self.ports.registry}"
 
     @property
     def placement_target(self) -> str:
-        return f"127.0.0.1:{self.ports.placement}"
+        return f"{self.host('placement')}:{self.ports.placement}"
 
     @property
     def bookie_names(self) -> list[str]:
         return [f"bookie-{i + 1}" for i in range(len(self.ports.bookies))]
 
     def bookie_id(self, name: str) -> str:
-        return f"127.0.0.1:{self.ports.bookies[self.bookie_names.index(name)]}"
+        return f"{self.host(name)}:{self.ports.bookies[self.bookie_names.index(name)]}"
 
     def bookie_http(self, name: str) -> str:
         """host:port of a bookie's admin HTTP endpoint (/status, /metrics)."""
-        return f"127.0.0.1:{self.ports.http_port(self.bookie_names.index(name))}"
+        return f"{self.host(name)}:{self.ports.http_port(self.bookie_names.index(name))}"
 
     def _env(self, service: str = "", **settings: str) -> dict[str, str]:
         env = dict(os.environ)
@@ -234,7 +247,7 @@ class LocalCluster:
             QUIRE_CLUSTER=self.cluster_name,
             QUIRE_ETCD_ENDPOINTS=f"127.0.0.1:{self.ports.etcd}",
             QUIRE_REGISTRY_TARGET=self.registry_target,
-            QUIRE_PLACEMENT_TARGET=f"127.0.0.1:{self.ports.placement}",
+            QUIRE_PLACEMENT_TARGET=self.placement_target,
         )
         env.update(self.extra_env)
         env.update(settings)
@@ -265,7 +278,7 @@ class LocalCluster:
             ),
             self.registry_target,
         )
-        placement = f"127.0.0.1:{self.ports.placement}"
+        placement = self.placement_target
         self._add(
             "placement",
             [python, "-m", "quire_placement"],
@@ -282,12 +295,14 @@ class LocalCluster:
                     "bookie",
                     **{
                         "QUIRE_BOOKIE_PORT": str(port),
+                        "QUIRE_BOOKIE_LISTEN_HOST": self.host(name),
+                        "QUIRE_BOOKIE_ADVERTISED_HOST": self.host(name),
                         "QUIRE_BOOKIE_HTTP_PORT": str(self.ports.http_port(index)),
                         "QUIRE_BOOKIE_DATA_DIR": str(self.data_dir / name),
                         **self.bookie_env.get(name, {}),  # may override the defaults above (a tmpfs data dir)
                     },
                 ),
-                f"127.0.0.1:{port}",
+                self.bookie_id(name),
             )
         self._add(
             "gateway",
@@ -315,7 +330,7 @@ class LocalCluster:
         return target
 
     def _add(self, name: str, command: list[str], env: dict[str, str], health_target: str | None) -> None:
-        self.processes[name] = _Process(name, command, env, health_target)
+        self.processes[name] = _Process(name, [*self.command_prefix.get(name, []), *command], env, health_target)
 
     # -- lifecycle ---------------------------------------------------------------
 

@@ -109,7 +109,11 @@ class BookieDirectory:
 
     A background task follows WatchBookies; a deleted registration evicts its
     address, a changed one replaces it. Until the view is complete (at start,
-    or after the watch broke) lookups go to the registry directly.
+    or after the watch broke) lookups of ids not resolved before go to the
+    registry directly. Addresses already resolved are kept while the watch is
+    broken (the registry is restarting, say): not knowing of changes is not a
+    change, and a call that fails on an address forgets it (`invalidate`). The
+    relist once the watch is back evicts those of bookies that left meanwhile.
     """
 
     def __init__(self, registry_target: str, *, resolver_enabled: bool = True, timeout_seconds: float = 5.0) -> None:
@@ -158,7 +162,6 @@ class BookieDirectory:
             except Exception as exc:  # the registry went away; relist when it is back
                 log.warning("bookie watch broke (%s); retrying in %.1fs", exc, backoff)
             self.view.reset()
-            self._addresses.clear()
             await asyncio.sleep(backoff + random.uniform(0, backoff / 2))
             backoff = min(backoff * 2, 5.0)
 
