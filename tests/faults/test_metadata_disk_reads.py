@@ -202,14 +202,17 @@ def test_rd3_tail_with_a_bookie_stopped(cluster: LocalCluster, scenario: Scenari
 def test_dsk5_slow_disk(cluster: LocalCluster, scenario: Scenario) -> None:
     seed = scenario.start("DSK-5", N=N, sync_delay_ms=50)
     history = History()
-    slow = cluster.bookie_names[0]
+    with client_for(cluster) as client:
+        ledgers = [new_ledger(client, history, write_quorum=3, ack_quorum=2) for _ in range(2)]
+        metadata, _ = client.ledger_metadata(ledgers[0].qualified_name)
+    # A member of the first ledger's ensemble (Qw = E: it gets every entry), restarted slow.
+    slow = next(n for n in cluster.bookie_names if cluster.bookie_id(n) == metadata.ensembles[0].bookie_ids[0])
     process = cluster.processes[slow]
     process.env["QUIRE_BOOKIE_FAULT_SYNC_DELAY_MS"] = "50"
     cluster.restart(slow)
     cluster.wait_bookies_registered(4)
     try:
         with client_for(cluster) as client:
-            ledgers = [new_ledger(client, history, write_quorum=3, ack_quorum=2) for _ in range(2)]
             running = [w.start() for w in writers(cluster, ledgers, history, seed)]
             for writer in running:
                 writer.join()
