@@ -28,7 +28,6 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from quire_client.devcerts import CertBundle
 
-
 _ISSUED_PORTS: set[int] = set()
 
 
