@@ -83,14 +83,16 @@ async def main() -> None:
         internal=False,
         require_client_cert=client_auth == "require",
         auth_interceptors=[GatewayAuthInterceptor(auth)] if auth.enabled else [],
+        address_setting="QUIRE_GATEWAY_ADDRESS",
     )
-    await server.start()
+    # The admin endpoint first: a port it cannot use stops the start before gRPC serves anything.
     admin = await start_admin_server(
         "QUIRE_GATEWAY_HTTP_PORT",
         address,
         env_int("QUIRE_GATEWAY_HTTP_PORT", 8000, minimum=0, maximum=65535),
         lambda: {"service": "gateway", "registry": registry_target, "placement": placement_target},
     )
+    await server.start()
     await mark_serving(health, SERVICE_NAMES)
     log.info("gateway serving on port %d (registry %s, placement %s)", port, registry_target, placement_target)
 

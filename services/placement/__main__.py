@@ -57,8 +57,8 @@ async def main() -> None:
         placement_pb2_grpc.add_PlacementServiceServicer_to_server(PlacementServicer(placer), server)
         return [SERVICE_NAME]
 
-    server, port, health = create_server(config.address, register)
-    await server.start()
+    server, port, health = create_server(config.address, register, address_setting="QUIRE_PLACEMENT_ADDRESS")
+    # The admin endpoint first: a port it cannot use stops the start before gRPC serves anything.
     admin = await start_admin_server(
         "QUIRE_PLACEMENT_HTTP_PORT",
         config.address,
@@ -71,6 +71,7 @@ async def main() -> None:
             "unknown_bookie_ids": tracker.unknown(),
         },
     )
+    await server.start()
     await mark_serving(health, [SERVICE_NAME])
     log.info(
         "placement serving on port %d (admin http %s), registry %s, policy %s, disk weights %s",
