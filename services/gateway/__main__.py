@@ -23,7 +23,7 @@ from quire_gateway.ledgers import LedgerManager
 from quire_gateway.reads import ReadSettings
 from quire_gateway.recovery import RecoverySettings
 from quire_gateway.remote import Remote
-from quire_gateway.servicer import BlobServicer, LedgerServicer
+from quire_gateway.servicer import ActiveStreams, BlobServicer, LedgerServicer
 
 log = logging.getLogger("quire_gateway")
 SERVICE_NAMES = [
@@ -41,6 +41,12 @@ async def main() -> None:
         bookie_retry_seconds=env_float("QUIRE_GATEWAY_BOOKIE_RETRY_SECONDS", 2.0, minimum=0.0),
         add_timeout_seconds=env_float("QUIRE_GATEWAY_ADD_TIMEOUT_SECONDS", 5.0, minimum=0.1),
         max_calls_per_bookie=env_int("QUIRE_GATEWAY_MAX_CALLS_PER_BOOKIE", 2, minimum=1),
+        max_entry_bytes=env_int(
+            "QUIRE_GATEWAY_MAX_ENTRY_BYTES",
+            WriteSettings.max_entry_bytes,
+            minimum=1,
+            maximum=WriteSettings.max_entry_bytes,
+        ),
     )
     recovery = RecoverySettings(
         timeout_seconds=env_float("QUIRE_GATEWAY_RECOVERY_TIMEOUT_SECONDS", 30.0, minimum=0.1),
@@ -65,9 +71,11 @@ async def main() -> None:
         ),
     )
 
+    streams = ActiveStreams()
+
     def register(server):  # type: ignore[no-untyped-def]
-        ledger_pb2_grpc.add_LedgerServiceServicer_to_server(LedgerServicer(manager), server)
-        blob_pb2_grpc.add_BlobServiceServicer_to_server(BlobServicer(blobs), server)
+        ledger_pb2_grpc.add_LedgerServiceServicer_to_server(LedgerServicer(manager, streams), server)
+        blob_pb2_grpc.add_BlobServiceServicer_to_server(BlobServicer(blobs, streams), server)
         return SERVICE_NAMES
 
     tls = tls_settings()
@@ -90,7 +98,15 @@ async def main() -> None:
         "QUIRE_GATEWAY_HTTP_PORT",
         address,
         env_int("QUIRE_GATEWAY_HTTP_PORT", 8000, minimum=0, maximum=65535),
-        lambda: {"service": "gateway", "registry": registry_target, "placement": placement_target},
+        lambda: {
+            "service": "gateway",
+            "registry": registry_target,
+            "placement": placement_target,
+            "active_streams": streams.snapshot(),
+            "open_write_handles": len(manager.handles),
+            "asyncio_tasks": len(asyncio.all_tasks()),
+        },
+        streams.prometheus_text,
     )
     await server.start()
     await mark_serving(health, SERVICE_NAMES)
