@@ -38,6 +38,7 @@ async def main() -> None:
     placement_target = env_str("QUIRE_PLACEMENT_TARGET", "127.0.0.1:7002")
     settings = WriteSettings(
         max_inflight_bytes=env_int("QUIRE_GATEWAY_MAX_INFLIGHT_BYTES", 64 * 1024 * 1024, minimum=1024 * 1024),
+        max_waiting_bytes=env_int("QUIRE_GATEWAY_MAX_WAITING_BYTES", 0, minimum=0),
         bookie_retry_seconds=env_float("QUIRE_GATEWAY_BOOKIE_RETRY_SECONDS", 2.0, minimum=0.0),
         add_timeout_seconds=env_float("QUIRE_GATEWAY_ADD_TIMEOUT_SECONDS", 5.0, minimum=0.1),
         max_calls_per_bookie=env_int("QUIRE_GATEWAY_MAX_CALLS_PER_BOOKIE", 2, minimum=1),
