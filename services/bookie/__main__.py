@@ -102,7 +102,7 @@ async def main() -> None:
         bookie_pb2_grpc.add_BookieServiceServicer_to_server(BookieServicer(bookie), server)
         return [SERVICE_NAME]
 
-    server, port, health = create_server(config.listen_address, register)
+    server, port, health = create_server(config.listen_address, register, address_setting="QUIRE_BOOKIE_PORT")
     for name in ("", SERVICE_NAME, WRITABLE_HEALTH, DURABLE_HEALTH):
         await health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
     admin: AdminServer | None = None

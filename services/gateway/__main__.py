@@ -23,7 +23,7 @@ from quire_gateway.ledgers import LedgerManager
 from quire_gateway.reads import ReadSettings
 from quire_gateway.recovery import RecoverySettings
 from quire_gateway.remote import Remote
-from quire_gateway.servicer import BlobServicer, LedgerServicer
+from quire_gateway.servicer import ActiveStreams, BlobServicer, LedgerServicer
 
 log = logging.getLogger("quire_gateway")
 SERVICE_NAMES = [
@@ -38,10 +38,17 @@ async def main() -> None:
     placement_target = env_str("QUIRE_PLACEMENT_TARGET", "127.0.0.1:7002")
     settings = WriteSettings(
         max_inflight_bytes=env_int("QUIRE_GATEWAY_MAX_INFLIGHT_BYTES", 64 * 1024 * 1024, minimum=1024 * 1024),
+        max_waiting_bytes=env_int("QUIRE_GATEWAY_MAX_WAITING_BYTES", 0, minimum=0),
         bookie_retry_seconds=env_float("QUIRE_GATEWAY_BOOKIE_RETRY_SECONDS", 2.0, minimum=0.0),
         add_timeout_seconds=env_float("QUIRE_GATEWAY_ADD_TIMEOUT_SECONDS", 5.0, minimum=0.1),
         max_calls_per_bookie=env_int("QUIRE_GATEWAY_MAX_CALLS_PER_BOOKIE", 2, minimum=1),
         delay_ensemble_change=env_bool("QUIRE_GATEWAY_DELAY_ENSEMBLE_CHANGE", False),
+        max_entry_bytes=env_int(
+            "QUIRE_GATEWAY_MAX_ENTRY_BYTES",
+            WriteSettings.max_entry_bytes,
+            minimum=1,
+            maximum=WriteSettings.max_entry_bytes,
+        ),
     )
     recovery = RecoverySettings(
         timeout_seconds=env_float("QUIRE_GATEWAY_RECOVERY_TIMEOUT_SECONDS", 30.0, minimum=0.1),
@@ -67,9 +74,11 @@ async def main() -> None:
         ),
     )
 
+    streams = ActiveStreams()
+
     def register(server):  # type: ignore[no-untyped-def]
-        ledger_pb2_grpc.add_LedgerServiceServicer_to_server(LedgerServicer(manager), server)
-        blob_pb2_grpc.add_BlobServiceServicer_to_server(BlobServicer(blobs), server)
+        ledger_pb2_grpc.add_LedgerServiceServicer_to_server(LedgerServicer(manager, streams), server)
+        blob_pb2_grpc.add_BlobServiceServicer_to_server(BlobServicer(blobs, streams), server)
         return SERVICE_NAMES
 
     tls = tls_settings()
@@ -85,9 +94,10 @@ async def main() -> None:
         internal=False,
         require_client_cert=client_auth == "require",
         auth_interceptors=[GatewayAuthInterceptor(auth)] if auth.enabled else [],
+        address_setting="QUIRE_GATEWAY_ADDRESS",
     )
     await mark_not_serving(health, SERVICE_NAMES)  # until the registry answers
-    await server.start()
+    # The admin endpoint first: a port it cannot use stops the start before gRPC serves anything.
     admin = await start_admin_server(
         "QUIRE_GATEWAY_HTTP_PORT",
         address,
@@ -97,8 +107,13 @@ async def main() -> None:
             "registry": registry_target,
             "placement": placement_target,
             "dependencies": remote.dependencies(),
+            "active_streams": streams.snapshot(),
+            "open_write_handles": len(manager.handles),
+            "asyncio_tasks": len(asyncio.all_tasks()),
         },
+        streams.prometheus_text,
     )
+    await server.start()
     if not bookies.view.complete:
         log.info("waiting for the registry at %s before serving (health NOT_SERVING)", registry_target)
         await bookies.wait_synced()

@@ -77,6 +77,10 @@ class _Pending:
 @dataclass(frozen=True)
 class WriteSettings:
     max_inflight_bytes: int = 64 * 1024 * 1024
+    # Bytes of adds allowed to wait for room beyond max_inflight_bytes; past it
+    # an add is refused at once (RESOURCE_EXHAUSTED, OVERLOADED, retryable).
+    # 0: no cap, writers wait as long as it takes (back-pressure only).
+    max_waiting_bytes: int = 0
     max_entry_bytes: int = 5 * 1024 * 1024 - 1024
     # How long an unreachable bookie is retried before it is replaced.
     bookie_retry_seconds: float = 2.0
@@ -132,6 +136,7 @@ class WriteHandle:
         self.ensemble_changes = 0
         self._pending: dict[int, _Pending] = {}
         self._inflight_bytes = 0
+        self._waiting_bytes = 0  # of adds waiting for room (bounded by max_waiting_bytes)
         self._room = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
@@ -181,15 +186,24 @@ class WriteHandle:
                     Reason.ENTRY_TOO_LARGE,
                 )
         size = sum(len(p) + V2_HEADER_SIZE for p in payloads)
-        while True:
-            if not self._stable.is_set():
-                await self._stable.wait()
-            elif self._inflight_bytes and self._inflight_bytes + size > self.settings.max_inflight_bytes:
-                self._room.clear()
-                await self._room.wait()
-            else:
-                break
-            self._check_writable()
+        waiting = False
+        try:
+            while True:
+                if not self._stable.is_set():
+                    await self._stable.wait()
+                elif self._inflight_bytes and self._inflight_bytes + size > self.settings.max_inflight_bytes:
+                    if not waiting:
+                        self._check_waiting_room(size)
+                        self._waiting_bytes += size
+                        waiting = True
+                    self._room.clear()
+                    await self._room.wait()
+                else:
+                    break
+                self._check_writable()
+        finally:
+            if waiting:
+                self._waiting_bytes -= size
         loop = asyncio.get_running_loop()
         origin = current_span_context()
         futures: list[asyncio.Future[int]] = []
@@ -211,6 +225,17 @@ class WriteHandle:
         for bookie_id, entries in per_bookie.items():
             self._queue(bookie_id, entries)
         return futures
+
+    def _check_waiting_room(self, size: int) -> None:
+        """Refuse at once rather than queue past max_waiting_bytes (one write
+        may always wait, whatever its size)."""
+        cap = self.settings.max_waiting_bytes
+        if cap and self._waiting_bytes and self._waiting_bytes + size > cap:
+            raise ResourceExhausted(
+                f"ledger {self.ledger_id} is overloaded: {self._inflight_bytes} bytes in flight and "
+                f"{self._waiting_bytes} waiting (limits {self.settings.max_inflight_bytes} and {cap}); retry later",
+                Reason.OVERLOADED,
+            )
 
     def _queue(self, bookie_id: str, entries: list[tuple[int, bytes]]) -> None:
         self._outbox.setdefault(bookie_id, deque()).extend(entries)

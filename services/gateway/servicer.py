@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Iterator
+from contextlib import contextmanager
 
 import grpc
 
@@ -36,9 +37,38 @@ def batched_by_bytes(entries: Iterable[ReadEntry], limit: int = MAX_RESPONSE_BYT
         yield batch
 
 
+class ActiveStreams:
+    """How many streaming calls of each method are open right now: the
+    gateway's admin /status and /metrics show it, so a cancelled or timed-out
+    stream that is never released shows up as a count that does not fall."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+
+    @contextmanager
+    def track(self, method: str) -> Iterator[None]:
+        self.counts[method] = self.counts.get(method, 0) + 1
+        try:
+            yield
+        finally:
+            self.counts[method] -= 1
+
+    def snapshot(self) -> dict[str, int]:
+        return dict(sorted(self.counts.items()))
+
+    def prometheus_text(self) -> str:
+        lines = [
+            "# HELP quire_gateway_active_streams Streaming calls open now, by method.",
+            "# TYPE quire_gateway_active_streams gauge",
+        ]
+        lines += [f'quire_gateway_active_streams{{method="{m}"}} {n}' for m, n in self.snapshot().items()]
+        return "\n".join(lines) + "\n"
+
+
 class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
-    def __init__(self, manager: LedgerManager) -> None:
+    def __init__(self, manager: LedgerManager, streams: ActiveStreams | None = None) -> None:
         self.manager = manager
+        self.streams = streams or ActiveStreams()
 
     async def CreateLedger(
         self, request: ledger_pb2.CreateLedgerRequest, context: grpc.aio.ServicerContext
@@ -69,6 +99,13 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
         self,
         request_iterator: AsyncIterator[ledger_pb2.AppendEntriesRequest],
         context: grpc.aio.ServicerContext,
+    ) -> AsyncIterator[ledger_pb2.AppendEntriesResponse]:
+        with self.streams.track("AppendEntries"):
+            async for response in self._append_entries(request_iterator):
+                yield response
+
+    async def _append_entries(
+        self, request_iterator: AsyncIterator[ledger_pb2.AppendEntriesRequest]
     ) -> AsyncIterator[ledger_pb2.AppendEntriesResponse]:
         pending: deque[asyncio.Future[int]] = deque()
         wake = asyncio.Event()
@@ -138,9 +175,10 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
             request.last_entry_id,
             confirmed=True,
         )
-        async for chunk in chunks:
-            for batch in batched_by_bytes(chunk):
-                yield ledger_pb2.ReadEntriesResponse(entries=batch)
+        with self.streams.track("ReadEntries"):
+            async for chunk in chunks:
+                for batch in batched_by_bytes(chunk):
+                    yield ledger_pb2.ReadEntriesResponse(entries=batch)
 
     async def ReadUnconfirmedEntries(
         self, request: ledger_pb2.ReadUnconfirmedEntriesRequest, context: grpc.aio.ServicerContext
@@ -151,16 +189,19 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
             request.last_entry_id,
             confirmed=False,
         )
-        async for chunk in chunks:
-            for batch in batched_by_bytes(chunk):
-                yield ledger_pb2.ReadUnconfirmedEntriesResponse(entries=batch)
+        with self.streams.track("ReadUnconfirmedEntries"):
+            async for chunk in chunks:
+                for batch in batched_by_bytes(chunk):
+                    yield ledger_pb2.ReadUnconfirmedEntriesResponse(entries=batch)
 
     async def TailEntries(
         self, request: ledger_pb2.TailEntriesRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[ledger_pb2.TailEntriesResponse]:
-        async for chunk in self.manager.tail(ledger_id_from_proto(request.ledger_id), request.first_entry_id):
-            for batch in batched_by_bytes(chunk):
-                yield ledger_pb2.TailEntriesResponse(entries=batch)
+        ledger_id = ledger_id_from_proto(request.ledger_id)
+        with self.streams.track("TailEntries"):
+            async for chunk in self.manager.tail(ledger_id, request.first_entry_id):
+                for batch in batched_by_bytes(chunk):
+                    yield ledger_pb2.TailEntriesResponse(entries=batch)
 
     async def ReadLastAddConfirmed(
         self, request: ledger_pb2.ReadLastAddConfirmedRequest, context: grpc.aio.ServicerContext
@@ -197,12 +238,17 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
 
 
 class BlobServicer(blob_pb2_grpc.BlobServiceServicer):
-    def __init__(self, store: BlobStore) -> None:
+    def __init__(self, store: BlobStore, streams: ActiveStreams | None = None) -> None:
         self.store = store
+        self.streams = streams or ActiveStreams()
 
     async def PutBlob(
         self, request_iterator: AsyncIterator[blob_pb2.PutBlobRequest], context: grpc.aio.ServicerContext
     ) -> blob_pb2.PutBlobResponse:
+        with self.streams.track("PutBlob"):
+            return await self._put_blob(request_iterator)
+
+    async def _put_blob(self, request_iterator: AsyncIterator[blob_pb2.PutBlobRequest]) -> blob_pb2.PutBlobResponse:
         stream = aiter(request_iterator)
         first = await anext(stream, None)
         if first is None:
@@ -219,5 +265,6 @@ class BlobServicer(blob_pb2_grpc.BlobServiceServicer):
     async def GetBlob(
         self, request: blob_pb2.GetBlobRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[blob_pb2.GetBlobResponse]:
-        async for data in self.store.get(request.blob_id):
-            yield blob_pb2.GetBlobResponse(data=data)
+        with self.streams.track("GetBlob"):
+            async for data in self.store.get(request.blob_id):
+                yield blob_pb2.GetBlobResponse(data=data)

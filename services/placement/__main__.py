@@ -57,9 +57,9 @@ async def main() -> None:
         placement_pb2_grpc.add_PlacementServiceServicer_to_server(PlacementServicer(placer), server)
         return [SERVICE_NAME]
 
-    server, port, health = create_server(config.address, register)
+    server, port, health = create_server(config.address, register, address_setting="QUIRE_PLACEMENT_ADDRESS")
     await mark_not_serving(health, [SERVICE_NAME])  # until the registry answers
-    await server.start()
+    # The admin endpoint first: a port it cannot use stops the start before gRPC serves anything.
     admin = await start_admin_server(
         "QUIRE_PLACEMENT_HTTP_PORT",
         config.address,
@@ -72,6 +72,7 @@ async def main() -> None:
             "unknown_bookie_ids": tracker.unknown(),
         },
     )
+    await server.start()
     if not directory.view.complete:
         log.info("waiting for the registry at %s before serving (health NOT_SERVING)", config.registry_target)
         await directory.wait_synced()

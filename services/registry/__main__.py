@@ -48,14 +48,15 @@ async def main() -> None:
         registry_pb2_grpc.add_RegistryServiceServicer_to_server(RegistryServicer(registry), server)
         return [SERVICE_NAME]
 
-    server, port, health = create_server(config.address, register)
-    await server.start()
+    server, port, health = create_server(config.address, register, address_setting="QUIRE_REGISTRY_ADDRESS")
+    # The admin endpoint first: a port it cannot use stops the start before gRPC serves anything.
     admin = await start_admin_server(
         "QUIRE_REGISTRY_HTTP_PORT",
         config.address,
         config.http_port,
         lambda: {"service": "registry", "cluster": config.cluster, "etcd": config.etcd_endpoints},
     )
+    await server.start()
     await mark_serving(health, [SERVICE_NAME])
     log.info(
         "registry serving on port %d (admin http %s), etcd %s, cluster %s",

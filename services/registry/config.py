@@ -42,6 +42,21 @@ def etcd_access_from_env() -> EtcdAccess:
     )
 
 
+def etcd_endpoints_from_env() -> list[str]:
+    """QUIRE_ETCD_ENDPOINTS: comma-separated host:port pairs (no scheme)."""
+    endpoints = env_list("QUIRE_ETCD_ENDPOINTS", ["127.0.0.1:2379"])
+    if not endpoints:
+        raise ConfigError("QUIRE_ETCD_ENDPOINTS names no endpoint (give host:port pairs separated by commas)")
+    for endpoint in endpoints:
+        host, sep, port = endpoint.rpartition(":")
+        if not sep or not host or "/" in endpoint or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ConfigError(
+                f"QUIRE_ETCD_ENDPOINTS: {endpoint!r} is not host:port (comma-separated, no scheme, "
+                "for example 127.0.0.1:2379)"
+            )
+    return endpoints
+
+
 @dataclass(frozen=True)
 class RegistryConfig:
     address: str
@@ -57,7 +72,7 @@ class RegistryConfig:
         return cls(
             address=env_str("QUIRE_REGISTRY_ADDRESS", "127.0.0.1:7001"),
             http_port=env_int("QUIRE_REGISTRY_HTTP_PORT", 8001, minimum=0, maximum=65535),
-            etcd_endpoints=env_list("QUIRE_ETCD_ENDPOINTS", ["127.0.0.1:2379"]),
+            etcd_endpoints=etcd_endpoints_from_env(),
             cluster=env_str("QUIRE_CLUSTER", "local"),
             bookie_ttl_seconds=env_int("QUIRE_BOOKIE_TTL_SECONDS", 10, minimum=2, maximum=300),
             etcd_timeout_seconds=env_float("QUIRE_ETCD_TIMEOUT_SECONDS", 5.0, minimum=0.1),

@@ -12,7 +12,7 @@ from google.protobuf.message import DecodeError
 
 from quire.common.v1 import common_pb2
 from quire.registry.v1 import registry_pb2
-from quire_common.bookies import effective_service_info
+from quire_common.bookies import effective_service_info, validate_service_info
 from quire_common.errors import Aborted, AlreadyExists, DataLoss, FailedPrecondition, InvalidArgument, NotFound, Reason
 from quire_common.ids import (
     U64_MAX,
@@ -76,6 +76,7 @@ class Registry:
         reconnected to another replica) adopts it; any other claim on a live
         BookieId is refused, so one id never has two live registrations."""
         validate_bookie_id(bookie_id)
+        validate_service_info(info)
         if resume_lease_id:
             resumed = await self._resume(bookie_id, resume_lease_id)
             if resumed is not None:
@@ -117,6 +118,7 @@ class Registry:
     ) -> Registration:
         """Refresh the lease; move the key if the read-only state changed, and
         rewrite it if the advertised record changed."""
+        validate_service_info(info)
         ttl = await self.store.keep_alive(registration.lease_id)
         if ttl <= 0:
             raise NotFound(

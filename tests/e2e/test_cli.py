@@ -45,7 +45,7 @@ def test_first_ledger_walkthrough(cluster):
     assert ledger in quire(cluster, "ledger", "list").stdout
     assert '"last_add_confirmed": 3' in quire(cluster, "ledger", "info", ledger).stdout
     assert "at entry 3" in quire(cluster, "ledger", "close", ledger).stdout
-    assert quire(cluster, "ledger", "delete", ledger).returncode == 0
+    assert quire(cluster, "ledger", "delete", ledger, "--force").returncode == 0
 
 
 def test_metadata_and_bookie_commands_in_table_and_json(cluster):
@@ -73,7 +73,7 @@ def test_metadata_and_bookie_commands_in_table_and_json(cluster):
     assert shown["resolved_address"] == bookie_id  # local bookies listen where their id says
     assert shown["record"]["service_info"]["endpoints"][0]["protocol"] == "bookie-rpc"
     assert "resolves   bookie-rpc" in quire(cluster, "bookie", "endpoints", bookie_id).stdout
-    assert quire(cluster, "ledger", "delete", ledger).returncode == 0
+    assert quire(cluster, "ledger", "delete", ledger, "--force").returncode == 0
 
 
 def test_bookieinfo_and_placement_weights(cluster):

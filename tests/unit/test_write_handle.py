@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from quire.common.v1 import common_pb2
-from quire_common.errors import FailedPrecondition, Reason, Unavailable
+from quire_common.errors import FailedPrecondition, Reason, ResourceExhausted, Unavailable
 from quire_common.ids import LedgerId
 from quire_gateway.handle import WriteHandle, WriteSettings
 from quire_gateway.quorums import replicas_of
@@ -111,6 +111,24 @@ async def test_in_flight_bytes_are_bounded():
     assert not second.done()  # waits for room
     await asyncio.gather(*first)
     assert await asyncio.gather(*await second) == [1]
+
+
+async def test_adds_beyond_the_waiting_cap_are_refused_at_once():
+    remote = FakeRemote(["a", "b"])
+    remote.metadata = new_metadata(LEDGER, ["a", "b"], 2, 2)
+    settings = WriteSettings(max_inflight_bytes=4096, max_waiting_bytes=4096, bookie_retry_seconds=0.0)
+    handle = WriteHandle(remote, LEDGER, remote.metadata, remote.version, settings)  # type: ignore[arg-type]
+    for bookie in remote.bookies.values():
+        bookie.delay_seconds = 0.05
+    first = await handle.submit([b"x" * 3000])
+    waiting = asyncio.ensure_future(handle.submit([b"y" * 3000]))  # waits: nothing else is waiting
+    await asyncio.sleep(0.01)
+    with pytest.raises(ResourceExhausted) as refused:
+        await handle.submit([b"z" * 3000])  # 2 x 3 KB would wait: over the cap
+    assert refused.value.reason == Reason.OVERLOADED and refused.value.retryable
+    await asyncio.gather(*first)
+    assert await asyncio.gather(*await waiting) == [1]
+    assert await asyncio.gather(*await handle.submit([b"w" * 3000])) == [2]  # room again
 
 
 def test_which_bookie_errors_call_for_a_replacement():

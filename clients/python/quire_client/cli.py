@@ -199,10 +199,18 @@ def cmd_ledger_close(args: argparse.Namespace) -> None:
     print(f"closed {_ledger_name(metadata)} at entry {metadata.last_entry_id} ({metadata.length} bytes)")
 
 
-def cmd_ledger_delete(args: argparse.Namespace) -> None:
+def cmd_ledger_delete(args: argparse.Namespace) -> int:
+    ledger = LedgerId.parse(args.ledger)
+    if not args.force:
+        print(
+            f"error: refusing to delete {ledger} without --force: its metadata and every entry are removed for good",
+            file=sys.stderr,
+        )
+        return 2
     with _client(args) as client:
-        client.delete_ledger(args.ledger)
-    print(f"deleted {LedgerId.parse(args.ledger)}")
+        client.delete_ledger(ledger)
+    print(f"deleted {ledger}")
+    return 0
 
 
 def cmd_ledger_list(args: argparse.Namespace) -> None:
@@ -556,6 +564,17 @@ def _add_telemetry_parser(areas) -> None:  # type: ignore[no-untyped-def]
 
 def _add_output(command: argparse.ArgumentParser) -> None:
     command.add_argument("-o", "--output", choices=["table", "json"], default="table")
+    command.set_defaults(json_errors=True)  # with -o json an error is a JSON document on stdout too
+
+
+def _fail(args: argparse.Namespace, code: str, reason: str, message: str) -> int:
+    """Report an error: one line on stderr; with `-o json`, also a JSON
+    document on stdout, so that whatever reads it always gets valid JSON."""
+    shown = f" [{reason.removeprefix('ERROR_REASON_')}]" if reason else ""
+    print(f"error: {code}{shown}: {message}", file=sys.stderr)
+    if getattr(args, "json_errors", False) and getattr(args, "output", None) == "json":
+        _print_json({"error": {"code": code, "reason": reason, "message": message}})
+    return 1
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -613,12 +632,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     for name, func, text in (
         ("close", cmd_ledger_close, "close a ledger at its last-add-confirmed"),
-        ("delete", cmd_ledger_delete, "delete a ledger and its entries"),
         ("info", cmd_ledger_info, "print a ledger's metadata"),
     ):
         command = ledger.add_parser(name, help=text)
         command.add_argument("ledger")
         command.set_defaults(func=func)
+    delete = ledger.add_parser("delete", help="delete a ledger and its entries (needs --force)")
+    delete.add_argument("ledger")
+    delete.add_argument("--force", action="store_true", help="really delete: there is no undo")
+    delete.set_defaults(func=cmd_ledger_delete)
 
     listing = ledger.add_parser("list", help="list ledgers (every scope, or one with --scope)")
     listing.add_argument("--scope", type=int, default=None)
@@ -716,15 +738,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         status = args.func(args)
     except QuireClientError as exc:
-        reason = f" [{exc.reason.removeprefix('ERROR_REASON_')}]" if exc.reason else ""
-        print(f"error: {exc.code.name}{reason}: {exc.message}", file=sys.stderr)
-        return 1
+        return _fail(args, exc.code.name, exc.reason, exc.message)
     except QuireError as exc:
-        print(f"error: {exc.code}: {exc.message}", file=sys.stderr)
-        return 1
+        return _fail(args, exc.code, exc.reason if exc.reason != "ERROR_REASON_UNSPECIFIED" else "", exc.message)
     except ClusterError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return _fail(args, "UNAVAILABLE", "", str(exc))
     except BrokenPipeError:
         return 0
     return int(status or 0)

@@ -24,7 +24,8 @@ from quire.gateway.v1 import blob_pb2, blob_pb2_grpc, ledger_pb2, ledger_pb2_grp
 from quire.placement.v1 import placement_pb2, placement_pb2_grpc
 from quire.registry.v1 import registry_pb2, registry_pb2_grpc
 from quire_common.bookies import bookie_rpc_address
-from quire_common.ids import LedgerId, ledger_id_to_proto, validate_bookie_id
+from quire_common.errors import InvalidArgument
+from quire_common.ids import U64_MAX, LedgerId, ledger_id_to_proto, validate_bookie_id
 from quire_common.replication import LostReplica, lost_replicas, marked_replicas
 
 _STATUS_DETAILS_KEY = "grpc-status-details-bin"
@@ -136,6 +137,18 @@ class AppendAck:
     last_add_confirmed: int
 
 
+_U32_MAX = (1 << 32) - 1
+_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def _in_range(name: str, value: int, low: int, high: int) -> int:
+    """`value` for a request field, or INVALID_ARGUMENT naming the field (a
+    number the field cannot hold would otherwise fail inside protobuf)."""
+    if not low <= value <= high:
+        raise InvalidArgument(f"{name} {value} is out of range: it must be between {low} and {high}")
+    return value
+
+
 def _as_ledger_id(ledger: LedgerId | str) -> LedgerId:
     return ledger if isinstance(ledger, LedgerId) else LedgerId.parse(ledger)
 
@@ -228,9 +241,9 @@ class QuireClient:
         custom_metadata: dict[str, str] | None = None,
     ) -> common_pb2.LedgerMetadata:
         request = ledger_pb2.CreateLedgerRequest(
-            ensemble_size=ensemble_size,
-            write_quorum_size=write_quorum_size,
-            ack_quorum_size=ack_quorum_size,
+            ensemble_size=_in_range("ensemble_size", ensemble_size, 0, _U32_MAX),
+            write_quorum_size=_in_range("write_quorum_size", write_quorum_size, 0, _U32_MAX),
+            ack_quorum_size=_in_range("ack_quorum_size", ack_quorum_size, 0, _U32_MAX),
             password=password,
             digest_type=digest_type,
             custom_metadata=custom_metadata or {},
@@ -238,7 +251,7 @@ class QuireClient:
         if ledger_id is not None:
             request.ledger_id.CopyFrom(ledger_id_to_proto(_as_ledger_id(ledger_id)))
         elif scope_id is not None:
-            request.scope_id = scope_id
+            request.scope_id = _in_range("scope_id", scope_id, 0, U64_MAX)
         elif legacy:
             request.legacy = True
         return self._unary(self.ledgers.CreateLedger, request).metadata
@@ -295,6 +308,8 @@ class QuireClient:
         self, ledger: LedgerId | str, first: int = 0, last: int = -1, *, unconfirmed: bool = False
     ) -> Iterator[ledger_pb2.Entry]:
         ledger_proto = ledger_id_to_proto(_as_ledger_id(ledger))
+        first = _in_range("first_entry_id", first, _I64_MIN, _I64_MAX)
+        last = _in_range("last_entry_id", last, _I64_MIN, _I64_MAX)
         try:
             if unconfirmed:
                 stream = self.ledgers.ReadUnconfirmedEntries(
@@ -317,7 +332,8 @@ class QuireClient:
         """Confirmed entries from `first` on, as they are confirmed; ends when
         the ledger is closed and its last entry delivered."""
         request = ledger_pb2.TailEntriesRequest(
-            ledger_id=ledger_id_to_proto(_as_ledger_id(ledger)), first_entry_id=first
+            ledger_id=ledger_id_to_proto(_as_ledger_id(ledger)),
+            first_entry_id=_in_range("first_entry_id", first, _I64_MIN, _I64_MAX),
         )
         try:
             for response in self.ledgers.TailEntries(request):
@@ -334,6 +350,7 @@ class QuireClient:
     def put_blob(self, data: bytes | Iterable[bytes], scope_id: int = 0, part_bytes: int = 1024 * 1024) -> str:
         """Store a blob (bytes, or an iterable of parts for a large one); its id."""
         parts = [data] if isinstance(data, bytes | bytearray | memoryview) else data
+        _in_range("scope_id", scope_id, 0, U64_MAX)
 
         def requests() -> Iterator[blob_pb2.PutBlobRequest]:
             sent = False
@@ -378,6 +395,8 @@ class QuireClient:
 
     def list_ledgers(self, scope_id: int | None = None, page_size: int = 100) -> Iterator[common_pb2.LedgerMetadata]:
         """Ledgers of one scope, or of every scope when scope_id is None."""
+        if scope_id is not None:
+            _in_range("scope_id", scope_id, 0, U64_MAX)
         token = ""
         while True:
             response = self._unary(

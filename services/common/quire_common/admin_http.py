@@ -158,15 +158,18 @@ class AdminServer:
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            request_line = await asyncio.wait_for(reader.readline(), 10)
             authorization = None
-            for _ in range(MAX_HEADERS):
-                header = await asyncio.wait_for(reader.readline(), 10)
-                if header in (b"\r\n", b"\n", b""):
-                    break
-                name, _, value = header.decode("latin-1").partition(":")
-                if name.strip().lower() == "authorization":
-                    authorization = value.strip()
+            try:
+                request_line = await asyncio.wait_for(reader.readline(), 10)
+                for _ in range(MAX_HEADERS):
+                    header = await asyncio.wait_for(reader.readline(), 10)
+                    if header in (b"\r\n", b"\n", b""):
+                        break
+                    name, _, value = header.decode("latin-1").partition(":")
+                    if name.strip().lower() == "authorization":
+                        authorization = value.strip()
+            except ValueError:  # a line longer than the reader's limit (64 KiB)
+                request_line = b""
             parts = request_line.decode("latin-1").split()
             if len(parts) < 2 or len(request_line) > MAX_REQUEST_LINE_BYTES:
                 code, kind, body = 400, "text/plain", b"bad request\n"

@@ -22,7 +22,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from opentelemetry.instrumentation.grpc import aio_server_interceptor
 
-from quire_common.config import env_bool, env_int
+from quire_common.config import ConfigError, env_bool, env_int
 from quire_common.errors import ERROR_DOMAIN, InvalidArgument, QuireError
 from quire_common.faults import FaultInjectionInterceptor, fault_rules_from_env
 from quire_common.security import ProbePortInterceptor, ServiceIdentityInterceptor, server_credentials, tls_settings
@@ -46,6 +46,13 @@ def status_for(error: QuireError) -> status_pb2.Status:
 
 
 async def _abort(context: grpc.aio.ServicerContext, exc: Exception, method: str) -> None:
+    if not isinstance(exc, QuireError):
+        log.error("unexpected error in %s", method, exc_info=exc)
+    # Drop the error's frames before answering: they hold the request (an
+    # oversized entry is megabytes), and the traceback's reference cycle would
+    # keep it alive until the cyclic garbage collector happens to run (BAD-3
+    # saw the gateway grow by 200+ MiB over 100 refused 4 MiB adds).
+    exc.__traceback__ = exc.__context__ = exc.__cause__ = None
     if isinstance(exc, QuireError):
         status = status_for(exc)
         await context.abort(
@@ -53,7 +60,6 @@ async def _abort(context: grpc.aio.ServicerContext, exc: Exception, method: str)
             exc.message,
             trailing_metadata=((STATUS_DETAILS_KEY, status.SerializeToString()),),
         )
-    log.error("unexpected error in %s", method, exc_info=exc)
     await context.abort(grpc.StatusCode.INTERNAL, f"internal error in {method}; see the service log")
 
 
@@ -118,7 +124,10 @@ class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):
                 except grpc.aio.AbortError:
                     raise
                 except Exception as exc:
-                    await _abort(context, exc, method)
+                    error = exc
+                # grpc keeps the abort's exception, whose traceback holds this frame: let go of the request.
+                del request
+                await _abort(context, error, method)
 
             factory = (
                 grpc.unary_unary_rpc_method_handler if handler.unary_unary else grpc.stream_unary_rpc_method_handler
@@ -135,10 +144,13 @@ class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):
             try:
                 async for response in inner_stream(checked(request), context):
                     yield response
+                return
             except grpc.aio.AbortError:
                 raise
             except Exception as exc:
-                await _abort(context, exc, method)
+                error = exc
+            request = response = None  # as above: nothing large stays reachable from the abort
+            await _abort(context, error, method)
 
         factory = (
             grpc.unary_stream_rpc_method_handler if handler.unary_stream else grpc.stream_stream_rpc_method_handler
@@ -150,6 +162,20 @@ class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):
         )
 
 
+def _bind(server: grpc.aio.Server, address: str, setting: str, credentials: grpc.ServerCredentials | None) -> int:
+    """The bound port; grpc says only "Failed to bind" (RuntimeError) or 0."""
+    try:
+        port = server.add_secure_port(address, credentials) if credentials else server.add_insecure_port(address)
+    except RuntimeError:
+        port = 0
+    if port == 0:
+        raise ConfigError(
+            f"{setting}: cannot listen on {address} (the port is taken, or the host is not a local address); "
+            "choose another"
+        )
+    return port
+
+
 def create_server(
     address: str,
     register: Callable[[grpc.aio.Server], Iterable[str]],
@@ -157,6 +183,7 @@ def create_server(
     internal: bool = True,
     require_client_cert: bool = True,
     auth_interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
+    address_setting: str = "address",
 ) -> tuple[grpc.aio.Server, int, health.aio.HealthServicer]:
     """Build a server listening on `address` (port 0 picks one).
 
@@ -165,7 +192,8 @@ def create_server(
     QUIRE_REFLECTION_ENABLED). With TLS on (quire_common.security), an
     `internal` service accepts only peers with a service identity; the gateway
     passes internal=False, its own `auth_interceptors` and whether a client
-    certificate is required at the handshake.
+    certificate is required at the handshake. An address that cannot be bound
+    (taken, or not a local address) is a ConfigError naming `address_setting`.
     """
     tls = tls_settings()
     probe_port = env_int("QUIRE_HEALTH_PROBE_PORT", 0, minimum=0, maximum=65535)
@@ -185,6 +213,10 @@ def create_server(
         options=[
             ("grpc.max_receive_message_length", 64 * 1024 * 1024),
             ("grpc.max_send_message_length", 64 * 1024 * 1024),
+            # gRPC binds with SO_REUSEPORT by default: a second service given a
+            # port already in use would share it silently and take half of its
+            # connections. Without it, a taken port fails the start (BAD-12).
+            ("grpc.so_reuseport", 0),
         ],
     )
     service_names = list(register(server))
@@ -192,18 +224,12 @@ def create_server(
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     if env_bool("QUIRE_REFLECTION_ENABLED", True):
         reflection.enable_server_reflection([*service_names, health.SERVICE_NAME, reflection.SERVICE_NAME], server)
-    if tls.enabled:
-        port = server.add_secure_port(address, server_credentials(tls, require_client_cert))
-    else:
-        port = server.add_insecure_port(address)
-    if port == 0:
-        raise OSError(f"cannot listen on {address}")
+    credentials = server_credentials(tls, require_client_cert) if tls.enabled else None
+    port = _bind(server, address, address_setting, credentials)
     if probe_port:
         # Kubernetes' gRPC probes cannot speak TLS: a plaintext port for them
         # (health only when TLS is on; without TLS everything is plaintext anyway).
-        probe_address = f"{address.rsplit(':', 1)[0]}:{probe_port}"
-        if server.add_insecure_port(probe_address) == 0:
-            raise OSError(f"QUIRE_HEALTH_PROBE_PORT: cannot listen on {probe_address}")
+        _bind(server, f"{address.rsplit(':', 1)[0]}:{probe_port}", "QUIRE_HEALTH_PROBE_PORT", None)
     return server, port, health_servicer
 
 
