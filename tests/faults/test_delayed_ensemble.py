@@ -66,7 +66,7 @@ def test_ens3_delayed_ensemble_change(cluster: LocalCluster, scenario: Scenario)
         cluster.start_process(victim)
         cluster.wait_bookies_registered(4)
         listed = [r for _, r, why in client.under_replicated() if why == "flagged" and r.bookie_id == victim_id]
-        scenario.figures["recovery_status_rows_left_out"] = len(listed)
+        scenario.figures["recovery_status_rows_flagged"] = len(listed)
         finish(scenario, client, history, ledgers)
         started = time.monotonic()
         while any(markers(client.ledger_metadata(ledger.qualified_name)[0]) for ledger in ledgers):
