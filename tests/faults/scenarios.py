@@ -138,6 +138,21 @@ def direct_add_accepted(bookie_id: str, ledger: LedgerId, entry_id: int) -> bool
             return False
 
 
+def stale_adds_accepted(ensemble: list[str], ledger: LedgerId, first_entry_id: int) -> tuple[int, int]:
+    """A stale writer's next entries (one per ensemble position), sent straight
+    to their write sets (Qw = 2) in its old ensemble. Returns how many were
+    accepted by Qa = 2 members (a real acceptance) and how many single-bookie
+    acceptances there were (fencing may skip one bookie: the coverage rule)."""
+    accepted = single = 0
+    for offset in range(len(ensemble)):
+        entry_id = first_entry_id + offset
+        write_set = [ensemble[(entry_id + i) % len(ensemble)] for i in range(2)]
+        taken = sum(direct_add_accepted(bookie, ledger, entry_id) for bookie in write_set)
+        single += taken
+        accepted += int(taken >= 2)
+    return accepted, single
+
+
 def thinly_replicated(client: QuireClient, ledger: LedgerId) -> int:
     """Entries with fewer than Qw good copies on the bookies the metadata names."""
     metadata, _ = client.ledger_metadata(ledger.qualified_name)

@@ -46,7 +46,7 @@ from quire_common.errors import QuireError
 from quire_common.ids import U64_MAX, LedgerId, ledger_id_to_proto
 from tests.faults.lab import fault_cluster
 from tests.faults.report import Scenario
-from tests.fuzz.rpc import FORBIDDEN_CODES, all_methods, call_raw
+from tests.fuzz.rpc import FORBIDDEN_CODES, all_methods, call_raw, varint
 
 pytestmark = [pytest.mark.e2e, pytest.mark.faults]
 
@@ -774,7 +774,7 @@ def test_bad6_service_info_validation(
     unknown_field = b"\xf8\x06\x2a"  # field 111, varint 42: not in the schema
     raw_info = tolerant.SerializeToString() + unknown_field
     request = registry_pb2.RegisterBookieRequest(bookie_id=probe + "-t", read_only=True)
-    raw_request = request.SerializeToString() + b"\x1a" + _varint(len(raw_info)) + raw_info  # field 3, length-delimited
+    raw_request = request.SerializeToString() + b"\x1a" + varint(len(raw_info)) + raw_info  # field 3, length-delimited
     release = threading.Event()
     first = threading.Event()
 
@@ -831,16 +831,6 @@ def test_bad6_service_info_validation(
 # -- BAD-7 garbage protobuf on a raw channel ---------------------------------------------------------
 
 
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        out.append(byte | (0x80 if value else 0))
-        if not value:
-            return bytes(out)
-
-
 def hostile_messages(rng: random.Random) -> dict[str, bytes]:
     """One of each kind of broken request (tests/fuzz has the open-ended,
     hypothesis-driven version: `make fuzz`)."""
@@ -849,11 +839,11 @@ def hostile_messages(rng: random.Random) -> dict[str, bytes]:
     return {
         "random-64": rng.randbytes(64),
         "random-512": rng.randbytes(512),
-        "truncated": _varint(field_number << 3 | 2) + _varint(len(body) + 10) + body,
-        "huge-length": _varint(field_number << 3 | 2) + _varint(2**63) + b"x",
-        "wrong-wire-type": _varint(1 << 3 | 5) + b"\xff" * 4 + _varint(2 << 3 | 1) + b"\xff" * 8,
-        "bad-varint": _varint(field_number << 3 | 0) + b"\xff" * 11,
-        "unknown-field": _varint(rng.randint(1000, 2**29 - 1) << 3 | 0) + _varint(7),
+        "truncated": varint(field_number << 3 | 2) + varint(len(body) + 10) + body,
+        "huge-length": varint(field_number << 3 | 2) + varint(2**63) + b"x",
+        "wrong-wire-type": varint(1 << 3 | 5) + b"\xff" * 4 + varint(2 << 3 | 1) + b"\xff" * 8,
+        "bad-varint": varint(field_number << 3 | 0) + b"\xff" * 11,
+        "unknown-field": varint(rng.randint(1000, 2**29 - 1) << 3 | 0) + varint(7),
     }
 
 

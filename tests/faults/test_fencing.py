@@ -15,7 +15,7 @@ from quire_client.cluster import LocalCluster
 from tests.faults.history import History
 from tests.faults.lab import fault_cluster
 from tests.faults.report import Scenario
-from tests.faults.scenarios import PASSWORD, N, client_for, direct_add_accepted, finish, new_ledger, writers
+from tests.faults.scenarios import PASSWORD, N, client_for, finish, new_ledger, stale_adds_accepted, writers
 
 pytestmark = [pytest.mark.e2e, pytest.mark.faults]
 
@@ -178,14 +178,7 @@ def test_fen8_fence_survives_bookie_restarts(cluster: LocalCluster, scenario: Sc
         # A stale writer's add counts as accepted only if Qa members of its
         # write set take it; fencing may legitimately skip one bookie (the
         # coverage rule), so single-bookie acceptances are reported apart.
-        accepted_writes = 0
-        single_bookie_acceptances = 0
-        for offset in range(len(ensemble)):
-            entry_id = writer.acked + 1000 + offset
-            write_set = [ensemble[(entry_id + i) % len(ensemble)] for i in range(2)]
-            taken = sum(direct_add_accepted(b, ledger, entry_id) for b in write_set)
-            single_bookie_acceptances += taken
-            accepted_writes += int(taken >= 2)
+        accepted_writes, single_bookie_acceptances = stale_adds_accepted(ensemble, ledger, writer.acked + 1000)
         scenario.figures["stale_writes_accepted_after_restart"] = accepted_writes
         scenario.figures["single_bookie_stale_acceptances"] = single_bookie_acceptances
         finish(scenario, client, history, [ledger])

@@ -25,12 +25,12 @@ from tests.faults.scenarios import (
     PASSWORD,
     N,
     client_for,
-    direct_add_accepted,
     finish,
     latency_figures,
     metric_sum,
     new_ledger,
     scrape,
+    stale_adds_accepted,
     writers,
 )
 from tests.faults.workload import Writer
@@ -358,13 +358,7 @@ def test_net4_bookie_reaches_the_gateway_not_the_registry(lab: Lab, scenario: Sc
         # as accepted only if Qa members take it. The isolated bookie is unregistered, so the
         # gateway cannot resolve it and recovery goes on without it (the coverage rule): it is
         # not fenced and takes single adds, reported apart (as in FEN-8).
-        accepted, single = 0, 0
-        for offset in range(len(ensemble)):
-            entry_id = closed.last_entry_id + 1 + offset
-            write_set = [ensemble[(entry_id + i) % len(ensemble)] for i in range(2)]
-            taken = sum(direct_add_accepted(b, ledger, entry_id) for b in write_set)
-            single += taken
-            accepted += int(taken >= 2)
+        accepted, single = stale_adds_accepted(ensemble, ledger, closed.last_entry_id + 1)
         scenario.figures["fenced_ledger_writes_accepted"] = accepted
         scenario.figures["single_bookie_stale_acceptances"] = single
         lab.net.heal()

@@ -25,6 +25,17 @@ class Method:
     request_type: type
 
 
+def varint(value: int) -> bytes:
+    """Protobuf's base-128 varint encoding (to build raw, broken messages)."""
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        out.append(byte | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
 def all_methods() -> list[Method]:
     methods = []
     for service, module in (

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from quire_client.cluster import LocalCluster, grpc_serving
 from tests.e2e.conftest import running_cluster
-from tests.fuzz.rpc import Method, all_methods, call_raw, check
+from tests.fuzz.rpc import Method, all_methods, call_raw, check, varint
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 METHODS = all_methods()
@@ -36,16 +36,6 @@ def target(cluster: LocalCluster, method: Method) -> str:
     if method.service == "placement":
         return cluster.placement_target
     return cluster.bookie_id("bookie-1")
-
-
-def varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        out.append(byte | (0x80 if value else 0))
-        if not value:
-            return bytes(out)
 
 
 @st.composite
