@@ -373,11 +373,9 @@ class WriteHandle:
                     replacements: dict[str, str] = {}
                     ensemble = list(self.ensemble)
                     for bookie in gone:
-                        self._replaced.add(bookie)
-                        replacements[bookie] = await self.remote.replace_bookie(
-                            self.metadata, ensemble, bookie, sorted(self._replaced | set(replacements.values()))
-                        )
+                        replacements[bookie] = await self._replacement(ensemble, bookie, set(gone))
                         ensemble = [replacements[bookie] if b == bookie else b for b in ensemble]
+                    self._replaced.update(gone)
                     first_entry_id = self.last_add_confirmed + 1
                     await self._record_ensemble(first_entry_id, ensemble)
                 self._set_ensemble(ensemble)
@@ -410,6 +408,26 @@ class WriteHandle:
             finally:
                 self._stable.set()
         self._advance()
+
+    async def _replacement(self, ensemble: list[str], failed: str, failing: set[str]) -> str:
+        """A bookie to take `failed`'s place in `ensemble`, never one of
+        `failing` (this change's failed bookies). Bookies replaced earlier in
+        this handle are avoided while others are left, but taken back when
+        nothing else is: a bookie that timed out once under load, or that has
+        restarted since, beats failing the writer."""
+        earlier = self._replaced - failing
+        try:
+            return await self.remote.replace_bookie(self.metadata, ensemble, failed, sorted(failing | earlier))
+        except Unavailable as exc:
+            if not earlier or exc.reason != Reason.NOT_ENOUGH_BOOKIES:
+                raise
+        log.info(
+            "ledger %s: no bookie to replace %s but ones replaced earlier (%s); considering those again",
+            self.ledger_id,
+            failed,
+            ", ".join(sorted(earlier)),
+        )
+        return await self.remote.replace_bookie(self.metadata, ensemble, failed, sorted(failing))
 
     async def _record_ensemble(self, first_entry_id: int, ensemble: list[str]) -> None:
         def change(updated: common_pb2.LedgerMetadata) -> None:

@@ -22,7 +22,7 @@ from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
 from quire.common.v1 import common_pb2
 from quire.placement.v1 import placement_pb2, placement_pb2_grpc
 from quire.registry.v1 import registry_pb2, registry_pb2_grpc
-from quire_common.bookies import BookieDirectory
+from quire_common.bookies import BookieChannels, BookieDirectory
 from quire_common.channels import call, open_channel
 from quire_common.errors import NotFound, Reason, Unavailable
 from quire_common.ids import LedgerId, ledger_id_to_proto
@@ -121,7 +121,7 @@ class Remote:
         self.placement = placement_pb2_grpc.PlacementServiceStub(self._placement_channel)
         self.timeout = rpc_timeout_seconds
         self.bookies = bookies
-        self._bookie_channels: dict[str, grpc.aio.Channel] = {}
+        self._bookie_channels = BookieChannels(bookies)
 
     def start_health_checks(self, interval_seconds: float) -> None:
         """Check the registry's and placement's health every `interval_seconds` (0: never)."""
@@ -138,8 +138,7 @@ class Remote:
         await self.placement_health.stop()
         await self._registry_channel.close()
         await self._placement_channel.close()
-        for channel in self._bookie_channels.values():
-            await channel.close()
+        await self._bookie_channels.close()
 
     # -- registry ----------------------------------------------------------------
 
@@ -249,16 +248,9 @@ class Remote:
 
     async def _bookie(self, bookie_id: str) -> bookie_pb2_grpc.BookieServiceStub:
         try:
-            target = await self.bookies.resolve(bookie_id)
+            return await self._bookie_channels.stub(bookie_id)
         except NotFound as exc:
             raise Unavailable(f"bookie {bookie_id} cannot be reached: {exc}", Reason.BOOKIE_UNAVAILABLE) from None
-        channel = self._bookie_channels.get(target)
-        if channel is None:
-            channel = self._bookie_channels[target] = open_channel(target)
-        return bookie_pb2_grpc.BookieServiceStub(channel)
-
-    def _forget(self, bookie_id: str) -> None:
-        self.bookies.invalidate(bookie_id)
 
     async def _bookie_call(  # type: ignore[no-untyped-def]
         self, bookie_id: str, method: str, request, what: str, timeout_seconds: float | None = None
@@ -270,7 +262,7 @@ class Remote:
                 f"{what} on bookie {bookie_id}",
             )
         except Unavailable:
-            self._forget(bookie_id)
+            self._bookie_channels.failed(bookie_id)
             raise
 
     async def add_entries(

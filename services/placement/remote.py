@@ -4,11 +4,9 @@ registry keeps."""
 
 from __future__ import annotations
 
-import grpc
-
-from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
+from quire.bookie.v1 import bookie_pb2
 from quire.registry.v1 import registry_pb2, registry_pb2_grpc
-from quire_common.bookies import BookieDirectory
+from quire_common.bookies import BookieChannels, BookieDirectory
 from quire_common.channels import call, open_channel
 
 
@@ -16,28 +14,22 @@ class BookieInfoClient:
     """quire_placement.tracker.BookieInfoSource over gRPC."""
 
     def __init__(self, directory: BookieDirectory) -> None:
-        self._directory = directory
-        self._channels: dict[str, grpc.aio.Channel] = {}
+        self._channels = BookieChannels(directory)
 
     async def disk(self, bookie_id: str, timeout_seconds: float) -> tuple[int, int]:
-        address = await self._directory.resolve(bookie_id)
-        channel = self._channels.get(address)
-        if channel is None:
-            channel = self._channels[address] = open_channel(address)
-        stub = bookie_pb2_grpc.BookieServiceStub(channel)
+        stub = await self._channels.stub(bookie_id)
         try:
             response = await call(
                 stub.GetBookieInfo(bookie_pb2.GetBookieInfoRequest(), timeout=timeout_seconds),
                 f"reading the info of bookie {bookie_id}",
             )
         except Exception:
-            self._directory.invalidate(bookie_id)
+            self._channels.failed(bookie_id)
             raise
         return int(response.free_disk_bytes), int(response.total_disk_bytes)
 
     async def close(self) -> None:
-        for channel in self._channels.values():
-            await channel.close()
+        await self._channels.close()
 
 
 class RegistryLoadFactors:

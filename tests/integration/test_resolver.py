@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import asyncio
 
+import grpc
 import pytest
 
+from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
 from quire.common.v1 import common_pb2
-from quire_common.bookies import BookieDirectory
+from quire_client.cluster import free_port
+from quire_common.bookies import BookieChannels, BookieDirectory
 from quire_common.errors import InvalidArgument, NotFound
 
 pytestmark = pytest.mark.integration
@@ -105,3 +108,42 @@ async def test_disabled_resolver_parses_host_port_only(registry_server):
             await legacy.resolve("bad id")
     finally:
         await legacy.close()
+
+
+class _AnsweringBookie(bookie_pb2_grpc.BookieServiceServicer):
+    async def GetBookieInfo(self, request, context):  # type: ignore[no-untyped-def]
+        return bookie_pb2.GetBookieInfoResponse(free_disk_bytes=1, total_disk_bytes=2)
+
+
+async def test_a_bookie_that_registers_again_is_reached_at_once(registry_server, directory):
+    """While a bookie is down, calls to it fail and gRPC's reconnect backoff
+    grows (to 2 s); its next registration must make calls reach the new
+    process at once."""
+    registry, _ = registry_server
+    channels = BookieChannels(directory)
+    port = free_port()
+    registration = await registry.register_bookie("bookie-back", False, rpc_at("127.0.0.1", port), 5)
+    await eventually(lambda: "bookie-back" in directory.view.records)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 3
+    while loop.time() < deadline:  # nothing listens: every call fails and the backoff grows
+        with pytest.raises(grpc.aio.AioRpcError):
+            stub = await channels.stub("bookie-back")
+            await stub.GetBookieInfo(bookie_pb2.GetBookieInfoRequest(), timeout=0.5)
+        await asyncio.sleep(0.05)
+    await registry.unregister_bookie(registration)
+    await eventually(lambda: "bookie-back" not in directory.view.records)
+
+    server = grpc.aio.server()
+    bookie_pb2_grpc.add_BookieServiceServicer_to_server(_AnsweringBookie(), server)
+    server.add_insecure_port(f"127.0.0.1:{port}")
+    await server.start()
+    try:
+        await registry.register_bookie("bookie-back", False, rpc_at("127.0.0.1", port), 5)
+        await eventually(lambda: "bookie-back" in directory.view.records)
+        stub = await channels.stub("bookie-back")
+        response = await stub.GetBookieInfo(bookie_pb2.GetBookieInfoRequest(), timeout=0.5)
+        assert response.total_disk_bytes == 2
+    finally:
+        await channels.close()
+        await server.stop(None)

@@ -98,6 +98,33 @@ async def test_no_bookie_left_fails_unavailable_naming_the_counts():
     assert "needs 1" in caught.value.message and "0 are available" in caught.value.message
 
 
+async def test_a_bookie_replaced_earlier_is_avoided_while_another_is_left():
+    remote = FakeRemote(["a", "b", "c"], spare=["d", "e"])
+    handle = handle_on(remote, ["a", "b", "c"])
+    remote.bookies["b"].down = True
+    await write(handle, [b"x%d" % i for i in range(3)])
+    remote.bookies["b"].down = False  # back, but it failed once
+    remote.bookies["d"].down = True
+    await write(handle, [b"y%d" % i for i in range(3)])
+    assert remote.metadata is not None
+    assert list(remote.metadata.ensembles[-1].bookie_ids) == ["a", "e", "c"]
+
+
+async def test_a_bookie_replaced_earlier_is_taken_back_when_nothing_else_is_left():
+    # Four bookies, E = 3: b times out once and d replaces it; then d fails
+    # too, and b (healthy again) is the only bookie outside the ensemble.
+    remote = FakeRemote(["a", "b", "c"], spare=["d"])
+    handle = handle_on(remote, ["a", "b", "c"])
+    remote.bookies["b"].down = True
+    await write(handle, [b"x%d" % i for i in range(3)])
+    remote.bookies["b"].down = False
+    remote.bookies["d"].down = True
+    assert await write(handle, [b"y%d" % i for i in range(3)]) == [3, 4, 5]
+    assert remote.metadata is not None
+    assert [list(e.bookie_ids) for e in remote.metadata.ensembles][-1] == ["a", "b", "c"]
+    assert handle.ensemble_changes == 2
+
+
 async def test_in_flight_bytes_are_bounded():
     remote = FakeRemote(["a", "b"])
     remote.metadata = new_metadata(LEDGER, ["a", "b"], 2, 2)

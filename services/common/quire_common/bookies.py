@@ -19,6 +19,9 @@ import logging
 import random
 from collections.abc import Callable
 
+import grpc
+
+from quire.bookie.v1 import bookie_pb2_grpc
 from quire.common.v1 import common_pb2
 from quire.registry.v1 import registry_pb2, registry_pb2_grpc
 from quire_common.channels import call, open_channel
@@ -166,6 +169,7 @@ class BookieDirectory:
         self._addresses: dict[str, str] = {}
         self._task: asyncio.Task[None] | None = None
         self._listeners: list[Callable[[], None]] = []
+        self._join_listeners: list[Callable[[str, str], None]] = []
         self._synced = asyncio.Event()  # a first whole snapshot arrived: the registry answers
 
     async def wait_synced(self) -> None:
@@ -177,6 +181,11 @@ class BookieDirectory:
         """Call `listener` after every membership event (a join, leave,
         change or fresh snapshot)."""
         self._listeners.append(listener)
+
+    def on_joined(self, listener: Callable[[str, str], None]) -> None:
+        """Call `listener(bookie_id, address)` when a bookie registers (a new
+        bookie, or one that restarted)."""
+        self._join_listeners.append(listener)
 
     def start(self) -> None:
         if self._task is None:
@@ -215,6 +224,18 @@ class BookieDirectory:
             self._addresses.pop(bookie_id, None)
         elif bookie_id:
             self._addresses.pop(bookie_id, None)  # resolved again from the new record on next use
+            if event.type == registry_pb2.BOOKIE_EVENT_TYPE_JOINED and self._join_listeners:
+                try:
+                    address = self._address_of(bookie_id, event.record)
+                except NotFound:
+                    return
+                for listener in self._join_listeners:
+                    listener(bookie_id, address)
+
+    def _address_of(self, bookie_id: str, record: registry_pb2.BookieRecord) -> str:
+        if not self.resolver_enabled:
+            return legacy_address(bookie_id)
+        return bookie_rpc_address(bookie_id, record.service_info)
 
     async def resolve(self, bookie_id: str) -> str:
         """`host:port` of the bookie's bookie-rpc endpoint. NOT_FOUND when the
@@ -227,7 +248,7 @@ class BookieDirectory:
         record = self.view.records.get(bookie_id) if self.view.complete else None
         if record is None:
             record = await self._fetch(bookie_id)
-        address = bookie_rpc_address(bookie_id, record.service_info)
+        address = self._address_of(bookie_id, record)
         self._addresses[bookie_id] = address
         return address
 
@@ -263,3 +284,60 @@ class BookieDirectory:
 
     async def writable(self) -> list[str]:
         return [r.bookie_id for r in await self.records(registry_pb2.BOOKIE_STATE_WRITABLE)]
+
+
+# How long a replaced channel stays open for calls already started on it.
+RETIRED_CHANNEL_GRACE_SECONDS = 60.0
+
+
+class BookieChannels:
+    """One channel per bookie address, found through a BookieDirectory.
+
+    A channel whose peer died keeps failing calls at once until gRPC's next
+    reconnect attempt, which backs off after every failure. When the bookie
+    registers again (it restarted), a channel that is not connected is
+    replaced by a fresh one, so the new process is reachable the moment the
+    registry lists it rather than up to one backoff later. The old channel is
+    closed after a grace period, not at once, so that calls other ledgers
+    started on it end on their own terms."""
+
+    def __init__(self, directory: BookieDirectory) -> None:
+        self.directory = directory
+        self._channels: dict[str, grpc.aio.Channel] = {}
+        self._retired: set[grpc.aio.Channel] = set()
+        self._closing: set[asyncio.Task[None]] = set()
+        directory.on_joined(self._joined)
+
+    async def stub(self, bookie_id: str) -> bookie_pb2_grpc.BookieServiceStub:
+        """A stub for the bookie; NOT_FOUND when it cannot be resolved."""
+        address = await self.directory.resolve(bookie_id)
+        channel = self._channels.get(address)
+        if channel is None:
+            channel = self._channels[address] = open_channel(address)
+        return bookie_pb2_grpc.BookieServiceStub(channel)
+
+    def failed(self, bookie_id: str) -> None:
+        """A call to the bookie failed: resolve its address again next time (it may have moved)."""
+        self.directory.invalidate(bookie_id)
+
+    def _joined(self, bookie_id: str, address: str) -> None:
+        channel = self._channels.get(address)
+        if channel is None or channel.get_state() == grpc.ChannelConnectivity.READY:
+            return
+        log.info("bookie %s registered again; opening a fresh channel to %s", bookie_id, address)
+        del self._channels[address]
+        self._retired.add(channel)
+        asyncio.get_running_loop().call_later(RETIRED_CHANNEL_GRACE_SECONDS, self._close_retired, channel)
+
+    def _close_retired(self, channel: grpc.aio.Channel) -> None:
+        if channel in self._retired:
+            self._retired.discard(channel)
+            task = asyncio.create_task(channel.close())
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
+
+    async def close(self) -> None:
+        for channel in [*self._channels.values(), *self._retired]:
+            await channel.close()
+        self._channels.clear()
+        self._retired.clear()

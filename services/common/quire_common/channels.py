@@ -24,6 +24,9 @@ CHANNEL_OPTIONS = [
     # Reconnect quickly after a peer restarts instead of backing off for minutes.
     ("grpc.initial_reconnect_backoff_ms", 200),
     ("grpc.max_reconnect_backoff_ms", 2000),
+    # Each channel its own connections: with gRPC's process-wide pool a channel
+    # opened to replace a failing one would inherit its reconnect backoff.
+    ("grpc.use_local_subchannel_pool", 1),
 ]
 
 
