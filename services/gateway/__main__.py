@@ -43,6 +43,9 @@ async def main() -> None:
         add_timeout_seconds=env_float("QUIRE_GATEWAY_ADD_TIMEOUT_SECONDS", 5.0, minimum=0.1),
         max_calls_per_bookie=env_int("QUIRE_GATEWAY_MAX_CALLS_PER_BOOKIE", 2, minimum=1),
         delay_ensemble_change=env_bool("QUIRE_GATEWAY_DELAY_ENSEMBLE_CHANGE", False),
+        bookie_quarantine_seconds=env_float(
+            "QUIRE_GATEWAY_BOOKIE_QUARANTINE_SECONDS", WriteSettings.bookie_quarantine_seconds, minimum=0.0
+        ),
         max_entry_bytes=env_int(
             "QUIRE_GATEWAY_MAX_ENTRY_BYTES",
             WriteSettings.max_entry_bytes,
@@ -65,6 +68,7 @@ async def main() -> None:
     remote = Remote(registry_target, placement_target, bookies)
     remote.start_health_checks(env_float("QUIRE_GATEWAY_DEPENDENCY_CHECK_SECONDS", 1.0, minimum=0.0))
     manager = LedgerManager(remote, settings, recovery, reads)
+    bookies.on_joined(lambda bookie_id, _address: manager.quarantine.lift(bookie_id, "it registered again"))
     blobs = BlobStore(
         manager,
         BlobSettings(

@@ -33,7 +33,7 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +53,7 @@ from quire_common.ids import LedgerId
 from quire_common.replication import add_marker
 from quire_common.telemetry import batch_span, current_span_context, tracer
 from quire_gateway import metrics
+from quire_gateway.quarantine import Quarantine, choose_avoiding
 from quire_gateway.quorums import write_set
 from quire_gateway.remote import Remote
 
@@ -92,6 +93,8 @@ class WriteSettings:
     max_call_bytes: int = 4 * 1024 * 1024
     # Keep writing without a failed bookie while every write set still has A live members.
     delay_ensemble_change: bool = False
+    # How long a replaced bookie is avoided by this gateway's new ensembles and replacements.
+    bookie_quarantine_seconds: float = 300.0
 
 
 def replaceable(error: QuireError) -> bool:
@@ -117,8 +120,10 @@ class WriteHandle:
         metadata: common_pb2.LedgerMetadata,
         version: int,
         settings: WriteSettings,
+        quarantine: Quarantine | None = None,
     ) -> None:
         self.remote = remote
+        self.quarantine = quarantine or Quarantine(0.0)  # shared by the gateway's handles
         self.ledger_id = ledger_id
         self.metadata = metadata
         self.version = version
@@ -299,6 +304,7 @@ class WriteHandle:
             except QuireError as exc:
                 self._bookie_failed(bookie_id, exc)
                 return
+        self.quarantine.lift(bookie_id, "it stored entries again")
         for entry_id, _ in entries:
             pending = self._pending.get(entry_id)
             # An ack from a bookie replaced meanwhile does not count.
@@ -346,6 +352,7 @@ class WriteHandle:
             try:
                 await self._update_metadata(lambda updated: add_marker(updated, failed, first, None))
                 self._delayed.add(failed)
+                self.quarantine.add(failed)
                 self._outbox.pop(failed, None)
                 metrics.delayed_ensemble_changes.add(1)
                 log.info("ledger %s: bookie %s left out from entry %d, ensemble kept", self.ledger_id, failed, first)
@@ -376,6 +383,8 @@ class WriteHandle:
                         replacements[bookie] = await self._replacement(ensemble, bookie, set(gone))
                         ensemble = [replacements[bookie] if b == bookie else b for b in ensemble]
                     self._replaced.update(gone)
+                    for bookie in gone:
+                        self.quarantine.add(bookie)
                     first_entry_id = self.last_add_confirmed + 1
                     await self._record_ensemble(first_entry_id, ensemble)
                 self._set_ensemble(ensemble)
@@ -412,22 +421,14 @@ class WriteHandle:
     async def _replacement(self, ensemble: list[str], failed: str, failing: set[str]) -> str:
         """A bookie to take `failed`'s place in `ensemble`, never one of
         `failing` (this change's failed bookies). Bookies replaced earlier in
-        this handle are avoided while others are left, but taken back when
-        nothing else is: a bookie that timed out once under load, or that has
-        restarted since, beats failing the writer."""
-        earlier = self._replaced - failing
-        try:
-            return await self.remote.replace_bookie(self.metadata, ensemble, failed, sorted(failing | earlier))
-        except Unavailable as exc:
-            if not earlier or exc.reason != Reason.NOT_ENOUGH_BOOKIES:
-                raise
-        log.info(
-            "ledger %s: no bookie to replace %s but ones replaced earlier (%s); considering those again",
-            self.ledger_id,
-            failed,
-            ", ".join(sorted(earlier)),
-        )
-        return await self.remote.replace_bookie(self.metadata, ensemble, failed, sorted(failing))
+        this handle, or quarantined by any, are avoided while others are left
+        (quarantine.py)."""
+
+        def choose(exclude: list[str]) -> Awaitable[str]:
+            return self.remote.replace_bookie(self.metadata, ensemble, failed, exclude)
+
+        avoid = self._replaced | self.quarantine.members()
+        return await choose_avoiding(avoid, choose, f"ledger {self.ledger_id}: replacing {failed}", failing)
 
     async def _record_ensemble(self, first_entry_id: int, ensemble: list[str]) -> None:
         def change(updated: common_pb2.LedgerMetadata) -> None:

@@ -7,7 +7,7 @@ import asyncio
 import hmac
 import logging
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
 
 from google.protobuf import timestamp_pb2
@@ -31,6 +31,7 @@ from quire_common.replication import add_marker
 from quire_common.telemetry import tracer
 from quire_gateway import metrics
 from quire_gateway.handle import WriteHandle, WriteSettings
+from quire_gateway.quarantine import Quarantine, choose_avoiding
 from quire_gateway.reads import EntryReader, ReadEntry, ReadSettings
 from quire_gateway.recovery import Recovery, RecoverySettings, read_last_add_confirmed
 from quire_gateway.remote import Remote
@@ -94,6 +95,7 @@ class LedgerManager:
         self.recovery_settings = recovery_settings or RecoverySettings()
         self.read_settings = read_settings or ReadSettings()
         self.handles: dict[LedgerId, WriteHandle] = {}
+        self.quarantine = Quarantine(self.settings.bookie_quarantine_seconds)
         # LACs readers learned from the bookies, per ledger not written here (LRU-bounded).
         self._reader_lacs: OrderedDict[tuple[LedgerId, int, int], int] = OrderedDict()
         self._background: set[asyncio.Task[None]] = set()
@@ -106,9 +108,12 @@ class LedgerManager:
         digest_type = spec.digest_type or DigestType.CRC32C
         if digest_type not in DigestType.__members__.values():
             raise InvalidArgument(f"unknown digest type {digest_type}")
-        bookies = await self.remote.new_ensemble(
-            ensemble_size, write_quorum, ack_quorum, dict(spec.custom_metadata or {})
-        )
+        custom_metadata = dict(spec.custom_metadata or {})
+
+        def choose(exclude: list[str]) -> Awaitable[list[str]]:
+            return self.remote.new_ensemble(ensemble_size, write_quorum, ack_quorum, custom_metadata, exclude)
+
+        bookies = await choose_avoiding(self.quarantine.members(), choose, "choosing an ensemble")
         created = timestamp_pb2.Timestamp()
         created.GetCurrentTime()
         metadata = common_pb2.LedgerMetadata(
@@ -134,7 +139,7 @@ class LedgerManager:
             request.legacy = True
         stored, version = await self.remote.create_ledger_metadata(request)
         ledger_id = LedgerId(stored.ledger_id.scope_id, stored.ledger_id.ledger_id)
-        self.handles[ledger_id] = WriteHandle(self.remote, ledger_id, stored, version, self.settings)
+        self.handles[ledger_id] = WriteHandle(self.remote, ledger_id, stored, version, self.settings, self.quarantine)
         return public_metadata(stored)
 
     async def metadata(self, ledger_id: LedgerId) -> tuple[common_pb2.LedgerMetadata, int]:

@@ -203,7 +203,12 @@ class Remote:
     # -- placement ---------------------------------------------------------------
 
     async def new_ensemble(
-        self, ensemble_size: int, write_quorum: int, ack_quorum: int, custom_metadata: dict[str, str]
+        self,
+        ensemble_size: int,
+        write_quorum: int,
+        ack_quorum: int,
+        custom_metadata: dict[str, str],
+        exclude: list[str] | None = None,
     ) -> list[str]:
         await self.placement_health.require()
         response = await call(
@@ -212,6 +217,7 @@ class Remote:
                     ensemble_size=ensemble_size,
                     write_quorum_size=write_quorum,
                     ack_quorum_size=ack_quorum,
+                    exclude_bookie_ids=exclude or [],
                     custom_metadata=custom_metadata,
                 ),
                 timeout=self.timeout,

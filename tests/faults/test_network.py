@@ -285,7 +285,8 @@ def test_net2_sender_side_blackhole(lab: Lab, scenario: Scenario) -> None:
 def test_net3_bookie_reaches_the_registry_not_the_gateway(lab: Lab, scenario: Scenario) -> None:
     """Only gateway <-> bookie is cut: the bookie keeps its registration (the registry
     cannot see the partition: documented), so placement may still hand it out; the
-    gateway replaces it in the ledgers it writes, old and new alike."""
+    gateway replaces it in the ledgers it writes and, having quarantined it, leaves it
+    out of the ledgers it creates."""
     victim_id = lab.cluster.bookie_id(lab.cluster.bookie_names[0])
 
     def new_ledgers_while_blocked(client: QuireClient, history: History) -> list[LedgerId]:
@@ -317,6 +318,8 @@ def test_net3_bookie_reaches_the_registry_not_the_gateway(lab: Lab, scenario: Sc
         fault="blackhole route to the gateway (not the registry) in the bookie's namespace",
     )
     assert scenario.figures["registry_lists_victim"], "documented: the registry still lists the bookie"
+    # The gateway quarantined the victim when it replaced it: new ledgers avoid it.
+    assert scenario.figures["new_ledgers_naming_victim"] == 0, scenario.figures
     assert scenario.figures["new_ledgers_still_on_victim"] == 0, scenario.figures
 
 
