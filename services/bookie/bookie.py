@@ -183,15 +183,29 @@ class Bookie:
         self, ledger_id: LedgerId, master_key: bytes, entries: list[tuple[int, bytes]], recovery: bool
     ) -> list[int]:
         """Store a batch of packed entries durably; all or nothing."""
+        await (await self.start_add(ledger_id, master_key, entries, recovery))
+        return [entry_id for entry_id, _ in entries]
+
+    async def start_add(
+        self, ledger_id: LedgerId, master_key: bytes, entries: list[tuple[int, bytes]], recovery: bool
+    ) -> asyncio.Future[None]:
+        """Check an add and queue it for the next synced write; the returned
+        future resolves once the add is durable (or fails with why it was
+        refused). Raises at once for an add that fails its checks."""
         try:
             checked = self._check_add(ledger_id, master_key, entries, recovery)
         except Exception:
             self.counters.rejected_adds += 1
             raise
         started = time.perf_counter()
-        await self._committer.add(ledger_id, master_key, checked, recovery)
-        _add_latency.record((time.perf_counter() - started) * 1000)
-        return [entry_id for entry_id, _ in entries]
+        future = await self._committer.start_add(ledger_id, master_key, checked, recovery)
+
+        def record(done: asyncio.Future[None]) -> None:
+            if not done.cancelled() and done.exception() is None:
+                _add_latency.record((time.perf_counter() - started) * 1000)
+
+        future.add_done_callback(record)
+        return future
 
     def _check_add(
         self, ledger_id: LedgerId, master_key: bytes, entries: list[tuple[int, bytes]], recovery: bool

@@ -184,9 +184,17 @@ class GroupCommitter:
     async def add(
         self, ledger_id: LedgerId, master_key: bytes, entries: list[tuple[int, int, bytes]], recovery: bool
     ) -> None:
+        await (await self.start_add(ledger_id, master_key, entries, recovery))
+
+    async def start_add(
+        self, ledger_id: LedgerId, master_key: bytes, entries: list[tuple[int, int, bytes]], recovery: bool
+    ) -> asyncio.Future[None]:
+        """Queue an add (waiting only for queue space) and return the future
+        that resolves once a synced write covers it, so a caller can queue
+        many adds before the next flush and await them together."""
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         await self._enqueue(AddOp(ledger_id, master_key, entries, recovery, future))
-        await future
+        return future
 
     async def fence(self, ledger_id: LedgerId, master_key: bytes) -> LedgerState:
         future: asyncio.Future[LedgerState] = asyncio.get_running_loop().create_future()

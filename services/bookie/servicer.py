@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 import grpc
 from opentelemetry import trace
 
 from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
+from quire_bookie.add_stream import AddOutcome, AddStreamSession, StreamedAdd
 from quire_bookie.bookie import Bookie
-from quire_common.errors import InvalidArgument
-from quire_common.ids import ledger_id_from_proto
+from quire_common.errors import InvalidArgument, QuireError
+from quire_common.ids import LedgerId, ledger_id_from_proto
 
 
 class BookieServicer(bookie_pb2_grpc.BookieServiceServicer):
@@ -27,6 +30,13 @@ class BookieServicer(bookie_pb2_grpc.BookieServiceServicer):
             span.set_attribute("quire.bytes", sum(len(data) for _, data in entries))
         entry_ids = await self.bookie.add_entries(ledger_id, request.master_key, entries, request.recovery)
         return bookie_pb2.AddEntriesResponse(entry_ids=entry_ids)
+
+    async def AddStream(
+        self, request_iterator: AsyncIterator[bookie_pb2.AddStreamRequest], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[bookie_pb2.AddStreamResponse]:
+        session = AddStreamSession(self.bookie)
+        async for outcomes in session.run(_streamed_adds(request_iterator)):
+            yield bookie_pb2.AddStreamResponse(results=[_add_result(outcome) for outcome in outcomes])
 
     async def ReadEntry(
         self, request: bookie_pb2.ReadEntryRequest, context: grpc.aio.ServicerContext
@@ -112,3 +122,28 @@ class BookieServicer(bookie_pb2_grpc.BookieServiceServicer):
             read_only_reason=info.read_only_reason,
             sync_disabled=info.sync_disabled,
         )
+
+
+async def _streamed_adds(requests: AsyncIterator[bookie_pb2.AddStreamRequest]) -> AsyncIterator[list[StreamedAdd]]:
+    async for request in requests:
+        yield [_streamed_add(add) for add in request.adds]
+
+
+def _streamed_add(add: bookie_pb2.StreamedAdd) -> StreamedAdd:
+    entries = [(entry.entry_id, entry.data) for entry in add.entries]
+    try:
+        ledger_id = ledger_id_from_proto(add.ledger_id)
+    except QuireError as exc:  # fails this add alone, as a unary AddEntries would fail
+        return StreamedAdd(add.add_id, LedgerId(0, 0), add.master_key, entries, add.recovery, refused=exc)
+    return StreamedAdd(add.add_id, ledger_id, add.master_key, entries, add.recovery, traceparent=add.traceparent)
+
+
+def _add_result(outcome: AddOutcome) -> bookie_pb2.AddResult:
+    if outcome.error is None:
+        return bookie_pb2.AddResult(add_id=outcome.add_id)
+    return bookie_pb2.AddResult(
+        add_id=outcome.add_id,
+        code=grpc.StatusCode[outcome.error.code].value[0],
+        reason=outcome.error.reason,
+        message=outcome.error.message,
+    )

@@ -113,6 +113,7 @@ async def main() -> None:
             "dependencies": remote.dependencies(),
             "active_streams": streams.snapshot(),
             "open_write_handles": len(manager.handles),
+            "bookie_add_streams": remote.add_stream_stats(),
             "asyncio_tasks": len(asyncio.all_tasks()),
         },
         streams.prometheus_text,

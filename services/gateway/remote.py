@@ -27,6 +27,7 @@ from quire_common.channels import call, open_channel
 from quire_common.errors import NotFound, Reason, Unavailable
 from quire_common.ids import LedgerId, ledger_id_to_proto
 from quire_common.tasks import cancel_and_wait
+from quire_gateway.bookie_streams import BookieAddStreams
 
 log = logging.getLogger(__name__)
 
@@ -122,12 +123,17 @@ class Remote:
         self.timeout = rpc_timeout_seconds
         self.bookies = bookies
         self._bookie_channels = BookieChannels(bookies)
+        self._add_streams = BookieAddStreams(self._bookie, self._bookie_channels.failed)
 
     def start_health_checks(self, interval_seconds: float) -> None:
         """Check the registry's and placement's health every `interval_seconds` (0: never)."""
         if interval_seconds > 0:
             self.registry_health.start(interval_seconds)
             self.placement_health.start(interval_seconds)
+
+    def add_stream_stats(self) -> dict[str, dict[str, int]]:
+        """Per bookie: messages and adds sent on its AddStream (adds per message shows batching)."""
+        return self._add_streams.stats()
 
     def dependencies(self) -> dict[str, dict[str, Any]]:
         """For the admin /status."""
@@ -138,6 +144,7 @@ class Remote:
         await self.placement_health.stop()
         await self._registry_channel.close()
         await self._placement_channel.close()
+        await self._add_streams.close()
         await self._bookie_channels.close()
 
     # -- registry ----------------------------------------------------------------
@@ -280,13 +287,11 @@ class Remote:
         recovery: bool = False,
         timeout_seconds: float | None = None,
     ) -> None:
-        request = bookie_pb2.AddEntriesRequest(
-            ledger_id=ledger_id_to_proto(ledger_id),
-            master_key=master_key,
-            entries=[bookie_pb2.PackedEntry(entry_id=e, data=d) for e, d in entries],
-            recovery=recovery,
+        """Store entries on one bookie, over this gateway's AddStream to it
+        (bookie_streams.py): durable there once this returns."""
+        await self._add_streams.get(bookie_id).add(
+            ledger_id, master_key, entries, recovery, timeout_seconds or self.timeout
         )
-        await self._bookie_call(bookie_id, "AddEntries", request, f"adding {len(entries)} entries", timeout_seconds)
 
     async def read_entries(
         self, bookie_id: str, ledger_id: LedgerId, entry_ids: list[int], timeout_seconds: float | None = None

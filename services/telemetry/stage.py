@@ -6,8 +6,9 @@ services write them (quire_common.telemetry):
 
 - spans: `{"record": "span", "name", "kind", "status", "service", "instance",
   "start_unix_nano", "end_unix_nano", "attributes": {...}}`. A bookie's add is
-  its SERVER span of `.../BookieService/AddEntries` (attributes `quire.entries`,
-  `quire.bytes`); a group-commit sync is its `bookie.sync` span.
+  its SERVER span of `.../BookieService/AddEntries`, or `bookie.add` for an add
+  on an AddStream (attributes `quire.entries`, `quire.bytes`); a group-commit
+  sync is its `bookie.sync` span.
 - bookie info samples: `{"record": "bookie_info", "instance", "time_unix_nano",
   "free_bytes", "total_bytes"}`.
 
@@ -34,6 +35,7 @@ from quire_telemetry.loadfactor import BookieLoad, load_factors
 log = logging.getLogger(__name__)
 
 ADD_SPAN_SUFFIX = "/quire.bookie.v1.BookieService/AddEntries"
+STREAMED_ADD_SPAN = "bookie.add"  # one per add on an AddStream (quire_bookie.add_stream)
 SYNC_SPAN = "bookie.sync"
 _WINDOW = re.compile(r"^\s*(\d+)\s*(s|m|h)\s*$")
 
@@ -142,14 +144,14 @@ def parse_text(raw):  # type: ignore[no-untyped-def]
 
 
 def adds_of(rows):  # type: ignore[no-untyped-def]
-    """One row per AddEntries call a bookie served."""
+    """One row per add a bookie served: an AddEntries call or an add on an AddStream."""
     from pyspark.sql import functions as F
 
     return rows.where(
         (F.col("record") == "span")
         & (F.col("service") == "bookie")
         & (F.col("kind") == "SERVER")
-        & F.col("name").endswith(ADD_SPAN_SUFFIX)
+        & (F.col("name").endswith(ADD_SPAN_SUFFIX) | (F.col("name") == STREAMED_ADD_SPAN))
         & F.col("instance").isNotNull()
     ).select(
         F.col("instance").alias("bookie_id"),

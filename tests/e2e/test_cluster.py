@@ -166,7 +166,7 @@ def test_trace_context_crosses_every_hop(cluster, client):
         gateway_traces = {s["trace_id"] for s in spans("gateway") if s["name"].endswith("CreateLedger")}
         placement_traces = {s["trace_id"] for s in spans("placement") if s["kind"] == "SERVER"}
         registry_traces = {s["trace_id"] for s in spans("registry") if s["kind"] == "SERVER"}
-        bookie_traces = {s["trace_id"] for s in spans("bookie") if s["name"].endswith("AddEntries")}
+        bookie_traces = {s["trace_id"] for s in spans("bookie") if s["name"] == "bookie.add"}
         append_traces = {s["trace_id"] for s in spans("gateway") if s["name"].endswith("AppendEntries")}
         if gateway_traces & placement_traces & registry_traces and append_traces & bookie_traces:
             return

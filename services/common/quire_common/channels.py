@@ -63,12 +63,18 @@ def error_from_rpc(exc: grpc.aio.AioRpcError, what: str) -> QuireError:
                 info = error_details_pb2.ErrorInfo()
                 if detail.Unpack(info):
                     reason = info.reason
-    error_class = ERROR_CLASSES_BY_CODE.get(code.name)
+    return error_from_status(code.name, reason, exc.details() or "", what)
+
+
+def error_from_status(code_name: str, reason: str | None, message: str, what: str) -> QuireError:
+    """The QuireError for a status code (by name), reason and message, as a
+    failed call or a per-item result on a stream carries them."""
+    error_class = ERROR_CLASSES_BY_CODE.get(code_name)
     if error_class is None or error_class is Unavailable:
         # Transport trouble (or a peer's bug): say which hop failed.
-        return Unavailable(f"{what}: {exc.details() or code.name}", reason or Reason.SERVICE_UNAVAILABLE)
+        return Unavailable(f"{what}: {message or code_name}", reason or Reason.SERVICE_UNAVAILABLE)
     # A deliberate answer from a Quire service: its message already says what is wrong.
-    return error_class(exc.details() or code.name, reason)
+    return error_class(message or code_name, reason)
 
 
 async def call(awaitable: Awaitable[T], what: str) -> T:

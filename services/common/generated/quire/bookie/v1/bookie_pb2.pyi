@@ -33,6 +33,46 @@ class AddEntriesResponse(_message.Message):
     entry_ids: _containers.RepeatedScalarFieldContainer[int]
     def __init__(self, entry_ids: _Optional[_Iterable[int]] = ...) -> None: ...
 
+class AddStreamRequest(_message.Message):
+    __slots__ = ("adds",)
+    ADDS_FIELD_NUMBER: _ClassVar[int]
+    adds: _containers.RepeatedCompositeFieldContainer[StreamedAdd]
+    def __init__(self, adds: _Optional[_Iterable[_Union[StreamedAdd, _Mapping]]] = ...) -> None: ...
+
+class StreamedAdd(_message.Message):
+    __slots__ = ("add_id", "ledger_id", "master_key", "entries", "recovery", "traceparent")
+    ADD_ID_FIELD_NUMBER: _ClassVar[int]
+    LEDGER_ID_FIELD_NUMBER: _ClassVar[int]
+    MASTER_KEY_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    RECOVERY_FIELD_NUMBER: _ClassVar[int]
+    TRACEPARENT_FIELD_NUMBER: _ClassVar[int]
+    add_id: int
+    ledger_id: _common_pb2.LedgerId
+    master_key: bytes
+    entries: _containers.RepeatedCompositeFieldContainer[PackedEntry]
+    recovery: bool
+    traceparent: str
+    def __init__(self, add_id: _Optional[int] = ..., ledger_id: _Optional[_Union[_common_pb2.LedgerId, _Mapping]] = ..., master_key: _Optional[bytes] = ..., entries: _Optional[_Iterable[_Union[PackedEntry, _Mapping]]] = ..., recovery: _Optional[bool] = ..., traceparent: _Optional[str] = ...) -> None: ...
+
+class AddStreamResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[AddResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[AddResult, _Mapping]]] = ...) -> None: ...
+
+class AddResult(_message.Message):
+    __slots__ = ("add_id", "code", "reason", "message")
+    ADD_ID_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    add_id: int
+    code: int
+    reason: str
+    message: str
+    def __init__(self, add_id: _Optional[int] = ..., code: _Optional[int] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+
 class ReadEntryRequest(_message.Message):
     __slots__ = ("ledger_id", "entry_id")
     LEDGER_ID_FIELD_NUMBER: _ClassVar[int]

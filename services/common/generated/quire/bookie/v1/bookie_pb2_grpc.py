@@ -43,6 +43,11 @@ class BookieServiceStub:
                 request_serializer=quire_dot_bookie_dot_v1_dot_bookie__pb2.AddEntriesRequest.SerializeToString,
                 response_deserializer=quire_dot_bookie_dot_v1_dot_bookie__pb2.AddEntriesResponse.FromString,
                 _registered_method=True)
+        self.AddStream = channel.stream_stream(
+                '/quire.bookie.v1.BookieService/AddStream',
+                request_serializer=quire_dot_bookie_dot_v1_dot_bookie__pb2.AddStreamRequest.SerializeToString,
+                response_deserializer=quire_dot_bookie_dot_v1_dot_bookie__pb2.AddStreamResponse.FromString,
+                _registered_method=True)
         self.ReadEntry = channel.unary_unary(
                 '/quire.bookie.v1.BookieService/ReadEntry',
                 request_serializer=quire_dot_bookie_dot_v1_dot_bookie__pb2.ReadEntryRequest.SerializeToString,
@@ -91,6 +96,23 @@ class BookieServiceServicer:
         """AddEntries stores a batch of entries of one ledger. The response comes
         only after a synced write covering every entry of the batch; concurrent
         batches share one synced write (group commit). All or nothing.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AddStream(self, request_iterator, context):
+        """AddStream is the writer's data path: one long-lived stream per (writer,
+        bookie) that carries the adds of every ledger the writer sends to this
+        bookie. Each request message holds whatever the writer had pending, across
+        ledgers; each add is answered by its own AddResult once a synced write
+        covers all of its entries (or with the error that refused it), and results
+        that complete together come back in one response message. The adds of one
+        message usually share one synced write. Adds are checked and stored exactly
+        as by AddEntries; one add failing fails no other. The stream ends only when
+        the writer ends it or the connection breaks; a writer that stops reading
+        results is slowed by flow control, and a bookie whose queue is full stops
+        reading requests until it has room.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -157,6 +179,11 @@ def add_BookieServiceServicer_to_server(servicer, server):
                     servicer.AddEntries,
                     request_deserializer=quire_dot_bookie_dot_v1_dot_bookie__pb2.AddEntriesRequest.FromString,
                     response_serializer=quire_dot_bookie_dot_v1_dot_bookie__pb2.AddEntriesResponse.SerializeToString,
+            ),
+            'AddStream': grpc.stream_stream_rpc_method_handler(
+                    servicer.AddStream,
+                    request_deserializer=quire_dot_bookie_dot_v1_dot_bookie__pb2.AddStreamRequest.FromString,
+                    response_serializer=quire_dot_bookie_dot_v1_dot_bookie__pb2.AddStreamResponse.SerializeToString,
             ),
             'ReadEntry': grpc.unary_unary_rpc_method_handler(
                     servicer.ReadEntry,
@@ -225,6 +252,33 @@ class BookieService:
             '/quire.bookie.v1.BookieService/AddEntries',
             quire_dot_bookie_dot_v1_dot_bookie__pb2.AddEntriesRequest.SerializeToString,
             quire_dot_bookie_dot_v1_dot_bookie__pb2.AddEntriesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AddStream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/quire.bookie.v1.BookieService/AddStream',
+            quire_dot_bookie_dot_v1_dot_bookie__pb2.AddStreamRequest.SerializeToString,
+            quire_dot_bookie_dot_v1_dot_bookie__pb2.AddStreamResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,136 @@
+"""One writer's AddStream: adds of many ledgers arrive in messages, each is
+checked and queued for group commit as soon as it arrives, and results go back
+in batches as they complete. No grpc here: the servicer turns messages into
+StreamedAdds and AddOutcomes into messages.
+
+Why a stream: with one unary AddEntries call per entry, a writer that has one
+entry in flight per ledger pays a whole RPC (a call object, metadata, an
+interceptor chain, a task) per entry per bookie. On the stream, everything the
+writer has pending for this bookie arrives in one message, every add in it is
+queued before the next flush, and the acks of one flush leave in one message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+from quire_bookie.bookie import Bookie
+from quire_common.errors import QuireError
+from quire_common.ids import LedgerId
+from quire_common.telemetry import tracer, tracing_enabled
+
+_tracer = tracer(__name__)
+# One span per streamed add when tracing is on: what the telemetry stage reads
+# a bookie's add load and latency from (as from AddEntries' server spans).
+ADD_SPAN = "bookie.add"
+_PROPAGATOR = TraceContextTextMapPropagator()
+
+
+@dataclass(frozen=True, slots=True)
+class StreamedAdd:
+    add_id: int
+    ledger_id: LedgerId
+    master_key: bytes
+    entries: list[tuple[int, bytes]]
+    recovery: bool
+    refused: QuireError | None = None  # found invalid while decoding: answered with this, not stored
+    traceparent: str = ""  # the writer's span, when it traces
+
+
+@dataclass(frozen=True, slots=True)
+class AddOutcome:
+    add_id: int
+    error: QuireError | None = None  # None: every entry of the add is durable
+
+
+class AddStreamSession:
+    """Runs one AddStream. Adds are queued in arrival order (so one ledger's
+    adds keep their order); an add refused by its checks or by the ledger's
+    state fails alone. When the committer's queue is full, the session stops
+    taking messages until it has room, so a writer faster than the disk is
+    held back by the stream's flow control rather than by memory here."""
+
+    def __init__(self, bookie: Bookie) -> None:
+        self.bookie = bookie
+        self._completed: list[AddOutcome] = []
+        self._wake = asyncio.Event()
+        self._unanswered = 0
+        self._requests_done = False
+        self._request_error: BaseException | None = None
+        self._traced = tracing_enabled()
+
+    @staticmethod
+    def _trace(add: StreamedAdd, future: asyncio.Future[None]) -> None:
+        parent = _PROPAGATOR.extract({"traceparent": add.traceparent}) if add.traceparent else None
+        span = _tracer.start_span(
+            ADD_SPAN,
+            context=parent,
+            kind=SpanKind.SERVER,
+            attributes={
+                "quire.ledger": str(add.ledger_id),
+                "quire.entries": len(add.entries),
+                "quire.bytes": sum(len(data) for _, data in add.entries),
+            },
+        )
+
+        def end(done: asyncio.Future[None]) -> None:
+            if done.cancelled() or done.exception() is not None:
+                span.set_status(Status(StatusCode.ERROR))
+            span.end()
+
+        future.add_done_callback(end)
+
+    def _settle(self, add_id: int, future: asyncio.Future[None]) -> None:
+        error = None if future.cancelled() else future.exception()
+        if future.cancelled():
+            error = QuireError("the add was cancelled")
+        elif error is not None and not isinstance(error, QuireError):
+            error = QuireError(f"the add failed: {error!r}")
+        self._unanswered -= 1
+        self._completed.append(AddOutcome(add_id, error))  # type: ignore[arg-type]
+        self._wake.set()
+
+    async def _take(self, messages: AsyncIterator[list[StreamedAdd]]) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            async for adds in messages:
+                for add in adds:
+                    self._unanswered += 1
+                    try:
+                        if add.refused is not None:
+                            raise add.refused
+                        future = await self.bookie.start_add(add.ledger_id, add.master_key, add.entries, add.recovery)
+                    except QuireError as exc:
+                        future = loop.create_future()
+                        future.set_exception(exc)
+                    future.add_done_callback(lambda done, add_id=add.add_id: self._settle(add_id, done))
+                    if self._traced:
+                        self._trace(add, future)
+        except BaseException as exc:  # the stream broke or a message was malformed: end it
+            self._request_error = exc
+        finally:
+            self._requests_done = True
+            self._wake.set()
+
+    async def run(self, messages: AsyncIterator[list[StreamedAdd]]) -> AsyncIterator[list[AddOutcome]]:
+        """Outcomes, batched as they complete, until the writer ends its side
+        and every add it sent is answered."""
+        taker = asyncio.create_task(self._take(messages))
+        try:
+            while True:
+                await self._wake.wait()
+                self._wake.clear()
+                if self._completed:
+                    completed, self._completed = self._completed, []
+                    yield completed
+                if self._requests_done and not self._unanswered and not self._completed:
+                    if self._request_error is not None and not isinstance(self._request_error, asyncio.CancelledError):
+                        raise self._request_error
+                    return
+        finally:
+            taker.cancel()

@@ -1,0 +1,304 @@
+"""The gateway's add path to bookies: one long-lived AddStream per bookie,
+shared by every ledger this gateway writes (bookie.proto, AddStream).
+
+`BookieAddStream.add` queues an add and waits for its result. A sender task
+puts everything queued for the bookie into one message (up to a byte bound),
+so sixteen ledgers with one entry each in flight cost one message, not sixteen
+calls; a receiver task resolves the adds the bookie answers, many per message.
+
+Bounds: adds not yet answered may hold at most `max_unanswered_bytes` of
+entries per bookie; past it `add` waits for room, so a slow or hung bookie
+slows its writers instead of growing this gateway's memory. Each add has a
+deadline like a unary call's: past it the add fails UNAVAILABLE (the handle
+then retries or replaces the bookie) and a late answer is ignored. A stream
+that breaks fails every add waiting on it UNAVAILABLE; the next add opens a
+new one (on a fresh channel if the bookie registered again meanwhile).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+import grpc
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
+from quire_common.channels import error_from_rpc, error_from_status
+from quire_common.errors import QuireError, Reason, Unavailable
+from quire_common.ids import LedgerId, ledger_id_to_proto
+from quire_common.telemetry import tracing_enabled
+
+log = logging.getLogger(__name__)
+
+_OK = grpc.StatusCode.OK.value[0]
+_CODE_NAMES = {status.value[0]: status.name for status in grpc.StatusCode}
+
+
+_PROPAGATOR = TraceContextTextMapPropagator()
+
+
+def _traceparent() -> str:
+    """The current span's W3C traceparent, carried per add as a unary call
+    carries it in its metadata."""
+    carrier: dict[str, str] = {}
+    _PROPAGATOR.inject(carrier)
+    return carrier.get("traceparent", "")
+
+
+@dataclass(eq=False, slots=True)
+class _Add:
+    add_id: int
+    message: bookie_pb2.StreamedAdd
+    size: int
+    future: asyncio.Future[None]
+    timer: asyncio.TimerHandle | None = field(default=None)
+
+
+class BookieAddStream:
+    def __init__(
+        self,
+        bookie_id: str,
+        open_stub: Callable[[], Awaitable[bookie_pb2_grpc.BookieServiceStub]],
+        on_broken: Callable[[], None],
+        *,
+        max_message_bytes: int = 4 * 1024 * 1024,
+        max_unanswered_bytes: int = 64 * 1024 * 1024,
+    ) -> None:
+        self.bookie_id = bookie_id
+        self._open_stub = open_stub
+        self._on_broken = on_broken
+        self._max_message_bytes = max_message_bytes
+        self._max_unanswered_bytes = max_unanswered_bytes
+        self._ids = itertools.count(1)
+        self._outgoing: deque[_Add] = deque()
+        self._unanswered: dict[int, _Add] = {}
+        self._unanswered_bytes = 0
+        self._room = asyncio.Event()
+        self._room.set()
+        self._has_outgoing = asyncio.Event()
+        self._call: grpc.aio.StreamStreamCall | None = None
+        self._opening: asyncio.Lock = asyncio.Lock()
+        self._tasks: list[asyncio.Task[None]] = []
+        self.messages_sent = 0
+        self.adds_sent = 0
+        self._traced = tracing_enabled()
+
+    async def add(
+        self,
+        ledger_id: LedgerId,
+        master_key: bytes,
+        entries: list[tuple[int, bytes]],
+        recovery: bool,
+        timeout_seconds: float,
+    ) -> None:
+        """Store `entries` on the bookie; returns once they are durable there,
+        raises the QuireError the bookie answered (or UNAVAILABLE)."""
+        size = sum(len(data) for _, data in entries)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_seconds
+        while self._unanswered_bytes and self._unanswered_bytes + size > self._max_unanswered_bytes:
+            self._room.clear()
+            try:
+                await asyncio.wait_for(self._room.wait(), max(0.0, deadline - loop.time()))
+            except TimeoutError:
+                raise Unavailable(
+                    f"bookie {self.bookie_id} did not take adds for {timeout_seconds}s "
+                    f"({self._unanswered_bytes} bytes unanswered)",
+                    Reason.BOOKIE_UNAVAILABLE,
+                ) from None
+        if self._call is None:
+            await self._open()
+        add_id = next(self._ids)
+        pending = _Add(
+            add_id,
+            bookie_pb2.StreamedAdd(
+                add_id=add_id,
+                ledger_id=ledger_id_to_proto(ledger_id),
+                master_key=master_key,
+                entries=[bookie_pb2.PackedEntry(entry_id=e, data=d) for e, d in entries],
+                recovery=recovery,
+                traceparent=_traceparent() if self._traced else "",
+            ),
+            size,
+            loop.create_future(),
+        )
+        pending.timer = loop.call_at(deadline, self._expire, pending, timeout_seconds)
+        self._unanswered[add_id] = pending
+        self._unanswered_bytes += size
+        self._outgoing.append(pending)
+        self._has_outgoing.set()
+        await pending.future
+
+    def _settle(self, pending: _Add, error: QuireError | None) -> None:
+        if self._unanswered.pop(pending.add_id, None) is None:
+            return  # answered, expired or failed already
+        self._unanswered_bytes -= pending.size
+        if not self._room.is_set() and self._unanswered_bytes < self._max_unanswered_bytes:
+            self._room.set()
+        if pending.timer is not None:
+            pending.timer.cancel()
+        if pending.future.done():
+            return  # the waiting caller was cancelled
+        if error is None:
+            pending.future.set_result(None)
+        else:
+            pending.future.set_exception(error)
+
+    def _expire(self, pending: _Add, timeout_seconds: float) -> None:
+        self._settle(
+            pending,
+            Unavailable(
+                f"adding {len(pending.message.entries)} entries on bookie {self.bookie_id}: "
+                f"no answer within {timeout_seconds}s",
+                Reason.BOOKIE_UNAVAILABLE,
+            ),
+        )
+
+    async def _open(self) -> None:
+        async with self._opening:
+            if self._call is not None:
+                return
+            stub = await self._open_stub()  # UNAVAILABLE when the bookie cannot be resolved
+            call = stub.AddStream()
+            self._call = call
+            self._tasks = [
+                asyncio.create_task(self._send(call), name=f"add-stream-send-{self.bookie_id}"),
+                asyncio.create_task(self._receive(call), name=f"add-stream-receive-{self.bookie_id}"),
+            ]
+
+    async def _send(self, call: grpc.aio.StreamStreamCall) -> None:
+        try:
+            while True:
+                await self._has_outgoing.wait()
+                self._has_outgoing.clear()
+                while self._outgoing:
+                    adds: list[bookie_pb2.StreamedAdd] = []
+                    size = 0
+                    while self._outgoing and (not adds or size + self._outgoing[0].size <= self._max_message_bytes):
+                        pending = self._outgoing.popleft()
+                        if pending.add_id not in self._unanswered:
+                            continue  # expired before it could be sent
+                        adds.append(pending.message)
+                        size += pending.size
+                    if adds:
+                        await call.write(bookie_pb2.AddStreamRequest(adds=adds))
+                        self.messages_sent += 1
+                        self.adds_sent += len(adds)
+        except grpc.aio.AioRpcError as exc:
+            self._broken(call, error_from_rpc(exc, f"adding entries on bookie {self.bookie_id}"))
+        except (asyncio.InvalidStateError, asyncio.CancelledError):
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise
+            # Written after the call ended or was cancelled: the receiver reports why.
+
+    async def _receive(self, call: grpc.aio.StreamStreamCall) -> None:
+        try:
+            while True:
+                response = await call.read()
+                if response is grpc.aio.EOF:
+                    raise Unavailable(f"bookie {self.bookie_id} ended the add stream", Reason.BOOKIE_UNAVAILABLE)
+                for result in response.results:
+                    pending = self._unanswered.get(result.add_id)
+                    if pending is None:
+                        continue
+                    if result.code == _OK:
+                        self._settle(pending, None)
+                    else:
+                        self._settle(
+                            pending,
+                            error_from_status(
+                                _CODE_NAMES.get(result.code, "UNKNOWN"),
+                                result.reason,
+                                result.message,
+                                f"adding entries on bookie {self.bookie_id}",
+                            ),
+                        )
+        except grpc.aio.AioRpcError as exc:
+            self._broken(call, error_from_rpc(exc, f"adding entries on bookie {self.bookie_id}"))
+        except QuireError as exc:
+            self._broken(call, exc)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # stopped by this stream (close, or the sender saw it break)
+            # The call was cancelled under us: its channel was closed (a retired channel).
+            self._broken(
+                call, Unavailable(f"the add stream to bookie {self.bookie_id} was cancelled", Reason.BOOKIE_UNAVAILABLE)
+            )
+
+    def _broken(self, call: grpc.aio.StreamStreamCall, error: QuireError) -> None:
+        """The stream ended: fail every add sent or queued on it; the next add opens a new one."""
+        current = self._call
+        if current is None or current is not call:
+            return  # an earlier stream, already dealt with
+        self._call = None
+        current.cancel()
+        for task in self._tasks:
+            if task is not asyncio.current_task():
+                task.cancel()
+        self._tasks = []
+        self._outgoing.clear()
+        if self._unanswered:
+            log.warning(
+                "add stream to bookie %s broke with %d adds unanswered: %s",
+                self.bookie_id,
+                len(self._unanswered),
+                error,
+            )
+        for pending in list(self._unanswered.values()):
+            self._settle(pending, error)
+        self._on_broken()
+
+    async def close(self) -> None:
+        call, tasks = self._call, self._tasks
+        self._call, self._tasks = None, []
+        for task in tasks:
+            task.cancel()
+        if call is not None:
+            call.cancel()
+        for pending in list(self._unanswered.values()):
+            self._settle(pending, Unavailable("the gateway is shutting down", Reason.SERVICE_UNAVAILABLE))
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+class BookieAddStreams:
+    """One BookieAddStream per bookie id, opened on first use."""
+
+    def __init__(
+        self,
+        open_stub: Callable[[str], Awaitable[bookie_pb2_grpc.BookieServiceStub]],
+        on_broken: Callable[[str], None],
+        max_unanswered_bytes: int = 64 * 1024 * 1024,
+    ) -> None:
+        self._open_stub = open_stub
+        self._on_broken = on_broken
+        self._max_unanswered_bytes = max_unanswered_bytes
+        self._streams: dict[str, BookieAddStream] = {}
+
+    def get(self, bookie_id: str) -> BookieAddStream:
+        stream = self._streams.get(bookie_id)
+        if stream is None:
+            stream = self._streams[bookie_id] = BookieAddStream(
+                bookie_id,
+                lambda: self._open_stub(bookie_id),
+                lambda: self._on_broken(bookie_id),
+                max_unanswered_bytes=self._max_unanswered_bytes,
+            )
+        return stream
+
+    def stats(self) -> dict[str, dict[str, int]]:
+        return {
+            bookie_id: {"messages_sent": s.messages_sent, "adds_sent": s.adds_sent}
+            for bookie_id, s in sorted(self._streams.items())
+        }
+
+    async def close(self) -> None:
+        for stream in self._streams.values():
+            await stream.close()
+        self._streams.clear()

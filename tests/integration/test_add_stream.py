@@ -1,0 +1,249 @@
+"""AddStream: the bookie's multiplexed add path and the gateway's per-bookie
+stream over it, against a real bookie (RocksDB in tmp_path) on a real gRPC
+server."""
+
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+import pytest
+
+from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
+from quire_bookie.bookie import Bookie, BookieSettings
+from quire_bookie.servicer import BookieServicer
+from quire_common.entry import Digester, DigestType, master_key, pack_entry
+from quire_common.errors import FailedPrecondition, InvalidArgument, PermissionDenied, Reason, Unavailable
+from quire_common.ids import LedgerId, ledger_id_to_proto
+from quire_common.server import create_server
+from quire_gateway.bookie_streams import BookieAddStream
+
+pytestmark = pytest.mark.integration
+
+KEY = master_key(b"secret")
+DIGEST = Digester(DigestType.CRC32C)
+
+
+def packed(ledger: LedgerId, entry_id: int, payload: bytes = b"payload") -> bytes:
+    return pack_entry(ledger, entry_id, entry_id - 1, entry_id + 1, payload, DIGEST)
+
+
+def streamed_add(add_id: int, ledger: LedgerId, entry_ids: list[int], key: bytes = KEY) -> bookie_pb2.StreamedAdd:
+    return bookie_pb2.StreamedAdd(
+        add_id=add_id,
+        ledger_id=ledger_id_to_proto(ledger),
+        master_key=key,
+        entries=[bookie_pb2.PackedEntry(entry_id=e, data=packed(ledger, e)) for e in entry_ids],
+    )
+
+
+@pytest.fixture
+async def served(tmp_path):
+    """(bookie, stub, channel, address) for a bookie served on a free port."""
+    bookie = Bookie(tmp_path, BookieSettings())
+    await bookie.start()
+
+    def register(server: grpc.aio.Server) -> list[str]:
+        bookie_pb2_grpc.add_BookieServiceServicer_to_server(BookieServicer(bookie), server)
+        return ["quire.bookie.v1.BookieService"]
+
+    server, port, _ = create_server("127.0.0.1:0", register)
+    await server.start()
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
+    try:
+        yield bookie, bookie_pb2_grpc.BookieServiceStub(channel), channel, f"127.0.0.1:{port}"
+    finally:
+        await channel.close()
+        await server.stop(0)
+        await bookie.close()
+
+
+async def test_one_message_of_many_ledgers_is_stored_and_each_add_answered_alone(served):
+    bookie, stub, _, _ = served
+    ledgers = [LedgerId(7, n) for n in range(1, 9)]
+    await bookie.fence(LedgerId(7, 100), KEY)  # adds to it are refused: that one fails, no other
+    call = stub.AddStream()
+    adds = [streamed_add(n + 1, ledger, [0, 1]) for n, ledger in enumerate(ledgers)]
+    adds.append(streamed_add(50, LedgerId(7, 100), [0]))
+    adds.append(streamed_add(51, ledgers[0], [2], key=master_key(b"wrong")))
+    adds.append(bookie_pb2.StreamedAdd(add_id=52, master_key=KEY))  # names no ledger
+    await call.write(bookie_pb2.AddStreamRequest(adds=adds))
+    results: dict[int, bookie_pb2.AddResult] = {}
+    messages = 0
+    while len(results) < len(adds):
+        response = await asyncio.wait_for(call.read(), 60)
+        messages += 1
+        results.update({r.add_id: r for r in response.results})
+    await call.done_writing()
+    assert await asyncio.wait_for(call.read(), 60) == grpc.aio.EOF  # ends once every add is answered
+
+    for n in range(1, 9):
+        assert results[n].code == 0 and not results[n].reason
+    assert results[50].code == grpc.StatusCode.FAILED_PRECONDITION.value[0]
+    assert results[50].reason == Reason.LEDGER_FENCED
+    assert results[51].code == grpc.StatusCode.PERMISSION_DENIED.value[0]
+    assert results[52].code == grpc.StatusCode.INVALID_ARGUMENT.value[0]
+    assert messages < len(adds), "results completing together should share response messages"
+    for ledger in ledgers:
+        found, missing, _ = await bookie.read_entries(ledger, [0, 1, 2])
+        assert [e for e, _ in found] == [0, 1] and missing == [2]
+    assert sum(f.entries for f in bookie._recent_flushes) == 16
+
+
+async def test_an_ack_on_the_stream_means_the_entries_are_synced(served, monkeypatch):
+    bookie, stub, _, _ = served
+    synced: list[int] = []
+    store_write = bookie._store.write
+
+    def write(entries, states):  # type: ignore[no-untyped-def]
+        store_write(entries, states)
+        synced.extend(entry_id for _, entry_id, _ in entries)
+
+    monkeypatch.setattr(bookie._store, "write", write)
+    ledger = LedgerId(7, 1)
+    call = stub.AddStream()
+    for entry_id in range(20):
+        await call.write(bookie_pb2.AddStreamRequest(adds=[streamed_add(entry_id + 1, ledger, [entry_id])]))
+    answered = 0
+    while answered < 20:
+        response = await asyncio.wait_for(call.read(), 60)
+        for result in response.results:
+            assert result.code == 0
+            assert result.add_id - 1 in synced, "acknowledged before its synced write returned"
+            answered += 1
+    call.cancel()
+
+
+async def test_the_gateway_stream_multiplexes_ledgers_and_maps_errors(served):
+    bookie, stub, _, _ = served
+
+    async def open_stub():  # type: ignore[no-untyped-def]
+        return stub
+
+    broken: list[str] = []
+    stream = BookieAddStream("bookie-a", open_stub, lambda: broken.append("bookie-a"))
+    try:
+        ledgers = [LedgerId(8, n) for n in range(1, 17)]
+        await asyncio.gather(
+            *(stream.add(ledger, KEY, [(0, packed(ledger, 0))], False, timeout_seconds=60) for ledger in ledgers)
+        )
+        assert stream.adds_sent == 16 and stream.messages_sent <= 16
+        for ledger in ledgers:
+            assert bookie.last_add_confirmed(ledger)[1] == 0
+
+        await bookie.fence(ledgers[0], KEY)
+        with pytest.raises(FailedPrecondition) as fenced:
+            await stream.add(ledgers[0], KEY, [(1, packed(ledgers[0], 1))], False, timeout_seconds=60)
+        assert fenced.value.reason == Reason.LEDGER_FENCED
+        with pytest.raises(PermissionDenied):
+            await stream.add(ledgers[1], master_key(b"wrong"), [(1, packed(ledgers[1], 1))], False, 60)
+        with pytest.raises(InvalidArgument) as mismatch:
+            await stream.add(ledgers[1], KEY, [(5, packed(ledgers[1], 6))], False, timeout_seconds=60)
+        assert mismatch.value.reason == Reason.ENTRY_HEADER_MISMATCH
+        # The refusals failed single adds; the stream itself is fine.
+        await stream.add(ledgers[1], KEY, [(1, packed(ledgers[1], 1))], False, timeout_seconds=60)
+        assert broken == []
+    finally:
+        await stream.close()
+
+
+async def test_a_stream_that_breaks_fails_its_adds_unavailable_and_the_next_add_reopens(served):
+    bookie, stub, channel, address = served
+    stubs = [stub]
+
+    async def open_stub():  # type: ignore[no-untyped-def]
+        return stubs[-1]
+
+    broken: list[str] = []
+    stream = BookieAddStream("bookie-a", open_stub, lambda: broken.append("bookie-a"))
+    ledger = LedgerId(8, 1)
+    try:
+        await stream.add(ledger, KEY, [(0, packed(ledger, 0))], False, timeout_seconds=60)
+        # Hold the bookie's queue: the next add waits on the stream while the channel goes away.
+        gate = asyncio.Event()
+        real_start_add = bookie.start_add
+
+        async def held_start_add(*args):  # type: ignore[no-untyped-def]
+            await gate.wait()
+            return await real_start_add(*args)
+
+        bookie.start_add = held_start_add  # type: ignore[method-assign]
+        waiting = asyncio.create_task(stream.add(ledger, KEY, [(1, packed(ledger, 1))], False, timeout_seconds=60))
+        await asyncio.sleep(0.2)
+        await channel.close()
+        with pytest.raises(Unavailable):
+            await asyncio.wait_for(waiting, 60)
+        assert broken == ["bookie-a"]
+        gate.set()
+        bookie.start_add = real_start_add  # type: ignore[method-assign]
+
+        fresh = grpc.aio.insecure_channel(address)
+        stubs.append(bookie_pb2_grpc.BookieServiceStub(fresh))
+        try:
+            await stream.add(ledger, KEY, [(2, packed(ledger, 2))], False, timeout_seconds=60)
+        finally:
+            await stream.close()
+            await fresh.close()
+    finally:
+        await stream.close()
+
+
+async def test_an_add_the_bookie_does_not_answer_in_time_fails_unavailable(served):
+    bookie, stub, _, _ = served
+
+    async def open_stub():  # type: ignore[no-untyped-def]
+        return stub
+
+    stream = BookieAddStream("bookie-a", open_stub, lambda: None)
+    gate = asyncio.Event()
+    real_start_add = bookie.start_add
+
+    async def held_start_add(*args):  # type: ignore[no-untyped-def]
+        await gate.wait()
+        return await real_start_add(*args)
+
+    bookie.start_add = held_start_add  # type: ignore[method-assign]
+    ledger = LedgerId(8, 1)
+    try:
+        with pytest.raises(Unavailable) as late:
+            await stream.add(ledger, KEY, [(0, packed(ledger, 0))], False, timeout_seconds=0.5)
+        assert late.value.reason == Reason.BOOKIE_UNAVAILABLE and "no answer within" in late.value.message
+        gate.set()
+        bookie.start_add = real_start_add  # type: ignore[method-assign]
+        # The late answer is ignored, the stream stays usable.
+        await stream.add(ledger, KEY, [(1, packed(ledger, 1))], False, timeout_seconds=60)
+    finally:
+        gate.set()
+        await stream.close()
+
+
+async def test_unanswered_bytes_are_bounded_per_bookie(served):
+    bookie, stub, _, _ = served
+
+    async def open_stub():  # type: ignore[no-untyped-def]
+        return stub
+
+    stream = BookieAddStream("bookie-a", open_stub, lambda: None, max_unanswered_bytes=4096)
+    gate = asyncio.Event()
+    real_start_add = bookie.start_add
+
+    async def held_start_add(*args):  # type: ignore[no-untyped-def]
+        await gate.wait()
+        return await real_start_add(*args)
+
+    bookie.start_add = held_start_add  # type: ignore[method-assign]
+    ledger = LedgerId(8, 1)
+    payload = b"x" * 3000
+    try:
+        first = asyncio.create_task(stream.add(ledger, KEY, [(0, packed(ledger, 0, payload))], False, 60))
+        second = asyncio.create_task(stream.add(ledger, KEY, [(1, packed(ledger, 1, payload))], False, 60))
+        await asyncio.sleep(0.3)
+        assert stream.adds_sent == 1, "the second add must wait for room, not be sent"
+        assert not first.done() and not second.done()
+        gate.set()
+        await asyncio.wait_for(asyncio.gather(first, second), 60)
+        assert stream.adds_sent == 2
+    finally:
+        gate.set()
+        bookie.start_add = real_start_add  # type: ignore[method-assign]
+        await stream.close()
