@@ -22,7 +22,7 @@ import itertools
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import grpc
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
@@ -36,6 +36,13 @@ from quire_common.telemetry import tracing_enabled
 log = logging.getLogger(__name__)
 
 _OK = grpc.StatusCode.OK.value[0]
+# Request messages sent and not fully answered, per bookie. While the window
+# is full, adds wait and leave together in the next message: under load that
+# turns many small messages into a few large ones (each message costs both
+# sides a round of wakeups), and an idle stream sends at once.
+MAX_MESSAGES_IN_FLIGHT = 1
+# How often adds past their deadline are looked for (so a deadline is met within this).
+SWEEP_SECONDS = 0.1
 _CODE_NAMES = {status.value[0]: status.name for status in grpc.StatusCode}
 
 
@@ -51,12 +58,21 @@ def _traceparent() -> str:
 
 
 @dataclass(eq=False, slots=True)
+class _Message:
+    """A request message sent and not yet fully answered."""
+
+    unanswered: int
+
+
+@dataclass(eq=False, slots=True)
 class _Add:
     add_id: int
     message: bookie_pb2.StreamedAdd
     size: int
     future: asyncio.Future[None]
-    timer: asyncio.TimerHandle | None = field(default=None)
+    deadline: float  # loop time
+    timeout_seconds: float
+    sent_in: _Message | None = None
 
 
 class BookieAddStream:
@@ -68,6 +84,7 @@ class BookieAddStream:
         *,
         max_message_bytes: int = 4 * 1024 * 1024,
         max_unanswered_bytes: int = 64 * 1024 * 1024,
+        max_messages_in_flight: int = MAX_MESSAGES_IN_FLIGHT,
     ) -> None:
         self.bookie_id = bookie_id
         self._open_stub = open_stub
@@ -81,6 +98,10 @@ class BookieAddStream:
         self._room = asyncio.Event()
         self._room.set()
         self._has_outgoing = asyncio.Event()
+        self._max_messages_in_flight = max_messages_in_flight
+        self._messages_in_flight = 0
+        self._window = asyncio.Event()  # set when a message in flight is fully answered
+        self._sweep: asyncio.TimerHandle | None = None
         self._call: grpc.aio.StreamStreamCall | None = None
         self._opening: asyncio.Lock = asyncio.Lock()
         self._tasks: list[asyncio.Task[None]] = []
@@ -126,8 +147,11 @@ class BookieAddStream:
             ),
             size,
             loop.create_future(),
+            deadline,
+            timeout_seconds,
         )
-        pending.timer = loop.call_at(deadline, self._expire, pending, timeout_seconds)
+        if self._sweep is None:
+            self._sweep = loop.call_later(SWEEP_SECONDS, self._expire_overdue)
         self._unanswered[add_id] = pending
         self._unanswered_bytes += size
         self._outgoing.append(pending)
@@ -140,8 +164,12 @@ class BookieAddStream:
         self._unanswered_bytes -= pending.size
         if not self._room.is_set() and self._unanswered_bytes < self._max_unanswered_bytes:
             self._room.set()
-        if pending.timer is not None:
-            pending.timer.cancel()
+        message = pending.sent_in
+        if message is not None:
+            message.unanswered -= 1
+            if not message.unanswered:
+                self._messages_in_flight -= 1
+                self._window.set()
         if pending.future.done():
             return  # the waiting caller was cancelled
         if error is None:
@@ -149,15 +177,22 @@ class BookieAddStream:
         else:
             pending.future.set_exception(error)
 
-    def _expire(self, pending: _Add, timeout_seconds: float) -> None:
-        self._settle(
-            pending,
-            Unavailable(
-                f"adding {len(pending.message.entries)} entries on bookie {self.bookie_id}: "
-                f"no answer within {timeout_seconds}s",
-                Reason.BOOKIE_UNAVAILABLE,
-            ),
-        )
+    def _expire_overdue(self) -> None:
+        """Fail the adds whose deadline has passed. One periodic check per
+        stream while adds are unanswered, rather than a timer per add."""
+        self._sweep = None
+        now = asyncio.get_running_loop().time()
+        for pending in [p for p in self._unanswered.values() if p.deadline <= now]:
+            self._settle(
+                pending,
+                Unavailable(
+                    f"adding {len(pending.message.entries)} entries on bookie {self.bookie_id}: "
+                    f"no answer within {pending.timeout_seconds}s",
+                    Reason.BOOKIE_UNAVAILABLE,
+                ),
+            )
+        if self._unanswered:
+            self._sweep = asyncio.get_running_loop().call_later(SWEEP_SECONDS, self._expire_overdue)
 
     async def _open(self) -> None:
         async with self._opening:
@@ -177,18 +212,28 @@ class BookieAddStream:
                 await self._has_outgoing.wait()
                 self._has_outgoing.clear()
                 while self._outgoing:
-                    adds: list[bookie_pb2.StreamedAdd] = []
+                    if self._messages_in_flight >= self._max_messages_in_flight:
+                        # Adds arriving meanwhile wait and go together in the next message.
+                        self._window.clear()
+                        await self._window.wait()
+                        continue
+                    taken: list[_Add] = []
                     size = 0
-                    while self._outgoing and (not adds or size + self._outgoing[0].size <= self._max_message_bytes):
+                    while self._outgoing and (not taken or size + self._outgoing[0].size <= self._max_message_bytes):
                         pending = self._outgoing.popleft()
                         if pending.add_id not in self._unanswered:
                             continue  # expired before it could be sent
-                        adds.append(pending.message)
+                        taken.append(pending)
                         size += pending.size
-                    if adds:
-                        await call.write(bookie_pb2.AddStreamRequest(adds=adds))
-                        self.messages_sent += 1
-                        self.adds_sent += len(adds)
+                    if not taken:
+                        continue
+                    message = _Message(len(taken))
+                    for pending in taken:
+                        pending.sent_in = message
+                    self._messages_in_flight += 1
+                    await call.write(bookie_pb2.AddStreamRequest(adds=[pending.message for pending in taken]))
+                    self.messages_sent += 1
+                    self.adds_sent += len(taken)
         except grpc.aio.AioRpcError as exc:
             self._broken(call, error_from_rpc(exc, f"adding entries on bookie {self.bookie_id}"))
         except (asyncio.InvalidStateError, asyncio.CancelledError):
@@ -256,6 +301,9 @@ class BookieAddStream:
         self._on_broken()
 
     async def close(self) -> None:
+        if self._sweep is not None:
+            self._sweep.cancel()
+            self._sweep = None
         call, tasks = self._call, self._tasks
         self._call, self._tasks = None, []
         for task in tasks:
