@@ -3,8 +3,11 @@ a MetadataStore. No grpc here; the servicer is a thin layer over this."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 import logging
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from enum import Enum
 
@@ -13,7 +16,16 @@ from google.protobuf.message import DecodeError
 from quire.common.v1 import common_pb2
 from quire.registry.v1 import registry_pb2
 from quire_common.bookies import effective_service_info, validate_service_info
-from quire_common.errors import Aborted, AlreadyExists, DataLoss, FailedPrecondition, InvalidArgument, NotFound, Reason
+from quire_common.errors import (
+    Aborted,
+    AlreadyExists,
+    DataLoss,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    Reason,
+    Unavailable,
+)
 from quire_common.ids import (
     U64_MAX,
     LedgerId,
@@ -23,7 +35,7 @@ from quire_common.ids import (
 )
 from quire_common.quorum import validate_quorum
 from quire_registry.keys import Keys
-from quire_registry.store import Delete, MetadataStore, Put, WatchCompacted, WatchEvent
+from quire_registry.store import Delete, MetadataStore, Put, WatchBatch, WatchCompacted, WatchEvent
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +43,9 @@ DEFAULT_PAGE_SIZE = 100
 MAX_PAGE_SIZE = 1000
 _ID_ATTEMPTS = 16
 _OPS_PER_TRANSACTION = 100  # etcd refuses transactions of more than 128 operations by default
+DEFAULT_WATCH_HEARTBEAT_SECONDS = 2.0
+_WATCH_HEARTBEAT_BOUNDS = (0.1, 60.0)
+_WATCH_QUEUE_BATCHES = 64  # etcd batches read ahead of a slow watcher before its etcd watch waits
 
 
 class IdMode(Enum):
@@ -329,6 +344,60 @@ class Registry:
             raise NotFound(f"ledger {ledger_id} does not exist", Reason.LEDGER_NOT_FOUND)
         raise Aborted(f"ledger {ledger_id} metadata changed since version {expected_version}")
 
+    async def watch_ledgers(
+        self, start_revision: int, heartbeat_seconds: float = 0.0
+    ) -> AsyncIterator[registry_pb2.WatchLedgerMetadataResponse]:
+        """Every change to ledger metadata from `start_revision` on (0: from
+        now). First STARTED, or RESET when etcd no longer holds that history
+        (or never reached it); then PUT and DELETED events in revision order,
+        RESET again if the watch falls behind a compaction, and PROGRESS when
+        nothing was sent for `heartbeat_seconds`. No snapshot and no relist:
+        a watcher told RESET drops what it cannot vouch for."""
+        if start_revision < 0:
+            raise InvalidArgument(f"start_revision {start_revision} is negative")
+        low, high = _WATCH_HEARTBEAT_BOUNDS
+        heartbeat = min(max(heartbeat_seconds or DEFAULT_WATCH_HEARTBEAT_SECONDS, low), high)
+        current = await self.store.current_revision()
+        if start_revision == 0:
+            kind, revision = registry_pb2.LEDGER_METADATA_EVENT_TYPE_STARTED, current
+        elif start_revision <= current + 1 and await self.store.history_kept(min(start_revision, current)):
+            kind, revision = registry_pb2.LEDGER_METADATA_EVENT_TYPE_STARTED, start_revision - 1
+        else:
+            log.info("ledger watch from revision %d cannot be replayed (store at %d); reset", start_revision, current)
+            kind, revision = registry_pb2.LEDGER_METADATA_EVENT_TYPE_RESET, current
+        yield registry_pb2.WatchLedgerMetadataResponse(type=kind, revision=revision)
+        while True:
+            batches: asyncio.Queue[WatchBatch | BaseException] = asyncio.Queue(_WATCH_QUEUE_BATCHES)
+            reader = asyncio.create_task(_drain(self.store.watch_changes(self.keys.ledgers, revision + 1), batches))
+            try:
+                while True:
+                    try:
+                        batch = await asyncio.wait_for(batches.get(), heartbeat)
+                    except TimeoutError:
+                        yield registry_pb2.WatchLedgerMetadataResponse(
+                            type=registry_pb2.LEDGER_METADATA_EVENT_TYPE_PROGRESS, revision=revision
+                        )
+                        continue
+                    if isinstance(batch, BaseException):
+                        raise batch
+                    for response in ledger_events(self.keys, batch):
+                        yield response
+                    revision = max(revision, batch.revision)
+                    if not batch.events:
+                        yield registry_pb2.WatchLedgerMetadataResponse(
+                            type=registry_pb2.LEDGER_METADATA_EVENT_TYPE_PROGRESS, revision=revision
+                        )
+            except WatchCompacted as exc:
+                revision = await self.store.current_revision()
+                log.warning("ledger watch fell behind a compaction (%s); reset at revision %d", exc, revision)
+                yield registry_pb2.WatchLedgerMetadataResponse(
+                    type=registry_pb2.LEDGER_METADATA_EVENT_TYPE_RESET, revision=revision
+                )
+            finally:
+                reader.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await reader
+
     async def list_ledgers(
         self, scope_id: int, page_size: int, page_token: str, all_scopes: bool = False
     ) -> tuple[list[common_pb2.LedgerMetadata], str]:
@@ -409,6 +478,47 @@ def bookie_events(
         live[bookie_id] = record
         out.append((kind, record))
     return out
+
+
+def ledger_events(keys: Keys, batch: WatchBatch) -> list[registry_pb2.WatchLedgerMetadataResponse]:
+    """PUT and DELETED events for one batch of etcd events under ledgers/. A
+    record that does not parse is sent as a PUT without metadata (the watcher
+    forgets it); a key that names no ledger is skipped."""
+    out = []
+    for event in batch.events:
+        name = event.key[len(keys.ledgers) :].decode(errors="replace")
+        try:
+            ledger_id = LedgerId.parse(name)
+        except InvalidArgument:
+            log.error("ledger watch: key %r names no ledger; skipped", event.key)
+            continue
+        response = registry_pb2.WatchLedgerMetadataResponse(
+            type=registry_pb2.LEDGER_METADATA_EVENT_TYPE_DELETED, revision=event.version
+        )
+        response.ledger_id.scope_id, response.ledger_id.ledger_id = ledger_id.scope_id, ledger_id.ledger_id
+        if event.value is not None:
+            response.type = registry_pb2.LEDGER_METADATA_EVENT_TYPE_PUT
+            try:
+                response.metadata.CopyFrom(_decode_ledger(ledger_id, event.value))
+            except DataLoss as exc:
+                log.error("ledger watch: %s; sent without metadata", exc.message)
+        out.append(response)
+    return out
+
+
+async def _drain(source: AsyncIterator[WatchBatch], sink: asyncio.Queue[WatchBatch | BaseException]) -> None:
+    """Copy a watch into a queue, ending with the exception that ended it, so
+    the reader can wait on the queue with a timeout (cancelling a wait on the
+    watch itself would close it)."""
+    try:
+        async for batch in source:
+            await sink.put(batch)
+    except asyncio.CancelledError:
+        raise
+    except BaseException as exc:  # handed over to the reader, which raises it
+        await sink.put(exc)
+    else:
+        await sink.put(Unavailable("etcd ended the ledger watch", Reason.METADATA_STORE_UNAVAILABLE))
 
 
 def relist_events(

@@ -138,6 +138,12 @@ class RegistryServicer(registry_pb2_grpc.RegistryServiceServicer):
         )
         return registry_pb2.ListLedgerMetadataResponse(ledgers=ledgers, next_page_token=token)
 
+    async def WatchLedgerMetadata(
+        self, request: registry_pb2.WatchLedgerMetadataRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[registry_pb2.WatchLedgerMetadataResponse]:
+        async for response in self.registry.watch_ledgers(request.start_revision, request.heartbeat_interval_ms / 1000):
+            yield response
+
     async def PutLoadWeights(
         self, request: registry_pb2.PutLoadWeightsRequest, context: grpc.aio.ServicerContext
     ) -> registry_pb2.PutLoadWeightsResponse:

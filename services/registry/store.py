@@ -47,6 +47,16 @@ class WatchEvent:
     version: int
 
 
+@dataclass(frozen=True, slots=True)
+class WatchBatch:
+    """What one watch response says: the events of one revision group, or
+    none for a progress notification. Every change up to `revision` under the
+    watched prefix has been delivered once this batch has."""
+
+    revision: int
+    events: list[WatchEvent]
+
+
 class WatchCompacted(Exception):
     """The history a watch needed was compacted away; relist and watch again
     from the relist's revision."""
@@ -98,6 +108,12 @@ class MetadataStore(Protocol):
     async def revoke_lease(self, lease_id: int) -> None: ...
 
     def watch_prefix(self, prefix: bytes, start_version: int) -> AsyncIterator[list[WatchEvent]]: ...
+
+    def watch_changes(self, prefix: bytes, start_revision: int) -> AsyncIterator[WatchBatch]: ...
+
+    async def current_revision(self) -> int: ...
+
+    async def history_kept(self, revision: int) -> bool: ...
 
     async def close(self) -> None: ...
 
@@ -365,3 +381,53 @@ class EtcdStore:
                 events.append(WatchEvent(event.kv.key, None if is_delete else event.kv.value, event.kv.mod_revision))
             if events:
                 yield events
+
+    async def watch_changes(self, prefix: bytes, start_revision: int) -> AsyncIterator[WatchBatch]:
+        """Like watch_prefix, but every batch says up to which revision the
+        watch has delivered, and etcd's progress notifications come through
+        as empty batches (so an idle watcher still learns a recent revision).
+        Raises WatchCompacted when etcd no longer has the history."""
+        assert self._client.watch is not None
+        async for response in self._client.watch.watch(
+            prefix, prefix_range_end(prefix), start_revision=start_revision, progress_notify=True
+        ):
+            if response.compact_revision > 0:
+                raise WatchCompacted(response.compact_revision)
+            if response.canceled:
+                raise Unavailable(
+                    f"etcd cancelled the watch: {response.cancel_reason or 'no reason given'}",
+                    Reason.METADATA_STORE_UNAVAILABLE,
+                )
+            if response.created:
+                continue  # its header revision is etcd's, not how far the watch has caught up
+            events = []
+            for event in response.events:
+                is_delete = event.type == 1  # mvccpb.Event.DELETE
+                events.append(WatchEvent(event.kv.key, None if is_delete else event.kv.value, event.kv.mod_revision))
+            if events:
+                yield WatchBatch(max(event.version for event in events), events)
+            elif response.header.revision > 0:
+                yield WatchBatch(response.header.revision, [])  # progress: caught up, nothing changed
+
+    async def current_revision(self) -> int:
+        """The store's revision now."""
+        response = await self._guard(
+            "revision", self._kv.get(self._prefix or b"\0", count_only=True, timeout=self._timeout)
+        )
+        return int(response.header.revision)
+
+    async def history_kept(self, revision: int) -> bool:
+        """Whether etcd still holds its history from `revision` on, so that a
+        watch starting there misses nothing (False once compacted away, or
+        for a revision it has not reached)."""
+        try:
+            await self._guard(
+                "history check",
+                self._kv.get(self._prefix or b"\0", revision=revision, count_only=True, timeout=self._timeout),
+            )
+        except grpc.aio.AioRpcError as exc:
+            # OUT_OF_RANGE: "required revision has been compacted" or "is a future revision".
+            if exc.code() == grpc.StatusCode.OUT_OF_RANGE:
+                return False
+            raise
+        return True

@@ -26,6 +26,15 @@ class BookieEventType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     BOOKIE_EVENT_TYPE_LEFT: _ClassVar[BookieEventType]
     BOOKIE_EVENT_TYPE_CHANGED: _ClassVar[BookieEventType]
     BOOKIE_EVENT_TYPE_SNAPSHOT_DONE: _ClassVar[BookieEventType]
+
+class LedgerMetadataEventType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    LEDGER_METADATA_EVENT_TYPE_UNSPECIFIED: _ClassVar[LedgerMetadataEventType]
+    LEDGER_METADATA_EVENT_TYPE_STARTED: _ClassVar[LedgerMetadataEventType]
+    LEDGER_METADATA_EVENT_TYPE_PUT: _ClassVar[LedgerMetadataEventType]
+    LEDGER_METADATA_EVENT_TYPE_DELETED: _ClassVar[LedgerMetadataEventType]
+    LEDGER_METADATA_EVENT_TYPE_RESET: _ClassVar[LedgerMetadataEventType]
+    LEDGER_METADATA_EVENT_TYPE_PROGRESS: _ClassVar[LedgerMetadataEventType]
 BOOKIE_STATE_UNSPECIFIED: BookieState
 BOOKIE_STATE_WRITABLE: BookieState
 BOOKIE_STATE_READ_ONLY: BookieState
@@ -36,6 +45,12 @@ BOOKIE_EVENT_TYPE_JOINED: BookieEventType
 BOOKIE_EVENT_TYPE_LEFT: BookieEventType
 BOOKIE_EVENT_TYPE_CHANGED: BookieEventType
 BOOKIE_EVENT_TYPE_SNAPSHOT_DONE: BookieEventType
+LEDGER_METADATA_EVENT_TYPE_UNSPECIFIED: LedgerMetadataEventType
+LEDGER_METADATA_EVENT_TYPE_STARTED: LedgerMetadataEventType
+LEDGER_METADATA_EVENT_TYPE_PUT: LedgerMetadataEventType
+LEDGER_METADATA_EVENT_TYPE_DELETED: LedgerMetadataEventType
+LEDGER_METADATA_EVENT_TYPE_RESET: LedgerMetadataEventType
+LEDGER_METADATA_EVENT_TYPE_PROGRESS: LedgerMetadataEventType
 
 class BookieRecord(_message.Message):
     __slots__ = ("bookie_id", "read_only", "service_info", "version")
@@ -244,6 +259,26 @@ class ListLedgerMetadataResponse(_message.Message):
     ledgers: _containers.RepeatedCompositeFieldContainer[_common_pb2.LedgerMetadata]
     next_page_token: str
     def __init__(self, ledgers: _Optional[_Iterable[_Union[_common_pb2.LedgerMetadata, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class WatchLedgerMetadataRequest(_message.Message):
+    __slots__ = ("start_revision", "heartbeat_interval_ms")
+    START_REVISION_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_INTERVAL_MS_FIELD_NUMBER: _ClassVar[int]
+    start_revision: int
+    heartbeat_interval_ms: int
+    def __init__(self, start_revision: _Optional[int] = ..., heartbeat_interval_ms: _Optional[int] = ...) -> None: ...
+
+class WatchLedgerMetadataResponse(_message.Message):
+    __slots__ = ("type", "ledger_id", "metadata", "revision")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    LEDGER_ID_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    type: LedgerMetadataEventType
+    ledger_id: _common_pb2.LedgerId
+    metadata: _common_pb2.LedgerMetadata
+    revision: int
+    def __init__(self, type: _Optional[_Union[LedgerMetadataEventType, str]] = ..., ledger_id: _Optional[_Union[_common_pb2.LedgerId, _Mapping]] = ..., metadata: _Optional[_Union[_common_pb2.LedgerMetadata, _Mapping]] = ..., revision: _Optional[int] = ...) -> None: ...
 
 class LoadWeight(_message.Message):
     __slots__ = ("bookie_id", "factor", "computed_at")

@@ -97,6 +97,11 @@ class RegistryServiceStub:
                 request_serializer=quire_dot_registry_dot_v1_dot_registry__pb2.ListLedgerMetadataRequest.SerializeToString,
                 response_deserializer=quire_dot_registry_dot_v1_dot_registry__pb2.ListLedgerMetadataResponse.FromString,
                 _registered_method=True)
+        self.WatchLedgerMetadata = channel.unary_stream(
+                '/quire.registry.v1.RegistryService/WatchLedgerMetadata',
+                request_serializer=quire_dot_registry_dot_v1_dot_registry__pb2.WatchLedgerMetadataRequest.SerializeToString,
+                response_deserializer=quire_dot_registry_dot_v1_dot_registry__pb2.WatchLedgerMetadataResponse.FromString,
+                _registered_method=True)
         self.PutLoadWeights = channel.unary_unary(
                 '/quire.registry.v1.RegistryService/PutLoadWeights',
                 request_serializer=quire_dot_registry_dot_v1_dot_registry__pb2.PutLoadWeightsRequest.SerializeToString,
@@ -208,6 +213,17 @@ class RegistryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WatchLedgerMetadata(self, request, context):
+        """WatchLedgerMetadata streams every change to ledger metadata (creates,
+        updates, deletes) from a metadata store revision on, so a watcher can
+        keep the records it holds current without reading them again. It sends
+        no snapshot: the watcher reads what it needs with GetLedgerMetadata. The
+        first message is STARTED, or RESET when the history asked for is gone.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def PutLoadWeights(self, request, context):
         """PutLoadWeights stores the load factors the telemetry stage computed.
         """
@@ -284,6 +300,11 @@ def add_RegistryServiceServicer_to_server(servicer, server):
                     servicer.ListLedgerMetadata,
                     request_deserializer=quire_dot_registry_dot_v1_dot_registry__pb2.ListLedgerMetadataRequest.FromString,
                     response_serializer=quire_dot_registry_dot_v1_dot_registry__pb2.ListLedgerMetadataResponse.SerializeToString,
+            ),
+            'WatchLedgerMetadata': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchLedgerMetadata,
+                    request_deserializer=quire_dot_registry_dot_v1_dot_registry__pb2.WatchLedgerMetadataRequest.FromString,
+                    response_serializer=quire_dot_registry_dot_v1_dot_registry__pb2.WatchLedgerMetadataResponse.SerializeToString,
             ),
             'PutLoadWeights': grpc.unary_unary_rpc_method_handler(
                     servicer.PutLoadWeights,
@@ -623,6 +644,33 @@ class RegistryService:
             '/quire.registry.v1.RegistryService/ListLedgerMetadata',
             quire_dot_registry_dot_v1_dot_registry__pb2.ListLedgerMetadataRequest.SerializeToString,
             quire_dot_registry_dot_v1_dot_registry__pb2.ListLedgerMetadataResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchLedgerMetadata(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/quire.registry.v1.RegistryService/WatchLedgerMetadata',
+            quire_dot_registry_dot_v1_dot_registry__pb2.WatchLedgerMetadataRequest.SerializeToString,
+            quire_dot_registry_dot_v1_dot_registry__pb2.WatchLedgerMetadataResponse.FromString,
             options,
             channel_credentials,
             insecure,
