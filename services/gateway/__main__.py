@@ -15,11 +15,13 @@ from quire_common.security import check_client_auth_mode, tls_settings
 from quire_common.server import create_server, mark_not_serving, mark_serving, serve_until_signalled
 from quire_common.service import run_service
 from quire_common.tasks import cancel_and_wait
+from quire_gateway import metrics
 from quire_gateway.auditor import Auditor, AuditorSettings
 from quire_gateway.authn import GatewayAuthInterceptor
 from quire_gateway.blobs import BlobSettings, BlobStore
 from quire_gateway.handle import WriteSettings
 from quire_gateway.ledgers import LedgerManager
+from quire_gateway.metadata_cache import DEFAULT_CAPACITY, LedgerMetadataCache
 from quire_gateway.reads import ReadSettings
 from quire_gateway.recovery import RecoverySettings
 from quire_gateway.remote import Remote
@@ -67,7 +69,13 @@ async def main() -> None:
     bookies.start()
     remote = Remote(registry_target, placement_target, bookies)
     remote.start_health_checks(env_float("QUIRE_GATEWAY_DEPENDENCY_CHECK_SECONDS", 1.0, minimum=0.0))
-    manager = LedgerManager(remote, settings, recovery, reads)
+    cache_ledgers = env_int("QUIRE_GATEWAY_METADATA_CACHE_LEDGERS", DEFAULT_CAPACITY, minimum=0)
+    metadata_cache = LedgerMetadataCache(remote, cache_ledgers) if cache_ledgers > 0 else None
+    if metadata_cache is not None:
+        remote.metadata_observer = metadata_cache
+        metrics.metadata_cache_stats = metadata_cache.stats
+        metadata_cache.start()
+    manager = LedgerManager(remote, settings, recovery, reads, metadata_cache)
     bookies.on_joined(lambda bookie_id, _address: manager.quarantine.lift(bookie_id, "it registered again"))
     blobs = BlobStore(
         manager,
@@ -113,6 +121,7 @@ async def main() -> None:
             "dependencies": remote.dependencies(),
             "active_streams": streams.snapshot(),
             "open_write_handles": len(manager.handles),
+            "metadata_cache": metadata_cache.status() if metadata_cache is not None else {"capacity": 0},
             "bookie_add_streams": remote.add_stream_stats(),
             "asyncio_tasks": len(asyncio.all_tasks()),
         },
@@ -150,6 +159,8 @@ async def main() -> None:
         await cancel_and_wait(roller)
         await cancel_and_wait(auditing)
         await manager.close_all()
+        if metadata_cache is not None:
+            await metadata_cache.close()
         await remote.close()
         await bookies.close()
 

@@ -31,6 +31,7 @@ from quire_common.replication import add_marker
 from quire_common.telemetry import tracer
 from quire_gateway import metrics
 from quire_gateway.handle import WriteHandle, WriteSettings
+from quire_gateway.metadata_cache import LedgerMetadataCache
 from quire_gateway.quarantine import Quarantine, choose_avoiding
 from quire_gateway.reads import EntryReader, ReadEntry, ReadSettings
 from quire_gateway.recovery import Recovery, RecoverySettings, read_last_add_confirmed
@@ -89,8 +90,11 @@ class LedgerManager:
         settings: WriteSettings | None = None,
         recovery_settings: RecoverySettings | None = None,
         read_settings: ReadSettings | None = None,
+        metadata_cache: LedgerMetadataCache | None = None,
     ) -> None:
         self.remote = remote
+        # Metadata for reads, tails, opens and GetLedgerMetadata; None: always the registry.
+        self.metadata_cache = metadata_cache
         self.settings = settings or WriteSettings()
         self.recovery_settings = recovery_settings or RecoverySettings()
         self.read_settings = read_settings or ReadSettings()
@@ -143,6 +147,13 @@ class LedgerManager:
         return public_metadata(stored)
 
     async def metadata(self, ledger_id: LedgerId) -> tuple[common_pb2.LedgerMetadata, int]:
+        """The ledger's metadata and version, from the metadata cache when
+        there is one (metadata_cache.py says when it is trusted). Writers
+        compare-and-swap against what they read, and re-read from the registry
+        on a conflict, so a cached version costs them at most one retry. The
+        object is shared: copy it before changing it."""
+        if self.metadata_cache is not None:
+            return await self.metadata_cache.get(ledger_id)
         return await self.remote.get_ledger_metadata(ledger_id)
 
     async def open(self, ledger_id: LedgerId, password: bytes, recovery: bool) -> tuple[common_pb2.LedgerMetadata, int]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from opentelemetry.metrics import CallbackOptions, Observation
 
@@ -51,4 +51,48 @@ under_replicated_segments = _meter.create_observable_gauge(
     callbacks=[_observe_under_replicated],
     unit="{segment}",
     description="Ledger segments with a replica on a bookie that is not registered (auditor view)",
+)
+
+# Set by the entry point to the ledger metadata cache's counters
+# (services/gateway/metadata_cache.py, LedgerMetadataCache.stats).
+metadata_cache_stats: Callable[[], dict[str, int]] | None = None
+
+
+def _observe_metadata_cache(name: str) -> Callable[[CallbackOptions], Iterable[Observation]]:
+    def observe(_: CallbackOptions) -> Iterable[Observation]:
+        if metadata_cache_stats is not None:
+            yield Observation(metadata_cache_stats()[name])
+
+    return observe
+
+
+metadata_cache_hits = _meter.create_observable_counter(
+    "quire.gateway.metadata_cache.hits",
+    callbacks=[_observe_metadata_cache("hits")],
+    unit="{lookup}",
+    description="Ledger metadata lookups answered from the gateway's cache",
+)
+metadata_cache_misses = _meter.create_observable_counter(
+    "quire.gateway.metadata_cache.misses",
+    callbacks=[_observe_metadata_cache("misses")],
+    unit="{lookup}",
+    description="Ledger metadata lookups that went to the registry (not cached, or not trusted)",
+)
+metadata_cache_ledgers = _meter.create_observable_gauge(
+    "quire.gateway.metadata_cache.ledgers",
+    callbacks=[_observe_metadata_cache("ledgers")],
+    unit="{ledger}",
+    description="Ledgers whose metadata the gateway's cache holds",
+)
+metadata_watch_connected = _meter.create_observable_gauge(
+    "quire.gateway.metadata_cache.watch_connected",
+    callbacks=[_observe_metadata_cache("watch_connected")],
+    unit="1",
+    description="1 while the registry's ledger metadata watch is connected, else 0",
+)
+metadata_watch_resets = _meter.create_observable_counter(
+    "quire.gateway.metadata_cache.watch_resets",
+    callbacks=[_observe_metadata_cache("watch_resets")],
+    unit="{reset}",
+    description="Ledger metadata watch resets (history compacted): open ledgers' entries dropped",
 )

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import grpc
@@ -23,11 +24,12 @@ from quire.common.v1 import common_pb2
 from quire.placement.v1 import placement_pb2, placement_pb2_grpc
 from quire.registry.v1 import registry_pb2, registry_pb2_grpc
 from quire_common.bookies import BookieChannels, BookieDirectory
-from quire_common.channels import call, open_channel
-from quire_common.errors import NotFound, Reason, Unavailable
+from quire_common.channels import call, error_from_rpc, open_channel
+from quire_common.errors import Aborted, NotFound, Reason, Unavailable
 from quire_common.ids import LedgerId, ledger_id_to_proto
 from quire_common.tasks import cancel_and_wait
 from quire_gateway.bookie_streams import BookieAddStreams
+from quire_gateway.metadata_cache import ChangeKind, MetadataChange, MetadataObserver
 
 log = logging.getLogger(__name__)
 
@@ -149,6 +151,10 @@ class Remote:
 
     # -- registry ----------------------------------------------------------------
 
+    # Told of the ledger metadata this gateway reads and writes through the
+    # registry, so the metadata cache learns of it (set by the entry point).
+    metadata_observer: MetadataObserver | None = None
+
     async def create_ledger_metadata(
         self, request: registry_pb2.CreateLedgerMetadataRequest
     ) -> tuple[common_pb2.LedgerMetadata, int]:
@@ -159,39 +165,62 @@ class Remote:
         return response.metadata, response.version
 
     async def get_ledger_metadata(self, ledger_id: LedgerId) -> tuple[common_pb2.LedgerMetadata, int]:
-        response = await call(
-            self.registry.GetLedgerMetadata(
-                registry_pb2.GetLedgerMetadataRequest(ledger_id=ledger_id_to_proto(ledger_id)),
-                timeout=self.timeout,
-            ),
-            f"reading metadata of ledger {ledger_id}",
-        )
+        try:
+            response = await call(
+                self.registry.GetLedgerMetadata(
+                    registry_pb2.GetLedgerMetadataRequest(ledger_id=ledger_id_to_proto(ledger_id)),
+                    timeout=self.timeout,
+                ),
+                f"reading metadata of ledger {ledger_id}",
+            )
+        except NotFound:
+            if self.metadata_observer is not None:
+                self.metadata_observer.forget(ledger_id)
+            raise
+        if self.metadata_observer is not None:
+            self.metadata_observer.learned(ledger_id, response.metadata, response.version)
         return response.metadata, response.version
 
     async def update_ledger_metadata(
         self, ledger_id: LedgerId, metadata: common_pb2.LedgerMetadata, expected_version: int
     ) -> int:
-        response = await call(
-            self.registry.UpdateLedgerMetadata(
-                registry_pb2.UpdateLedgerMetadataRequest(
-                    ledger_id=ledger_id_to_proto(ledger_id),
-                    metadata=metadata,
-                    expected_version=expected_version,
+        """Compare-and-swap. The metadata observer learns the new record, or
+        forgets the ledger on a conflict (ABORTED) or NOT_FOUND."""
+        try:
+            response = await call(
+                self.registry.UpdateLedgerMetadata(
+                    registry_pb2.UpdateLedgerMetadataRequest(
+                        ledger_id=ledger_id_to_proto(ledger_id),
+                        metadata=metadata,
+                        expected_version=expected_version,
+                    ),
+                    timeout=self.timeout,
                 ),
-                timeout=self.timeout,
-            ),
-            f"updating metadata of ledger {ledger_id}",
-        )
+                f"updating metadata of ledger {ledger_id}",
+            )
+        except (Aborted, NotFound):
+            if self.metadata_observer is not None:
+                self.metadata_observer.forget(ledger_id)
+            raise
+        if self.metadata_observer is not None:
+            stored = common_pb2.LedgerMetadata()
+            stored.CopyFrom(metadata)  # the caller keeps its own object
+            stored.ledger_id.CopyFrom(ledger_id_to_proto(ledger_id))  # as the registry stores it
+            self.metadata_observer.learned(ledger_id, stored, response.version)
         return response.version
 
     async def delete_ledger_metadata(self, ledger_id: LedgerId) -> None:
-        await call(
-            self.registry.DeleteLedgerMetadata(
-                registry_pb2.DeleteLedgerMetadataRequest(ledger_id=ledger_id_to_proto(ledger_id)),
-                timeout=self.timeout,
-            ),
-            f"deleting metadata of ledger {ledger_id}",
-        )
+        try:
+            await call(
+                self.registry.DeleteLedgerMetadata(
+                    registry_pb2.DeleteLedgerMetadataRequest(ledger_id=ledger_id_to_proto(ledger_id)),
+                    timeout=self.timeout,
+                ),
+                f"deleting metadata of ledger {ledger_id}",
+            )
+        finally:  # whatever the outcome (a failed call may still have deleted it)
+            if self.metadata_observer is not None:
+                self.metadata_observer.forget(ledger_id)
 
     async def list_ledger_metadata(
         self, scope_id: int, page_size: int, page_token: str, all_scopes: bool = False
@@ -206,6 +235,41 @@ class Remote:
             "listing ledgers",
         )
         return list(response.ledgers), response.next_page_token
+
+    async def watch_ledger_metadata(
+        self, start_revision: int, heartbeat_seconds: float
+    ) -> AsyncGenerator[MetadataChange, None]:
+        """The registry's WatchLedgerMetadata stream, as MetadataChange values
+        (the metadata cache follows it). No deadline: it lasts until the caller
+        closes it, the registry ends it, or it fails (a QuireError)."""
+        kinds = {
+            registry_pb2.LEDGER_METADATA_EVENT_TYPE_STARTED: ChangeKind.STARTED,
+            registry_pb2.LEDGER_METADATA_EVENT_TYPE_PUT: ChangeKind.PUT,
+            registry_pb2.LEDGER_METADATA_EVENT_TYPE_DELETED: ChangeKind.DELETED,
+            registry_pb2.LEDGER_METADATA_EVENT_TYPE_RESET: ChangeKind.RESET,
+            registry_pb2.LEDGER_METADATA_EVENT_TYPE_PROGRESS: ChangeKind.PROGRESS,
+        }
+        stream = self.registry.WatchLedgerMetadata(
+            registry_pb2.WatchLedgerMetadataRequest(
+                start_revision=start_revision, heartbeat_interval_ms=round(heartbeat_seconds * 1000)
+            )
+        )
+        try:
+            async for response in stream:
+                kind = kinds.get(response.type)
+                if kind is None:
+                    continue  # an event type of a newer registry
+                ledger_id = (
+                    LedgerId(response.ledger_id.scope_id, response.ledger_id.ledger_id)
+                    if response.HasField("ledger_id")
+                    else None
+                )
+                metadata = response.metadata if response.HasField("metadata") else None
+                yield MetadataChange(kind, response.revision, ledger_id, metadata)
+        except grpc.aio.AioRpcError as exc:
+            raise error_from_rpc(exc, "watching ledger metadata") from None
+        finally:
+            stream.cancel()
 
     # -- placement ---------------------------------------------------------------
 

@@ -1,0 +1,351 @@
+"""Ledger metadata cached in the gateway, kept current by the registry's
+WatchLedgerMetadata stream. Domain code: no grpc here (remote.py turns the
+stream into MetadataChange values).
+
+Reads (`get`) are answered from the cache when the entry can be trusted, and
+otherwise fetched from the registry and kept (LRU, at most `capacity`
+ledgers). The rules:
+
+- The watch delivers every change (PUT with the new version, DELETED) after a
+  revision. A PUT replaces a cached entry only when its version is newer; a
+  DELETED removes an entry older than the delete. Changes of ledgers not
+  cached are ignored, except while a fetch of that ledger is in flight (so a
+  fetch that read before a change cannot put back what the change replaced).
+- An *epoch* is a stretch of watching with no gap in what was delivered. A
+  stream that resumes where the last one ended continues the epoch; a stream
+  started from "now" and a RESET (the registry could not replay history that
+  etcd compacted) begin a new one, and drop every entry of an open (or
+  in-recovery) ledger. An entry is stamped with the epoch in which it was
+  read (for a fetch: when the fetch started).
+- An entry of a ledger that is not CLOSED is trusted only while the watch is
+  connected and the entry belongs to the current epoch. Otherwise `get` goes
+  to the registry: a writer may have added an ensemble, closed or recovered
+  the ledger, and nobody would tell us.
+- An entry of a CLOSED ledger is trusted whether or not the watch is
+  connected, so closed ledgers stay readable while the registry or etcd is
+  down. A closed ledger's end, digest type and password never change; what
+  may still change is where copies live (the auditor replaces a lost bookie)
+  and repair markers, and the ledger may be deleted. Stale copies of those
+  cost availability, never correctness: every entry is digest-checked, and
+  any good copy holds the same bytes. A closed entry from an earlier epoch
+  (changes may have been missed across the gap) is served at once and
+  checked with the registry in the background; one found deleted is dropped.
+- The gateway's own metadata writes go through Remote, which reports them
+  here (`learned`, `forget`): a successful update moves a cached entry to the
+  new version; a compare-and-swap conflict or a NOT_FOUND drops it.
+
+A deleted ledger is therefore forgotten as soon as the watch delivers the
+delete; while the watch is down, a cached closed ledger that another gateway
+deletes stays readable here until the watch resumes (the delete is replayed)
+or, after a RESET, until its first use checks it. Reads of it then fail
+NOT_FOUND, as they do once the bookies have dropped its entries.
+
+Returned metadata objects are shared with the cache: callers must not modify
+them (copy first, as every writer does).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import random
+from collections import OrderedDict
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from quire.common.v1 import common_pb2
+from quire_common.errors import NotFound
+from quire_common.ids import LedgerId
+from quire_common.tasks import cancel_and_wait
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CAPACITY = 10_000
+HEARTBEAT_SECONDS = 2.0  # asked of the registry: PROGRESS at least this often
+SILENCE_SECONDS = 3 * HEARTBEAT_SECONDS  # nothing heard for this long: the stream counts as broken
+_BACKOFF_SECONDS = (0.2, 5.0)
+
+
+class ChangeKind(enum.Enum):
+    STARTED = "started"  # the stream resumes (or starts from now) after `revision`
+    PUT = "put"  # a ledger's record at version `revision`
+    DELETED = "deleted"  # a ledger's record was deleted at `revision`
+    RESET = "reset"  # changes up to `revision` may have been missed
+    PROGRESS = "progress"  # nothing to report; every change up to `revision` was sent
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataChange:
+    """One message of the registry's ledger metadata watch."""
+
+    kind: ChangeKind
+    revision: int
+    ledger_id: LedgerId | None = None
+    metadata: common_pb2.LedgerMetadata | None = None  # PUT only; None for a record that does not parse
+
+
+class MetadataSource(Protocol):
+    """What the cache needs of Remote."""
+
+    async def get_ledger_metadata(self, ledger_id: LedgerId) -> tuple[common_pb2.LedgerMetadata, int]: ...
+
+    def watch_ledger_metadata(
+        self, start_revision: int, heartbeat_seconds: float
+    ) -> AsyncGenerator[MetadataChange, None]: ...
+
+
+class MetadataObserver(Protocol):
+    """Told by Remote of the metadata this gateway reads and writes itself."""
+
+    def learned(self, ledger_id: LedgerId, metadata: common_pb2.LedgerMetadata, version: int) -> None: ...
+
+    def forget(self, ledger_id: LedgerId) -> None: ...
+
+
+@dataclass(slots=True)
+class _Entry:
+    metadata: common_pb2.LedgerMetadata
+    version: int
+    epoch: int
+    closed: bool
+
+
+@dataclass(slots=True)
+class _Fetch:
+    task: asyncio.Future[tuple[common_pb2.LedgerMetadata, int]]
+    epoch: int  # the cache's epoch when the fetch started
+    deleted_at: int = 0  # the latest delete the watch reported meanwhile
+    discard: bool = False  # forgotten meanwhile: do not keep the result
+
+
+def _closed(metadata: common_pb2.LedgerMetadata) -> bool:
+    return metadata.state == common_pb2.LEDGER_STATE_CLOSED
+
+
+class LedgerMetadataCache:
+    def __init__(
+        self,
+        source: MetadataSource,
+        capacity: int = DEFAULT_CAPACITY,
+        *,
+        heartbeat_seconds: float = HEARTBEAT_SECONDS,
+        silence_seconds: float | None = None,
+    ) -> None:
+        if capacity < 1:
+            raise ValueError("a metadata cache holds at least one ledger")
+        self._source = source
+        self.capacity = capacity
+        self._heartbeat = heartbeat_seconds
+        self._silence = silence_seconds or 3 * heartbeat_seconds
+        self._entries: OrderedDict[LedgerId, _Entry] = OrderedDict()
+        self._fetches: dict[LedgerId, _Fetch] = {}
+        self._task: asyncio.Task[None] | None = None
+        self.connected = False  # a watch stream is delivering changes now
+        self.epoch = 0  # 0: before the first stream started
+        self._epoch_start = 0  # the current epoch's stream delivers every change after this revision
+        self.revision = 0  # every change up to this revision has been applied (0: none yet)
+        self._requested = 0  # the start revision the current stream asked for (0: from now)
+        self.hits = 0
+        self.misses = 0
+        self.resets = 0
+        self.evictions = 0
+
+    # -- reads -------------------------------------------------------------------
+
+    async def get(self, ledger_id: LedgerId) -> tuple[common_pb2.LedgerMetadata, int]:
+        """The ledger's metadata and version: from the cache when it can be
+        trusted (see the module's rules), else from the registry."""
+        entry = self._entries.get(ledger_id)
+        if entry is not None and (entry.closed or self.connected):
+            if entry.epoch == self.epoch:
+                self._entries.move_to_end(ledger_id)
+                self.hits += 1
+                return entry.metadata, entry.version
+            if entry.closed:  # from before a gap: serve it, and check it behind the reader's back
+                self._entries.move_to_end(ledger_id)
+                self.hits += 1
+                if ledger_id not in self._fetches:
+                    self._start_fetch(ledger_id)
+                return entry.metadata, entry.version
+        self.misses += 1
+        fetch = self._fetches.get(ledger_id) or self._start_fetch(ledger_id)
+        return await asyncio.shield(fetch.task)
+
+    def _start_fetch(self, ledger_id: LedgerId) -> _Fetch:
+        """One registry read per ledger at a time; concurrent misses share it."""
+        fetch = _Fetch(asyncio.ensure_future(self._source.get_ledger_metadata(ledger_id)), self.epoch)
+        self._fetches[ledger_id] = fetch
+        fetch.task.add_done_callback(lambda _: self._fetched(ledger_id, fetch))
+        return fetch
+
+    def _fetched(self, ledger_id: LedgerId, fetch: _Fetch) -> None:
+        if self._fetches.get(ledger_id) is fetch:
+            del self._fetches[ledger_id]
+        if fetch.task.cancelled():
+            return
+        error = fetch.task.exception()  # retrieved here too: a background check has no reader to raise to
+        if error is not None:
+            if isinstance(error, NotFound):
+                self._entries.pop(ledger_id, None)
+            return
+        metadata, version = fetch.task.result()
+        if fetch.discard or fetch.deleted_at > version:
+            return  # forgotten or deleted while it was read: keep nothing
+        self._store(ledger_id, metadata, version, fetch.epoch)
+
+    def _store(self, ledger_id: LedgerId, metadata: common_pb2.LedgerMetadata, version: int, epoch: int) -> None:
+        entry = self._entries.get(ledger_id)
+        if entry is not None and entry.version >= version:
+            if entry.version == version:
+                entry.epoch = max(entry.epoch, epoch)  # the same record, confirmed later
+            return
+        self._entries[ledger_id] = _Entry(metadata, version, epoch, _closed(metadata))
+        self._entries.move_to_end(ledger_id)
+        while len(self._entries) > self.capacity:
+            self._entries.popitem(last=False)
+            self.evictions += 1
+
+    # -- what this gateway read or wrote itself (Remote reports it) ---------------
+
+    def learned(self, ledger_id: LedgerId, metadata: common_pb2.LedgerMetadata, version: int) -> None:
+        """A record this gateway read or wrote through the registry. Applied
+        only to a cached ledger and only when newer: storing a ledger that is
+        not cached could put back a version the watch has already replaced."""
+        entry = self._entries.get(ledger_id)
+        if entry is None or version <= entry.version:
+            return
+        # A version after the epoch's start is covered by this epoch's watch; an
+        # older one may predate a gap, so it keeps the entry's epoch.
+        epoch = self.epoch if version > self._epoch_start else entry.epoch
+        self._entries[ledger_id] = _Entry(metadata, version, epoch, _closed(metadata))
+
+    def forget(self, ledger_id: LedgerId) -> None:
+        """Drop what is known of a ledger (deleted, not found, or a
+        compare-and-swap found another version than ours); a fetch in flight
+        keeps nothing either."""
+        self._entries.pop(ledger_id, None)
+        fetch = self._fetches.get(ledger_id)
+        if fetch is not None:
+            fetch.discard = True
+
+    # -- the watch ---------------------------------------------------------------
+
+    def apply(self, change: MetadataChange) -> None:
+        """Apply one message of the watch stream."""
+        kind = change.kind
+        if kind is ChangeKind.STARTED or kind is ChangeKind.RESET:
+            if kind is ChangeKind.RESET or self._requested == 0:
+                self._new_epoch(change.revision, reset=kind is ChangeKind.RESET)
+            self.connected = True
+            self.revision = change.revision
+            return
+        self.revision = max(self.revision, change.revision)
+        if kind is ChangeKind.PROGRESS or change.ledger_id is None:
+            return
+        ledger_id = change.ledger_id
+        if kind is ChangeKind.PUT and change.metadata is not None:
+            entry = self._entries.get(ledger_id)
+            if entry is not None:
+                if change.revision > entry.version:
+                    closed = _closed(change.metadata)
+                    self._entries[ledger_id] = _Entry(change.metadata, change.revision, self.epoch, closed)
+            elif ledger_id in self._fetches:
+                self._store(ledger_id, change.metadata, change.revision, self.epoch)
+            return
+        # DELETED, or a record that no longer parses: forget it.
+        entry = self._entries.get(ledger_id)
+        if entry is not None and change.revision > entry.version:
+            del self._entries[ledger_id]
+        fetch = self._fetches.get(ledger_id)
+        if fetch is not None:
+            fetch.deleted_at = max(fetch.deleted_at, change.revision)
+
+    def _new_epoch(self, revision: int, *, reset: bool) -> None:
+        """Changes before `revision` may have been missed: open ledgers'
+        entries go; closed ones stay, to be checked on their next use."""
+        self.epoch += 1
+        self._epoch_start = revision
+        if reset:
+            self.resets += 1
+        dropped = [ledger_id for ledger_id, entry in self._entries.items() if not entry.closed]
+        for ledger_id in dropped:
+            del self._entries[ledger_id]
+        if reset:
+            log.warning(
+                "ledger metadata watch reset at revision %d (history compacted): %d open ledgers' entries "
+                "dropped, %d closed ones kept",
+                revision,
+                len(dropped),
+                len(self._entries),
+            )
+
+    def disconnected(self) -> None:
+        """The stream broke: open ledgers' entries are not trusted until it is back."""
+        self.connected = False
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._follow(), name="ledger-metadata-watch")
+
+    async def close(self) -> None:
+        await cancel_and_wait(self._task)
+        self._task = None
+        for fetch in list(self._fetches.values()):
+            fetch.task.cancel()
+
+    async def _follow(self) -> None:
+        """Follow the watch for ever: resume where the last stream ended,
+        reconnect with a backoff when it breaks or falls silent."""
+        backoff = _BACKOFF_SECONDS[0]
+        while True:
+            self._requested = self.revision + 1 if self.revision else 0
+            stream = self._source.watch_ledger_metadata(self._requested, self._heartbeat)
+            try:
+                while True:
+                    change = await asyncio.wait_for(anext(stream), self._silence)
+                    if not self.connected:
+                        log.info("ledger metadata watch %s at revision %d", change.kind.value, change.revision)
+                    self.apply(change)
+                    backoff = _BACKOFF_SECONDS[0]
+            except asyncio.CancelledError:
+                raise
+            except StopAsyncIteration:
+                reason = "the registry ended it"
+            except TimeoutError:
+                reason = f"nothing heard for {self._silence:.0f}s"
+            except Exception as exc:  # the registry went away, or is restarting
+                reason = str(exc)
+            finally:
+                self.disconnected()
+                await stream.aclose()
+            log.warning(
+                "ledger metadata watch broke (%s); metadata of open ledgers is read from the registry "
+                "until it is back; retrying in %.1fs",
+                reason,
+                backoff,
+            )
+            await asyncio.sleep(backoff + random.uniform(0, backoff / 2))
+            backoff = min(backoff * 2, _BACKOFF_SECONDS[1])
+
+    # -- reporting ---------------------------------------------------------------
+
+    def stats(self) -> dict[str, int]:
+        return {
+            "hits": self.hits,
+            "misses": self.misses,
+            "ledgers": len(self._entries),
+            "watch_connected": int(self.connected),
+            "watch_resets": self.resets,
+            "evictions": self.evictions,
+        }
+
+    def status(self) -> dict[str, Any]:
+        """For the admin /status."""
+        return {
+            **self.stats(),
+            "capacity": self.capacity,
+            "watch_connected": self.connected,
+            "watch_revision": self.revision,
+        }
