@@ -28,7 +28,7 @@ from quire_common.errors import (
 from quire_common.ids import LedgerId, ledger_id_to_proto
 from quire_common.quorum import validate_quorum
 from quire_common.replication import add_marker
-from quire_common.telemetry import tracer
+from quire_common.telemetry import tracer, tracing_enabled
 from quire_gateway import metrics
 from quire_gateway.handle import WriteHandle, WriteSettings
 from quire_gateway.metadata_cache import LedgerMetadataCache
@@ -193,7 +193,10 @@ class LedgerManager:
 
     async def add(self, ledger_id: LedgerId, payload: bytes) -> tuple[int, int]:
         (future,) = await self.append(ledger_id, [payload])
-        with _tracer.start_as_current_span("quire.gateway.quorum_wait", attributes={"quire.ledger": str(ledger_id)}):
+        if tracing_enabled():
+            with _tracer.start_as_current_span("quire.gateway.quorum_wait", attributes={"quire.ledger": str(ledger_id)}):
+                entry_id = await future
+        else:
             entry_id = await future
         return entry_id, self.handles[ledger_id].last_add_confirmed
 
