@@ -1,1 +1,4 @@
 """The registry service: the only process that talks to etcd."""
+
+# Before anything imports grpc: gRPC core reads its I/O settings once, at import.
+from quire_common import grpc_runtime  # noqa: F401
