@@ -19,6 +19,7 @@ from quire_gateway import metrics
 from quire_gateway.auditor import Auditor, AuditorSettings
 from quire_gateway.authn import GatewayAuthInterceptor
 from quire_gateway.blobs import BlobSettings, BlobStore
+from quire_gateway.entry_cache import DEFAULT_ENTRY_CACHE_BYTES, EntryCache
 from quire_gateway.handle import WriteSettings
 from quire_gateway.ledgers import LedgerManager
 from quire_gateway.metadata_cache import DEFAULT_CAPACITY, LedgerMetadataCache
@@ -75,7 +76,9 @@ async def main() -> None:
         remote.metadata_observer = metadata_cache
         metrics.metadata_cache_stats = metadata_cache.stats
         metadata_cache.start()
-    manager = LedgerManager(remote, settings, recovery, reads, metadata_cache)
+    entry_cache = EntryCache(env_int("QUIRE_GATEWAY_ENTRY_CACHE_BYTES", DEFAULT_ENTRY_CACHE_BYTES, minimum=0))
+    metrics.entry_cache_stats = entry_cache.status
+    manager = LedgerManager(remote, settings, recovery, reads, metadata_cache, entry_cache)
     bookies.on_joined(lambda bookie_id, _address: manager.quarantine.lift(bookie_id, "it registered again"))
     blobs = BlobStore(
         manager,
@@ -121,6 +124,7 @@ async def main() -> None:
             "dependencies": remote.dependencies(),
             "active_streams": streams.snapshot(),
             "open_write_handles": len(manager.handles),
+            "entry_cache": entry_cache.status(),
             "metadata_cache": metadata_cache.status() if metadata_cache is not None else {"capacity": 0},
             "bookie_add_streams": remote.add_stream_stats(),
             "asyncio_tasks": len(asyncio.all_tasks()),

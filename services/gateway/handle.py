@@ -54,6 +54,7 @@ from quire_common.ids import LedgerId
 from quire_common.replication import add_marker
 from quire_common.telemetry import batch_span, current_span_context, tracer, tracing_enabled
 from quire_gateway import metrics
+from quire_gateway.entry_cache import EntryCache, incarnation
 from quire_gateway.quarantine import Quarantine, choose_avoiding
 from quire_gateway.quorums import write_set
 from quire_gateway.remote import Remote
@@ -67,6 +68,7 @@ _tracer = tracer(__name__)
 @dataclass(slots=True)
 class _Pending:
     entry_id: int
+    payload: bytes  # the caller's bytes (no copy): what the entry cache keeps once confirmed
     packed: bytes  # kept until confirmed: an ensemble change resends it
     length: int  # the ledger's cumulative length including this entry
     write_set: list[str]
@@ -122,8 +124,12 @@ class WriteHandle:
         version: int,
         settings: WriteSettings,
         quarantine: Quarantine | None = None,
+        entry_cache: EntryCache | None = None,
     ) -> None:
         self.remote = remote
+        # Confirmed entries go here for readers (None or a zero-sized cache: kept nowhere).
+        self._entry_cache = entry_cache if entry_cache is not None and entry_cache.enabled else None
+        self._life = incarnation(metadata)
         self.quarantine = quarantine or Quarantine(0.0)  # shared by the gateway's handles
         self.ledger_id = ledger_id
         self.metadata = metadata
@@ -221,7 +227,7 @@ class WriteHandle:
             packed = pack_entry(self.ledger_id, entry_id, self.last_add_confirmed, self.length, payload, self.digester)
             future: asyncio.Future[int] = loop.create_future()
             members = self._stripes[entry_id % len(self._stripes)]
-            self._pending[entry_id] = _Pending(entry_id, packed, self.length, members, future, origin=origin)
+            self._pending[entry_id] = _Pending(entry_id, payload, packed, self.length, members, future, origin=origin)
             self._inflight_bytes += len(packed)
             futures.append(future)
             for bookie_id in members:
@@ -485,6 +491,8 @@ class WriteHandle:
             self.confirmed_length = pending.length
             del self._pending[self.last_add_confirmed]
             self._inflight_bytes -= len(pending.packed)
+            if self._entry_cache is not None:
+                self._entry_cache.put(self.ledger_id, self._life, pending.entry_id, pending.payload, pending.length)
             if not pending.future.done():
                 pending.future.set_result(self.last_add_confirmed)
         self._room.set()

@@ -30,10 +30,11 @@ from quire_common.quorum import validate_quorum
 from quire_common.replication import add_marker
 from quire_common.telemetry import tracer, tracing_enabled
 from quire_gateway import metrics
+from quire_gateway.entry_cache import EntryCache, incarnation
 from quire_gateway.handle import WriteHandle, WriteSettings
 from quire_gateway.metadata_cache import LedgerMetadataCache
 from quire_gateway.quarantine import Quarantine, choose_avoiding
-from quire_gateway.reads import EntryReader, ReadEntry, ReadSettings
+from quire_gateway.reads import CHUNK_ENTRIES, EntryReader, ReadEntry, ReadSettings
 from quire_gateway.recovery import Recovery, RecoverySettings, read_last_add_confirmed
 from quire_gateway.remote import Remote
 
@@ -91,8 +92,11 @@ class LedgerManager:
         recovery_settings: RecoverySettings | None = None,
         read_settings: ReadSettings | None = None,
         metadata_cache: LedgerMetadataCache | None = None,
+        entry_cache: EntryCache | None = None,
     ) -> None:
         self.remote = remote
+        # Recently confirmed entries: reads of fresh entries need no bookie. None: off.
+        self.entry_cache = entry_cache
         # Metadata for reads, tails, opens and GetLedgerMetadata; None: always the registry.
         self.metadata_cache = metadata_cache
         self.settings = settings or WriteSettings()
@@ -143,7 +147,9 @@ class LedgerManager:
             request.legacy = True
         stored, version = await self.remote.create_ledger_metadata(request)
         ledger_id = LedgerId(stored.ledger_id.scope_id, stored.ledger_id.ledger_id)
-        self.handles[ledger_id] = WriteHandle(self.remote, ledger_id, stored, version, self.settings, self.quarantine)
+        self.handles[ledger_id] = WriteHandle(
+            self.remote, ledger_id, stored, version, self.settings, self.quarantine, self.entry_cache
+        )
         return public_metadata(stored)
 
     async def metadata(self, ledger_id: LedgerId) -> tuple[common_pb2.LedgerMetadata, int]:
@@ -194,7 +200,8 @@ class LedgerManager:
     async def add(self, ledger_id: LedgerId, payload: bytes) -> tuple[int, int]:
         (future,) = await self.append(ledger_id, [payload])
         if tracing_enabled():
-            with _tracer.start_as_current_span("quire.gateway.quorum_wait", attributes={"quire.ledger": str(ledger_id)}):
+            attributes = {"quire.ledger": str(ledger_id)}
+            with _tracer.start_as_current_span("quire.gateway.quorum_wait", attributes=attributes):
                 entry_id = await future
         else:
             entry_id = await future
@@ -255,7 +262,10 @@ class LedgerManager:
                     Reason.READ_BEYOND_LAC,
                     last_add_confirmed=str(lac),
                 )
-        async for chunk in self._read_replicas(ledger_id, metadata, first, last):
+            confirmed_up_to = lac
+        else:
+            confirmed_up_to = self._known_lac(ledger_id, metadata)
+        async for chunk in self._read_replicas(ledger_id, metadata, first, last, confirmed_up_to):
             yield chunk
 
     async def tail(self, ledger_id: LedgerId, first: int) -> AsyncIterator[list[ReadEntry]]:
@@ -267,7 +277,7 @@ class LedgerManager:
             metadata, _ = await self.metadata(ledger_id)
             lac = await self.last_add_confirmed(ledger_id, metadata)
             if next_entry <= lac:
-                async for chunk in self._read_replicas(ledger_id, metadata, next_entry, lac):
+                async for chunk in self._read_replicas(ledger_id, metadata, next_entry, lac, lac):
                     yield chunk
                 next_entry = lac + 1
                 continue
@@ -275,15 +285,61 @@ class LedgerManager:
                 return
             await self.wait_for_lac(ledger_id, next_entry - 1)
 
+    def _known_lac(self, ledger_id: LedgerId, metadata: common_pb2.LedgerMetadata) -> int:
+        """The highest entry known to be confirmed, without asking anyone:
+        what may go into the entry cache from an unconfirmed read."""
+        if metadata.state == common_pb2.LEDGER_STATE_CLOSED:
+            return metadata.last_entry_id
+        handle = self.handles.get(ledger_id)
+        if handle is not None and not handle.failed:
+            return handle.last_add_confirmed
+        return self._reader_lacs.get((ledger_id, metadata.create_time.seconds, metadata.create_time.nanos), -1)
+
     async def _read_replicas(
-        self, ledger_id: LedgerId, metadata: common_pb2.LedgerMetadata, first: int, last: int
+        self,
+        ledger_id: LedgerId,
+        metadata: common_pb2.LedgerMetadata,
+        first: int,
+        last: int,
+        confirmed_up_to: int,
     ) -> AsyncIterator[list[ReadEntry]]:
-        reader = EntryReader(self.remote, ledger_id, metadata, self.read_settings)
+        """Entries first..last in order: runs found in the entry cache as they
+        are, the runs between them from the bookies. Entries read from the
+        bookies at or below `confirmed_up_to` are kept in the cache."""
+        reader: EntryReader | None = None  # made on the first miss: a read served from the cache needs none
+        # Digests unchecked (a test-only positive control): nothing read may be cached.
+        cache = self.entry_cache if self.read_settings.verify_digests else None
+        life = incarnation(metadata)
         try:
-            async for chunk in reader.read(first, last):
-                yield chunk
+            if cache is None or not cache.enabled:
+                reader = EntryReader(self.remote, ledger_id, metadata, self.read_settings)
+                async for chunk in reader.read(first, last):
+                    yield chunk
+                return
+            next_id = first
+            while next_id <= last:
+                hits = cache.run(ledger_id, life, next_id, min(last, next_id + CHUNK_ENTRIES - 1))
+                if hits:
+                    yield [ReadEntry(entry_id, cached.payload, cached.length) for entry_id, cached in hits]
+                    next_id = hits[-1][0] + 1
+                    continue
+                miss_end = next_id
+                while (
+                    miss_end < last
+                    and miss_end - next_id < CHUNK_ENTRIES - 1
+                    and not cache.contains(ledger_id, life, miss_end + 1)
+                ):
+                    miss_end += 1
+                reader = reader or EntryReader(self.remote, ledger_id, metadata, self.read_settings)
+                async for chunk in reader.read(next_id, miss_end):
+                    for entry in chunk:
+                        if entry.entry_id <= confirmed_up_to:
+                            cache.put(ledger_id, life, entry.entry_id, entry.payload, entry.length)
+                    yield chunk
+                next_id = miss_end + 1
         finally:
-            self._flag_damaged(ledger_id, reader)
+            if reader is not None:
+                self._flag_damaged(ledger_id, reader)
 
     def _flag_damaged(self, ledger_id: LedgerId, reader: EntryReader) -> None:
         """Copies a read found damaged are marked in the ledger's metadata, in
@@ -348,6 +404,8 @@ class LedgerManager:
         handle = self.handles.pop(ledger_id, None)
         if handle is not None:
             handle.abandon(NotFound(f"ledger {ledger_id} was deleted", Reason.LEDGER_NOT_FOUND))
+        if self.entry_cache is not None:
+            self.entry_cache.drop_ledger(ledger_id)
         await self.remote.delete_ledger_metadata(ledger_id)
         # Metadata is gone, so the data is garbage: remove it now where we can.
         bookies = sorted({b for ensemble in metadata.ensembles for b in ensemble.bookie_ids})

@@ -96,3 +96,41 @@ metadata_watch_resets = _meter.create_observable_counter(
     unit="{reset}",
     description="Ledger metadata watch resets (history compacted): open ledgers' entries dropped",
 )
+
+
+# Set by the entry point: the entry cache's counters (services/gateway/entry_cache.py).
+entry_cache_stats: Callable[[], dict[str, int]] | None = None
+
+
+def _observe_entry_cache(name: str) -> Callable[[CallbackOptions], Iterable[Observation]]:
+    def observe(_: CallbackOptions) -> Iterable[Observation]:
+        if entry_cache_stats is not None:
+            yield Observation(entry_cache_stats()[name])
+
+    return observe
+
+
+entry_cache_hits = _meter.create_observable_counter(
+    "quire.gateway.entry_cache.hits",
+    callbacks=[_observe_entry_cache("hits")],
+    unit="{entry}",
+    description="Entries a read or tail got from the gateway's entry cache",
+)
+entry_cache_misses = _meter.create_observable_counter(
+    "quire.gateway.entry_cache.misses",
+    callbacks=[_observe_entry_cache("misses")],
+    unit="{entry}",
+    description="Entries a read or tail looked for in the entry cache and read from bookies",
+)
+entry_cache_bytes = _meter.create_observable_gauge(
+    "quire.gateway.entry_cache.size",
+    callbacks=[_observe_entry_cache("size_bytes")],
+    unit="By",
+    description="Bytes the gateway's entry cache holds (payloads and per-entry overhead)",
+)
+entry_cache_evictions = _meter.create_observable_counter(
+    "quire.gateway.entry_cache.evictions",
+    callbacks=[_observe_entry_cache("evictions")],
+    unit="{entry}",
+    description="Entries dropped from the entry cache to stay within QUIRE_GATEWAY_ENTRY_CACHE_BYTES",
+)

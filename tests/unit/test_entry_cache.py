@@ -1,0 +1,73 @@
+"""The gateway's entry cache: bounded by bytes, least recently used out,
+incarnations of a ledger id kept apart, runs stop at the first gap."""
+
+from __future__ import annotations
+
+from quire.common.v1 import common_pb2
+from quire_common.ids import LedgerId
+from quire_gateway.entry_cache import ENTRY_OVERHEAD_BYTES, EntryCache, incarnation
+
+LEDGER = LedgerId(1, 2)
+OTHER = LedgerId(1, 3)
+
+
+def test_keeps_and_returns_entries_and_counts_hits_and_misses():
+    cache = EntryCache(1 << 20)
+    cache.put(LEDGER, 7, 0, b"zero", 4)
+    assert cache.get(LEDGER, 7, 0).payload == b"zero"
+    assert cache.get(LEDGER, 7, 1) is None
+    assert (cache.stats.hits, cache.stats.misses) == (1, 1)
+
+
+def test_bounded_by_bytes_least_recently_used_out():
+    entry = 1000
+    cache = EntryCache(3 * (entry + ENTRY_OVERHEAD_BYTES))
+    for entry_id in range(3):
+        cache.put(LEDGER, 7, entry_id, b"x" * entry, entry_id)
+    assert cache.get(LEDGER, 7, 0) is not None  # 0 is now the most recently used
+    cache.put(LEDGER, 7, 3, b"x" * entry, 3)
+    assert cache.get(LEDGER, 7, 1) is None, "the least recently used entry goes first"
+    assert all(cache.contains(LEDGER, 7, e) for e in (0, 2, 3))
+    assert cache.size_bytes <= cache.capacity_bytes and cache.stats.evictions == 1
+
+
+def test_an_entry_larger_than_the_cache_is_not_kept_and_evicts_nothing():
+    cache = EntryCache(5000)
+    cache.put(LEDGER, 7, 0, b"a", 1)
+    cache.put(LEDGER, 7, 1, b"x" * 6000, 6001)
+    assert cache.contains(LEDGER, 7, 0) and not cache.contains(LEDGER, 7, 1)
+
+
+def test_a_new_incarnation_of_a_ledger_id_never_sees_the_old_entries():
+    cache = EntryCache(1 << 20)
+    cache.put(LEDGER, 7, 0, b"old life", 8)
+    assert cache.get(LEDGER, 8, 0) is None
+
+
+def test_incarnation_is_the_creation_time():
+    created = common_pb2.LedgerMetadata()
+    created.create_time.seconds, created.create_time.nanos = 5, 6
+    assert incarnation(created) == 5_000_000_006
+
+
+def test_run_stops_at_the_first_entry_not_cached():
+    cache = EntryCache(1 << 20)
+    for entry_id in (3, 4, 6):
+        cache.put(LEDGER, 7, entry_id, b"p%d" % entry_id, entry_id)
+    assert [e for e, _ in cache.run(LEDGER, 7, 3, 6)] == [3, 4]
+    assert cache.run(LEDGER, 7, 5, 6) == []
+
+
+def test_dropping_a_ledger_frees_its_bytes_and_keeps_others():
+    cache = EntryCache(1 << 20)
+    cache.put(LEDGER, 7, 0, b"a" * 100, 100)
+    cache.put(OTHER, 7, 0, b"b" * 100, 100)
+    assert cache.drop_ledger(LEDGER) == 1
+    assert not cache.contains(LEDGER, 7, 0) and cache.contains(OTHER, 7, 0)
+    assert cache.size_bytes == 100 + ENTRY_OVERHEAD_BYTES
+
+
+def test_a_zero_sized_cache_is_off():
+    cache = EntryCache(0)
+    cache.put(LEDGER, 7, 0, b"a", 1)
+    assert not cache.enabled and len(cache) == 0
