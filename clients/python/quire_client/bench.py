@@ -5,7 +5,11 @@ The default matrix: E=3 W=3 A=2 and E=3 W=2 A=2, 1 and 16 concurrent writers
 (each its own ledger and AppendEntries stream), 1 KiB and 64 KiB entries,
 durable acks (an entry is acknowledged once A bookies have fsync'd it). Then
 one single-writer run at a moderate, paced rate, one entry per message, for
-latency. Against a running cluster, or a throwaway local one (`--local`).
+latency. Then the workload clients that do not batch run: one entry per
+request, each awaited, for the same writers and sizes, over AppendEntries and
+over AddEntry, each followed by single-entry reads by id
+(quire_client.bench_closed). Against a running cluster, or a throwaway local
+one (`--local`).
 `quire bench bookie` measures one bookie alone (quire_client.bench_bookie).
 Numbers are printed, never asserted.
 """
@@ -24,6 +28,7 @@ from pathlib import Path
 
 from quire.gateway.v1 import ledger_pb2
 from quire_client import bench_bookie
+from quire_client.bench_closed import print_closed_loop, run_closed_loop
 from quire_client.client import QuireClient
 from quire_client.cluster import LocalCluster, Ports
 from quire_client.smoke import percentile
@@ -165,7 +170,7 @@ def run_one(
 
 def matrix(args: argparse.Namespace) -> Iterator[tuple[tuple[int, int, int], int, int, int, int, float]]:
     """(quorum, writers, entry bytes, entries, batch, pace) for each run."""
-    quorums = [(3, 3, 2), (3, 2, 2)] if args.quorum is None else [tuple(int(x) for x in args.quorum.split(","))]
+    quorums = _quorums(args)
     for quorum in quorums:
         for writers in args.writers:
             for size in args.sizes:
@@ -188,16 +193,37 @@ def _print(result: RunResult) -> None:
     )
 
 
+def _quorums(args: argparse.Namespace) -> list[tuple[int, int, int]]:
+    if args.quorum is None:
+        return [(3, 3, 2), (3, 2, 2)]
+    ensemble, write, ack = (int(x) for x in args.quorum.split(","))
+    return [(ensemble, write, ack)]
+
+
 def main(args: argparse.Namespace) -> None:
     def report(target: tuple[str, str]) -> None:
         results = []
-        for quorum, writers, size, entries, batch, pace in matrix(args):
-            result = run_one(target, quorum, writers, size, entries, batch, pace)
-            _print(result)
-            results.append(result)
+        if args.batch > 0:
+            for quorum, writers, size, entries, batch, pace in matrix(args):
+                result = run_one(target, quorum, writers, size, entries, batch, pace)
+                _print(result)
+                results.append(result)
+        closed = []
+        if args.closed_seconds > 0:
+            for quorum in _quorums(args):
+                for rpc in args.closed_rpc:
+                    for writers in args.writers:
+                        for size in args.sizes:
+                            one = run_closed_loop(target[0], quorum, rpc, writers, size, args.closed_seconds)
+                            print_closed_loop(one)
+                            closed.append(one)
         if args.json:
             Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-            Path(args.json).write_text(json.dumps([asdict(r) for r in results], indent=2) + "\n")
+            document = {
+                "batched": [asdict(r) for r in results],
+                "one_entry_per_request": [asdict(r) for r in closed],
+            }
+            Path(args.json).write_text(json.dumps(document, indent=2) + "\n")
             print(f"wrote {args.json}")
 
     if args.local:
@@ -219,9 +245,24 @@ def add_parser(areas: argparse._SubParsersAction) -> None:  # type: ignore[type-
     bench.add_argument("--entries", type=int, default=32_000, help="entries per 1 KiB run (fewer for larger sizes)")
     bench.add_argument("--writers", type=int, nargs="+", default=[1, 16], help="concurrent writers per run")
     bench.add_argument("--sizes", type=int, nargs="+", default=[1024, 65536], help="entry sizes in bytes")
-    bench.add_argument("--batch", type=int, default=100, help="most entries per stream message")
+    bench.add_argument(
+        "--batch", type=int, default=100, help="most entries per stream message (0: skip the batched runs)"
+    )
     bench.add_argument("--quorum", help="one E,W,A (default: 3,3,2 and 3,2,2)")
     bench.add_argument("--paced-rate", type=float, default=500.0, help="entries/s of the latency run")
     bench.add_argument("--paced-entries", type=int, default=3000, help="entries of the latency run")
+    bench.add_argument(
+        "--closed-seconds",
+        type=float,
+        default=5.0,
+        help="seconds of each one-entry-per-request run (writes, then as long for reads); 0 skips them",
+    )
+    bench.add_argument(
+        "--closed-rpc",
+        nargs="+",
+        choices=["stream", "unary"],
+        default=["stream", "unary"],
+        help="one-entry-per-request runs: AppendEntries with one entry per message, and/or unary AddEntry",
+    )
     bench.set_defaults(func=main)
     bench_bookie.add_parser(bench.add_subparsers(dest="target", metavar="{bookie}"))
