@@ -36,11 +36,15 @@ from quire_common.telemetry import tracing_enabled
 log = logging.getLogger(__name__)
 
 _OK = grpc.StatusCode.OK.value[0]
-# Request messages sent and not fully answered, per bookie. While the window
-# is full, adds wait and leave together in the next message: under load that
+# Request messages sent and not fully answered, per bookie. While one is in
+# flight, adds wait and leave together in the next message: under load that
 # turns many small messages into a few large ones (each message costs both
-# sides a round of wakeups), and an idle stream sends at once.
-MAX_MESSAGES_IN_FLIGHT = 1
+# sides a round of wakeups), and an idle stream sends at once. Once a full
+# message's worth (FULL_MESSAGE_BYTES) is waiting, further messages go out up
+# to MAX_MESSAGES_IN_FLIGHT, so large entries and batches are pipelined rather
+# than held back a round trip each.
+MAX_MESSAGES_IN_FLIGHT = 4
+FULL_MESSAGE_BYTES = 1024 * 1024
 # How often adds past their deadline are looked for (so a deadline is met within this).
 SWEEP_SECONDS = 0.1
 _CODE_NAMES = {status.value[0]: status.name for status in grpc.StatusCode}
@@ -100,6 +104,7 @@ class BookieAddStream:
         self._has_outgoing = asyncio.Event()
         self._max_messages_in_flight = max_messages_in_flight
         self._messages_in_flight = 0
+        self._outgoing_bytes = 0
         self._window = asyncio.Event()  # set when a message in flight is fully answered
         self._sweep: asyncio.TimerHandle | None = None
         self._call: grpc.aio.StreamStreamCall | None = None
@@ -155,7 +160,10 @@ class BookieAddStream:
         self._unanswered[add_id] = pending
         self._unanswered_bytes += size
         self._outgoing.append(pending)
+        self._outgoing_bytes += size
         self._has_outgoing.set()
+        if self._outgoing_bytes >= FULL_MESSAGE_BYTES:
+            self._window.set()  # a full message waits: the sender may pipeline it
         await pending.future
 
     def _settle(self, pending: _Add, error: QuireError | None) -> None:
@@ -206,13 +214,18 @@ class BookieAddStream:
                 asyncio.create_task(self._receive(call), name=f"add-stream-receive-{self.bookie_id}"),
             ]
 
+    def _may_send(self) -> bool:
+        if not self._messages_in_flight:
+            return True
+        return self._messages_in_flight < self._max_messages_in_flight and self._outgoing_bytes >= FULL_MESSAGE_BYTES
+
     async def _send(self, call: grpc.aio.StreamStreamCall) -> None:
         try:
             while True:
                 await self._has_outgoing.wait()
                 self._has_outgoing.clear()
                 while self._outgoing:
-                    if self._messages_in_flight >= self._max_messages_in_flight:
+                    if not self._may_send():
                         # Adds arriving meanwhile wait and go together in the next message.
                         self._window.clear()
                         await self._window.wait()
@@ -221,6 +234,7 @@ class BookieAddStream:
                     size = 0
                     while self._outgoing and (not taken or size + self._outgoing[0].size <= self._max_message_bytes):
                         pending = self._outgoing.popleft()
+                        self._outgoing_bytes -= pending.size
                         if pending.add_id not in self._unanswered:
                             continue  # expired before it could be sent
                         taken.append(pending)
@@ -289,6 +303,7 @@ class BookieAddStream:
                 task.cancel()
         self._tasks = []
         self._outgoing.clear()
+        self._outgoing_bytes = 0
         if self._unanswered:
             log.warning(
                 "add stream to bookie %s broke with %d adds unanswered: %s",

@@ -247,3 +247,69 @@ async def test_unanswered_bytes_are_bounded_per_bookie(served):
         gate.set()
         bookie.start_add = real_start_add  # type: ignore[method-assign]
         await stream.close()
+
+
+async def test_small_adds_wait_for_the_message_in_flight_and_leave_together(served):
+    bookie, stub, _, _ = served
+
+    async def open_stub():  # type: ignore[no-untyped-def]
+        return stub
+
+    stream = BookieAddStream("bookie-a", open_stub, lambda: None)
+    gate = asyncio.Event()
+    real_start_add = bookie.start_add
+
+    async def held_start_add(*args):  # type: ignore[no-untyped-def]
+        await gate.wait()
+        return await real_start_add(*args)
+
+    bookie.start_add = held_start_add  # type: ignore[method-assign]
+    ledgers = [LedgerId(8, n) for n in range(1, 11)]
+    try:
+        first = asyncio.create_task(stream.add(ledgers[0], KEY, [(0, packed(ledgers[0], 0))], False, 60))
+        await asyncio.sleep(0.2)
+        rest = [
+            asyncio.create_task(stream.add(ledger, KEY, [(0, packed(ledger, 0))], False, 60)) for ledger in ledgers[1:]
+        ]
+        await asyncio.sleep(0.2)
+        assert stream.messages_sent == 1, "small adds must wait while a message is in flight"
+        gate.set()
+        await asyncio.wait_for(asyncio.gather(first, *rest), 60)
+        assert stream.messages_sent == 2 and stream.adds_sent == 10, "the nine waiting adds leave in one message"
+    finally:
+        gate.set()
+        bookie.start_add = real_start_add  # type: ignore[method-assign]
+        await stream.close()
+
+
+async def test_a_full_message_waiting_is_pipelined(served):
+    bookie, stub, _, _ = served
+
+    async def open_stub():  # type: ignore[no-untyped-def]
+        return stub
+
+    stream = BookieAddStream("bookie-a", open_stub, lambda: None)
+    gate = asyncio.Event()
+    real_start_add = bookie.start_add
+
+    async def held_start_add(*args):  # type: ignore[no-untyped-def]
+        await gate.wait()
+        return await real_start_add(*args)
+
+    bookie.start_add = held_start_add  # type: ignore[method-assign]
+    ledger = LedgerId(8, 1)
+    big = b"x" * (600 * 1024)
+    try:
+        adds = [asyncio.create_task(stream.add(ledger, KEY, [(0, packed(ledger, 0, big))], False, 60))]
+        await asyncio.sleep(0.2)  # the first message is in flight, held by the bookie
+        adds += [
+            asyncio.create_task(stream.add(ledger, KEY, [(e, packed(ledger, e, big))], False, 60)) for e in range(1, 4)
+        ]
+        await asyncio.sleep(0.3)
+        assert stream.messages_sent >= 2, "a full message's worth waiting must not wait for the first answer"
+        gate.set()
+        await asyncio.wait_for(asyncio.gather(*adds), 60)
+    finally:
+        gate.set()
+        bookie.start_add = real_start_add  # type: ignore[method-assign]
+        await stream.close()
