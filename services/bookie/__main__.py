@@ -185,6 +185,7 @@ async def main() -> None:
             await lookup.close()
         if keeper is not None:
             await keeper.stop()
+        bookie.begin_shutdown()  # add streams answer what they queued, then end
         await server.stop(SHUTDOWN_GRACE_SECONDS)  # in-flight adds finish (their syncs included)
         if admin is not None:
             await admin.stop()

@@ -51,7 +51,8 @@ class AddOutcome:
 class AddStreamSession:
     """Runs one AddStream. Adds are queued in arrival order (so one ledger's
     adds keep their order); an add refused by its checks or by the ledger's
-    state fails alone. When the committer's queue is full, the session stops
+    state fails alone. When the bookie stops, the stream ends once the adds
+    already queued are answered. When the committer's queue is full, the session stops
     taking messages until it has room, so a writer faster than the disk is
     held back by the stream's flow control rather than by memory here."""
 
@@ -63,6 +64,7 @@ class AddStreamSession:
         self._requests_done = False
         self._request_error: BaseException | None = None
         self._traced = tracing_enabled()
+        self._taker: asyncio.Task[None] | None = None
 
     @staticmethod
     def _trace(add: StreamedAdd, future: asyncio.Future[None]) -> None:
@@ -100,7 +102,6 @@ class AddStreamSession:
         try:
             async for adds in messages:
                 for add in adds:
-                    self._unanswered += 1
                     try:
                         if add.refused is not None:
                             raise add.refused
@@ -108,6 +109,9 @@ class AddStreamSession:
                     except QuireError as exc:
                         future = loop.create_future()
                         future.set_exception(exc)
+                    # Counted once queued: an add cut off while waiting for queue space (the
+                    # bookie stopping) is never answered; the writer's deadline covers it.
+                    self._unanswered += 1
                     future.add_done_callback(lambda done, add_id=add.add_id: self._settle(add_id, done))
                     if self._traced:
                         self._trace(add, future)
@@ -121,6 +125,8 @@ class AddStreamSession:
         """Outcomes, batched as they complete, until the writer ends its side
         and every add it sent is answered."""
         taker = asyncio.create_task(self._take(messages))
+        self._taker = taker
+        self.bookie.add_shutdown_listener(self.stop)
         try:
             while True:
                 await self._wake.wait()
@@ -133,4 +139,12 @@ class AddStreamSession:
                         raise self._request_error
                     return
         finally:
+            self.bookie.remove_shutdown_listener(self.stop)
             taker.cancel()
+
+    def stop(self) -> None:
+        """The bookie is stopping: take no more adds, answer the ones queued,
+        then end the stream (the writer sees it end and goes elsewhere) rather
+        than hold the server's shutdown until its grace period runs out."""
+        if self._taker is not None:
+            self._taker.cancel()

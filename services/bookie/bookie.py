@@ -129,6 +129,20 @@ class Bookie:
             on_lac_moved=self._signal_lac,
         )
         self._disk_task: asyncio.Task[None] | None = None
+        self._shutdown_listeners: list[Callable[[], None]] = []
+
+    def add_shutdown_listener(self, listener: Callable[[], None]) -> None:
+        self._shutdown_listeners.append(listener)
+
+    def remove_shutdown_listener(self, listener: Callable[[], None]) -> None:
+        if listener in self._shutdown_listeners:
+            self._shutdown_listeners.remove(listener)
+
+    def begin_shutdown(self) -> None:
+        """Tell long-lived calls (AddStream sessions) to wind down, before
+        the server waits for in-flight calls to finish."""
+        for listener in list(self._shutdown_listeners):
+            listener()
 
     @property
     def read_only(self) -> bool:

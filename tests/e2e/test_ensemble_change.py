@@ -27,6 +27,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
         bookies=4,
         QUIRE_GATEWAY_BOOKIE_RETRY_SECONDS="0.5",
         QUIRE_GATEWAY_ADD_TIMEOUT_SECONDS="1",
+        # These tests are about what the bookies hold: reads must reach them, not the
+        # gateway's cache of the entries it just wrote (tests/e2e/test_entry_cache.py).
+        QUIRE_GATEWAY_ENTRY_CACHE_BYTES="0",
     ) as local:
         yield local
 

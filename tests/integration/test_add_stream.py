@@ -313,3 +313,31 @@ async def test_a_full_message_waiting_is_pipelined(served):
         gate.set()
         bookie.start_add = real_start_add  # type: ignore[method-assign]
         await stream.close()
+
+
+async def test_a_stopping_bookie_answers_what_it_queued_and_ends_its_streams(served):
+    bookie, stub, _, _ = served
+    ledger = LedgerId(7, 1)
+    call = stub.AddStream()
+    await call.write(bookie_pb2.AddStreamRequest(adds=[streamed_add(1, ledger, [0])]))
+    first = await asyncio.wait_for(call.read(), 60)
+    assert [r.add_id for r in first.results] == [1] and first.results[0].code == 0
+    bookie.begin_shutdown()
+    # The stream ends at once (not after the server's grace period), with an OK status.
+    assert await asyncio.wait_for(call.read(), 10) == grpc.aio.EOF
+    assert await call.code() == grpc.StatusCode.OK
+
+    async def open_stub():  # type: ignore[no-untyped-def]
+        return stub
+
+    broken: list[str] = []
+    stream = BookieAddStream("bookie-a", open_stub, lambda: broken.append("bookie-a"))
+    try:
+        await stream.add(ledger, KEY, [(1, packed(ledger, 1))], False, timeout_seconds=60)
+        bookie.begin_shutdown()
+        with pytest.raises(Unavailable):
+            for entry_id in range(2, 1000):  # the stream is found ended: the adds on it fail, none hangs
+                await asyncio.wait_for(stream.add(ledger, KEY, [(entry_id, packed(ledger, entry_id))], False, 60), 30)
+        assert broken == ["bookie-a"]
+    finally:
+        await stream.close()
