@@ -11,7 +11,10 @@ with its path (or socket endpoints), every buffer in hex. From it:
 - a sync is a completed `fdatasync`/`fsync` of that same file (the bookie syncs
   through its own descriptor, so files are matched by path, not fd);
 - an ack is a gRPC AddEntriesResponse in the HTTP/2 DATA frames the bookie
-  sends (`sendmsg` on a connection to its own port), decoded with the proto.
+  sends (`sendmsg` on a connection to its own port), decoded with the proto,
+  or an OK AddResult on an AddStream: its add_id is matched to the StreamedAdd
+  the bookie received on the same connection and stream (`recvmsg`), which
+  names the entries.
 
 An entry's ack is covered when some sync of the WAL file that holds its key
 started after the write holding the key's last byte returned, and returned
@@ -39,6 +42,7 @@ _CALL = re.compile(r"^(\w+)\((\d+)<(.*?)>(?=[,)]| <unfinished)(.*)$")
 _RESUMED = re.compile(r"^<\.\.\. (\w+) resumed>(.*)$")
 _RESULT = re.compile(r"\)\s+=\s+(-?\d+)")
 _STRING = re.compile(r'"((?:\\x[0-9a-f]{2})*)"')
+_HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
 
 def _hex(text: str) -> bytes:
@@ -84,10 +88,15 @@ def audit_acks(
     pending: dict[int, tuple[str, str, str, int]] = {}  # pid -> (call, fd name, args, entry seq)
     port_marker = f":{bookie_port}->"
 
-    def on_sendmsg(connection: str, args: str, seq: int) -> None:
-        data = b"".join(_hex(m) for m in re.findall(r'iov_base="((?:\\x[0-9a-f]{2})*)"', args))
-        buffer = sent.setdefault(connection, bytearray())
-        buffer += data
+    received: dict[str, bytearray] = {}  # connection -> bytes the bookie read, not yet parsed
+    requests: dict[tuple[str, int], bytearray] = {}  # (connection, stream) -> gRPC message bytes
+    streamed: dict[tuple[str, int, int], list[int]] = {}  # (connection, stream, add_id) -> entry ids
+
+    def frames(
+        buffer: bytearray, partial: dict[tuple[str, int], bytearray], connection: str
+    ) -> list[tuple[int, bytes]]:
+        """Whole gRPC messages (stream id, body) in the HTTP/2 DATA frames buffered so far."""
+        found: list[tuple[int, bytes]] = []
         while len(buffer) >= 9:
             length = int.from_bytes(buffer[:3], "big")
             if len(buffer) < 9 + length:
@@ -100,13 +109,53 @@ def audit_acks(
                 continue
             if flags & 0x8 and payload:  # PADDED
                 payload = payload[1 : len(payload) - payload[0]]
-            message = messages.setdefault((connection, stream), bytearray())
+            message = partial.setdefault((connection, stream), bytearray())
             message += payload
             while len(message) >= 5 and len(message) >= 5 + int.from_bytes(message[1:5], "big"):
                 size = int.from_bytes(message[1:5], "big")
-                body = bytes(message[5 : 5 + size])
+                found.append((stream, bytes(message[5 : 5 + size])))
                 del message[: 5 + size]
+        return found
+
+    def on_sendmsg(connection: str, args: str, seq: int) -> None:
+        data = b"".join(_hex(m) for m in re.findall(r'iov_base="((?:\\x[0-9a-f]{2})*)"', args))
+        buffer = sent.setdefault(connection, bytearray())
+        buffer += data
+        for stream, body in frames(buffer, messages, connection):
+            if not on_stream_results(connection, stream, body, seq):
                 on_response(body, seq)
+
+    def on_recvmsg(connection: str, args: str, result: int) -> None:
+        data = b"".join(_hex(m) for m in re.findall(r'iov_base="((?:\\x[0-9a-f]{2})*)"', args))[: max(result, 0)]
+        buffer = received.setdefault(connection, bytearray())
+        buffer += data
+        if buffer.startswith(_HTTP2_PREFACE):
+            del buffer[: len(_HTTP2_PREFACE)]
+        for stream, body in frames(buffer, requests, connection):
+            try:
+                request = bookie_pb2.AddStreamRequest.FromString(body)
+            except Exception:
+                continue
+            for add in request.adds:
+                if add.add_id and LedgerId(add.ledger_id.scope_id, add.ledger_id.ledger_id) == ledger:
+                    streamed[(connection, stream, add.add_id)] = [entry.entry_id for entry in add.entries]
+
+    def on_stream_results(connection: str, stream: int, body: bytes, seq: int) -> bool:
+        """Acks in an AddStreamResponse on a stream whose adds were seen; False if it is not one."""
+        if not any(key[0] == connection and key[1] == stream for key in streamed):
+            return False
+        try:
+            response = bookie_pb2.AddStreamResponse.FromString(body)
+        except Exception:
+            return False
+        audit.responses += 1
+        for result in response.results:
+            ids = streamed.pop((connection, stream, result.add_id), [])
+            if result.code == 0:
+                for entry_id in ids:
+                    if 0 <= entry_id < entries:
+                        acked_at.setdefault(entry_id, seq)
+        return True
 
     def on_response(body: bytes, seq: int) -> None:
         if not body.startswith(b"\x0a"):  # AddEntriesResponse: packed entry_ids, field 1
@@ -136,6 +185,10 @@ def audit_acks(
         audit.wal_writes += 1
 
     def complete(call: str, name: str, args: str, result: int, entry_seq: int, seq: int) -> None:
+        if call == "recvmsg":
+            if port_marker in name:
+                on_recvmsg(name, args, result)
+            return
         if call == "write" and name.endswith(".log"):
             on_write(name, args, result, seq)
         elif call in ("fdatasync", "fsync") and name.endswith(".log") and result == 0:
@@ -154,6 +207,8 @@ def audit_acks(
                 result = _RESULT.search(resumed.group(2))
                 if started is not None and result is not None and started[0] == resumed.group(1):
                     syscall, name, args, entry_seq = started
+                    if syscall == "recvmsg":  # the data read is printed when the call returns
+                        args = resumed.group(2)
                     complete(syscall, name, args, int(result.group(1)), entry_seq, seq)
                 continue
             call = _CALL.match(body)
@@ -162,7 +217,7 @@ def audit_acks(
             name, args = _name(call.group(3)), call.group(4)
             if call.group(1) == "sendmsg":
                 if port_marker in name:
-                    on_sendmsg(f"{call.group(2)}<{name}>", args, seq)  # an ack counts from the call's start
+                    on_sendmsg(name, args, seq)  # an ack counts from the call's start
                 continue
             if body.endswith("<unfinished ...>"):
                 pending[pid] = (call.group(1), name, args, seq)

@@ -34,6 +34,12 @@ FAST_SETTINGS = {
 }
 
 
+# For rows about what the bookies hold (corrupt or unreadable copies, replicas
+# after an ensemble change): every read must reach the bookies, not the
+# gateway's cache of entries it wrote itself.
+READS_REACH_BOOKIES = {"QUIRE_GATEWAY_ENTRY_CACHE_BYTES": "0"}
+
+
 def leftover_mounts() -> list[str]:
     with open("/proc/mounts") as mounts:
         return [line.split()[1] for line in mounts if line.split()[1].startswith(MOUNT_PREFIX)]

@@ -186,7 +186,7 @@ def wait_bookie_has(bookie_id: str, ledger: LedgerId, last_entry_id: int, timeou
 @pytest.mark.parametrize("sync", [True, False], ids=["sync-on", "control-no-sync"])
 def test_dur4_no_ack_precedes_the_sync_covering_it(tmp_path: Path, scenario: Scenario, sync: bool) -> None:
     """strace on one bookie (Qw = E: every entry goes to it): for every entry
-    acked in its AddEntries responses, a completed fdatasync of the WAL file
+    acked in its AddStream results (or AddEntries responses), a completed fdatasync of the WAL file
     holding the entry's key precedes the response's sendmsg. The control runs
     the same bookie without sync: the audit must flag its acks."""
     count = 500
@@ -202,7 +202,8 @@ def test_dur4_no_ack_precedes_the_sync_covering_it(tmp_path: Path, scenario: Sce
         sizes = {str(path): path.stat().st_size for path in rocksdb.glob("*.log")}
         pid = local.pid(traced)
         assert pid is not None
-        with strace(pid, tmp_path / "bookie.strace") as trace:
+        # recvmsg too: an AddStream ack names its add, and the add (received) names the entries.
+        with strace(pid, tmp_path / "bookie.strace", "fsync,fdatasync,sync_file_range,write,sendmsg,recvmsg") as trace:
             # Paced, so the bookie answers in many responses, each after its own sync.
             (writer,) = writers(local, [ledger], history, seed, count=count, pace_seconds=0.002)
             writer.start().join()

@@ -22,7 +22,7 @@ from quire_common.ids import LedgerId, ledger_id_to_proto
 from quire_common.replication import markers
 from tests.faults.checker import check, read_back
 from tests.faults.history import History, make_payload
-from tests.faults.lab import fault_cluster
+from tests.faults.lab import READS_REACH_BOOKIES, fault_cluster
 from tests.faults.proxy import TcpProxy
 from tests.faults.report import Scenario
 from tests.faults.scenarios import (
@@ -44,7 +44,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.faults]
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    with fault_cluster(tmp_path_factory.mktemp("ensemble"), bookies=4) as local:
+    with fault_cluster(tmp_path_factory.mktemp("ensemble"), bookies=4, env=READS_REACH_BOOKIES) as local:
         yield local
 
 

@@ -22,7 +22,7 @@ from quire_common.ids import LedgerId, ledger_id_to_proto
 from quire_common.replication import markers
 from tests.faults.checker import check
 from tests.faults.history import History, check_payload
-from tests.faults.lab import fault_cluster, fill, tmpfs
+from tests.faults.lab import READS_REACH_BOOKIES, fault_cluster, fill, tmpfs
 from tests.faults.report import Scenario
 from tests.faults.scenarios import (
     PASSWORD,
@@ -47,7 +47,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.faults]
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     auditor = {"QUIRE_AUDITOR_INTERVAL_SECONDS": "1"}  # DSK-6's repair
-    with fault_cluster(tmp_path_factory.mktemp("metadata"), bookies=4, env=auditor) as local:
+    with fault_cluster(tmp_path_factory.mktemp("metadata"), bookies=4, env={**auditor, **READS_REACH_BOOKIES}) as local:
         yield local
 
 

@@ -72,7 +72,10 @@ def test_obs2_every_add_is_traced_to_its_bookies(cluster: LocalCluster, scenario
     time.sleep(1.5)
     spans = read_spans(cluster)
     adds = server_spans(spans, "gateway", "AddEntry")
-    bookie_servers = server_spans(spans, "bookie", "AddEntries")
+    # A bookie's add: its AddStream `bookie.add` span (under the writer's traceparent), or an AddEntries call.
+    bookie_servers = [
+        s for s in spans if s["service"] == "bookie" and s["kind"] == "SERVER" and s["name"] == "bookie.add"
+    ] + server_spans(spans, "bookie", "AddEntries")
     assert len(adds) == total_adds, f"{len(adds)} AddEntry server spans for {total_adds} adds"
 
     # Which traces reach the bookies: a bookie server span in the trace itself,
