@@ -53,17 +53,30 @@ under_replicated_segments = _meter.create_observable_gauge(
     description="Ledger segments with a replica on a bookie that is not registered (auditor view)",
 )
 
-# Set by the entry point to the ledger metadata cache's counters
-# (services/gateway/metadata_cache.py, LedgerMetadataCache.stats).
+# Set by the entry point to the caches' counters: the ledger metadata cache
+# (metadata_cache.py, LedgerMetadataCache.stats) and the entry cache
+# (entry_cache.py, EntryCache.status).
 metadata_cache_stats: Callable[[], dict[str, int]] | None = None
+entry_cache_stats: Callable[[], dict[str, int]] | None = None
+
+
+def _observe(source: str, name: str) -> Callable[[CallbackOptions], Iterable[Observation]]:
+    """A callback reporting counter `name` of the stats function in global `source`, once set."""
+
+    def observe(_: CallbackOptions) -> Iterable[Observation]:
+        stats = globals()[source]
+        if stats is not None:
+            yield Observation(stats()[name])
+
+    return observe
 
 
 def _observe_metadata_cache(name: str) -> Callable[[CallbackOptions], Iterable[Observation]]:
-    def observe(_: CallbackOptions) -> Iterable[Observation]:
-        if metadata_cache_stats is not None:
-            yield Observation(metadata_cache_stats()[name])
+    return _observe("metadata_cache_stats", name)
 
-    return observe
+
+def _observe_entry_cache(name: str) -> Callable[[CallbackOptions], Iterable[Observation]]:
+    return _observe("entry_cache_stats", name)
 
 
 metadata_cache_hits = _meter.create_observable_counter(
@@ -96,18 +109,6 @@ metadata_watch_resets = _meter.create_observable_counter(
     unit="{reset}",
     description="Ledger metadata watch resets (history compacted): open ledgers' entries dropped",
 )
-
-
-# Set by the entry point: the entry cache's counters (services/gateway/entry_cache.py).
-entry_cache_stats: Callable[[], dict[str, int]] | None = None
-
-
-def _observe_entry_cache(name: str) -> Callable[[CallbackOptions], Iterable[Observation]]:
-    def observe(_: CallbackOptions) -> Iterable[Observation]:
-        if entry_cache_stats is not None:
-            yield Observation(entry_cache_stats()[name])
-
-    return observe
 
 
 entry_cache_hits = _meter.create_observable_counter(

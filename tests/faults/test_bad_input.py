@@ -1047,7 +1047,12 @@ def overload(
         next(n for n in cluster.bookie_names if cluster.bookie_id(n) == bookie_id)
         for bookie_id in client.ledger_metadata(ledger)[0].ensembles[0].bookie_ids
     ]
-    release = threading.Timer(hold_bookies_seconds, lambda: [cluster.resume(n) for n in held])
+
+    def resume_held() -> None:
+        for name in held:
+            cluster.resume(name)
+
+    release = threading.Timer(hold_bookies_seconds, resume_held)
     if hold_bookies_seconds:
         for name in held:
             cluster.pause(name)

@@ -5,6 +5,8 @@ server."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import grpc
 import pytest
@@ -114,14 +116,42 @@ async def test_an_ack_on_the_stream_means_the_entries_are_synced(served, monkeyp
     call.cancel()
 
 
-async def test_the_gateway_stream_multiplexes_ledgers_and_maps_errors(served):
-    bookie, stub, _, _ = served
+def stream_to(
+    stub: bookie_pb2_grpc.BookieServiceStub, broken: list[str] | None = None, **limits: int
+) -> BookieAddStream:
+    """The gateway's stream to the served bookie; `broken` collects the times it broke."""
 
-    async def open_stub():  # type: ignore[no-untyped-def]
+    async def open_stub() -> bookie_pb2_grpc.BookieServiceStub:
         return stub
 
+    return BookieAddStream(
+        "bookie-a", open_stub, lambda: (broken if broken is not None else []).append("bookie-a"), **limits
+    )
+
+
+@contextmanager
+def held_adds(bookie: Bookie) -> Iterator[asyncio.Event]:
+    """Every add the bookie receives waits until the returned event is set
+    (set, and the bookie restored, on the way out whatever happens)."""
+    gate = asyncio.Event()
+    real_start_add = bookie.start_add
+
+    async def held_start_add(*args):  # type: ignore[no-untyped-def]
+        await gate.wait()
+        return await real_start_add(*args)
+
+    bookie.start_add = held_start_add  # type: ignore[method-assign]
+    try:
+        yield gate
+    finally:
+        gate.set()
+        bookie.start_add = real_start_add  # type: ignore[method-assign]
+
+
+async def test_the_gateway_stream_multiplexes_ledgers_and_maps_errors(served):
+    bookie, stub, _, _ = served
     broken: list[str] = []
-    stream = BookieAddStream("bookie-a", open_stub, lambda: broken.append("bookie-a"))
+    stream = stream_to(stub, broken)
     try:
         ledgers = [LedgerId(8, n) for n in range(1, 17)]
         await asyncio.gather(
@@ -157,161 +187,96 @@ async def test_a_stream_that_breaks_fails_its_adds_unavailable_and_the_next_add_
     broken: list[str] = []
     stream = BookieAddStream("bookie-a", open_stub, lambda: broken.append("bookie-a"))
     ledger = LedgerId(8, 1)
+    fresh = grpc.aio.insecure_channel(address)
     try:
         await stream.add(ledger, KEY, [(0, packed(ledger, 0))], False, timeout_seconds=60)
-        # Hold the bookie's queue: the next add waits on the stream while the channel goes away.
-        gate = asyncio.Event()
-        real_start_add = bookie.start_add
-
-        async def held_start_add(*args):  # type: ignore[no-untyped-def]
-            await gate.wait()
-            return await real_start_add(*args)
-
-        bookie.start_add = held_start_add  # type: ignore[method-assign]
-        waiting = asyncio.create_task(stream.add(ledger, KEY, [(1, packed(ledger, 1))], False, timeout_seconds=60))
-        await asyncio.sleep(0.2)
-        await channel.close()
-        with pytest.raises(Unavailable):
-            await asyncio.wait_for(waiting, 60)
+        with held_adds(bookie):  # the next add waits on the stream while the channel goes away
+            waiting = asyncio.create_task(stream.add(ledger, KEY, [(1, packed(ledger, 1))], False, 60))
+            await asyncio.sleep(0.2)
+            await channel.close()
+            with pytest.raises(Unavailable):
+                await asyncio.wait_for(waiting, 60)
         assert broken == ["bookie-a"]
-        gate.set()
-        bookie.start_add = real_start_add  # type: ignore[method-assign]
-
-        fresh = grpc.aio.insecure_channel(address)
         stubs.append(bookie_pb2_grpc.BookieServiceStub(fresh))
-        try:
-            await stream.add(ledger, KEY, [(2, packed(ledger, 2))], False, timeout_seconds=60)
-        finally:
-            await stream.close()
-            await fresh.close()
+        await stream.add(ledger, KEY, [(2, packed(ledger, 2))], False, timeout_seconds=60)
     finally:
         await stream.close()
+        await fresh.close()
 
 
 async def test_an_add_the_bookie_does_not_answer_in_time_fails_unavailable(served):
     bookie, stub, _, _ = served
-
-    async def open_stub():  # type: ignore[no-untyped-def]
-        return stub
-
-    stream = BookieAddStream("bookie-a", open_stub, lambda: None)
-    gate = asyncio.Event()
-    real_start_add = bookie.start_add
-
-    async def held_start_add(*args):  # type: ignore[no-untyped-def]
-        await gate.wait()
-        return await real_start_add(*args)
-
-    bookie.start_add = held_start_add  # type: ignore[method-assign]
+    stream = stream_to(stub)
     ledger = LedgerId(8, 1)
     try:
-        with pytest.raises(Unavailable) as late:
-            await stream.add(ledger, KEY, [(0, packed(ledger, 0))], False, timeout_seconds=0.5)
+        with held_adds(bookie):
+            with pytest.raises(Unavailable) as late:
+                await stream.add(ledger, KEY, [(0, packed(ledger, 0))], False, timeout_seconds=0.5)
         assert late.value.reason == Reason.BOOKIE_UNAVAILABLE and "no answer within" in late.value.message
-        gate.set()
-        bookie.start_add = real_start_add  # type: ignore[method-assign]
         # The late answer is ignored, the stream stays usable.
         await stream.add(ledger, KEY, [(1, packed(ledger, 1))], False, timeout_seconds=60)
     finally:
-        gate.set()
         await stream.close()
 
 
 async def test_unanswered_bytes_are_bounded_per_bookie(served):
     bookie, stub, _, _ = served
-
-    async def open_stub():  # type: ignore[no-untyped-def]
-        return stub
-
-    stream = BookieAddStream("bookie-a", open_stub, lambda: None, max_unanswered_bytes=4096)
-    gate = asyncio.Event()
-    real_start_add = bookie.start_add
-
-    async def held_start_add(*args):  # type: ignore[no-untyped-def]
-        await gate.wait()
-        return await real_start_add(*args)
-
-    bookie.start_add = held_start_add  # type: ignore[method-assign]
+    stream = stream_to(stub, max_unanswered_bytes=4096)
     ledger = LedgerId(8, 1)
     payload = b"x" * 3000
     try:
-        first = asyncio.create_task(stream.add(ledger, KEY, [(0, packed(ledger, 0, payload))], False, 60))
-        second = asyncio.create_task(stream.add(ledger, KEY, [(1, packed(ledger, 1, payload))], False, 60))
-        await asyncio.sleep(0.3)
-        assert stream.adds_sent == 1, "the second add must wait for room, not be sent"
-        assert not first.done() and not second.done()
-        gate.set()
-        await asyncio.wait_for(asyncio.gather(first, second), 60)
+        with held_adds(bookie) as gate:
+            first = asyncio.create_task(stream.add(ledger, KEY, [(0, packed(ledger, 0, payload))], False, 60))
+            second = asyncio.create_task(stream.add(ledger, KEY, [(1, packed(ledger, 1, payload))], False, 60))
+            await asyncio.sleep(0.3)
+            assert stream.adds_sent == 1, "the second add must wait for room, not be sent"
+            assert not first.done() and not second.done()
+            gate.set()
+            await asyncio.wait_for(asyncio.gather(first, second), 60)
         assert stream.adds_sent == 2
     finally:
-        gate.set()
-        bookie.start_add = real_start_add  # type: ignore[method-assign]
         await stream.close()
 
 
 async def test_small_adds_wait_for_the_message_in_flight_and_leave_together(served):
     bookie, stub, _, _ = served
-
-    async def open_stub():  # type: ignore[no-untyped-def]
-        return stub
-
-    stream = BookieAddStream("bookie-a", open_stub, lambda: None)
-    gate = asyncio.Event()
-    real_start_add = bookie.start_add
-
-    async def held_start_add(*args):  # type: ignore[no-untyped-def]
-        await gate.wait()
-        return await real_start_add(*args)
-
-    bookie.start_add = held_start_add  # type: ignore[method-assign]
+    stream = stream_to(stub)
     ledgers = [LedgerId(8, n) for n in range(1, 11)]
     try:
-        first = asyncio.create_task(stream.add(ledgers[0], KEY, [(0, packed(ledgers[0], 0))], False, 60))
-        await asyncio.sleep(0.2)
-        rest = [
-            asyncio.create_task(stream.add(ledger, KEY, [(0, packed(ledger, 0))], False, 60)) for ledger in ledgers[1:]
-        ]
-        await asyncio.sleep(0.2)
-        assert stream.messages_sent == 1, "small adds must wait while a message is in flight"
-        gate.set()
-        await asyncio.wait_for(asyncio.gather(first, *rest), 60)
+        with held_adds(bookie) as gate:
+            first = asyncio.create_task(stream.add(ledgers[0], KEY, [(0, packed(ledgers[0], 0))], False, 60))
+            await asyncio.sleep(0.2)
+            rest = [
+                asyncio.create_task(stream.add(ledger, KEY, [(0, packed(ledger, 0))], False, 60))
+                for ledger in ledgers[1:]
+            ]
+            await asyncio.sleep(0.2)
+            assert stream.messages_sent == 1, "small adds must wait while a message is in flight"
+            gate.set()
+            await asyncio.wait_for(asyncio.gather(first, *rest), 60)
         assert stream.messages_sent == 2 and stream.adds_sent == 10, "the nine waiting adds leave in one message"
     finally:
-        gate.set()
-        bookie.start_add = real_start_add  # type: ignore[method-assign]
         await stream.close()
 
 
 async def test_a_full_message_waiting_is_pipelined(served):
     bookie, stub, _, _ = served
-
-    async def open_stub():  # type: ignore[no-untyped-def]
-        return stub
-
-    stream = BookieAddStream("bookie-a", open_stub, lambda: None)
-    gate = asyncio.Event()
-    real_start_add = bookie.start_add
-
-    async def held_start_add(*args):  # type: ignore[no-untyped-def]
-        await gate.wait()
-        return await real_start_add(*args)
-
-    bookie.start_add = held_start_add  # type: ignore[method-assign]
+    stream = stream_to(stub)
     ledger = LedgerId(8, 1)
     big = b"x" * (600 * 1024)
     try:
-        adds = [asyncio.create_task(stream.add(ledger, KEY, [(0, packed(ledger, 0, big))], False, 60))]
-        await asyncio.sleep(0.2)  # the first message is in flight, held by the bookie
-        adds += [
-            asyncio.create_task(stream.add(ledger, KEY, [(e, packed(ledger, e, big))], False, 60)) for e in range(1, 4)
-        ]
-        await asyncio.sleep(0.3)
-        assert stream.messages_sent >= 2, "a full message's worth waiting must not wait for the first answer"
-        gate.set()
-        await asyncio.wait_for(asyncio.gather(*adds), 60)
+        with held_adds(bookie) as gate:
+            adds = [asyncio.create_task(stream.add(ledger, KEY, [(0, packed(ledger, 0, big))], False, 60))]
+            await asyncio.sleep(0.2)  # the first message is in flight, held by the bookie
+            adds += [
+                asyncio.create_task(stream.add(ledger, KEY, [(e, packed(ledger, e, big))], False, 60))
+                for e in range(1, 4)
+            ]
+            await asyncio.sleep(0.3)
+            assert stream.messages_sent >= 2, "a full message's worth waiting must not wait for the first answer"
+            gate.set()
+            await asyncio.wait_for(asyncio.gather(*adds), 60)
     finally:
-        gate.set()
-        bookie.start_add = real_start_add  # type: ignore[method-assign]
         await stream.close()
 
 
@@ -327,11 +292,8 @@ async def test_a_stopping_bookie_answers_what_it_queued_and_ends_its_streams(ser
     assert await asyncio.wait_for(call.read(), 10) == grpc.aio.EOF
     assert await call.code() == grpc.StatusCode.OK
 
-    async def open_stub():  # type: ignore[no-untyped-def]
-        return stub
-
     broken: list[str] = []
-    stream = BookieAddStream("bookie-a", open_stub, lambda: broken.append("bookie-a"))
+    stream = stream_to(stub, broken)
     try:
         await stream.add(ledger, KEY, [(1, packed(ledger, 1))], False, timeout_seconds=60)
         bookie.begin_shutdown()
