@@ -23,6 +23,7 @@ from quire_common.errors import (
     FailedPrecondition,
     InvalidArgument,
     NotFound,
+    QuireError,
     Reason,
     ResourceExhausted,
 )
@@ -280,13 +281,17 @@ class Bookie:
     # -- reads -----------------------------------------------------------------
 
     async def _read_storage(self, ledger_id: LedgerId, read: Callable[..., T], *args: object) -> T:
-        """Run a storage read off the event loop. An I/O error is this copy
-        being unreadable, not the bookie being down: DATA_LOSS with
+        """Run a storage read off the event loop. Any failure of the read
+        itself — an I/O error, or RocksDB finding a block whose checksum does
+        not match (rocksdict raises a plain Exception, "Corruption: ...") — is
+        this copy being unreadable, not the bookie being down: DATA_LOSS with
         STORAGE_ERROR, so a reader goes on to another replica and flags this
         one for repair."""
         try:
             return await asyncio.to_thread(read, *args)
-        except OSError as exc:
+        except QuireError:
+            raise
+        except Exception as exc:
             log.error("reading ledger %s from storage failed: %s", ledger_id, exc)
             raise DataLoss(
                 f"ledger {ledger_id}: this bookie's storage could not read it ({exc})", Reason.STORAGE_ERROR

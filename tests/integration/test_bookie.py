@@ -509,3 +509,47 @@ async def test_range_reads_over_grpc(bookie, bookie_stub):
             )
         )
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+async def test_a_block_checksum_failure_is_data_loss_storage_error_not_internal(tmp_path):
+    """A flipped byte in an SST data block: RocksDB reports `Corruption:
+    block checksum mismatch` (a plain Exception from rocksdict). The bookie
+    answers DATA_LOSS with STORAGE_ERROR, like an I/O error, so the gateway
+    reads another replica and flags this copy; never INTERNAL."""
+    first = Bookie(tmp_path)
+    await first.start()
+    await first.add_entries(LEDGER, KEY, [(i, packed(i, os.urandom(1000))) for i in range(2000)], recovery=False)
+    first._store._db.flush()  # into an SST file, so the WAL no longer holds the entries
+    await first.close()
+    (sst,) = sorted((tmp_path / "rocksdb").glob("*.sst"), key=lambda p: p.stat().st_size)[-1:]
+    with sst.open("r+b") as file:
+        file.seek(sst.stat().st_size // 3)
+        byte = file.read(1)
+        file.seek(sst.stat().st_size // 3)
+        file.write(bytes([byte[0] ^ 0xFF]))
+
+    bookie = Bookie(tmp_path)
+    await bookie.start()
+
+    def register(server):
+        bookie_pb2_grpc.add_BookieServiceServicer_to_server(BookieServicer(bookie), server)
+        return ["quire.bookie.v1.BookieService"]
+
+    server, port, _ = create_server("127.0.0.1:0", register)
+    await server.start()
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = bookie_pb2_grpc.BookieServiceStub(channel)
+            codes = set()
+            for entry_id in range(2000):
+                try:
+                    await stub.ReadEntry(
+                        bookie_pb2.ReadEntryRequest(ledger_id=ledger_id_to_proto(LEDGER), entry_id=entry_id)
+                    )
+                except grpc.aio.AioRpcError as exc:
+                    codes.add((exc.code(), reason_of(exc)))
+                    assert "Traceback" not in (exc.details() or "")
+            assert codes == {(grpc.StatusCode.DATA_LOSS, "ERROR_REASON_STORAGE_ERROR")}
+    finally:
+        await server.stop(0)
+        await bookie.close()
