@@ -4,9 +4,11 @@ Entry e goes to the ensemble members (e + i) mod E for i in 0..W-1 (DESIGN
 section 6). An entry completes when A of its write set have it durably AND
 every earlier entry has completed; the LAC then moves to it. Each entry is
 packed (format V2, the ledger's digest) with the LAC as it stood when packed.
-Entries are batched per bookie: at most a couple of AddEntries calls per
-bookie are in flight, and entries arriving meanwhile go together in the next
-call, so a busy ledger makes bigger calls rather than more of them.
+Entries are batched per bookie: at most a couple of adds per bookie per
+ledger are in flight, and entries arriving meanwhile go together in the next
+add, so a busy ledger makes bigger adds rather than more of them. Adds travel
+on the gateway's one AddStream per bookie (bookie_streams.py), which puts the
+adds of every ledger waiting for a bookie into one message.
 
 In-flight bytes are bounded: `submit` waits for room, so a slow bookie slows
 its writers instead of growing memory without bound.
@@ -88,9 +90,9 @@ class WriteSettings:
     max_entry_bytes: int = 5 * 1024 * 1024 - 1024
     # How long an unreachable bookie is retried before it is replaced.
     bookie_retry_seconds: float = 2.0
-    # Deadline of one AddEntries call to a bookie; past it the bookie counts as failed.
+    # Deadline of one add to a bookie; past it the bookie counts as failed.
     add_timeout_seconds: float = 5.0
-    # AddEntries calls in flight per bookie; entries arriving meanwhile wait and
+    # Adds in flight per bookie per ledger; entries arriving meanwhile wait and
     # go together in the next call (so load turns into bigger calls, not more).
     max_calls_per_bookie: int = 2
     max_call_bytes: int = 4 * 1024 * 1024
@@ -254,8 +256,8 @@ class WriteHandle:
         self._pump(bookie_id)
 
     def _pump(self, bookie_id: str) -> None:
-        """Start AddEntries calls to `bookie_id` for what waits in its outbox,
-        up to max_calls_per_bookie at a time and max_call_bytes per call."""
+        """Start adds to `bookie_id` for what waits in its outbox, up to
+        max_calls_per_bookie at a time and max_call_bytes per add."""
         outbox = self._outbox.get(bookie_id)
         while outbox and self._calls.get(bookie_id, 0) < self.settings.max_calls_per_bookie:
             batch: list[tuple[int, bytes]] = []

@@ -105,7 +105,7 @@ class LedgerManager:
         self.handles: dict[LedgerId, WriteHandle] = {}
         self.quarantine = Quarantine(self.settings.bookie_quarantine_seconds)
         # LACs readers learned from the bookies, per ledger not written here (LRU-bounded).
-        self._reader_lacs: OrderedDict[tuple[LedgerId, int, int], int] = OrderedDict()
+        self._reader_lacs: OrderedDict[tuple[LedgerId, int], int] = OrderedDict()
         self._background: set[asyncio.Task[None]] = set()
 
     async def create(self, spec: CreateSpec) -> common_pb2.LedgerMetadata:
@@ -218,13 +218,11 @@ class LedgerManager:
         bounded by what readers last learned, as a BookKeeper reader is."""
         if metadata is None:
             metadata, _ = await self.metadata(ledger_id)
-        if metadata.state == common_pb2.LEDGER_STATE_CLOSED:
-            return metadata.last_entry_id
-        handle = self.handles.get(ledger_id)
-        if handle is not None and not handle.failed:
-            return handle.last_add_confirmed  # this gateway is the writer: it knows best
+        settled = self._settled_lac(ledger_id, metadata)
+        if settled is not None:
+            return settled
         # Keyed by creation time too: a ledger deleted and created again under the same id starts afresh.
-        key = (ledger_id, metadata.create_time.seconds, metadata.create_time.nanos)
+        key = (ledger_id, incarnation(metadata))
         known = self._reader_lacs.get(key)
         if known is not None and not refresh:
             self._reader_lacs.move_to_end(key)
@@ -285,15 +283,23 @@ class LedgerManager:
                 return
             await self.wait_for_lac(ledger_id, next_entry - 1)
 
-    def _known_lac(self, ledger_id: LedgerId, metadata: common_pb2.LedgerMetadata) -> int:
-        """The highest entry known to be confirmed, without asking anyone:
-        what may go into the entry cache from an unconfirmed read."""
+    def _settled_lac(self, ledger_id: LedgerId, metadata: common_pb2.LedgerMetadata) -> int | None:
+        """The LAC when this gateway knows it for sure: a closed ledger's last
+        entry, or its own write handle's LAC (the writer knows best); else None."""
         if metadata.state == common_pb2.LEDGER_STATE_CLOSED:
             return metadata.last_entry_id
         handle = self.handles.get(ledger_id)
         if handle is not None and not handle.failed:
             return handle.last_add_confirmed
-        return self._reader_lacs.get((ledger_id, metadata.create_time.seconds, metadata.create_time.nanos), -1)
+        return None
+
+    def _known_lac(self, ledger_id: LedgerId, metadata: common_pb2.LedgerMetadata) -> int:
+        """The highest entry known to be confirmed, without asking anyone:
+        what may go into the entry cache from an unconfirmed read."""
+        settled = self._settled_lac(ledger_id, metadata)
+        if settled is not None:
+            return settled
+        return self._reader_lacs.get((ledger_id, incarnation(metadata)), -1)
 
     async def _read_replicas(
         self,
