@@ -130,8 +130,11 @@ def test_follow_publishes_factors_from_each_trigger(spark, tmp_path):
 
     from quire_telemetry.follow import follow
 
-    now = clock.time()
-    synthetic.write(tmp_path / "in" / "first.jsonl", synthetic.records(2, 100, now - 120, 60, slow={1: 5.0}))
+    # The adds fill exactly one whole 1-minute window. Unaligned, the latest
+    # window could hold only a few of one bookie's adds, and its p99 would be
+    # a coin toss that depended on the wall clock.
+    window_start = (int(clock.time()) // 60) * 60 - 120
+    synthetic.write(tmp_path / "in" / "first.jsonl", synthetic.records(2, 100, window_start, 60, slow={1: 5.0}))
     reports = []
     follow(
         tmp_path / "in",
