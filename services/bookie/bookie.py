@@ -48,6 +48,8 @@ _bytes_written = _meter.create_counter("quire.bookie.written", unit="By", descri
 _bytes_read = _meter.create_counter("quire.bookie.read", unit="By", description="Bytes of entries read")
 
 LOAD_WINDOW_SECONDS = 60.0
+# Entry ids one FindMissingEntries call may ask about (about 0.5 MB of request).
+MAX_CHECKED_ENTRIES = 65_536
 
 
 @dataclass(frozen=True)
@@ -348,6 +350,16 @@ class Bookie:
         )
         _bytes_read.add(sum(len(data) for _, data in result[0]))
         return result
+
+    async def find_missing_entries(self, ledger_id: LedgerId, entry_ids: list[int]) -> list[int]:
+        """Which of `entry_ids` this bookie does not store (the scrub's
+        question); keys are scanned, entry data is not returned."""
+        if len(entry_ids) > MAX_CHECKED_ENTRIES:
+            raise InvalidArgument(f"{len(entry_ids)} entry ids asked about; at most {MAX_CHECKED_ENTRIES} per call")
+        if any(entry_id < 0 for entry_id in entry_ids):
+            raise InvalidArgument("entry ids must not be negative")
+        self.counters.reads += 1
+        return await self._read_storage(ledger_id, self._store.missing, ledger_id, entry_ids)
 
     def last_add_confirmed(self, ledger_id: LedgerId) -> tuple[int, int, bool]:
         """(LAC, last entry id, fenced) as this bookie knows them."""

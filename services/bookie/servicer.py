@@ -68,6 +68,14 @@ class BookieServicer(bookie_pb2_grpc.BookieServiceServicer):
             truncated=truncated,
         )
 
+    async def FindMissingEntries(
+        self, request: bookie_pb2.FindMissingEntriesRequest, context: grpc.aio.ServicerContext
+    ) -> bookie_pb2.FindMissingEntriesResponse:
+        missing = await self.bookie.find_missing_entries(
+            ledger_id_from_proto(request.ledger_id), list(request.entry_ids)
+        )
+        return bookie_pb2.FindMissingEntriesResponse(missing_entry_ids=missing)
+
     async def ReadLastAddConfirmed(
         self, request: bookie_pb2.ReadLastAddConfirmedRequest, context: grpc.aio.ServicerContext
     ) -> bookie_pb2.ReadLastAddConfirmedResponse:

@@ -313,6 +313,24 @@ class EntryStore:
             yield entry_id, bytes(value)
 
     @_locked
+    def missing(self, ledger_id: LedgerId, entry_ids: list[int]) -> list[int]:
+        """Which of `entry_ids` are not stored, from one scan of the keys
+        between the lowest and the highest of them."""
+        if not entry_ids:
+            return []
+        wanted = set(entry_ids)
+        highest = max(wanted)
+        held: set[int] = set()
+        for key in self._entries.keys(from_key=entry_key(ledger_id, min(wanted))):
+            stored_key = cast(bytes, key)
+            entry_id = int.from_bytes(stored_key[16:24], "big")
+            if stored_key[:16] != ledger_id.key or entry_id > highest:
+                break
+            if entry_id in wanted:
+                held.add(entry_id)
+        return [entry_id for entry_id in entry_ids if entry_id not in held]
+
+    @_locked
     def ledgers_with_entries(self) -> dict[LedgerId, int]:
         """Every ledger that has entries, with its entry count (a full scan)."""
         counts: dict[LedgerId, int] = {}

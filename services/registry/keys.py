@@ -56,3 +56,7 @@ class Keys:
     @property
     def cluster(self) -> bytes:
         return self.root + b"cluster"
+
+    def leader(self, role: str) -> bytes:
+        """Who holds a cluster-wide role (the auditor); on the holder's lease."""
+        return self.root + b"leaders/" + role.encode()

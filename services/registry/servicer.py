@@ -10,12 +10,14 @@ import grpc
 from quire.registry.v1 import registry_pb2, registry_pb2_grpc
 from quire_common.errors import InvalidArgument
 from quire_common.ids import LedgerId, ledger_id_from_proto
+from quire_registry.leadership import Leadership
 from quire_registry.registry import IdMode, Registration, Registry
 
 
 class RegistryServicer(registry_pb2_grpc.RegistryServiceServicer):
     def __init__(self, registry: Registry) -> None:
         self.registry = registry
+        self.leadership = Leadership(registry.store, registry.keys)
 
     async def RegisterBookie(
         self,
@@ -154,3 +156,24 @@ class RegistryServicer(registry_pb2_grpc.RegistryServiceServicer):
         self, request: registry_pb2.ListLoadWeightsRequest, context: grpc.aio.ServicerContext
     ) -> registry_pb2.ListLoadWeightsResponse:
         return registry_pb2.ListLoadWeightsResponse(weights=await self.registry.list_load_weights())
+
+    async def Campaign(
+        self, request: registry_pb2.CampaignRequest, context: grpc.aio.ServicerContext
+    ) -> registry_pb2.CampaignResponse:
+        outcome = await self.leadership.campaign(
+            request.role, request.candidate, request.ttl_seconds, request.lease_id, request.properties
+        )
+        return registry_pb2.CampaignResponse(
+            elected=outcome.elected, leader=outcome.leader, lease_id=outcome.lease_id, ttl_seconds=outcome.ttl_seconds
+        )
+
+    async def Resign(
+        self, request: registry_pb2.ResignRequest, context: grpc.aio.ServicerContext
+    ) -> registry_pb2.ResignResponse:
+        await self.leadership.resign(request.role, request.candidate, request.lease_id)
+        return registry_pb2.ResignResponse()
+
+    async def GetLeader(
+        self, request: registry_pb2.GetLeaderRequest, context: grpc.aio.ServicerContext
+    ) -> registry_pb2.GetLeaderResponse:
+        return registry_pb2.GetLeaderResponse(leader=await self.leadership.leader(request.role))

@@ -511,6 +511,24 @@ async def test_range_reads_over_grpc(bookie, bookie_stub):
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
 
 
+async def test_find_missing_entries_scans_keys_and_is_bounded(bookie, bookie_stub):
+    stored = [0, 1, 2, 5, 6, 9]
+    await bookie.add_entries(LEDGER, KEY, [(i, packed(i)) for i in stored], False)
+    assert await bookie.find_missing_entries(LEDGER, [9, 3, 0, 4, 12, 5]) == [3, 4, 12]
+    assert await bookie.find_missing_entries(LedgerId(9, 77), [0, 1]) == [0, 1]  # a ledger never seen
+    assert await bookie.find_missing_entries(LEDGER, []) == []
+    response = await bookie_stub.FindMissingEntries(
+        bookie_pb2.FindMissingEntriesRequest(ledger_id=ledger_id_to_proto(LEDGER), entry_ids=[8, 9, 10])
+    )
+    assert list(response.missing_entry_ids) == [8, 10]
+    for entry_ids in ([-1], list(range(65_537))):
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await bookie_stub.FindMissingEntries(
+                bookie_pb2.FindMissingEntriesRequest(ledger_id=ledger_id_to_proto(LEDGER), entry_ids=entry_ids)
+            )
+        assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
 async def test_a_block_checksum_failure_is_data_loss_storage_error_not_internal(tmp_path):
     """A flipped byte in an SST data block: RocksDB reports `Corruption:
     block checksum mismatch` (a plain Exception from rocksdict). The bookie

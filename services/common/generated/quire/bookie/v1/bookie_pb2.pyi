@@ -183,6 +183,20 @@ class DeleteLedgerResponse(_message.Message):
     deleted_entries: int
     def __init__(self, deleted_entries: _Optional[int] = ...) -> None: ...
 
+class FindMissingEntriesRequest(_message.Message):
+    __slots__ = ("ledger_id", "entry_ids")
+    LEDGER_ID_FIELD_NUMBER: _ClassVar[int]
+    ENTRY_IDS_FIELD_NUMBER: _ClassVar[int]
+    ledger_id: _common_pb2.LedgerId
+    entry_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, ledger_id: _Optional[_Union[_common_pb2.LedgerId, _Mapping]] = ..., entry_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class FindMissingEntriesResponse(_message.Message):
+    __slots__ = ("missing_entry_ids",)
+    MISSING_ENTRY_IDS_FIELD_NUMBER: _ClassVar[int]
+    missing_entry_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, missing_entry_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+
 class GetBookieInfoRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...

@@ -83,6 +83,11 @@ class BookieServiceStub:
                 request_serializer=quire_dot_bookie_dot_v1_dot_bookie__pb2.GetBookieInfoRequest.SerializeToString,
                 response_deserializer=quire_dot_bookie_dot_v1_dot_bookie__pb2.GetBookieInfoResponse.FromString,
                 _registered_method=True)
+        self.FindMissingEntries = channel.unary_unary(
+                '/quire.bookie.v1.BookieService/FindMissingEntries',
+                request_serializer=quire_dot_bookie_dot_v1_dot_bookie__pb2.FindMissingEntriesRequest.SerializeToString,
+                response_deserializer=quire_dot_bookie_dot_v1_dot_bookie__pb2.FindMissingEntriesResponse.FromString,
+                _registered_method=True)
 
 
 class BookieServiceServicer:
@@ -172,6 +177,18 @@ class BookieServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def FindMissingEntries(self, request, context):
+        """FindMissingEntries reports which of the listed entries of a ledger this
+        bookie does not store, from one scan of its keys; no entry data comes
+        back. The auditor's scrub compares it with what the ledger's ensembles
+        assign to this bookie. A ledger the bookie has never seen has every entry
+        missing. A storage read failure is DATA_LOSS with reason STORAGE_ERROR, as
+        for reads.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BookieServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -219,6 +236,11 @@ def add_BookieServiceServicer_to_server(servicer, server):
                     servicer.GetBookieInfo,
                     request_deserializer=quire_dot_bookie_dot_v1_dot_bookie__pb2.GetBookieInfoRequest.FromString,
                     response_serializer=quire_dot_bookie_dot_v1_dot_bookie__pb2.GetBookieInfoResponse.SerializeToString,
+            ),
+            'FindMissingEntries': grpc.unary_unary_rpc_method_handler(
+                    servicer.FindMissingEntries,
+                    request_deserializer=quire_dot_bookie_dot_v1_dot_bookie__pb2.FindMissingEntriesRequest.FromString,
+                    response_serializer=quire_dot_bookie_dot_v1_dot_bookie__pb2.FindMissingEntriesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -468,6 +490,33 @@ class BookieService:
             '/quire.bookie.v1.BookieService/GetBookieInfo',
             quire_dot_bookie_dot_v1_dot_bookie__pb2.GetBookieInfoRequest.SerializeToString,
             quire_dot_bookie_dot_v1_dot_bookie__pb2.GetBookieInfoResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FindMissingEntries(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/quire.bookie.v1.BookieService/FindMissingEntries',
+            quire_dot_bookie_dot_v1_dot_bookie__pb2.FindMissingEntriesRequest.SerializeToString,
+            quire_dot_bookie_dot_v1_dot_bookie__pb2.FindMissingEntriesResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -290,6 +290,82 @@ class LoadWeight(_message.Message):
     computed_at: _timestamp_pb2.Timestamp
     def __init__(self, bookie_id: _Optional[str] = ..., factor: _Optional[float] = ..., computed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
+class Leader(_message.Message):
+    __slots__ = ("role", "holder", "properties")
+    class PropertiesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    HOLDER_FIELD_NUMBER: _ClassVar[int]
+    PROPERTIES_FIELD_NUMBER: _ClassVar[int]
+    role: str
+    holder: str
+    properties: _containers.ScalarMap[str, str]
+    def __init__(self, role: _Optional[str] = ..., holder: _Optional[str] = ..., properties: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class CampaignRequest(_message.Message):
+    __slots__ = ("role", "candidate", "ttl_seconds", "lease_id", "properties")
+    class PropertiesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    CANDIDATE_FIELD_NUMBER: _ClassVar[int]
+    TTL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    LEASE_ID_FIELD_NUMBER: _ClassVar[int]
+    PROPERTIES_FIELD_NUMBER: _ClassVar[int]
+    role: str
+    candidate: str
+    ttl_seconds: int
+    lease_id: int
+    properties: _containers.ScalarMap[str, str]
+    def __init__(self, role: _Optional[str] = ..., candidate: _Optional[str] = ..., ttl_seconds: _Optional[int] = ..., lease_id: _Optional[int] = ..., properties: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class CampaignResponse(_message.Message):
+    __slots__ = ("elected", "leader", "lease_id", "ttl_seconds")
+    ELECTED_FIELD_NUMBER: _ClassVar[int]
+    LEADER_FIELD_NUMBER: _ClassVar[int]
+    LEASE_ID_FIELD_NUMBER: _ClassVar[int]
+    TTL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    elected: bool
+    leader: Leader
+    lease_id: int
+    ttl_seconds: int
+    def __init__(self, elected: _Optional[bool] = ..., leader: _Optional[_Union[Leader, _Mapping]] = ..., lease_id: _Optional[int] = ..., ttl_seconds: _Optional[int] = ...) -> None: ...
+
+class ResignRequest(_message.Message):
+    __slots__ = ("role", "candidate", "lease_id")
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    CANDIDATE_FIELD_NUMBER: _ClassVar[int]
+    LEASE_ID_FIELD_NUMBER: _ClassVar[int]
+    role: str
+    candidate: str
+    lease_id: int
+    def __init__(self, role: _Optional[str] = ..., candidate: _Optional[str] = ..., lease_id: _Optional[int] = ...) -> None: ...
+
+class ResignResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetLeaderRequest(_message.Message):
+    __slots__ = ("role",)
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    role: str
+    def __init__(self, role: _Optional[str] = ...) -> None: ...
+
+class GetLeaderResponse(_message.Message):
+    __slots__ = ("leader",)
+    LEADER_FIELD_NUMBER: _ClassVar[int]
+    leader: Leader
+    def __init__(self, leader: _Optional[_Union[Leader, _Mapping]] = ...) -> None: ...
+
 class PutLoadWeightsRequest(_message.Message):
     __slots__ = ("weights",)
     WEIGHTS_FIELD_NUMBER: _ClassVar[int]

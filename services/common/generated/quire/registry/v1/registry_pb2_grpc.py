@@ -112,6 +112,21 @@ class RegistryServiceStub:
                 request_serializer=quire_dot_registry_dot_v1_dot_registry__pb2.ListLoadWeightsRequest.SerializeToString,
                 response_deserializer=quire_dot_registry_dot_v1_dot_registry__pb2.ListLoadWeightsResponse.FromString,
                 _registered_method=True)
+        self.Campaign = channel.unary_unary(
+                '/quire.registry.v1.RegistryService/Campaign',
+                request_serializer=quire_dot_registry_dot_v1_dot_registry__pb2.CampaignRequest.SerializeToString,
+                response_deserializer=quire_dot_registry_dot_v1_dot_registry__pb2.CampaignResponse.FromString,
+                _registered_method=True)
+        self.Resign = channel.unary_unary(
+                '/quire.registry.v1.RegistryService/Resign',
+                request_serializer=quire_dot_registry_dot_v1_dot_registry__pb2.ResignRequest.SerializeToString,
+                response_deserializer=quire_dot_registry_dot_v1_dot_registry__pb2.ResignResponse.FromString,
+                _registered_method=True)
+        self.GetLeader = channel.unary_unary(
+                '/quire.registry.v1.RegistryService/GetLeader',
+                request_serializer=quire_dot_registry_dot_v1_dot_registry__pb2.GetLeaderRequest.SerializeToString,
+                response_deserializer=quire_dot_registry_dot_v1_dot_registry__pb2.GetLeaderResponse.FromString,
+                _registered_method=True)
 
 
 class RegistryServiceServicer:
@@ -238,6 +253,33 @@ class RegistryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Campaign(self, request, context):
+        """Campaign asks to hold a cluster-wide role that one process at a time may
+        hold, such as the auditor. The holder is recorded on a lease of
+        ttl_seconds. A caller that holds the role keeps it by calling again, well
+        within the TTL, with the lease it was given; the others call from time to
+        time and one of them takes over once the holder's lease lapses. The
+        answer says whether the caller holds the role, and who does.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Resign(self, request, context):
+        """Resign gives a role up at once, so a standby does not wait for the lease
+        to lapse. Resigning a role the caller does not hold changes nothing.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetLeader(self, request, context):
+        """GetLeader says who holds a role, and what the holder last published.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RegistryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -315,6 +357,21 @@ def add_RegistryServiceServicer_to_server(servicer, server):
                     servicer.ListLoadWeights,
                     request_deserializer=quire_dot_registry_dot_v1_dot_registry__pb2.ListLoadWeightsRequest.FromString,
                     response_serializer=quire_dot_registry_dot_v1_dot_registry__pb2.ListLoadWeightsResponse.SerializeToString,
+            ),
+            'Campaign': grpc.unary_unary_rpc_method_handler(
+                    servicer.Campaign,
+                    request_deserializer=quire_dot_registry_dot_v1_dot_registry__pb2.CampaignRequest.FromString,
+                    response_serializer=quire_dot_registry_dot_v1_dot_registry__pb2.CampaignResponse.SerializeToString,
+            ),
+            'Resign': grpc.unary_unary_rpc_method_handler(
+                    servicer.Resign,
+                    request_deserializer=quire_dot_registry_dot_v1_dot_registry__pb2.ResignRequest.FromString,
+                    response_serializer=quire_dot_registry_dot_v1_dot_registry__pb2.ResignResponse.SerializeToString,
+            ),
+            'GetLeader': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetLeader,
+                    request_deserializer=quire_dot_registry_dot_v1_dot_registry__pb2.GetLeaderRequest.FromString,
+                    response_serializer=quire_dot_registry_dot_v1_dot_registry__pb2.GetLeaderResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -725,6 +782,87 @@ class RegistryService:
             '/quire.registry.v1.RegistryService/ListLoadWeights',
             quire_dot_registry_dot_v1_dot_registry__pb2.ListLoadWeightsRequest.SerializeToString,
             quire_dot_registry_dot_v1_dot_registry__pb2.ListLoadWeightsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Campaign(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/quire.registry.v1.RegistryService/Campaign',
+            quire_dot_registry_dot_v1_dot_registry__pb2.CampaignRequest.SerializeToString,
+            quire_dot_registry_dot_v1_dot_registry__pb2.CampaignResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Resign(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/quire.registry.v1.RegistryService/Resign',
+            quire_dot_registry_dot_v1_dot_registry__pb2.ResignRequest.SerializeToString,
+            quire_dot_registry_dot_v1_dot_registry__pb2.ResignResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetLeader(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/quire.registry.v1.RegistryService/GetLeader',
+            quire_dot_registry_dot_v1_dot_registry__pb2.GetLeaderRequest.SerializeToString,
+            quire_dot_registry_dot_v1_dot_registry__pb2.GetLeaderResponse.FromString,
             options,
             channel_credentials,
             insecure,
