@@ -100,6 +100,9 @@ class WriteSettings:
     delay_ensemble_change: bool = False
     # How long a replaced bookie is avoided by this gateway's new ensembles and replacements.
     bookie_quarantine_seconds: float = 300.0
+    # Mark, at an ensemble change, the confirmed entries the replaced bookie never
+    # acknowledged, so the auditor copies them back (off only as a fault-suite control).
+    mark_replaced_copies: bool = True
 
 
 def replaceable(error: QuireError) -> bool:
@@ -335,7 +338,7 @@ class WriteHandle:
             self._spawn(self._leave_out(bookie_id, self._lowest_unstored(bookie_id)))
         else:
             log.warning("ledger %s: bookie %s failed (%s); replacing it", self.ledger_id, bookie_id, error)
-            self._spawn(self._change_ensemble(bookie_id))
+            self._spawn(self._change_ensemble(bookie_id, self._lowest_unstored(bookie_id)))
 
     def _can_leave_out(self, bookie_id: str) -> bool:
         """Whether every write set keeps A members without `bookie_id` and
@@ -359,7 +362,7 @@ class WriteHandle:
             if self._failure is not None or failed not in self.ensemble or failed in self._delayed:
                 return
             if not self._can_leave_out(failed):  # another bookie was left out meanwhile
-                self._spawn(self._change_ensemble(failed))
+                self._spawn(self._change_ensemble(failed, first))
                 return
             self._stable.clear()
             try:
@@ -375,11 +378,15 @@ class WriteHandle:
                 self._stable.set()
         self._advance()
 
-    async def _change_ensemble(self, failed: str) -> None:
+    async def _change_ensemble(self, failed: str, first_unstored: int) -> None:
         """Replace `failed`, and every bookie left out before it (DESIGN
         section 6): a new ensemble from LAC+1, recorded by compare-and-swap,
         then the pending entries they should have stored are resent to their
-        replacements."""
+        replacements. Entries from `first_unstored` (the lowest `failed` had
+        not acknowledged when it failed) up to LAC were confirmed without it:
+        they are marked in the same write, for the auditor to copy back to it
+        when it returns (or to its replacement in the old segment if it does
+        not), so the copies the user asked for are restored."""
         async with self._change_lock:
             if self._failure is not None or failed not in self.ensemble:
                 return
@@ -399,7 +406,8 @@ class WriteHandle:
                     for bookie in gone:
                         self.quarantine.add(bookie)
                     first_entry_id = self.last_add_confirmed + 1
-                    await self._record_ensemble(first_entry_id, ensemble)
+                    unacked = (failed, first_unstored, first_entry_id - 1)
+                    await self._record_ensemble(first_entry_id, ensemble, unacked)
                 self._set_ensemble(ensemble)
                 self._delayed.clear()
                 self.ensemble_changes += len(gone)
@@ -443,8 +451,15 @@ class WriteHandle:
         avoid = self._replaced | self.quarantine.members()
         return await choose_avoiding(avoid, choose, f"ledger {self.ledger_id}: replacing {failed}", failing)
 
-    async def _record_ensemble(self, first_entry_id: int, ensemble: list[str]) -> None:
+    async def _record_ensemble(
+        self, first_entry_id: int, ensemble: list[str], unacked: tuple[str, int, int] | None = None
+    ) -> None:
+        """Append the ensemble that writes from `first_entry_id` on, and mark
+        `unacked` (bookie, first, last) for repair when that range holds entries."""
+
         def change(updated: common_pb2.LedgerMetadata) -> None:
+            if unacked is not None and self.settings.mark_replaced_copies and unacked[1] <= unacked[2]:
+                add_marker(updated, *unacked)
             if updated.ensembles[-1].first_entry_id == first_entry_id:
                 # No entry was confirmed in the last ensemble: replace it rather than stack an empty one.
                 del updated.ensembles[-1].bookie_ids[:]

@@ -16,7 +16,6 @@ from quire.common.v1 import common_pb2
 from quire.registry.v1 import registry_pb2
 from quire_common.entry import DigestType
 from quire_common.errors import (
-    Aborted,
     FailedPrecondition,
     InvalidArgument,
     NotFound,
@@ -27,7 +26,6 @@ from quire_common.errors import (
 )
 from quire_common.ids import LedgerId, ledger_id_to_proto
 from quire_common.quorum import validate_quorum
-from quire_common.replication import add_marker
 from quire_common.telemetry import tracer, tracing_enabled
 from quire_gateway import metrics
 from quire_gateway.entry_cache import EntryCache, incarnation
@@ -37,6 +35,7 @@ from quire_gateway.quarantine import Quarantine, choose_avoiding
 from quire_gateway.reads import CHUNK_ENTRIES, EntryReader, ReadEntry, ReadSettings
 from quire_gateway.recovery import Recovery, RecoverySettings, read_last_add_confirmed
 from quire_gateway.remote import Remote
+from quire_gateway.repairs import mark_for_repair
 
 log = logging.getLogger(__name__)
 _tracer = tracer(__name__)
@@ -356,23 +355,14 @@ class LedgerManager:
             task.add_done_callback(self._background.discard)
 
     async def _mark_for_repair(self, ledger_id: LedgerId, damaged: dict[str, tuple[int, int]]) -> None:
-        for _ in range(10):  # compare-and-swap against writers, recoveries and other readers
-            try:
-                current, version = await self.remote.get_ledger_metadata(ledger_id)
-                updated = common_pb2.LedgerMetadata()
-                updated.CopyFrom(current)
-                changed = [add_marker(updated, bookie, first, last) for bookie, (first, last) in damaged.items()]
-                if not any(changed):
-                    return
-                await self.remote.update_ledger_metadata(ledger_id, updated, version)
-                metrics.repair_flags.add(sum(changed))
-                log.warning("ledger %s: damaged copies flagged for repair: %s", ledger_id, damaged)
-                return
-            except Aborted:
-                continue
-            except QuireError as exc:
-                log.warning("ledger %s: flagging damaged copies %s failed: %s", ledger_id, damaged, exc)
-                return
+        try:
+            changed = await mark_for_repair(self.remote, ledger_id, damaged)
+        except QuireError as exc:
+            log.warning("ledger %s: flagging damaged copies %s failed: %s", ledger_id, damaged, exc)
+            return
+        if changed:
+            metrics.repair_flags.add(changed)
+            log.warning("ledger %s: damaged copies flagged for repair: %s", ledger_id, damaged)
 
     async def wait_for_lac(self, ledger_id: LedgerId, known_lac: int) -> None:
         """Return once the LAC may have moved past `known_lac` (or the ledger

@@ -215,6 +215,36 @@ async def test_a_delayed_change_writes_on_without_the_bookie_and_marks_the_ledge
     assert dict(metadata.custom_metadata) == {"quire.under-replicated/c": "3"}  # the auditor's to repair
 
 
+async def test_entries_confirmed_without_a_replaced_bookie_are_marked_for_it():
+    """E=3 W=3 A=2: entries go on being confirmed by two bookies while the
+    third fails; the ensemble change that replaces it marks those entries, so
+    the auditor restores the third copy (the write alone would leave them at
+    two copies for good)."""
+    remote = FakeRemote(["a", "b", "c"], spare=["d"])
+    handle = handle_on(remote, ["a", "b", "c"], write_quorum=3, ack_quorum=2)
+    assert await write(handle, [b"x%d" % i for i in range(3)]) == [0, 1, 2]
+    remote.bookies["b"].down = True
+    assert await write(handle, [b"y%d" % i for i in range(5)]) == list(range(3, 8))
+    metadata = remote.metadata
+    assert metadata is not None and handle.ensemble_changes == 1
+    first_new = metadata.ensembles[1].first_entry_id
+    assert first_new > 3  # a and c confirmed some entries before the change
+    assert dict(metadata.custom_metadata) == {"quire.under-replicated/b": f"3-{first_new - 1}"}
+    assert not {3, 4} & set(remote.bookies["b"].entries)
+
+
+async def test_without_the_marks_a_replaced_bookie_leaves_nothing_to_repair():
+    """The control: mark_replaced_copies off, the same failure leaves no trace."""
+    remote = FakeRemote(["a", "b", "c"], spare=["d"])
+    remote.metadata = new_metadata(LEDGER, ["a", "b", "c"], 3, 2)
+    unmarked = WriteSettings(bookie_retry_seconds=0.0, add_timeout_seconds=1.0, mark_replaced_copies=False)
+    handle = WriteHandle(remote, LEDGER, remote.metadata, remote.version, unmarked)  # type: ignore[arg-type]
+    await write(handle, [b"x"])
+    remote.bookies["b"].down = True
+    await write(handle, [b"y%d" % i for i in range(5)])
+    assert handle.ensemble_changes == 1 and not remote.metadata.custom_metadata
+
+
 async def test_no_delay_when_a_write_set_would_fall_below_the_ack_quorum():
     remote = FakeRemote(["a", "b", "c"], spare=["d"])
     handle = delayed_handle_on(remote, ["a", "b", "c"], write_quorum=2, ack_quorum=2)
