@@ -4,28 +4,31 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 
 from quire.gateway.v1 import blob_pb2, blob_pb2_grpc, ledger_pb2, ledger_pb2_grpc
 from quire_common.admin_http import start_admin_server
 from quire_common.auth import AuthSettings
 from quire_common.bookies import BookieDirectory
-from quire_common.config import env_bool, env_float, env_int, env_str
+from quire_common.config import ConfigError, env_bool, env_float, env_int, env_str
 from quire_common.errors import QuireError
 from quire_common.security import check_client_auth_mode, tls_settings
 from quire_common.server import create_server, mark_not_serving, mark_serving, serve_until_signalled
 from quire_common.service import run_service
 from quire_common.tasks import cancel_and_wait
 from quire_gateway import metrics
-from quire_gateway.auditor import Auditor, AuditorSettings
+from quire_gateway.auditor import ROLE, Auditor, AuditorSettings
 from quire_gateway.authn import GatewayAuthInterceptor
 from quire_gateway.blobs import BlobSettings, BlobStore
 from quire_gateway.entry_cache import DEFAULT_ENTRY_CACHE_BYTES, EntryCache
 from quire_gateway.handle import WriteSettings
+from quire_gateway.leadership import RoleHolder
 from quire_gateway.ledgers import LedgerManager
 from quire_gateway.metadata_cache import DEFAULT_CAPACITY, LedgerMetadataCache
 from quire_gateway.reads import ReadSettings
 from quire_gateway.recovery import RecoverySettings
 from quire_gateway.remote import Remote
+from quire_gateway.scrub import ScrubSettings
 from quire_gateway.servicer import ActiveStreams, BlobServicer, LedgerServicer
 
 log = logging.getLogger("quire_gateway")
@@ -55,7 +58,10 @@ async def main() -> None:
             minimum=1,
             maximum=WriteSettings.max_entry_bytes,
         ),
+        mark_replaced_copies=not env_bool("QUIRE_GATEWAY_FAULT_UNSAFE_NO_REPAIR_MARKS", False),
     )
+    if not settings.mark_replaced_copies:
+        log.warning("QUIRE_GATEWAY_FAULT_UNSAFE_NO_REPAIR_MARKS is set: replaced bookies' copies are NOT restored")
     recovery = RecoverySettings(
         timeout_seconds=env_float("QUIRE_GATEWAY_RECOVERY_TIMEOUT_SECONDS", 30.0, minimum=0.1),
         bookie_timeout_seconds=env_float("QUIRE_GATEWAY_RECOVERY_BOOKIE_TIMEOUT_SECONDS", 2.0, minimum=0.1),
@@ -88,6 +94,25 @@ async def main() -> None:
             ledger_max_age_seconds=env_float("QUIRE_GATEWAY_BLOB_LEDGER_MAX_AGE_SECONDS", 3600.0, minimum=1.0),
         ),
     )
+
+    auditor_settings = AuditorSettings(
+        interval_seconds=env_float("QUIRE_AUDITOR_INTERVAL_SECONDS", 30.0, minimum=0.0),
+        lost_bookie_delay_seconds=env_float("QUIRE_AUDITOR_LOST_BOOKIE_DELAY_SECONDS", 60.0, minimum=0.0),
+        lease_seconds=env_int("QUIRE_AUDITOR_LEASE_SECONDS", 10, minimum=2, maximum=300),
+        scrub=ScrubSettings(
+            entries_per_second=env_float("QUIRE_AUDITOR_SCRUB_ENTRIES_PER_SECOND", 2000.0, minimum=0.0),
+            bytes_per_second=env_float("QUIRE_AUDITOR_SCRUB_BYTES_PER_SECOND", 8 * 1024 * 1024, minimum=1024.0),
+            sample_entries=env_int("QUIRE_AUDITOR_SCRUB_SAMPLE_ENTRIES", 16, minimum=0),
+            pass_interval_seconds=env_float("QUIRE_AUDITOR_SCRUB_PASS_INTERVAL_SECONDS", 60.0, minimum=1.0),
+        ),
+    )
+    # Who this gateway is when it campaigns for the auditor role: unique per process.
+    name = env_str("QUIRE_GATEWAY_NAME", f"{socket.gethostname()}:{address.rsplit(':', 1)[-1]}")
+    if not 0 < len(name) <= 253 or not name.isprintable():
+        raise ConfigError(f"QUIRE_GATEWAY_NAME={name!r} is not 1 to 253 printable characters")
+    role = RoleHolder(remote, ROLE, name, auditor_settings.lease_seconds)
+    auditor = Auditor(remote, bookies, auditor_settings, role)
+    metrics.auditor_figures = lambda: {**auditor.state.figures(), "active": int(role.holds())}
 
     streams = ActiveStreams()
 
@@ -128,6 +153,7 @@ async def main() -> None:
             "metadata_cache": metadata_cache.status() if metadata_cache is not None else {"capacity": 0},
             "bookie_add_streams": remote.add_stream_stats(),
             "asyncio_tasks": len(asyncio.all_tasks()),
+            "auditor": {**role.status(), **(auditor.state.figures() if role.holds() else {})},
         },
         streams.prometheus_text,
     )
@@ -147,15 +173,7 @@ async def main() -> None:
                 log.warning("rolling over idle blob ledgers failed: %s", exc)
 
     roller = asyncio.create_task(roll_over_blob_ledgers())
-    auditor_settings = AuditorSettings(
-        interval_seconds=env_float("QUIRE_AUDITOR_INTERVAL_SECONDS", 30.0, minimum=0.0),
-        lost_bookie_delay_seconds=env_float("QUIRE_AUDITOR_LOST_BOOKIE_DELAY_SECONDS", 60.0, minimum=0.0),
-    )
-    auditing = (
-        asyncio.create_task(Auditor(remote, bookies, auditor_settings).run())
-        if auditor_settings.interval_seconds > 0
-        else None
-    )
+    auditing = asyncio.create_task(auditor.run()) if auditor_settings.interval_seconds > 0 else None
 
     async def on_stop() -> None:
         if admin is not None:

@@ -1,4 +1,9 @@
-"""The auditor: finds ledgers with replicas on lost bookies and re-replicates them.
+"""The auditor: one per cluster, elected; finds copies that are gone,
+missing or damaged, and restores them.
+
+Every gateway runs the auditor's loops, but only the holder of the
+"auditor" role (leadership.py, a lease through the registry) acts; a standby
+takes over when the holder's lease lapses, within its TTL.
 
 Every `interval_seconds` it lists the registered bookies and every ledger.
 A bookie referenced by a ledger but not registered is *missing*; once it has
@@ -9,15 +14,16 @@ lost bookie held in that segment from surviving replicas (digest checked) to
 the replacement with recovery adds, then compare-and-swaps the metadata to
 name the replacement.
 
-A closed ledger whose writer left a failed bookie out without an ensemble
-change (its metadata carries `quire.under-replicated/<bookie>` markers) is
-repaired in place once that bookie is registered again: the entries it may
-lack are copied to it from the other replicas, then the marker is removed.
-A marked bookie that stays away is lost like any other and replaced.
-
-The rule for open ledgers: they are left alone (counted as under-replicated)
-until they are closed, as BookKeeper only re-replicates fragments a writer
-can no longer change; the writer's own ensemble change covers its last segment.
+Entries a registered bookie may lack or hold damaged are marked in the
+metadata (`quire.under-replicated/<bookie>`): by a writer that left a failed
+bookie out (delayed ensemble change) or replaced it (the entries confirmed
+without it), by a reader that found a damaged copy, and by the scrub
+(scrub.py). They are copied back to that bookie from the other replicas,
+then the marker is removed. Of an open ledger only entries known to be
+confirmed are copied (every segment but the last, and the last up to the
+LAC its bookies report), and a marker still covering later entries stays;
+the writer is never involved. A marked bookie that stays away is lost like
+any other and replaced (closed ledgers).
 """
 
 from __future__ import annotations
@@ -34,24 +40,36 @@ from quire_common.entry import Digester, DigestType, master_key, unpack_entry
 from quire_common.errors import QuireError, Reason, Unavailable
 from quire_common.ids import LedgerId
 from quire_common.replication import (
-    UNDER_REPLICATED_PREFIX,
     LostReplica,
     entries_held,
     lost_replicas,
     marked_replicas,
+    marker_after_repair,
     markers,
+    repairable_replicas,
+    set_marker,
 )
 from quire_gateway import metrics
+from quire_gateway.leadership import RoleHolder
+from quire_gateway.recovery import read_last_add_confirmed
 from quire_gateway.remote import Remote
+from quire_gateway.scrub import Scrubber, ScrubSettings, ScrubStats
 
 log = logging.getLogger(__name__)
 COPY_BATCH_ENTRIES = 100
+
+
+ROLE = "auditor"
+# How long the auditor waits for a bookie's LAC answer (open ledgers).
+LAC_TIMEOUT_SECONDS = 2.0
 
 
 @dataclass(frozen=True)
 class AuditorSettings:
     interval_seconds: float = 30.0  # 0: no auditor
     lost_bookie_delay_seconds: float = 60.0
+    lease_seconds: int = 10  # of the auditor role: a standby takes over within this
+    scrub: ScrubSettings = field(default_factory=ScrubSettings)
 
 
 @dataclass
@@ -59,22 +77,133 @@ class AuditState:
     missing_since: dict[str, float] = field(default_factory=dict)
     under_replicated_segments: int = 0
     rereplicated_segments: int = 0
+    repaired_segments: int = 0  # marked replicas copied back
+    repaired_entries: int = 0
+    scrub: ScrubStats = field(default_factory=ScrubStats)
+
+    def figures(self) -> dict[str, float]:
+        """What /status, /metrics and the role's published record show."""
+        scrub = self.scrub
+        return {
+            "under_replicated_segments": self.under_replicated_segments,
+            "rereplicated_segments": self.rereplicated_segments,
+            "repaired_segments": self.repaired_segments,
+            "repaired_entries": self.repaired_entries,
+            "scrub_passes": scrub.passes,
+            "scrub_ledgers": scrub.ledgers,
+            "scrub_entries_checked": scrub.entries_checked,
+            "scrub_entries_sampled": scrub.entries_sampled,
+            "scrub_missing": scrub.missing,
+            "scrub_damaged": scrub.damaged,
+            "scrub_flagged": scrub.flagged,
+            "scrub_lag_seconds": round(scrub.lag_seconds(), 1),
+            "scrub_last_pass_seconds": round(scrub.last_pass_seconds, 1),
+        }
 
 
 class Auditor:
-    def __init__(self, remote: Remote, bookies: BookieDirectory, settings: AuditorSettings) -> None:
+    def __init__(
+        self, remote: Remote, bookies: BookieDirectory, settings: AuditorSettings, role: RoleHolder | None = None
+    ) -> None:
+        """Without `role` this auditor always acts (tests, a single gateway)."""
         self.remote = remote
         self.bookies = bookies
         self.settings = settings
         self.state = AuditState()
+        self.role = role
+        if role is not None:
+            role.published = lambda: {k: str(v) for k, v in self.state.figures().items()}
+        self.scrubber = Scrubber(remote, settings.scrub, self.state.scrub)
+        self._settled_lac: dict[tuple[int, int], int] = {}  # open ledger -> its LAC at the previous pass
+
+    def active(self) -> bool:
+        return self.role is None or self.role.holds()
+
+    async def _wait_until_active(self) -> None:
+        if self.role is not None and not self.role.holds():
+            self.scrubber.forget()
+            self._settled_lac.clear()
+            self.state.missing_since.clear()  # the clock starts again for a new holder
+            await self.role.wait_until_held()
 
     async def run(self) -> None:
+        """Campaign for the role (when there is one), audit every interval
+        and scrub, while holding it."""
+        loops = [self._audit_loop()]
+        if self.role is not None:
+            loops.append(self.role.run())
+        if self.settings.scrub.entries_per_second > 0:
+            loops.append(self._scrub_loop())
+        tasks = [asyncio.create_task(loop) for loop in loops]
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            if self.role is not None:
+                await self.role.resign()
+
+    async def _audit_loop(self) -> None:
         while True:
             await asyncio.sleep(self.settings.interval_seconds)
+            await self._wait_until_active()
             try:
                 await self.audit_once()
             except QuireError as exc:
                 log.warning("audit round failed: %s", exc)
+
+    async def _scrub_loop(self) -> None:
+        started = time.monotonic()
+        while True:
+            # The first pass too waits an interval: a gateway that has just
+            # started (or taken over) lets the cluster settle first.
+            await asyncio.sleep(max(1.0, self.settings.scrub.pass_interval_seconds - (time.monotonic() - started)))
+            await self._wait_until_active()
+            started = time.monotonic()
+            try:
+                await self.scrub_pass()
+            except QuireError as exc:
+                log.warning("scrub pass failed: %s", exc)
+
+    async def scrub_pass(self) -> bool:
+        """Scrub every ledger once and repair what it flags; False when the
+        role was lost half-way."""
+        registered = {r.bookie_id for r in await self.bookies.records(registry_pb2.BOOKIE_STATE_ALL)}
+        seen: set[tuple[int, int]] = set()
+        self.scrubber.start_pass()
+        for metadata in await self._ledgers():
+            if not self.active():
+                return False
+            if metadata.state == common_pb2.LEDGER_STATE_IN_RECOVERY:
+                continue  # the recovery closes it; the next pass checks it
+            key = (metadata.ledger_id.scope_id, metadata.ledger_id.ledger_id)
+            seen.add(key)
+            try:
+                confirmed = await self._confirmed(metadata)
+                if metadata.state != common_pb2.LEDGER_STATE_CLOSED:
+                    # An open ledger is checked up to the LAC the previous pass
+                    # saw: an entry confirmed by A bookies may still be on its
+                    # way to the other W-A, and must not count as missing.
+                    confirmed, self._settled_lac[key] = self._settled_lac.get(key, -1), confirmed
+                if confirmed < 0:
+                    continue
+                if await self.scrubber.scrub_ledger(metadata, registered, confirmed):
+                    await self._repair_marked(metadata, registered)
+            except QuireError as exc:
+                log.warning("scrub: ledger %s: %s", _ledger(metadata), exc)
+        self.scrubber.end_pass(seen)
+        self._settled_lac = {k: v for k, v in self._settled_lac.items() if k in seen}
+        return True
+
+    async def _confirmed(self, metadata: common_pb2.LedgerMetadata) -> int:
+        """The highest entry known to be confirmed: a closed ledger's end, or
+        an open ledger's LAC as the bookies of its last ensemble report it
+        (every entry before the last ensemble's first is confirmed too)."""
+        if metadata.state == common_pb2.LEDGER_STATE_CLOSED:
+            return int(metadata.last_entry_id)
+        lac = await read_last_add_confirmed(self.remote, _ledger(metadata), metadata, LAC_TIMEOUT_SECONDS)
+        return max(lac, int(metadata.ensembles[-1].first_entry_id) - 1)
 
     async def _ledgers(self) -> list[common_pb2.LedgerMetadata]:
         ledgers: list[common_pb2.LedgerMetadata] = []
@@ -102,11 +231,11 @@ class Auditor:
             replicas = lost_replicas(metadata, missing)
             marked = [r for r in marked_replicas(metadata) if r.bookie_id not in missing]  # else counted above
             under += len(replicas) + len(marked)
-            if metadata.state != common_pb2.LEDGER_STATE_CLOSED:
+            if metadata.state == common_pb2.LEDGER_STATE_IN_RECOVERY:
                 continue
             try:
                 for replica in replicas:
-                    if replica.bookie_id in lost:
+                    if replica.bookie_id in lost and metadata.state == common_pb2.LEDGER_STATE_CLOSED:
                         repaired += int(await self._rereplicate(metadata, replica, registered))
                         break  # the metadata changed: the next round sees its new version
                 else:
@@ -149,36 +278,48 @@ class Auditor:
         return True
 
     async def _repair_marked(self, metadata: common_pb2.LedgerMetadata, registered: set[str]) -> int:
-        """Copy what each registered marked bookie may lack back to it, then
-        drop its marker, and the markers of bookies the ledger no longer
-        names (replaced meanwhile). Returns how many segments it repaired."""
+        """Copy what each registered marked bookie may lack (up to the last
+        confirmed entry) back to it from the other replicas, then drop its
+        marker, or narrow it to what an open ledger has not confirmed yet.
+        Markers of bookies the ledger no longer names go too. Returns how
+        many segments it repaired."""
         ledger_id = _ledger(metadata)
         current, version = await self.remote.get_ledger_metadata(ledger_id)
-        replicas = marked_replicas(current)
-        done = {bookie for bookie in markers(current) if not any(r.bookie_id == bookie for r in replicas)}
+        if current.state == common_pb2.LEDGER_STATE_IN_RECOVERY:
+            return 0
+        confirmed = await self._confirmed(current)
+        replicas = repairable_replicas(current, confirmed)
+        named = {b for e in current.ensembles for b in e.bookie_ids}
+        done: set[str] = set()
         repaired = 0
-        for bookie in sorted({r.bookie_id for r in replicas} & registered):
+        for bookie in sorted(markers(current)):
+            if bookie in named and bookie not in registered:
+                continue  # back later, or lost and replaced
             for replica in (r for r in replicas if r.bookie_id == bookie):
                 ensemble = current.ensembles[replica.segment].bookie_ids
                 wanted = entries_held(
                     current.ensemble_size, current.write_quorum_size, replica.position, replica.first_entry_id,
                     replica.last_entry_id,
                 )  # fmt: skip
-                survivors = [b for b in ensemble if b != bookie and b in registered]
-                await self._copy(current, wanted, survivors, bookie)
+                # The marker's range is coarse: some of its entries may be good
+                # on this bookie and damaged elsewhere, so its own copy is the
+                # source of last resort (written back unchanged).
+                sources = [*(b for b in ensemble if b != bookie and b in registered), bookie]
+                await self._copy(current, wanted, sources, bookie)
                 repaired += 1
+                self.state.repaired_entries += len(wanted)
                 log.info(
-                    "ledger %s segment %d: %d entries bookie %s may have missed copied back to it",
+                    "ledger %s segment %d: %d entries bookie %s lacked or held damaged copied back to it",
                     ledger_id, replica.segment, len(wanted), bookie,
                 )  # fmt: skip
             done.add(bookie)
-        if not done:
-            return 0
         updated = common_pb2.LedgerMetadata()
         updated.CopyFrom(current)
         for bookie in done:
-            del updated.custom_metadata[UNDER_REPLICATED_PREFIX + bookie]
-        await self.remote.update_ledger_metadata(ledger_id, updated, version)
+            set_marker(updated, bookie, marker_after_repair(current, bookie, confirmed))
+        if updated != current:
+            await self.remote.update_ledger_metadata(ledger_id, updated, version)
+        self.state.repaired_segments += repaired
         return repaired
 
     async def _copy(

@@ -135,3 +135,56 @@ entry_cache_evictions = _meter.create_observable_counter(
     unit="{entry}",
     description="Entries dropped from the entry cache to stay within QUIRE_GATEWAY_ENTRY_CACHE_BYTES",
 )
+
+
+# Set by the entry point to the auditor's figures (auditor.py, AuditState.figures
+# plus "active"): counted by whichever gateway holds the auditor role.
+auditor_figures: Callable[[], dict[str, float]] | None = None
+
+
+def _observe_auditor(name: str) -> Callable[[CallbackOptions], Iterable[Observation]]:
+    return _observe("auditor_figures", name)
+
+
+auditor_active = _meter.create_observable_gauge(
+    "quire.gateway.auditor.active",
+    callbacks=[_observe_auditor("active")],
+    unit="1",
+    description="1 while this gateway holds the auditor role (one per cluster), else 0",
+)
+scrub_entries_checked = _meter.create_observable_counter(
+    "quire.gateway.scrub.entries_checked",
+    callbacks=[_observe_auditor("scrub_entries_checked")],
+    unit="{copy}",
+    description="Replica copies the scrub asked a bookie about (present or missing)",
+)
+scrub_entries_sampled = _meter.create_observable_counter(
+    "quire.gateway.scrub.entries_sampled",
+    callbacks=[_observe_auditor("scrub_entries_sampled")],
+    unit="{copy}",
+    description="Replica copies the scrub read back and digest-checked",
+)
+scrub_missing = _meter.create_observable_counter(
+    "quire.gateway.scrub.missing",
+    callbacks=[_observe_auditor("scrub_missing")],
+    unit="{copy}",
+    description="Copies a bookie should hold and does not, found by the scrub",
+)
+scrub_damaged = _meter.create_observable_counter(
+    "quire.gateway.scrub.damaged",
+    callbacks=[_observe_auditor("scrub_damaged")],
+    unit="{copy}",
+    description="Copies the scrub found unreadable or with a digest that does not check",
+)
+repaired_entries = _meter.create_observable_counter(
+    "quire.gateway.auditor.repaired_entries",
+    callbacks=[_observe_auditor("repaired_entries")],
+    unit="{copy}",
+    description="Marked copies (missing or damaged) the auditor copied back from a good replica",
+)
+scrub_lag = _meter.create_observable_gauge(
+    "quire.gateway.scrub.lag",
+    callbacks=[_observe_auditor("scrub_lag_seconds")],
+    unit="s",
+    description="Age of the oldest scrub check: since the last completed pass began",
+)

@@ -236,6 +236,29 @@ class Remote:
         )
         return list(response.ledgers), response.next_page_token
 
+    async def campaign(
+        self, role: str, candidate: str, ttl_seconds: int, lease_id: int, properties: dict[str, str]
+    ) -> tuple[bool, str, int, int]:
+        """Ask for (or renew) a cluster-wide role: (elected, holder, lease id, TTL)."""
+        response = await call(
+            self.registry.Campaign(
+                registry_pb2.CampaignRequest(
+                    role=role, candidate=candidate, ttl_seconds=ttl_seconds, lease_id=lease_id, properties=properties
+                ),
+                timeout=self.timeout,
+            ),
+            f"campaigning for the {role} role",
+        )
+        return response.elected, response.leader.holder, response.lease_id, response.ttl_seconds
+
+    async def resign(self, role: str, candidate: str, lease_id: int) -> None:
+        await call(
+            self.registry.Resign(
+                registry_pb2.ResignRequest(role=role, candidate=candidate, lease_id=lease_id), timeout=self.timeout
+            ),
+            f"resigning the {role} role",
+        )
+
     async def watch_ledger_metadata(
         self, start_revision: int, heartbeat_seconds: float
     ) -> AsyncGenerator[MetadataChange, None]:
@@ -367,6 +390,14 @@ class Remote:
             bookie_id, "ReadEntries", request, f"reading {len(entry_ids)} entries", timeout_seconds
         )
         return {e.entry_id: e.data for e in response.entries}, set(response.missing_entry_ids)
+
+    async def find_missing_entries(self, bookie_id: str, ledger_id: LedgerId, entry_ids: list[int]) -> set[int]:
+        """Which of `entry_ids` the bookie does not store (no data read back)."""
+        request = bookie_pb2.FindMissingEntriesRequest(ledger_id=ledger_id_to_proto(ledger_id), entry_ids=entry_ids)
+        response = await self._bookie_call(
+            bookie_id, "FindMissingEntries", request, f"checking {len(entry_ids)} entries"
+        )
+        return set(response.missing_entry_ids)
 
     async def read_last_add_confirmed(
         self, bookie_id: str, ledger_id: LedgerId, timeout_seconds: float | None = None

@@ -153,17 +153,19 @@ def stale_adds_accepted(ensemble: list[str], ledger: LedgerId, first_entry_id: i
     return accepted, single
 
 
-def thinly_replicated(client: QuireClient, ledger: LedgerId) -> int:
-    """Entries with fewer than Qw good copies on the bookies the metadata names."""
+def thinly_replicated(client: QuireClient, ledger: LedgerId, last: int | None = None) -> int:
+    """Entries (up to `last`, by default a closed ledger's end) with fewer
+    than Qw good copies on the bookies the metadata names."""
     metadata, _ = client.ledger_metadata(ledger.qualified_name)
     digester = Digester(metadata.digest_type or DigestType.CRC32C, PASSWORD)
     registered = {r.bookie_id for r in client.list_bookies()}
     expected: dict[str, list[int]] = {}
-    for entry_id in range(metadata.last_entry_id + 1):
+    last = metadata.last_entry_id if last is None else last
+    for entry_id in range(last + 1):
         ensemble = [e for e in metadata.ensembles if e.first_entry_id <= entry_id][-1].bookie_ids
         for i in range(metadata.write_quorum_size):
             expected.setdefault(ensemble[(entry_id + i) % len(ensemble)], []).append(entry_id)
-    good: dict[int, int] = dict.fromkeys(range(metadata.last_entry_id + 1), 0)
+    good: dict[int, int] = dict.fromkeys(range(last + 1), 0)
     for bookie_id, entry_ids in expected.items():
         if bookie_id not in registered:
             continue

@@ -8,7 +8,16 @@ import pytest
 from quire.common.v1 import common_pb2
 from quire_common.config import ConfigError
 from quire_common.faults import parse_fault_rules
-from quire_common.replication import add_marker, entries_held, lost_replicas, marked_replicas, markers
+from quire_common.replication import (
+    add_marker,
+    entries_held,
+    lost_replicas,
+    marked_replicas,
+    marker_after_repair,
+    markers,
+    repairable_replicas,
+    set_marker,
+)
 
 
 def metadata() -> common_pb2.LedgerMetadata:
@@ -78,3 +87,33 @@ def test_markers_merge_into_one_covering_range():
         (0, "a", 1, 1),
         (1, "d", 6, 9),
     ]
+
+
+def _spans(replicas):
+    return [(r.segment, r.bookie_id, r.first_entry_id, r.last_entry_id) for r in replicas]
+
+
+def test_an_open_ledger_is_repairable_up_to_what_is_confirmed_only():
+    """Open ledger, b replaced at entry 5 (marker 2-4) and c left out from 7
+    (marker 7-): b's closed segment is repairable whole; c's only up to the LAC."""
+    record = metadata()
+    record.state = common_pb2.LEDGER_STATE_OPEN
+    record.last_entry_id = -1
+    add_marker(record, "b", 2, 4)
+    add_marker(record, "c", 7, None)
+    assert _spans(repairable_replicas(record, confirmed=8)) == [(0, "b", 2, 4), (1, "c", 7, 8)]
+    assert _spans(repairable_replicas(record, confirmed=6)) == [(0, "b", 2, 4)]
+    # b is in no open segment: its marker goes once copied; c's narrows past the LAC.
+    assert marker_after_repair(record, "b", 8) is None
+    assert marker_after_repair(record, "c", 8) == (9, None)
+    set_marker(record, "c", (9, None))
+    set_marker(record, "b", None)
+    assert markers(record) == {"c": (9, None)}
+
+
+def test_a_closed_ledgers_markers_go_once_repaired():
+    record = metadata()
+    record.state = common_pb2.LEDGER_STATE_CLOSED
+    add_marker(record, "c", 7, None)
+    assert _spans(repairable_replicas(record, confirmed=9)) == [(1, "c", 7, 9)]
+    assert marker_after_repair(record, "c", 9) is None

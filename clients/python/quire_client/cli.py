@@ -318,13 +318,22 @@ def _under_replicated_rows(client: QuireClient) -> list[dict[str, object]]:
 
 
 def cmd_recovery_status(args: argparse.Namespace) -> None:
-    """Segments with a replica on a bookie that is not registered, or with
-    entries flagged for repair (left out by a writer, or found damaged)."""
+    """Which gateway is the active auditor and what its scrub has found and
+    repaired; segments with a replica on a bookie that is not registered, or
+    with entries flagged for repair (left out or replaced by a writer, found
+    damaged by a read, missing or damaged by the scrub)."""
     with _client(args) as client:
         rows = _under_replicated_rows(client)
+        auditor = client.auditor()
+    figures = dict(auditor.properties)
     if args.output == "json":
-        _print_json({"under_replicated": rows})
+        _print_json({"auditor": {"holder": auditor.holder, **figures}, "under_replicated": rows})
         return
+    if auditor.holder:
+        shown = ", ".join(f"{name.removeprefix('scrub_')} {value}" for name, value in sorted(figures.items()))
+        print(f"auditor: {auditor.holder} (active){'; ' + shown if shown else ''}")
+    else:
+        print("auditor: no gateway holds the role (none running, or the auditor is off)")
     if not rows:
         print("no under-replicated ledgers")
         return

@@ -433,7 +433,8 @@ class QuireClient:
         """Every ledger segment with a replica on a bookie that is not registered
         ("missing"), or with entries flagged for repair in the metadata
         ("flagged": a bookie a writer left out without an ensemble change, or
-        copies a read found damaged); the auditor repairs closed ledgers."""
+        copies a read, a writer's ensemble change or the scrub flagged); the
+        auditor repairs them (of open ledgers, the entries already confirmed)."""
         registered = {record.bookie_id for record in self.list_bookies()}
         found: list[tuple[common_pb2.LedgerMetadata, LostReplica, str]] = []
         for metadata in self.list_ledgers():
@@ -445,6 +446,11 @@ class QuireClient:
                 if replica.bookie_id not in missing
             )
         return found
+
+    def auditor(self) -> registry_pb2.Leader:
+        """Which gateway holds the auditor role (holder empty: none yet), and
+        the figures it publishes: what its scrub checked, found and repaired."""
+        return self._unary(self.registry.GetLeader, registry_pb2.GetLeaderRequest(role="auditor")).leader
 
     def delete_cookie(self, bookie_id: str) -> bool:
         """Remove a stopped bookie's cookie (the end of a decommission); False

@@ -106,3 +106,45 @@ def marked_replicas(metadata: common_pb2.LedgerMetadata) -> list[LostReplica]:
             if start <= end or (still_written and (last is None or start <= last)):
                 found.append(LostReplica(replica.segment, replica.position, bookie_id, start, end))
     return found
+
+
+def repairable_replicas(metadata: common_pb2.LedgerMetadata, confirmed: int) -> list[LostReplica]:
+    """The marked replicas clipped to entries known to be confirmed (ids up
+    to `confirmed`): what can be copied back now without touching a writer.
+    Of an open ledger that is every segment but the last (an ensemble change
+    starts at LAC+1) and the last one up to its LAC."""
+    found = []
+    open_last = len(metadata.ensembles) - 1 if metadata.state != common_pb2.LEDGER_STATE_CLOSED else -1
+    for bookie_id, (first, last) in sorted(markers(metadata).items()):
+        for replica in lost_replicas(metadata, {bookie_id}):
+            segment_last = confirmed if replica.segment == open_last else replica.last_entry_id
+            start = max(first, replica.first_entry_id)
+            end = min(segment_last, confirmed, segment_last if last is None else last)
+            if start <= end:
+                found.append(LostReplica(replica.segment, replica.position, bookie_id, start, end))
+    return found
+
+
+def marker_after_repair(
+    metadata: common_pb2.LedgerMetadata, bookie_id: str, confirmed: int
+) -> tuple[int, int | None] | None:
+    """What is left of `bookie_id`'s marker once its repairable replicas up
+    to `confirmed` are copied back: None when nothing (a closed ledger, a
+    marker ending at or below `confirmed`, or a bookie the ledger no longer
+    names in its open last segment), else the entries past `confirmed` it
+    still covers."""
+    first, last = markers(metadata)[bookie_id]
+    still_written = metadata.state != common_pb2.LEDGER_STATE_CLOSED and bookie_id in metadata.ensembles[-1].bookie_ids
+    if not still_written or (last is not None and last <= confirmed):
+        return None  # every segment naming it is closed, and was copied back up to its end
+    return max(first, confirmed + 1), last
+
+
+def set_marker(metadata: common_pb2.LedgerMetadata, bookie_id: str, kept: tuple[int, int | None] | None) -> None:
+    """Replace (or with None remove) `bookie_id`'s marker."""
+    key = UNDER_REPLICATED_PREFIX + bookie_id
+    if kept is None:
+        metadata.custom_metadata.pop(key, None)
+    else:
+        first, last = kept
+        metadata.custom_metadata[key] = str(first) if last is None else f"{first}-{last}"
