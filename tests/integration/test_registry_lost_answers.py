@@ -5,13 +5,14 @@ fault suite's RTY rows do the same with a real proxy between two processes."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import etcd3aio
 import pytest
 
 from quire.registry.v1 import registry_pb2
-from quire_common.errors import AlreadyExists, Unavailable
+from quire_common.errors import AlreadyExists, InvalidArgument, NotFound, Reason, Unavailable
 from quire_common.ids import LedgerId
 from quire_registry.registry import IdMode, Registry
 from quire_registry.store import EtcdStore
@@ -172,3 +173,38 @@ async def test_without_the_commit_check_the_bugs_return(unsafe):
     loss.next()
     with pytest.raises(AlreadyExists):
         await registry.create_ledger(IdMode.EXACT, metadata(), ledger_id=LedgerId(5, 6))
+
+
+async def test_a_request_id_reused_with_other_parameters_is_refused(lossy):
+    registry, _ = lossy
+    await registry.create_ledger(IdMode.FRESH, metadata(), request_id="req-2")
+    with pytest.raises(AlreadyExists) as refused:
+        await registry.create_ledger(IdMode.FRESH, metadata(e=2, w=2, a=2), request_id="req-2")
+    assert refused.value.reason == Reason.REQUEST_ID_REUSED
+    with pytest.raises(AlreadyExists) as refused:
+        await registry.create_ledger(IdMode.SCOPED, metadata(), scope_id=3, request_id="req-2")
+    assert refused.value.reason == Reason.REQUEST_ID_REUSED
+    with pytest.raises(InvalidArgument, match="request_id"):
+        await registry.create_ledger(IdMode.FRESH, metadata(), request_id="no/slash")
+    assert len(await ledgers(registry)) == 1
+
+
+async def test_concurrent_creates_with_one_request_id_make_one_ledger(lossy):
+    registry, _ = lossy
+    made = await asyncio.gather(
+        *(registry.create_ledger(IdMode.LEGACY, metadata(), request_id="req-3") for _ in range(5))
+    )
+    assert len({m.ledger_id.ledger_id for m, _ in made}) == 1
+    assert len(await ledgers(registry)) == 1
+
+
+async def test_the_request_id_goes_with_the_ledger(lossy):
+    registry, _ = lossy
+    created, version = await registry.create_ledger(IdMode.EXACT, metadata(), LedgerId(2, 2), request_id="req-4")
+    assert await registry.store.get(registry.keys.create_request("req-4")) is not None
+    await registry.delete_ledger(LedgerId(2, 2))
+    assert await registry.store.get(registry.keys.create_request("req-4")) is None
+    again, _ = await registry.create_ledger(IdMode.EXACT, metadata(), LedgerId(2, 2), request_id="req-4")
+    assert again.create_time == created.create_time and again.ledger_id == created.ledger_id
+    with pytest.raises(NotFound):
+        await registry.delete_ledger(LedgerId(9, 9))
