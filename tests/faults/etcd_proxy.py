@@ -83,6 +83,7 @@ async def _control(dropper: AnswerDropper, reader: asyncio.StreamReader, writer:
     try:
         while line := await reader.readline():
             words = line.decode().split()
+            reply: dict[str, object]
             if len(words) == 3 and words[0] == "drop":
                 dropper.drops[words[1]] = int(words[2])
                 reply = {"ok": True}
