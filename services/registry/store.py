@@ -352,8 +352,8 @@ class EtcdStore:
 
         Every write of the registry comes here, and this is where a lost answer
         is handled: an attempt that fails UNAVAILABLE or times out may have
-        committed, so it is tried again (etcd3aio's own retries are off for
-        it), and a compare that then fails is checked against the keys as
+        committed, so it is tried again within the etcd timeout (etcd3aio's
+        own retries are off for it), and a compare that then fails is checked against the keys as
         they are now (read in the same transaction's failure branch): when
         they hold exactly what this write puts and lack what it deletes, the
         earlier attempt committed and the write succeeded."""
@@ -370,18 +370,22 @@ class EtcdStore:
         read_back = [self._kv.txn_op_get(op.key) for op in ops]
         first_key = next(iter([*absent, *versions, *(op.key for op in ops)]), None)
         answer_lost = False
+        # The attempts share one deadline, as etcd3aio's did: a hung etcd costs the caller the
+        # etcd timeout once, not once per attempt.
+        deadline = time.monotonic() + self._timeout
         for attempt in range(WRITE_ATTEMPTS):
             try:
                 response = await self._guard(
                     "transaction",
-                    self._kv.txn(compares, requests, read_back, timeout=self._timeout, max_attempts=1),
+                    self._kv.txn(compares, requests, read_back, timeout=deadline - time.monotonic(), max_attempts=1),
                     first_key,
                 )
             except Unavailable:
-                if attempt + 1 == WRITE_ATTEMPTS:
+                pause = _WRITE_BACKOFF_SECONDS[attempt] if attempt + 1 < WRITE_ATTEMPTS else 0.0
+                if not pause or time.monotonic() + pause >= deadline:
                     raise
                 answer_lost = True
-                await asyncio.sleep(_WRITE_BACKOFF_SECONDS[attempt])
+                await asyncio.sleep(pause)
                 continue
             if response.succeeded:
                 return int(response.header.revision)

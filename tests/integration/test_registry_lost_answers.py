@@ -200,7 +200,7 @@ async def test_concurrent_creates_with_one_request_id_make_one_ledger(lossy):
 
 async def test_the_request_id_goes_with_the_ledger(lossy):
     registry, _ = lossy
-    created, version = await registry.create_ledger(IdMode.EXACT, metadata(), LedgerId(2, 2), request_id="req-4")
+    created, _ = await registry.create_ledger(IdMode.EXACT, metadata(), LedgerId(2, 2), request_id="req-4")
     assert await registry.store.get(registry.keys.create_request("req-4")) is not None
     await registry.delete_ledger(LedgerId(2, 2))
     assert await registry.store.get(registry.keys.create_request("req-4")) is None

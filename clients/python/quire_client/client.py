@@ -247,8 +247,9 @@ class QuireClient:
     ) -> common_pb2.LedgerMetadata:
         """Create a ledger. Every create carries a request_id (a new UUID unless
         one is given), and a create that fails UNAVAILABLE or DEADLINE_EXCEEDED
-        is sent again with it, up to `attempts` times: the gateway then returns
-        the ledger the lost attempt made, never a second one."""
+        (its outcome unknown) is sent again with it, up to `attempts` times:
+        the gateway then returns the ledger the lost attempt made, never a
+        second one. Not enough bookies is a definite answer, not retried."""
         if attempts < 1:
             raise ValueError(f"attempts {attempts} must be at least 1")
         request = ledger_pb2.CreateLedgerRequest(
@@ -269,8 +270,8 @@ class QuireClient:
         for attempt in range(1, attempts + 1):
             try:
                 return self._unary(self.ledgers.CreateLedger, request).metadata  # type: ignore[no-any-return]
-            except (UnavailableError, DeadlineExceededError):
-                if attempt == attempts:
+            except (UnavailableError, DeadlineExceededError) as exc:
+                if attempt == attempts or exc.reason == "ERROR_REASON_NOT_ENOUGH_BOOKIES":  # that one is definite
                     raise
                 time.sleep(_CREATE_RETRY_SECONDS * attempt)
         raise AssertionError("unreachable")
