@@ -342,7 +342,7 @@ class Registry:
             if mode is IdMode.EXACT:
                 raise AlreadyExists(f"ledger {candidate} already exists", Reason.LEDGER_EXISTS)
             if mode is IdMode.LEGACY:
-                await self._skip_taken_legacy_id(candidate, versions)
+                await self._skip_taken_legacy_id(candidate, absent, versions)
         raise Aborted(f"could not find a free ledger id in {attempts} attempts")
 
     async def _created_by(self, request_id: str, fingerprint: str) -> tuple[common_pb2.LedgerMetadata, int] | None:
@@ -392,14 +392,18 @@ class Registry:
         ops.append(Put(sequence, b"", shared=True))
         return LedgerId(0, next_id)
 
-    async def _skip_taken_legacy_id(self, candidate: LedgerId, versions: dict[bytes, int]) -> None:
+    async def _skip_taken_legacy_id(self, candidate: LedgerId, absent: list[bytes], versions: dict[bytes, int]) -> None:
         """After a failed legacy create: when the sequence did not move, the
         id itself was taken (created with exactly that id), so step past it."""
         sequence = self.keys.legacy_id_generator
         current = await self.store.get(sequence)
-        if current is not None and versions.get(sequence) == current.version:
+        if current is None and sequence in absent:
+            await self.store.transact([sequence], {}, [Put(sequence, b"", shared=True)])
+        elif current is not None and versions.get(sequence) == current.version:
             await self.store.transact([], {sequence: current.version}, [Put(sequence, b"", shared=True)])
-            log.info("legacy id %s was taken by an exact-id create; skipped", candidate)
+        else:
+            return  # another creator moved it: just try the next number
+        log.info("legacy id %s was taken by an exact-id create; skipped", candidate)
 
     async def get_ledger(self, ledger_id: LedgerId) -> tuple[common_pb2.LedgerMetadata, int]:
         kv = await self.store.get(self.keys.ledger(ledger_id))

@@ -335,10 +335,11 @@ async def test_legacy_ids_ten_clients_at_once_take_every_number_once(etcd, regis
     assert sorted(m.ledger_id.ledger_id for m in listed) == every
 
 
-async def test_legacy_ids_step_past_an_id_created_exactly(registry):
-    await registry.create_ledger(IdMode.EXACT, metadata(), ledger_id=LedgerId(0, 2))
+async def test_legacy_ids_step_past_ids_created_exactly(registry):
+    for taken in (1, 3):
+        await registry.create_ledger(IdMode.EXACT, metadata(), ledger_id=LedgerId(0, taken))
     ids = [(await registry.create_ledger(IdMode.LEGACY, metadata()))[0].ledger_id.ledger_id for _ in range(3)]
-    assert ids == [1, 3, 4]
+    assert ids == [2, 4, 5]
 
 
 async def test_watch_relists_after_a_compaction(etcd, registry, caplog):
