@@ -24,7 +24,7 @@ from quire_common.errors import (
     QuireError,
     Reason,
 )
-from quire_common.ids import LedgerId, ledger_id_to_proto
+from quire_common.ids import LedgerId, ledger_id_to_proto, validate_request_id
 from quire_common.quorum import validate_quorum
 from quire_common.telemetry import tracer, tracing_enabled
 from quire_gateway import metrics
@@ -58,6 +58,7 @@ class CreateSpec:
     exact_id: LedgerId | None = None
     scope_id: int | None = None
     legacy: bool = False
+    request_id: str = ""  # idempotency key: a retried create gets the ledger the first attempt made
 
 
 def public_metadata(metadata: common_pb2.LedgerMetadata) -> common_pb2.LedgerMetadata:
@@ -116,6 +117,8 @@ class LedgerManager:
         if digest_type not in DigestType.__members__.values():
             raise InvalidArgument(f"unknown digest type {digest_type}")
         custom_metadata = dict(spec.custom_metadata or {})
+        if spec.request_id:
+            validate_request_id(spec.request_id)
 
         def choose(exclude: list[str]) -> Awaitable[list[str]]:
             return self.remote.new_ensemble(ensemble_size, write_quorum, ack_quorum, custom_metadata, exclude)
@@ -137,7 +140,7 @@ class LedgerManager:
             custom_metadata=spec.custom_metadata or {},
             create_time=created,
         )
-        request = registry_pb2.CreateLedgerMetadataRequest(metadata=metadata)
+        request = registry_pb2.CreateLedgerMetadataRequest(metadata=metadata, request_id=spec.request_id)
         if spec.exact_id is not None:
             request.ledger_id.CopyFrom(ledger_id_to_proto(spec.exact_id))
         elif spec.scope_id is not None:
@@ -146,9 +149,11 @@ class LedgerManager:
             request.legacy = True
         stored, version = await self.remote.create_ledger_metadata(request)
         ledger_id = LedgerId(stored.ledger_id.scope_id, stored.ledger_id.ledger_id)
-        self.handles[ledger_id] = WriteHandle(
-            self.remote, ledger_id, stored, version, self.settings, self.quarantine, self.entry_cache
-        )
+        repeated = bool(spec.request_id) and ledger_id in self.handles  # this gateway made it: keep its handle
+        if not repeated:
+            self.handles[ledger_id] = WriteHandle(
+                self.remote, ledger_id, stored, version, self.settings, self.quarantine, self.entry_cache
+            )
         return public_metadata(stored)
 
     async def metadata(self, ledger_id: LedgerId) -> tuple[common_pb2.LedgerMetadata, int]:

@@ -85,6 +85,7 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
             exact_id=ledger_id_from_proto(request.ledger_id) if which == "ledger_id" else None,
             scope_id=request.scope_id if which == "scope_id" else None,
             legacy=which == "legacy" and request.legacy,
+            request_id=request.request_id,
         )
         return ledger_pb2.CreateLedgerResponse(metadata=await self.manager.create(spec))
 

@@ -27,7 +27,11 @@ async def connect(config: RegistryConfig) -> EtcdStore:
     delay = 0.2
     while True:
         store = EtcdStore(
-            config.etcd_endpoints, config.etcd_timeout_seconds, config.etcd_access, Keys(config.cluster).root
+            config.etcd_endpoints,
+            config.etcd_timeout_seconds,
+            config.etcd_access,
+            Keys(config.cluster).root,
+            recognise_own_commits=not config.unsafe_no_commit_check,
         )
         try:
             await store.connect()
@@ -41,8 +45,15 @@ async def connect(config: RegistryConfig) -> EtcdStore:
 
 async def main() -> None:
     config = RegistryConfig.from_env()
+    if config.unsafe_no_commit_check:
+        log.warning(
+            "QUIRE_REGISTRY_FAULT_UNSAFE_NO_COMMIT_CHECK is set: a metadata write whose answer was lost is NOT "
+            "recognised as committed (duplicate or orphaned ledgers, false errors); fault-suite use only"
+        )
     store = await connect(config)
-    registry = Registry(store, config.cluster, config.bookie_ttl_seconds)
+    registry = Registry(
+        store, config.cluster, config.bookie_ttl_seconds, recognise_request_ids=not config.unsafe_no_commit_check
+    )
 
     def register(server):  # type: ignore[no-untyped-def]
         registry_pb2_grpc.add_RegistryServiceServicer_to_server(RegistryServicer(registry), server)

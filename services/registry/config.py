@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from quire_common.config import ConfigError, env_float, env_int, env_list, env_str
+from quire_common.config import ConfigError, env_bool, env_float, env_int, env_list, env_str
 from quire_registry.store import EtcdAccess
 
 
@@ -66,6 +66,9 @@ class RegistryConfig:
     bookie_ttl_seconds: int
     etcd_timeout_seconds: float
     etcd_access: EtcdAccess = field(default_factory=EtcdAccess)
+    # Fault-suite positive control only: a write whose answer was lost is not
+    # recognised as committed, nor a repeated CreateLedger request_id.
+    unsafe_no_commit_check: bool = False
 
     @classmethod
     def from_env(cls) -> RegistryConfig:
@@ -77,4 +80,5 @@ class RegistryConfig:
             bookie_ttl_seconds=env_int("QUIRE_BOOKIE_TTL_SECONDS", 10, minimum=2, maximum=300),
             etcd_timeout_seconds=env_float("QUIRE_ETCD_TIMEOUT_SECONDS", 5.0, minimum=0.1),
             etcd_access=etcd_access_from_env(),
+            unsafe_no_commit_check=env_bool("QUIRE_REGISTRY_FAULT_UNSAFE_NO_COMMIT_CHECK", False),
         )

@@ -42,6 +42,10 @@ class Keys:
         dashes) of the qualified name are the scope."""
         return self.ledgers + LedgerId(scope_id, 0).qualified_name[:19].encode()
 
+    def create_request(self, request_id: str) -> bytes:
+        """Which ledger a CreateLedger request_id made (written with the ledger, deleted with it)."""
+        return self.root + b"create-requests/" + request_id.encode()
+
     @property
     def legacy_id_generator(self) -> bytes:
         return self.root + b"idgen/legacy"

@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import hashlib
+import json
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -32,6 +34,7 @@ from quire_common.ids import (
     new_scoped_ledger_id,
     new_uuid7_ledger_id,
     validate_bookie_id,
+    validate_request_id,
 )
 from quire_common.quorum import validate_quorum
 from quire_registry.keys import Keys
@@ -42,6 +45,7 @@ log = logging.getLogger(__name__)
 DEFAULT_PAGE_SIZE = 100
 MAX_PAGE_SIZE = 1000
 _ID_ATTEMPTS = 16
+_LEGACY_ID_ATTEMPTS = 64  # concurrent legacy creators race for each number; one of them wins every round
 _OPS_PER_TRANSACTION = 100  # etcd refuses transactions of more than 128 operations by default
 DEFAULT_WATCH_HEARTBEAT_SECONDS = 2.0
 _WATCH_HEARTBEAT_BOUNDS = (0.1, 60.0)
@@ -68,10 +72,19 @@ class Registration:
 
 
 class Registry:
-    def __init__(self, store: MetadataStore, cluster: str, default_ttl_seconds: int = 10) -> None:
+    def __init__(
+        self,
+        store: MetadataStore,
+        cluster: str,
+        default_ttl_seconds: int = 10,
+        recognise_request_ids: bool = True,
+    ) -> None:
         self.store = store
         self.keys = Keys(cluster)
         self.default_ttl_seconds = default_ttl_seconds
+        # False only as the fault suite's positive control (QUIRE_REGISTRY_FAULT_UNSAFE_NO_COMMIT_CHECK):
+        # a repeated CreateLedger request_id is then not looked up.
+        self.recognise_request_ids = recognise_request_ids
 
     # -- bookies ---------------------------------------------------------------
 
@@ -280,36 +293,117 @@ class Registry:
         metadata: common_pb2.LedgerMetadata,
         ledger_id: LedgerId | None = None,
         scope_id: int = 0,
+        request_id: str = "",
     ) -> tuple[common_pb2.LedgerMetadata, int]:
+        """Store a new ledger record under an id chosen by `mode`. With a
+        `request_id`, the record and a create-requests/<request_id> key are
+        written in one transaction, and a create repeating that request_id
+        gets the ledger it made (same id, same record) instead of another."""
         validate_metadata(metadata)
-        for _ in range(_ID_ATTEMPTS):
+        fingerprint = ""
+        if request_id:
+            validate_request_id(request_id)
+            fingerprint = create_fingerprint(mode, metadata, ledger_id, scope_id)
+            earlier = await self._created_by(request_id, fingerprint)
+            if earlier is not None:
+                return earlier
+        attempts = _LEGACY_ID_ATTEMPTS if mode is IdMode.LEGACY else _ID_ATTEMPTS
+        for _ in range(attempts):
+            absent: list[bytes] = []
+            versions: dict[bytes, int] = {}
+            ops: list[Put | Delete] = []
             if mode is IdMode.EXACT:
                 assert ledger_id is not None
                 candidate = ledger_id
             elif mode is IdMode.SCOPED:
                 candidate = new_scoped_ledger_id(scope_id)
             elif mode is IdMode.LEGACY:
-                candidate = await self._next_legacy_id()
+                candidate = await self._claim_legacy_id(absent, versions, ops)
             else:
                 candidate = new_uuid7_ledger_id()
             record = common_pb2.LedgerMetadata()
             record.CopyFrom(metadata)
             record.ledger_id.scope_id, record.ledger_id.ledger_id = candidate.scope_id, candidate.ledger_id
-            version = await self.store.create(self.keys.ledger(candidate), record.SerializeToString())
+            record.create_request_id = request_id
+            key = self.keys.ledger(candidate)
+            absent.append(key)
+            ops.append(Put(key, record.SerializeToString()))
+            if request_id:
+                absent.append(self.keys.create_request(request_id))
+                ops.append(Put(self.keys.create_request(request_id), _request_record(candidate, fingerprint)))
+            version = await self.store.transact(absent, versions, ops)
             if version is not None:
                 log.info("ledger %s created", candidate)
                 return record, version
+            if request_id:  # a concurrent create with this request_id may have won
+                earlier = await self._created_by(request_id, fingerprint)
+                if earlier is not None:
+                    return earlier
             if mode is IdMode.EXACT:
                 raise AlreadyExists(f"ledger {candidate} already exists", Reason.LEDGER_EXISTS)
-        raise Aborted(f"could not find a free ledger id in {_ID_ATTEMPTS} attempts")
+            if mode is IdMode.LEGACY:
+                await self._skip_taken_legacy_id(candidate, absent, versions)
+        raise Aborted(f"could not find a free ledger id in {attempts} attempts")
 
-    async def _next_legacy_id(self) -> LedgerId:
-        """The next scope-0 id: the sequence at idgen/legacy hands every caller
-        its own number, so concurrent creators never share an id."""
-        next_id = await self.store.next_in_sequence(self.keys.legacy_id_generator)
+    async def _created_by(self, request_id: str, fingerprint: str) -> tuple[common_pb2.LedgerMetadata, int] | None:
+        """The ledger an earlier create with this request_id made, or None
+        when there was none; ALREADY_EXISTS when that create asked for
+        something else."""
+        if not self.recognise_request_ids:
+            return None
+        kv = await self.store.get(self.keys.create_request(request_id))
+        if kv is None:
+            return None
+        ledger_name, stored_fingerprint = _parse_request_record(kv.value)
+        if stored_fingerprint != fingerprint:
+            raise AlreadyExists(
+                f"request_id {request_id!r} already created ledger {ledger_name} with other parameters; "
+                "a request_id names one create (use a new one for a different ledger)",
+                Reason.REQUEST_ID_REUSED,
+            )
+        ledger = LedgerId.parse(ledger_name)
+        try:
+            record, version = await self.get_ledger(ledger)
+        except NotFound:
+            raise NotFound(
+                f"ledger {ledger_name}, created by request_id {request_id!r}, has been deleted since",
+                Reason.LEDGER_NOT_FOUND,
+            ) from None
+        log.info("ledger %s: create repeated with request_id %r; returning it", ledger, request_id)
+        return record, version
+
+    async def _claim_legacy_id(
+        self, absent: list[bytes], versions: dict[bytes, int], ops: list[Put | Delete]
+    ) -> LedgerId:
+        """The next scope-0 id, claimed in the transaction that creates the
+        ledger: idgen/legacy counts its writes (etcd's per-key version), and
+        the create writes it again on condition that nobody did meanwhile. So
+        an id is taken only by a ledger that was created (a lost answer or a
+        failed create burns none), and concurrent creators never share one."""
+        sequence = self.keys.legacy_id_generator
+        current = await self.store.get(sequence)
+        next_id = (current.writes if current is not None else 0) + 1
         if next_id > U64_MAX >> 1:
             raise Aborted("the legacy 63-bit ledger id space is exhausted")
+        if current is None:
+            absent.append(sequence)
+        else:
+            versions[sequence] = current.version
+        ops.append(Put(sequence, b"", shared=True))
         return LedgerId(0, next_id)
+
+    async def _skip_taken_legacy_id(self, candidate: LedgerId, absent: list[bytes], versions: dict[bytes, int]) -> None:
+        """After a failed legacy create: when the sequence did not move, the
+        id itself was taken (created with exactly that id), so step past it."""
+        sequence = self.keys.legacy_id_generator
+        current = await self.store.get(sequence)
+        if current is None and sequence in absent:
+            await self.store.transact([sequence], {}, [Put(sequence, b"", shared=True)])
+        elif current is not None and versions.get(sequence) == current.version:
+            await self.store.transact([], {sequence: current.version}, [Put(sequence, b"", shared=True)])
+        else:
+            return  # another creator moved it: just try the next number
+        log.info("legacy id %s was taken by an exact-id create; skipped", candidate)
 
     async def get_ledger(self, ledger_id: LedgerId) -> tuple[common_pb2.LedgerMetadata, int]:
         kv = await self.store.get(self.keys.ledger(ledger_id))
@@ -336,13 +430,25 @@ class Registry:
         return version
 
     async def delete_ledger(self, ledger_id: LedgerId, expected_version: int = 0) -> None:
+        """Delete the record (at `expected_version` if given), and with it the
+        create-requests key of the request_id that made it."""
         key = self.keys.ledger(ledger_id)
-        if await self.store.delete(key, expected_version):
+        current = await self.store.get(key)
+        if current is None:
+            raise NotFound(f"ledger {ledger_id} does not exist", Reason.LEDGER_NOT_FOUND)
+        ops: list[Put | Delete] = [Delete(key)]
+        try:
+            request_id = common_pb2.LedgerMetadata.FromString(current.value).create_request_id
+        except DecodeError:
+            request_id = ""  # a corrupt record may still be deleted
+        if request_id:
+            ops.append(Delete(self.keys.create_request(request_id)))
+        if await self.store.transact([], {key: expected_version or current.version}, ops) is not None:
             log.info("ledger %s metadata deleted", ledger_id)
             return
         if await self.store.get(key) is None:
             raise NotFound(f"ledger {ledger_id} does not exist", Reason.LEDGER_NOT_FOUND)
-        raise Aborted(f"ledger {ledger_id} metadata changed since version {expected_version}")
+        raise Aborted(f"ledger {ledger_id} metadata changed since version {expected_version or current.version}")
 
     async def watch_ledgers(
         self, start_revision: int, heartbeat_seconds: float = 0.0
@@ -444,6 +550,37 @@ def validate_metadata(metadata: common_pb2.LedgerMetadata) -> None:
             validate_bookie_id(bookie_id)
         if len(set(ensemble.bookie_ids)) != len(ensemble.bookie_ids):
             raise InvalidArgument(f"ensemble starting at entry {ensemble.first_entry_id} repeats a bookie")
+
+
+def create_fingerprint(
+    mode: IdMode, metadata: common_pb2.LedgerMetadata, ledger_id: LedgerId | None, scope_id: int
+) -> str:
+    """What a CreateLedger request_id stands for: how the id is chosen and the
+    record's parameters, without what each attempt picks afresh (the
+    ensemble, the creation time) or the registry fills in."""
+    parameters = common_pb2.LedgerMetadata()
+    parameters.CopyFrom(metadata)
+    for field in ("ledger_id", "ensembles", "create_time", "create_request_id"):
+        parameters.ClearField(field)
+    choice = {
+        IdMode.EXACT: ledger_id.qualified_name if ledger_id is not None else "",
+        IdMode.SCOPED: str(scope_id),
+    }.get(mode, "")
+    digest = hashlib.sha256(f"{mode.value}/{choice}/".encode())
+    digest.update(parameters.SerializeToString(deterministic=True))
+    return digest.hexdigest()
+
+
+def _request_record(ledger_id: LedgerId, fingerprint: str) -> bytes:
+    return json.dumps({"ledger": ledger_id.qualified_name, "fingerprint": fingerprint}).encode()
+
+
+def _parse_request_record(value: bytes) -> tuple[str, str]:
+    try:
+        record = json.loads(value)
+        return str(record["ledger"]), str(record["fingerprint"])
+    except (ValueError, KeyError, TypeError):
+        raise DataLoss("a create-requests record is corrupt: it does not parse") from None
 
 
 def bookie_id_of(keys: Keys, key: bytes) -> tuple[str, bool]:

@@ -97,18 +97,24 @@ class RegistryServicer(registry_pb2_grpc.RegistryServiceServicer):
         self, request: registry_pb2.CreateLedgerMetadataRequest, context: grpc.aio.ServicerContext
     ) -> registry_pb2.CreateLedgerMetadataResponse:
         which = request.WhichOneof("id")
+        request_id = request.request_id
         if which == "ledger_id":
             metadata, version = await self.registry.create_ledger(
-                IdMode.EXACT, request.metadata, ledger_id=ledger_id_from_proto(request.ledger_id)
+                IdMode.EXACT,
+                request.metadata,
+                ledger_id=ledger_id_from_proto(request.ledger_id),
+                request_id=request_id,
             )
         elif which == "scope_id":
             metadata, version = await self.registry.create_ledger(
-                IdMode.SCOPED, request.metadata, scope_id=request.scope_id
+                IdMode.SCOPED, request.metadata, scope_id=request.scope_id, request_id=request_id
             )
         elif which == "legacy":
-            metadata, version = await self.registry.create_ledger(IdMode.LEGACY, request.metadata)
+            metadata, version = await self.registry.create_ledger(
+                IdMode.LEGACY, request.metadata, request_id=request_id
+            )
         else:
-            metadata, version = await self.registry.create_ledger(IdMode.FRESH, request.metadata)
+            metadata, version = await self.registry.create_ledger(IdMode.FRESH, request.metadata, request_id=request_id)
         return registry_pb2.CreateLedgerMetadataResponse(metadata=metadata, version=version)
 
     async def GetLedgerMetadata(

@@ -38,6 +38,7 @@ class KeyValue:
     value: bytes
     version: int  # mod_revision; 0 never occurs for a stored key
     lease_id: int = 0  # the lease the key is attached to; 0 for none
+    writes: int = 0  # how often the key was written since it was created (etcd's per-key version)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +74,9 @@ class Put:
     key: bytes
     value: bytes
     lease_id: int = 0
+    # A counter other writers overwrite right after (the legacy id sequence):
+    # not looked at when recognising a transaction's own commit.
+    shared: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,8 +103,6 @@ class MetadataStore(Protocol):
         self, absent: Sequence[bytes], versions: dict[bytes, int], ops: Sequence[Put | Delete]
     ) -> int | None: ...
 
-    async def next_in_sequence(self, key: bytes) -> int: ...
-
     async def grant_lease(self, ttl_seconds: int) -> tuple[int, int]: ...
 
     async def keep_alive(self, lease_id: int) -> int: ...
@@ -116,6 +118,32 @@ class MetadataStore(Protocol):
     async def history_kept(self, revision: int) -> bool: ...
 
     async def close(self) -> None: ...
+
+
+# Attempts of one write transaction: the first, and two more after a lost answer.
+WRITE_ATTEMPTS = 3
+_WRITE_BACKOFF_SECONDS = (0.05, 0.2)
+
+
+def committed_already(ops: Sequence[Put | Delete], current: dict[bytes, KeyValue | None]) -> bool:
+    """Whether a transaction whose compare failed, after an attempt whose
+    answer was lost, finds its own commit: every key it writes holds the value
+    (and lease) it wrote, and every key it deletes is gone. A value written by
+    anyone else would have to be byte-identical (a ledger record carries its
+    creation time and id, a registration its fresh lease), and then the store
+    is as this write would have left it anyway."""
+    checked = False
+    for op in ops:
+        kv = current.get(op.key)
+        if isinstance(op, Delete):
+            if kv is not None:
+                return False
+        elif op.shared:
+            continue
+        elif kv is None or kv.value != op.value or kv.lease_id != op.lease_id:
+            return False
+        checked = True
+    return checked
 
 
 def _details(exc: Exception) -> str:
@@ -139,6 +167,10 @@ def etcd_rpc_error(what: str, exc: grpc.aio.AioRpcError) -> QuireError | None:
     if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
         return Unavailable(f"etcd {what} failed: {exc.code().name}: {details}", Reason.METADATA_STORE_UNAVAILABLE)
     return None  # anything else is a bug here, not a state of etcd
+
+
+def _key_value(kv) -> KeyValue:  # type: ignore[no-untyped-def]
+    return KeyValue(kv.key, kv.value, kv.mod_revision, kv.lease, kv.version)
 
 
 def _is_credentials_error(exc: Exception) -> bool:
@@ -179,8 +211,11 @@ class EtcdStore:
         timeout_seconds: float = 5.0,
         access: EtcdAccess | None = None,
         prefix: bytes = b"",
+        recognise_own_commits: bool = True,
     ) -> None:
         self._access = access or EtcdAccess()
+        # False only as the fault suite's positive control (QUIRE_REGISTRY_FAULT_UNSAFE_NO_COMMIT_CHECK).
+        self._recognise_own_commits = recognise_own_commits
         # Without a CA, etcd3aio opens a plaintext channel.
         self._client = etcd3aio.Etcd3Client(
             list(endpoints),
@@ -280,8 +315,7 @@ class EtcdStore:
         response = await self._guard("get", self._kv.get(key, timeout=self._timeout), key)
         if not response.kvs:
             return None
-        kv = response.kvs[0]
-        return KeyValue(kv.key, kv.value, kv.mod_revision, kv.lease)
+        return _key_value(response.kvs[0])
 
     async def list_prefix(
         self, prefix: bytes, *, start_after: bytes | None = None, limit: int = 0
@@ -290,7 +324,7 @@ class EtcdStore:
         response = await self._guard(
             "list", self._kv.get(start, prefix_range_end(prefix), limit=limit, timeout=self._timeout)
         )
-        items = [KeyValue(kv.key, kv.value, kv.mod_revision, kv.lease) for kv in response.kvs]
+        items = [_key_value(kv) for kv in response.kvs]
         return items, response.header.revision
 
     async def create(self, key: bytes, value: bytes, lease_id: int = 0) -> int | None:
@@ -300,17 +334,29 @@ class EtcdStore:
         return await self.transact([], {key: expected_version}, [Put(key, value)])
 
     async def delete(self, key: bytes, expected_version: int = 0) -> bool:
-        if expected_version:
-            return await self.transact([], {key: expected_version}, [Delete(key)]) is not None
-        response = await self._guard("delete", self._kv.delete(key, timeout=self._timeout), key)
-        return response.deleted > 0
+        """Delete the key (at `expected_version` if given); False when it is
+        absent or at another version."""
+        if not expected_version:
+            current = await self.get(key)
+            if current is None:
+                return False
+            expected_version = current.version
+        return await self.transact([], {key: expected_version}, [Delete(key)]) is not None
 
     async def transact(
         self, absent: Sequence[bytes], versions: dict[bytes, int], ops: Sequence[Put | Delete]
     ) -> int | None:
         """Apply `ops` atomically if every key in `absent` is missing and every
-        key in `versions` is at that version. Returns the new revision, or None
-        when a condition failed."""
+        key in `versions` is at that version. Returns the new revision (the
+        version of every key put), or None when a condition failed.
+
+        Every write of the registry comes here, and this is where a lost answer
+        is handled: an attempt that fails UNAVAILABLE or times out may have
+        committed, so it is tried again within the etcd timeout (etcd3aio's
+        own retries are off for it), and a compare that then fails is checked against the keys as
+        they are now (read in the same transaction's failure branch): when
+        they hold exactly what this write puts and lack what it deletes, the
+        earlier attempt committed and the write succeeded."""
         compares = [Compare(result=Compare.EQUAL, target=Compare.CREATE, key=k, create_revision=0) for k in absent]
         compares += [
             Compare(result=Compare.EQUAL, target=Compare.MOD, key=k, mod_revision=v) for k, v in versions.items()
@@ -321,18 +367,40 @@ class EtcdStore:
                 requests.append(self._kv.txn_op_put(op.key, op.value, lease=op.lease_id))
             else:
                 requests.append(self._kv.txn_op_delete(op.key))
+        read_back = [self._kv.txn_op_get(op.key) for op in ops]
         first_key = next(iter([*absent, *versions, *(op.key for op in ops)]), None)
-        response = await self._guard("transaction", self._kv.txn(compares, requests, timeout=self._timeout), first_key)
-        return response.header.revision if response.succeeded else None
-
-    async def next_in_sequence(self, key: bytes) -> int:
-        """The next number of a sequence, unique to this caller: one transaction
-        puts the key and reads it back, and etcd counts every put in the key's
-        `version`. No compare, so concurrent callers never retry."""
-        put = self._kv.txn_op_put(key, b"")
-        read = self._kv.txn_op_get(key)
-        response = await self._guard("sequence transaction", self._kv.txn([], [put, read], timeout=self._timeout))
-        return int(response.responses[1].response_range.kvs[0].version)
+        answer_lost = False
+        # The attempts share one deadline, as etcd3aio's did: a hung etcd costs the caller the
+        # etcd timeout once, not once per attempt.
+        deadline = time.monotonic() + self._timeout
+        for attempt in range(WRITE_ATTEMPTS):
+            try:
+                response = await self._guard(
+                    "transaction",
+                    self._kv.txn(compares, requests, read_back, timeout=deadline - time.monotonic(), max_attempts=1),
+                    first_key,
+                )
+            except Unavailable:
+                pause = _WRITE_BACKOFF_SECONDS[attempt] if attempt + 1 < WRITE_ATTEMPTS else 0.0
+                if not pause or time.monotonic() + pause >= deadline:
+                    raise
+                answer_lost = True
+                await asyncio.sleep(pause)
+                continue
+            if response.succeeded:
+                return int(response.header.revision)
+            if not (answer_lost and self._recognise_own_commits):
+                return None
+            current = {
+                op.key: (_key_value(result.response_range.kvs[0]) if result.response_range.kvs else None)
+                for op, result in zip(ops, response.responses, strict=True)
+            }
+            if not committed_already(ops, current):
+                return None
+            log.info("etcd transaction on %r: an attempt whose answer was lost had committed", first_key)
+            puts = [current[op.key] for op in ops if isinstance(op, Put) and not op.shared]
+            return max(kv.version for kv in puts if kv is not None) if puts else int(response.header.revision)
+        raise AssertionError("unreachable")
 
     async def grant_lease(self, ttl_seconds: int) -> tuple[int, int]:
         assert self._client.lease is not None

@@ -29,10 +29,20 @@ def client_for(cluster: LocalCluster, timeout: float = 30.0) -> QuireClient:
 
 
 def new_ledger(
-    client: QuireClient, history: History, *, ensemble: int = 3, write_quorum: int = 2, ack_quorum: int = 2
+    client: QuireClient,
+    history: History,
+    *,
+    ensemble: int = 3,
+    write_quorum: int = 2,
+    ack_quorum: int = 2,
+    attempts: int = 3,
 ) -> LedgerId:
     metadata = client.create_ledger(
-        ensemble_size=ensemble, write_quorum_size=write_quorum, ack_quorum_size=ack_quorum, password=PASSWORD
+        ensemble_size=ensemble,
+        write_quorum_size=write_quorum,
+        ack_quorum_size=ack_quorum,
+        password=PASSWORD,
+        attempts=attempts,
     )
     ledger = LedgerId(metadata.ledger_id.scope_id, metadata.ledger_id.ledger_id)
     observe_metadata(client, ledger.qualified_name, history)

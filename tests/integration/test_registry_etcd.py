@@ -312,24 +312,34 @@ async def test_fresh_and_scoped_ids(registry):
     assert len({m.ledger_id.ledger_id for m, _ in scoped}) == 5
 
 
-async def test_legacy_generator_ten_clients_a_thousand_ids_each(etcd, registry):
-    """Ten separate etcd clients draw 1,000 ids each, all at once: no id twice."""
+async def test_legacy_ids_ten_clients_at_once_take_every_number_once(etcd, registry):
+    """Ten separate etcd clients create legacy ledgers all at once: no id
+    twice, and no id burned (the sequence moves only with a ledger created)."""
     stores = [EtcdStore([etcd.endpoint]) for _ in range(10)]
     for store in stores:
         await store.connect()
     try:
         clients = [Registry(store, registry.keys.root.decode().split("/")[2]) for store in stores]
 
-        async def draw(client: Registry) -> list[int]:
-            return [(await client._next_legacy_id()).ledger_id for _ in range(1000)]
+        async def create(client: Registry) -> list[int]:
+            return [(await client.create_ledger(IdMode.LEGACY, metadata()))[0].ledger_id.ledger_id for _ in range(40)]
 
-        drawn = await asyncio.gather(*(draw(client) for client in clients))
+        drawn = await asyncio.gather(*(create(client) for client in clients))
     finally:
         for store in stores:
             await store.close()
-    every = [value for batch in drawn for value in batch]
-    assert len(every) == 10_000 and len(set(every)) == 10_000
-    assert min(every) >= 1 and all(batch == sorted(batch) for batch in drawn)
+    every = sorted(value for batch in drawn for value in batch)
+    assert every == list(range(1, 401))
+    assert all(batch == sorted(batch) for batch in drawn)
+    listed, _ = await registry.list_ledgers(0, 1000, "")
+    assert sorted(m.ledger_id.ledger_id for m in listed) == every
+
+
+async def test_legacy_ids_step_past_ids_created_exactly(registry):
+    for taken in (1, 3):
+        await registry.create_ledger(IdMode.EXACT, metadata(), ledger_id=LedgerId(0, taken))
+    ids = [(await registry.create_ledger(IdMode.LEGACY, metadata()))[0].ledger_id.ledger_id for _ in range(3)]
+    assert ids == [2, 4, 5]
 
 
 async def test_watch_relists_after_a_compaction(etcd, registry, caplog):

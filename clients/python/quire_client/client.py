@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
+import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,10 +27,11 @@ from quire.placement.v1 import placement_pb2, placement_pb2_grpc
 from quire.registry.v1 import registry_pb2, registry_pb2_grpc
 from quire_common.bookies import bookie_rpc_address
 from quire_common.errors import InvalidArgument
-from quire_common.ids import U64_MAX, LedgerId, ledger_id_to_proto, validate_bookie_id
+from quire_common.ids import U64_MAX, LedgerId, ledger_id_to_proto, validate_bookie_id, validate_request_id
 from quire_common.replication import LostReplica, lost_replicas, marked_replicas
 
 _STATUS_DETAILS_KEY = "grpc-status-details-bin"
+_CREATE_RETRY_SECONDS = 0.5  # times the attempt number: a create retried after a lost answer
 
 
 class QuireClientError(Exception):
@@ -239,7 +242,16 @@ class QuireClient:
         scope_id: int | None = None,
         legacy: bool = False,
         custom_metadata: dict[str, str] | None = None,
+        request_id: str | None = None,
+        attempts: int = 3,
     ) -> common_pb2.LedgerMetadata:
+        """Create a ledger. Every create carries a request_id (a new UUID unless
+        one is given), and a create that fails UNAVAILABLE or DEADLINE_EXCEEDED
+        (its outcome unknown) is sent again with it, up to `attempts` times:
+        the gateway then returns the ledger the lost attempt made, never a
+        second one. Not enough bookies is a definite answer, not retried."""
+        if attempts < 1:
+            raise ValueError(f"attempts {attempts} must be at least 1")
         request = ledger_pb2.CreateLedgerRequest(
             ensemble_size=_in_range("ensemble_size", ensemble_size, 0, _U32_MAX),
             write_quorum_size=_in_range("write_quorum_size", write_quorum_size, 0, _U32_MAX),
@@ -247,6 +259,7 @@ class QuireClient:
             password=password,
             digest_type=digest_type,
             custom_metadata=custom_metadata or {},
+            request_id=validate_request_id(request_id) if request_id is not None else str(uuid.uuid4()),
         )
         if ledger_id is not None:
             request.ledger_id.CopyFrom(ledger_id_to_proto(_as_ledger_id(ledger_id)))
@@ -254,7 +267,14 @@ class QuireClient:
             request.scope_id = _in_range("scope_id", scope_id, 0, U64_MAX)
         elif legacy:
             request.legacy = True
-        return self._unary(self.ledgers.CreateLedger, request).metadata
+        for attempt in range(1, attempts + 1):
+            try:
+                return self._unary(self.ledgers.CreateLedger, request).metadata  # type: ignore[no-any-return]
+            except (UnavailableError, DeadlineExceededError) as exc:
+                if attempt == attempts or exc.reason == "ERROR_REASON_NOT_ENOUGH_BOOKIES":  # that one is definite
+                    raise
+                time.sleep(_CREATE_RETRY_SECONDS * attempt)
+        raise AssertionError("unreachable")
 
     def open_ledger(
         self, ledger: LedgerId | str, password: bytes = b"", recovery: bool = False

@@ -121,6 +121,21 @@ def validate_bookie_id(bookie_id: str) -> str:
     return bookie_id
 
 
+REQUEST_ID_MAX_LENGTH = 128
+_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+
+
+def validate_request_id(request_id: str) -> str:
+    """A CreateLedger idempotency key: 1 to 128 of A-Z a-z 0-9 . _ : - (it
+    becomes part of a metadata store key, so no slashes)."""
+    if not _REQUEST_ID.fullmatch(request_id):
+        raise InvalidArgument(
+            f"request_id {request_id[:REQUEST_ID_MAX_LENGTH]!r} is not 1 to {REQUEST_ID_MAX_LENGTH} of "
+            "A-Z a-z 0-9 . _ : - (a UUID fits)"
+        )
+    return request_id
+
+
 def parse_host_port(bookie_id: str) -> tuple[str, int] | None:
     """The (host, port) a legacy `host:port` BookieId names, or None."""
     host, sep, port = bookie_id.rpartition(":")

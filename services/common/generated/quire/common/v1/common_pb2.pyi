@@ -45,6 +45,7 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ERROR_REASON_LEDGER_EXISTS: _ClassVar[ErrorReason]
     ERROR_REASON_BOOKIE_ALREADY_REGISTERED: _ClassVar[ErrorReason]
     ERROR_REASON_COOKIE_EXISTS: _ClassVar[ErrorReason]
+    ERROR_REASON_REQUEST_ID_REUSED: _ClassVar[ErrorReason]
     ERROR_REASON_WRONG_PASSWORD: _ClassVar[ErrorReason]
     ERROR_REASON_NOT_ENOUGH_BOOKIES: _ClassVar[ErrorReason]
     ERROR_REASON_BOOKIE_UNAVAILABLE: _ClassVar[ErrorReason]
@@ -86,6 +87,7 @@ ERROR_REASON_METADATA_VERSION_CONFLICT: ErrorReason
 ERROR_REASON_LEDGER_EXISTS: ErrorReason
 ERROR_REASON_BOOKIE_ALREADY_REGISTERED: ErrorReason
 ERROR_REASON_COOKIE_EXISTS: ErrorReason
+ERROR_REASON_REQUEST_ID_REUSED: ErrorReason
 ERROR_REASON_WRONG_PASSWORD: ErrorReason
 ERROR_REASON_NOT_ENOUGH_BOOKIES: ErrorReason
 ERROR_REASON_BOOKIE_UNAVAILABLE: ErrorReason
@@ -118,7 +120,7 @@ class Ensemble(_message.Message):
     def __init__(self, first_entry_id: _Optional[int] = ..., bookie_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class LedgerMetadata(_message.Message):
-    __slots__ = ("ledger_id", "format_version", "ensemble_size", "write_quorum_size", "ack_quorum_size", "state", "last_entry_id", "length", "digest_type", "password", "ensembles", "custom_metadata", "create_time")
+    __slots__ = ("ledger_id", "format_version", "ensemble_size", "write_quorum_size", "ack_quorum_size", "state", "last_entry_id", "length", "digest_type", "password", "ensembles", "custom_metadata", "create_time", "create_request_id")
     class CustomMetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -139,6 +141,7 @@ class LedgerMetadata(_message.Message):
     ENSEMBLES_FIELD_NUMBER: _ClassVar[int]
     CUSTOM_METADATA_FIELD_NUMBER: _ClassVar[int]
     CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    CREATE_REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     ledger_id: LedgerId
     format_version: int
     ensemble_size: int
@@ -152,7 +155,8 @@ class LedgerMetadata(_message.Message):
     ensembles: _containers.RepeatedCompositeFieldContainer[Ensemble]
     custom_metadata: _containers.ScalarMap[str, str]
     create_time: _timestamp_pb2.Timestamp
-    def __init__(self, ledger_id: _Optional[_Union[LedgerId, _Mapping]] = ..., format_version: _Optional[int] = ..., ensemble_size: _Optional[int] = ..., write_quorum_size: _Optional[int] = ..., ack_quorum_size: _Optional[int] = ..., state: _Optional[_Union[LedgerState, str]] = ..., last_entry_id: _Optional[int] = ..., length: _Optional[int] = ..., digest_type: _Optional[_Union[DigestType, str]] = ..., password: _Optional[bytes] = ..., ensembles: _Optional[_Iterable[_Union[Ensemble, _Mapping]]] = ..., custom_metadata: _Optional[_Mapping[str, str]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    create_request_id: str
+    def __init__(self, ledger_id: _Optional[_Union[LedgerId, _Mapping]] = ..., format_version: _Optional[int] = ..., ensemble_size: _Optional[int] = ..., write_quorum_size: _Optional[int] = ..., ack_quorum_size: _Optional[int] = ..., state: _Optional[_Union[LedgerState, str]] = ..., last_entry_id: _Optional[int] = ..., length: _Optional[int] = ..., digest_type: _Optional[_Union[DigestType, str]] = ..., password: _Optional[bytes] = ..., ensembles: _Optional[_Iterable[_Union[Ensemble, _Mapping]]] = ..., custom_metadata: _Optional[_Mapping[str, str]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., create_request_id: _Optional[str] = ...) -> None: ...
 
 class Endpoint(_message.Message):
     __slots__ = ("id", "host", "port", "protocol", "auth", "extensions")

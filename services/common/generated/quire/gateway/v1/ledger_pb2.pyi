@@ -18,7 +18,7 @@ class Entry(_message.Message):
     def __init__(self, entry_id: _Optional[int] = ..., payload: _Optional[bytes] = ..., length: _Optional[int] = ...) -> None: ...
 
 class CreateLedgerRequest(_message.Message):
-    __slots__ = ("ledger_id", "scope_id", "legacy", "ensemble_size", "write_quorum_size", "ack_quorum_size", "digest_type", "password", "custom_metadata")
+    __slots__ = ("ledger_id", "scope_id", "legacy", "ensemble_size", "write_quorum_size", "ack_quorum_size", "digest_type", "password", "custom_metadata", "request_id")
     class CustomMetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -35,6 +35,7 @@ class CreateLedgerRequest(_message.Message):
     DIGEST_TYPE_FIELD_NUMBER: _ClassVar[int]
     PASSWORD_FIELD_NUMBER: _ClassVar[int]
     CUSTOM_METADATA_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     ledger_id: _common_pb2.LedgerId
     scope_id: int
     legacy: bool
@@ -44,7 +45,8 @@ class CreateLedgerRequest(_message.Message):
     digest_type: _common_pb2.DigestType
     password: bytes
     custom_metadata: _containers.ScalarMap[str, str]
-    def __init__(self, ledger_id: _Optional[_Union[_common_pb2.LedgerId, _Mapping]] = ..., scope_id: _Optional[int] = ..., legacy: _Optional[bool] = ..., ensemble_size: _Optional[int] = ..., write_quorum_size: _Optional[int] = ..., ack_quorum_size: _Optional[int] = ..., digest_type: _Optional[_Union[_common_pb2.DigestType, str]] = ..., password: _Optional[bytes] = ..., custom_metadata: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    request_id: str
+    def __init__(self, ledger_id: _Optional[_Union[_common_pb2.LedgerId, _Mapping]] = ..., scope_id: _Optional[int] = ..., legacy: _Optional[bool] = ..., ensemble_size: _Optional[int] = ..., write_quorum_size: _Optional[int] = ..., ack_quorum_size: _Optional[int] = ..., digest_type: _Optional[_Union[_common_pb2.DigestType, str]] = ..., password: _Optional[bytes] = ..., custom_metadata: _Optional[_Mapping[str, str]] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class CreateLedgerResponse(_message.Message):
     __slots__ = ("metadata",)

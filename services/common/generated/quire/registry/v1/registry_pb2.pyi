@@ -179,16 +179,18 @@ class DeleteCookieResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class CreateLedgerMetadataRequest(_message.Message):
-    __slots__ = ("ledger_id", "scope_id", "legacy", "metadata")
+    __slots__ = ("ledger_id", "scope_id", "legacy", "metadata", "request_id")
     LEDGER_ID_FIELD_NUMBER: _ClassVar[int]
     SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
     LEGACY_FIELD_NUMBER: _ClassVar[int]
     METADATA_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     ledger_id: _common_pb2.LedgerId
     scope_id: int
     legacy: bool
     metadata: _common_pb2.LedgerMetadata
-    def __init__(self, ledger_id: _Optional[_Union[_common_pb2.LedgerId, _Mapping]] = ..., scope_id: _Optional[int] = ..., legacy: _Optional[bool] = ..., metadata: _Optional[_Union[_common_pb2.LedgerMetadata, _Mapping]] = ...) -> None: ...
+    request_id: str
+    def __init__(self, ledger_id: _Optional[_Union[_common_pb2.LedgerId, _Mapping]] = ..., scope_id: _Optional[int] = ..., legacy: _Optional[bool] = ..., metadata: _Optional[_Union[_common_pb2.LedgerMetadata, _Mapping]] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class CreateLedgerMetadataResponse(_message.Message):
     __slots__ = ("metadata", "version")
