@@ -172,7 +172,7 @@ class Scrubber:
                     unpack_entry(data, digester)
                 except QuireError:
                     self.stats.damaged += 1
-                    metrics.digest_mismatches.add(1)
+                    metrics.digest_mismatches.add(1, {"bookie_id": bookie})
                     flag(bookie, entry_id, entry_id)
             for entry_id in missing:
                 self.stats.missing += 1

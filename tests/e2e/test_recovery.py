@@ -170,3 +170,37 @@ def test_recovery_completes_with_a_hung_bookie(cluster, client):
     assert recovered.last_add_confirmed == 19
     assert elapsed < RECOVERY_TIMEOUT_SECONDS
     assert [e.payload for e in client.read(ledger)] == [body(i) for i in range(20)]
+
+
+def test_an_unconfirmed_read_sees_entries_stored_past_a_closed_end(cluster, client):
+    """docs/guarantees.md, "What each kind of read can see": an entry a writer
+    sent to the bookies but that the ledger's end does not include (here
+    stored straight on its write set after the close) is not part of the
+    ledger: a confirmed read refuses it, an unconfirmed read still shows it."""
+    from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
+    from quire_common.entry import Digester, DigestType, master_key, pack_entry
+    from quire_common.ids import ledger_id_to_proto
+
+    metadata = client.create_ledger(ensemble_size=3, write_quorum_size=2, ack_quorum_size=2, password=b"pw")
+    ledger = name(metadata)
+    for i in range(3):
+        client.add_entry(ledger, body(i))
+    closed = client.close_ledger(ledger)
+    assert closed.last_entry_id == 2
+    ledger_id = LedgerId(metadata.ledger_id.scope_id, metadata.ledger_id.ledger_id)
+    length = sum(len(body(i)) for i in range(4))
+    late = pack_entry(ledger_id, 3, 2, length, body(3), Digester(DigestType.CRC32C, b"pw"))
+    ensemble = metadata.ensembles[0].bookie_ids
+    for bookie_id in (ensemble[3 % 3], ensemble[4 % 3]):
+        with grpc.insecure_channel(bookie_id) as channel:
+            bookie_pb2_grpc.BookieServiceStub(channel).AddEntries(
+                bookie_pb2.AddEntriesRequest(
+                    ledger_id=ledger_id_to_proto(ledger_id),
+                    master_key=master_key(b"pw"),
+                    entries=[bookie_pb2.PackedEntry(entry_id=3, data=late)],
+                ),
+                timeout=10,
+            )
+    assert codes_of(lambda: list(client.read(ledger, 0, 3)))[0] == grpc.StatusCode.OUT_OF_RANGE
+    assert [e.payload for e in client.read(ledger, 3, 3, unconfirmed=True)] == [body(3)]
+    assert client.ledger_metadata(ledger)[0].last_entry_id == 2  # still not part of the ledger

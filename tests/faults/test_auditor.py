@@ -110,7 +110,9 @@ def closed_segment_end(client: QuireClient, ledger: LedgerId) -> int:
     return int(metadata.ensembles[-1].first_entry_id) - 1
 
 
-def run_crash(cluster: LocalCluster, scenario: Scenario, row: str, settings: dict[str, str]) -> tuple[LedgerId, int]:
+def run_crash(
+    cluster: LocalCluster, scenario: Scenario, row: str, settings: dict[str, str]
+) -> tuple[LedgerId, int, History]:
     seed = scenario.start(
         row, N=ENTRIES, E=3, Qw=3, Qa=2, bookies=4, fault="SIGKILL a member at entry 200, back 5 s later"
     )
@@ -122,24 +124,23 @@ def run_crash(cluster: LocalCluster, scenario: Scenario, row: str, settings: dic
         metadata, _ = client.ledger_metadata(ledger.qualified_name)
         scenario.figures.update({"first_entry_of_new_ensemble": end + 1, "markers": dict(markers(metadata))})
         scenario.figures["thin_entries_at_start"] = thinly_replicated(client, ledger, end)
-    return ledger, end
+    return ledger, end, history
 
 
 def test_ens10_copies_a_replaced_member_missed_are_restored(cluster: LocalCluster, scenario: Scenario) -> None:
-    ledger, end = run_crash(cluster, scenario, "ENS-10", SCRUB_OFF)
+    ledger, end, history = run_crash(cluster, scenario, "ENS-10", SCRUB_OFF)
     with client_for(cluster) as client:
         scenario.figures["restore_seconds"] = wait_for(
             "the auditor restoring the third copy", lambda: thinly_replicated(client, ledger, end) == 0
         )
         scenario.figures["markers_after"] = dict(markers(client.ledger_metadata(ledger.qualified_name)[0]))
-        history = History()
         finish(scenario, client, history, [ledger])
     assert scenario.figures["thin_entries_at_start"] > 0, "the crash left no entry short of a copy"
     assert scenario.figures["markers"] and not scenario.figures["markers_after"]
 
 
 def test_ens10_control_without_the_marks_the_copies_stay_missing(cluster: LocalCluster, scenario: Scenario) -> None:
-    ledger, end = run_crash(cluster, scenario, "ENS-10-control", {**SCRUB_OFF, **MARKS_OFF})
+    ledger, end, _ = run_crash(cluster, scenario, "ENS-10-control", {**SCRUB_OFF, **MARKS_OFF})
     time.sleep(CONTROL_WAIT_SECONDS)
     with client_for(cluster) as client:
         scenario.figures["thin_entries_after"] = thinly_replicated(client, ledger, end)
@@ -148,7 +149,7 @@ def test_ens10_control_without_the_marks_the_copies_stay_missing(cluster: LocalC
 
 
 def test_ens10_scrub_finds_what_the_marks_missed(cluster: LocalCluster, scenario: Scenario) -> None:
-    ledger, end = run_crash(cluster, scenario, "ENS-10-scrub", {**SCRUB_ON, **MARKS_OFF})
+    ledger, end, history = run_crash(cluster, scenario, "ENS-10-scrub", {**SCRUB_ON, **MARKS_OFF})
     with client_for(cluster) as client:
         scenario.figures["restore_seconds"] = wait_for(
             "the scrub finding the missing copies and the auditor restoring them",
@@ -156,6 +157,7 @@ def test_ens10_scrub_finds_what_the_marks_missed(cluster: LocalCluster, scenario
         )
         wait_for("the auditor's published figures", lambda: int(auditor_figures(client)["scrub_missing"]) > 0)
         scenario.figures["scrub"] = auditor_figures(client)
+        finish(scenario, client, history, [ledger])
     assert scenario.figures["thin_entries_at_start"] > 0 and int(scenario.figures["scrub"]["scrub_missing"]) > 0
 
 
