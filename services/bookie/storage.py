@@ -163,7 +163,7 @@ class EntryStore:
         self._lock = threading.RLock()
         if not read_only:
             path.mkdir(parents=True, exist_ok=True)
-        torn_tails = torn_wal_tails(path)
+        torn_tails = [] if read_only else torn_wal_tails(path)  # read before RocksDB replays and retires them
         self._open(read_only)
         self._write_options = WriteOptions()
         self._write_options.sync = sync  # for deletes: rare, so a GIL-holding sync does not matter
