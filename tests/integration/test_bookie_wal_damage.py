@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import shutil
 import struct
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -109,3 +111,35 @@ def test_whole_records_end() -> None:
     assert wal_whole_records_end(full + b"\0" * 3) == len(full)
     block_end = record(1, b"x" * (32 * 1024 - 3 - 7))  # leaves a 3-byte trailer in its block
     assert wal_whole_records_end(block_end + b"\0" * 3 + full) == len(block_end) + 3 + len(full)
+
+
+WRITER = """
+import os, sys
+from pathlib import Path
+from quire_bookie.storage import EntryStore, LedgerState
+from quire_common.ids import LedgerId
+store, ledger = EntryStore(Path(sys.argv[1])), LedgerId(3, 4)
+state = store.load_states().get(ledger, LedgerState())
+next_id = state.last_entry_id + 1
+while True:
+    count = 1 + next_id % 40
+    state = state.with_entry(next_id + count - 1, next_id - 1)
+    store.write([(ledger, next_id + i, os.urandom(700)) for i in range(count)], {ledger: state})
+    next_id += count
+    print(next_id, flush=True)
+"""
+
+
+def test_sigkill_mid_write_never_looks_like_damage(tmp_path: Path) -> None:
+    """A process writing synced batches in a loop, SIGKILLed at once after a
+    write returned: the store opens every time, with every returned write."""
+    path = tmp_path / "store"
+    for _ in range(5):
+        writer = subprocess.Popen([sys.executable, "-c", WRITER, str(path)], stdout=subprocess.PIPE, text=True)
+        try:
+            assert writer.stdout is not None
+            returned = [int(writer.stdout.readline()) for _ in range(50)][-1]
+        finally:
+            writer.kill()
+            writer.wait(timeout=10)
+        assert stored(path) >= returned
