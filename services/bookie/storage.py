@@ -15,6 +15,10 @@ the WAL record to the OS before `write` returns) and then `WalSyncer` fsyncs
 RocksDB's WAL files with os.fdatasync, which releases the GIL. A WAL file that
 appears is made durable in its directory too; one that vanishes was retired
 after its memtable was flushed to a synced SST file.
+
+Recovery: at open RocksDB replays the WAL, dropping a write torn at the very
+end of a file; any other bad record is damage, and the open fails with
+DamagedJournal rather than start without the acknowledged entries after it.
 """
 
 from __future__ import annotations
@@ -389,7 +393,7 @@ class DamagedJournal(DataLoss):
 WAL_BLOCK_BYTES = 32 * 1024
 WAL_HEADER_BYTES = 7  # crc(4) | length(2) | type(1), RocksDB's log format (recycled WAL files are not used)
 _WAL_RECORD_ENDS = (1, 4)  # kFullType, kLastType: a fragment that ends a write batch
-_WAL_DROP = re.compile(r"(\S+\.log: dropping .*)")  # a line of RocksDB's info LOG
+_WAL_DROP = re.compile(r"\] ([^\]\n]+\.log: dropping .*)")  # "... [db/db_impl_open.cc:N] <path>.log: dropping ..."
 
 
 def torn_wal_tails(path: Path) -> list[str]:
