@@ -25,7 +25,9 @@ from quire_bookie.cookie import check_cookie
 from quire_bookie.metadata import RegistryLedgerLookup
 from quire_bookie.registration import RegistrationKeeper, RegistryCookies
 from quire_bookie.servicer import BookieServicer
+from quire_bookie.storage import DamagedJournal
 from quire_common.admin_http import AdminServer
+from quire_common.errors import DataLoss, Reason
 from quire_common.server import create_server, mark_serving
 from quire_common.service import run_service
 from quire_common.telemetry import set_instance
@@ -66,6 +68,17 @@ async def verify_identity(config: BookieConfig) -> None:
         await cookies.close()
 
 
+def damaged_journal_way_out(config: BookieConfig) -> str:
+    """What an operator does about a damaged journal (docs/faults.md)."""
+    return (
+        "The bookie refuses to start rather than answer 'no such entry' for them. Way out: keep it stopped; "
+        "the gateway's auditor copies its ledgers from the other replicas once it has been unregistered for "
+        f"QUIRE_AUDITOR_LOST_BOOKIE_DELAY_SECONDS; `quire bookie decommission {config.bookie_id}` waits for "
+        f"that and removes its cookie; then move {config.data_dir} aside and start the bookie again: it "
+        "formats an empty data directory and joins as a new, empty bookie"
+    )
+
+
 async def main() -> None:
     config = BookieConfig.from_env()
     set_instance(config.bookie_id)  # telemetry records name this bookie
@@ -78,6 +91,12 @@ async def main() -> None:
         log.warning(
             "QUIRE_BOOKIE_UNSAFE_NO_SYNC_LOSES_DATA is set: adds are acknowledged WITHOUT fsync; "
             "a crash or power loss will lose acknowledged entries"
+        )
+    if config.storage.fault_unsafe_wal_point_in_time_recovery:
+        log.warning(
+            "QUIRE_BOOKIE_FAULT_UNSAFE_WAL_POINT_IN_TIME_RECOVERY is set: a WAL damaged in the middle is replayed "
+            "only up to the damage and the bookie starts WITHOUT the acknowledged entries after it (fault "
+            "injection: a positive control, never in production)"
         )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -95,7 +114,10 @@ async def main() -> None:
             log.info("bookie %s stopped before its identity was checked", config.bookie_id)
             return
         identity.result()  # a mismatch raises ConfigError: no start
-    bookie = Bookie(config.data_dir, config.storage)
+    try:
+        bookie = Bookie(config.data_dir, config.storage)
+    except DamagedJournal as exc:
+        raise DataLoss(f"{exc}. {damaged_journal_way_out(config)}", Reason.STORAGE_ERROR) from None
     await bookie.start()
 
     def register(server):  # type: ignore[no-untyped-def]

@@ -70,6 +70,8 @@ class BookieSettings:
     # Fault injection for tests and drills only: every synced write takes this much longer.
     fault_sync_delay_seconds: float = 0.0
     fault_storage: StorageFaults = field(default_factory=StorageFaults)
+    # The DSK-7 positive control only: replay a damaged WAL up to the damage and start without the rest.
+    fault_unsafe_wal_point_in_time_recovery: bool = False
 
 
 @dataclass(frozen=True)
@@ -115,7 +117,11 @@ class Bookie:
         self.read_only_reason = ""
         self._read_only_listeners: list[Callable[[bool, str], None]] = []
         self._disk: DiskUsage | None = None
-        store = EntryStore(data_dir / "rocksdb", sync=self.settings.sync)
+        store = EntryStore(
+            data_dir / "rocksdb",
+            sync=self.settings.sync,
+            unsafe_point_in_time_recovery=self.settings.fault_unsafe_wal_point_in_time_recovery,
+        )
         # Test-only storage faults (docs/faults.md); a plain EntryStore otherwise.
         self._store: EntryStore = (
             FaultyStore(store, self.settings.fault_storage) if self.settings.fault_storage.any else store  # type: ignore[assignment]

@@ -76,6 +76,9 @@ class BookieConfig:
             verify_digests=env_bool("QUIRE_BOOKIE_VERIFY_DIGESTS", True),
             fault_sync_delay_seconds=env_int("QUIRE_BOOKIE_FAULT_SYNC_DELAY_MS", 0, minimum=0, maximum=60_000) / 1000,
             fault_storage=_storage_faults(),
+            fault_unsafe_wal_point_in_time_recovery=env_bool(
+                "QUIRE_BOOKIE_FAULT_UNSAFE_WAL_POINT_IN_TIME_RECOVERY", False
+            ),
         )
         return cls(
             listen_address=f"{env_str('QUIRE_BOOKIE_LISTEN_HOST', '127.0.0.1')}:{port}",

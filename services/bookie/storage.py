@@ -15,6 +15,10 @@ the WAL record to the OS before `write` returns) and then `WalSyncer` fsyncs
 RocksDB's WAL files with os.fdatasync, which releases the GIL. A WAL file that
 appears is made durable in its directory too; one that vanishes was retired
 after its memtable was flushed to a synced SST file.
+
+Recovery: at open RocksDB replays the WAL, dropping a write torn at the very
+end of a file; any other bad record is damage, and the open fails with
+DamagedJournal rather than start without the acknowledged entries after it.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import errno
 import functools
 import logging
 import os
+import re
 import shutil
 import struct
 import threading
@@ -33,6 +38,7 @@ from typing import Any, TypeVar, cast
 
 from rocksdict import AccessType, DBRecoveryMode, Options, Rdict, WriteBatch, WriteOptions
 
+from quire_common.errors import DataLoss, Reason
 from quire_common.ids import LedgerId
 
 log = logging.getLogger(__name__)
@@ -148,32 +154,41 @@ class EntryStore:
     """One RocksDB per bookie. `read_only=True` opens a stopped bookie's
     database without writing anything (for `quire bookie inspect`)."""
 
-    def __init__(self, path: Path, *, sync: bool = True, read_only: bool = False) -> None:
+    def __init__(
+        self, path: Path, *, sync: bool = True, read_only: bool = False, unsafe_point_in_time_recovery: bool = False
+    ) -> None:
         self.path = path
         self.read_only = read_only
         self._sync = sync
+        self._point_in_time = unsafe_point_in_time_recovery  # the DSK-7 positive control only
         # Held around every use of the RocksDB handles, so `reopen` never
         # swaps them under a reader (rocksdict holds the GIL in each call
         # anyway, so this serialises nothing that ran in parallel).
         self._lock = threading.RLock()
         if not read_only:
             path.mkdir(parents=True, exist_ok=True)
+        torn_tails = [] if read_only else torn_wal_tails(path)  # read before RocksDB replays and retires them
         self._open(read_only)
         self._write_options = WriteOptions()
         self._write_options.sync = sync  # for deletes: rare, so a GIL-holding sync does not matter
         self._batch_options = WriteOptions()
         self._batch_options.sync = False  # synced by the WalSyncer instead, without the GIL
         self._wal = WalSyncer(path)
-        self.recovery_report = [] if read_only else wal_recovery_lines(path)
+        self.recovery_report = [] if read_only else torn_tails + wal_recovery_lines(path)
         for line in self.recovery_report:
-            log.warning("RocksDB WAL recovery (point in time) dropped a torn or corrupt tail: %s", line)
+            log.warning("RocksDB WAL recovery dropped a torn or corrupt tail: %s", line)
 
     def _open(self, read_only: bool) -> None:
         options = Options(raw_mode=True)
-        # Point in time: replay the WAL up to the first bad record and drop the
-        # rest, rather than refuse to open (absolute consistency) or skip bad
-        # records and replay later ones (which could leave a hole).
-        options.set_wal_recovery_mode(DBRecoveryMode.point_in_time())
+        # Tolerate corrupted tail records: a record cut short at the end of a
+        # WAL file (a write torn by a crash, never acknowledged) is dropped;
+        # any other bad record (a checksum mismatch, a bad length anywhere
+        # but the end) refuses the open. Point in time would drop everything
+        # after a bad record in the middle, entries this bookie acknowledged
+        # included, and start as if they had never been written.
+        options.set_wal_recovery_mode(
+            DBRecoveryMode.point_in_time() if self._point_in_time else DBRecoveryMode.tolerate_corrupted_tail_records()
+        )
         if read_only:
             if not (self.path / "CURRENT").exists():
                 raise FileNotFoundError(f"no bookie database at {self.path}")
@@ -182,12 +197,18 @@ class EntryStore:
             options.create_if_missing(True)
             options.create_missing_column_families(True)
             access = AccessType.read_write()
-        self._db = Rdict(
-            str(self.path),
-            options=options,
-            column_families={ENTRIES_CF: Options(raw_mode=True), LEDGERS_CF: Options(raw_mode=True)},
-            access_type=access,
-        )
+        try:
+            self._db = Rdict(
+                str(self.path),
+                options=options,
+                column_families={ENTRIES_CF: Options(raw_mode=True), LEDGERS_CF: Options(raw_mode=True)},
+                access_type=access,
+            )
+        except Exception as exc:
+            damaged = wal_recovery_lines(self.path) if str(exc).startswith("Corruption") else []
+            if damaged:
+                raise DamagedJournal(self.path, damaged, str(exc)) from None
+            raise
         self._entries = self._db.get_column_family(ENTRIES_CF)
         self._ledgers = self._db.get_column_family(LEDGERS_CF)
         self._entries_handle = self._db.get_column_family_handle(ENTRIES_CF)
@@ -373,15 +394,71 @@ class EntryStore:
         return count
 
 
+class DamagedJournal(DataLoss):
+    """RocksDB found a bad record before the end of a WAL file: replaying past
+    it is impossible, and stopping there would lose acknowledged entries."""
+
+    def __init__(self, path: Path, rocksdb_lines: list[str], error: str) -> None:
+        self.wal_files = sorted({line.split(": dropping", 1)[0] for line in rocksdb_lines if ": dropping" in line})
+        super().__init__(
+            f"the journal of {path} (RocksDB's write-ahead log) is damaged before its end: "
+            f"{'; '.join(rocksdb_lines)} ({error}). Replaying stops at the damage, so the entries recorded "
+            "after it, which this bookie acknowledged, would be lost",
+            Reason.STORAGE_ERROR,
+        )
+
+
+WAL_BLOCK_BYTES = 32 * 1024
+WAL_HEADER_BYTES = 7  # crc(4) | length(2) | type(1), RocksDB's log format (recycled WAL files are not used)
+_WAL_RECORD_ENDS = (1, 4)  # kFullType, kLastType: a fragment that ends a write batch
+_WAL_DROP = re.compile(r"\] ([^\]\n]+\.log: dropping .*)")  # "... [db/db_impl_open.cc:N] <path>.log: dropping ..."
+
+
+def torn_wal_tails(path: Path) -> list[str]:
+    """WAL files whose last bytes are not a whole record, as a write torn by a
+    crash leaves them. RocksDB drops such a tail without a word in tolerate
+    mode, so the bookie reads the framing itself (not the checksums) to say so."""
+    found: list[str] = []
+    for wal in sorted(path.glob("*.log")):
+        try:
+            data = wal.read_bytes()
+        except OSError:
+            continue
+        whole = wal_whole_records_end(data)
+        if whole < len(data):
+            found.append(f"{wal}: the last {len(data) - whole} bytes are not a whole record (a write torn by a crash)")
+    return found
+
+
+def wal_whole_records_end(data: bytes) -> int:
+    """The offset just past the last whole write batch of a WAL file's bytes."""
+    offset = whole = 0
+    while offset + WAL_HEADER_BYTES <= len(data):
+        left_in_block = WAL_BLOCK_BYTES - offset % WAL_BLOCK_BYTES
+        if left_in_block < WAL_HEADER_BYTES:  # the block's zero trailer
+            if whole == offset:
+                whole += left_in_block
+            offset += left_in_block
+            continue
+        _, length, kind = struct.unpack_from("<IHB", data, offset)
+        end = offset + WAL_HEADER_BYTES + length
+        if kind == 0 or length > left_in_block - WAL_HEADER_BYTES or end > len(data):
+            break
+        offset = end
+        if kind in _WAL_RECORD_ENDS:
+            whole = offset
+    return whole
+
+
 def wal_recovery_lines(path: Path) -> list[str]:
     """What RocksDB's last open says it dropped while replaying the WAL (from
-    its info LOG, which each open starts afresh): "dropping N bytes;
-    Corruption: ..." and "Point in time recovered to log #N seq #M" lines."""
+    its info LOG, which each open starts afresh): "<file>.log: dropping N
+    bytes; Corruption: ..." and "Point in time recovered to log #N seq #M"."""
     try:
         text = (path / "LOG").read_text(errors="replace")
     except OSError:
         return []
-    lines = [line.split("] ", 1)[-1].strip() for line in text.splitlines() if "dropping" in line and ".log" in line]
+    lines = [match.group(1) for match in _WAL_DROP.finditer(text)]
     if lines:
-        lines += [line.split("] ", 1)[-1].strip() for line in text.splitlines() if "Point in time recovered" in line]
+        lines += [line.split("] ")[-1].strip() for line in text.splitlines() if "Point in time recovered" in line]
     return lines

@@ -31,10 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from quire.bookie.v1 import bookie_pb2
+from quire_bookie.storage import WAL_BLOCK_BYTES, WAL_HEADER_BYTES
 from quire_common.ids import LedgerId
 
-WAL_BLOCK_BYTES = 32 * 1024
-WAL_HEADER_BYTES = 7  # crc(4) | length(2) | type(1); recyclable records (not used here) have 11
 _FIRST_FRAGMENT_TYPES = (1, 2)  # kFullType, kFirstType
 
 _LINE = re.compile(r"^(\d+)\s+\S+\s+(.*)$")

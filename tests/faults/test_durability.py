@@ -232,7 +232,7 @@ def test_dur4_no_ack_precedes_the_sync_covering_it(tmp_path: Path, scenario: Sce
 def test_dur6_torn_or_junk_wal_tail(tmp_path: Path, scenario: Scenario, damage: str) -> None:
     """SIGKILL a bookie mid-stream, then tear the last record of its newest
     WAL file (or append random bytes to it): it starts, drops only the damaged
-    tail (point-in-time recovery) and says so in its log."""
+    tail (tolerated as torn) and says so in its log."""
     seed = scenario.start("DUR-6", damage=damage, N=N, E=3, Qw=3, Qa=2)
     history = History()
     with fault_cluster(tmp_path, bookies=4) as local, client_for(local) as client:

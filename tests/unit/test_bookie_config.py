@@ -57,3 +57,9 @@ def test_bad_values_name_the_variable(monkeypatch, name, value, message):
     monkeypatch.setenv(name, value)
     with pytest.raises(ConfigError, match=message):
         BookieConfig.from_env()
+
+
+def test_the_damaged_journal_control_is_off_unless_set(monkeypatch):
+    assert not BookieConfig.from_env().storage.fault_unsafe_wal_point_in_time_recovery
+    monkeypatch.setenv("QUIRE_BOOKIE_FAULT_UNSAFE_WAL_POINT_IN_TIME_RECOVERY", "true")
+    assert BookieConfig.from_env().storage.fault_unsafe_wal_point_in_time_recovery

@@ -479,12 +479,13 @@ def _payload_preview(payload: bytes, limit: int = 60) -> str:
 def cmd_bookie_inspect(args: argparse.Namespace) -> int:
     # Imported here: only this command needs RocksDB and the bookie's storage layout.
     from quire_bookie import inspect
+    from quire_bookie.storage import DamagedJournal
 
     data_dir = Path(args.data_dir)
     password = args.password.encode() if args.password is not None else None
     try:
         ledgers = inspect.list_ledgers(data_dir)
-    except FileNotFoundError as exc:
+    except (FileNotFoundError, DamagedJournal) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     if args.ledger is None and not args.verify:
