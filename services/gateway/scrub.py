@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from quire.common.v1 import common_pb2
@@ -105,17 +106,17 @@ class Scrubber:
 
         for segment, ensemble in enumerate(metadata.ensembles):
             first = int(ensemble.first_entry_id)
-            end = (
-                confirmed if segment == len(metadata.ensembles) - 1 else min(segment_end(metadata, segment), confirmed)
-            )
+            open_end = segment == len(metadata.ensembles) - 1  # the last segment ends at `confirmed`
+            end = confirmed if open_end else min(segment_end(metadata, segment), confirmed)
             for position, bookie in enumerate(ensemble.bookie_ids):
                 if bookie not in registered:
                     continue  # a missing bookie is the auditor's lost-bookie case
-                expected = entries_held(
-                    metadata.ensemble_size, metadata.write_quorum_size, position, first, end
-                )  # fmt: skip
-                for start in range(0, len(expected), CHECK_CHUNK_ENTRIES):
-                    chunk = expected[start : start + CHECK_CHUNK_ENTRIES]
+                # A window of ids at a time: a big segment never becomes one list.
+                for start in range(first, end + 1, CHECK_CHUNK_ENTRIES):
+                    last = min(end, start + CHECK_CHUNK_ENTRIES - 1)
+                    chunk = entries_held(metadata.ensemble_size, metadata.write_quorum_size, position, start, last)
+                    if not chunk:
+                        continue
                     await self._entries.spend(len(chunk))
                     try:
                         missing = await self.remote.find_missing_entries(bookie, ledger_id, chunk)
@@ -137,7 +138,14 @@ class Scrubber:
         self.stats.ledgers += 1
         return found
 
-    async def _sample(self, metadata, ledger_id, registered, confirmed, flag) -> None:  # type: ignore[no-untyped-def]
+    async def _sample(
+        self,
+        metadata: common_pb2.LedgerMetadata,
+        ledger_id: LedgerId,
+        registered: set[str],
+        confirmed: int,
+        flag: Callable[[str, int, int], None],
+    ) -> None:
         """Read this pass's share of the rolling sample from every replica
         and check each copy's digest."""
         if self.settings.sample_entries <= 0:
