@@ -96,6 +96,9 @@ class EntryReader:
         """Yield entries first..last in order, in chunks."""
         for start in range(first, last + 1, CHUNK_ENTRIES):
             end = min(start + CHUNK_ENTRIES - 1, last)
+            # The span ends before the yield: a reader that goes away leaves this
+            # generator suspended at the yield, to be closed later from another
+            # task, where the span's context could not be detached.
             with _tracer.start_as_current_span(
                 "quire.gateway.read_chunk",
                 attributes={
@@ -107,7 +110,7 @@ class EntryReader:
                 started = time.perf_counter()
                 chunk = await self._read_chunk(start, end)
                 metrics.read_latency.record((time.perf_counter() - started) * 1000)
-                yield chunk
+            yield chunk
 
     async def _read_chunk(self, first: int, last: int) -> list[ReadEntry]:
         attempts = {e: _Attempt(replicas_of(self.metadata, e)) for e in range(first, last + 1)}
