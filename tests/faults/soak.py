@@ -269,11 +269,8 @@ class LedgerLoop:
 
 def abandon_read(client: QuireClient, ledger: str, lac: int) -> None:
     """Start reading up to 2,000 entries and stop after the first."""
-    entries = client.read(ledger, max(0, lac - 2000), lac)
-    try:
-        next(entries, None)
-    finally:
-        entries.close()  # cancels the call
+    for _ in client.read(ledger, max(0, lac - 2000), lac):
+        break  # the generator is dropped on return, which cancels the call
 
 
 class Reader:
