@@ -1,10 +1,11 @@
 """What a bookie holds over a long run stays bounded: a deleted ledger leaves no
-SST file (and so no open descriptor) behind, and RocksDB runs with explicit
+SST file (and so no open descriptor) behind, RocksDB runs with explicit
 memtable, block cache and open-file bounds (a long soak saw a bookie's RSS and
-descriptors grow)."""
+descriptors grow), and a long poll leaves no per-ledger state once it ends."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 
@@ -61,3 +62,16 @@ async def test_rocksdb_runs_with_explicit_memory_and_file_bounds(tmp_path):
         section = text.split(f'[CFOptions "{column_family}"]', 1)[1].split("[", 1)[0]
         assert f"write_buffer_size={MEMTABLE_BYTES}" in section
         assert "max_write_buffer_number=2" in section
+
+
+async def test_a_long_poll_that_times_out_leaves_no_state_behind(tmp_path):
+    bookie = Bookie(tmp_path)
+    await bookie.start()
+    try:
+        ledger = LedgerId(9, 7)
+        await bookie.add_entries(ledger, KEY, [(0, packed(0, b"x", ledger))], False)
+        polls = [bookie.wait_last_add_confirmed(ledger, 5, 0.05) for _ in range(3)]
+        assert {lac for lac, _, _ in await asyncio.gather(*polls)} == {-1}  # the LAC never moved past 5
+        assert bookie._lac_moved == {} and bookie._lac_waiters == {}
+    finally:
+        await bookie.close()
