@@ -440,8 +440,9 @@ class EtcdStore:
                 async for response in call:
                     if response.events:
                         next_revision = response.events[-1].kv.mod_revision + 1
-                    elif not response.created and response.header.revision > 0:
-                        next_revision = response.header.revision + 1  # progress: delivered up to there
+                    elif response.header.revision > 0 and (not response.created or next_revision == 0):
+                        # Progress (delivered up to there), or a watch from "now" that started there.
+                        next_revision = response.header.revision + 1
                     delay = WATCH_RETRY_SECONDS[0]
                     yield response
                 return
