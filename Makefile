@@ -6,6 +6,7 @@ BUF := .tools/node_modules/.bin/buf
 DATA_DIR ?= data
 FUZZ_SECONDS ?= 300
 FUZZ_RPC_EXAMPLES ?= 5000
+SOAK_MINUTES ?= 30
 
 .DEFAULT_GOAL := help
 
@@ -42,6 +43,9 @@ test-faults: setup ## the fault suite, heavier rows included (build/faults/resul
 	rm -rf build/faults
 	$(PY) -m pytest tests/faults -m "faults or slow_faults"
 	@echo "results: build/faults/results.md"
+
+soak: setup ## a long run under load and faults; checks data, logs, RSS and fds (SOAK_MINUTES, default 30; build/soak/)
+	SOAK_MINUTES=$(SOAK_MINUTES) $(PY) -m tests.faults.soak
 
 test-unit: setup ## only the fast unit tests
 	$(PY) -m pytest tests/unit
@@ -83,4 +87,4 @@ test-container: setup ## the testcontainers tests against the image (make image 
 clean: ## remove local cluster data and build output
 	rm -rf $(DATA_DIR) build
 
-.PHONY: help setup gen gen-check fmt lint typecheck test test-faults test-unit fuzz certs run bench bench-bookie bench-telemetry check clean image image-telemetry test-deploy test-container
+.PHONY: help setup gen gen-check fmt lint typecheck test test-faults soak test-unit fuzz certs run bench bench-bookie bench-telemetry check clean image image-telemetry test-deploy test-container

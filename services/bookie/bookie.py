@@ -128,6 +128,7 @@ class Bookie:
         )
         self._recent_flushes: deque[FlushStats] = deque(maxlen=10_000)
         self._lac_moved: dict[LedgerId, asyncio.Event] = {}
+        self._lac_waiters: dict[LedgerId, int] = {}  # long polls waiting on each event
         self._committer = GroupCommitter(
             self._store,
             self._store.load_states(),
@@ -387,10 +388,19 @@ class Bookie:
             if current[0] > previous_lac or remaining <= 0:
                 return current
             moved = self._lac_moved.setdefault(ledger_id, asyncio.Event())
+            self._lac_waiters[ledger_id] = self._lac_waiters.get(ledger_id, 0) + 1
             try:
                 await asyncio.wait_for(moved.wait(), remaining)
             except TimeoutError:
                 return self.last_add_confirmed(ledger_id)
+            finally:
+                self._lac_waiters[ledger_id] -= 1
+                if not self._lac_waiters[ledger_id]:
+                    # The last waiter is gone: forget the event, or a ledger whose LAC
+                    # never moves again (closed, deleted) would keep it for good.
+                    del self._lac_waiters[ledger_id]
+                    if self._lac_moved.get(ledger_id) is moved:
+                        del self._lac_moved[ledger_id]
 
     def _signal_lac(self, ledger_id: LedgerId) -> None:
         moved = self._lac_moved.pop(ledger_id, None)

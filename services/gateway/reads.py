@@ -25,6 +25,7 @@ from quire.common.v1 import common_pb2
 from quire_common.entry import Digester, DigestType, parse_header, unpack_entry
 from quire_common.errors import DataLoss, NotFound, QuireError, Reason, Unavailable
 from quire_common.ids import LedgerId
+from quire_common.tasks import let_finish
 from quire_common.telemetry import tracer
 from quire_gateway import metrics
 from quire_gateway.quorums import replicas_of
@@ -96,6 +97,9 @@ class EntryReader:
         """Yield entries first..last in order, in chunks."""
         for start in range(first, last + 1, CHUNK_ENTRIES):
             end = min(start + CHUNK_ENTRIES - 1, last)
+            # The span ends before the yield: a reader that goes away leaves this
+            # generator suspended at the yield, to be closed later from another
+            # task, where the span's context could not be detached.
             with _tracer.start_as_current_span(
                 "quire.gateway.read_chunk",
                 attributes={
@@ -107,7 +111,7 @@ class EntryReader:
                 started = time.perf_counter()
                 chunk = await self._read_chunk(start, end)
                 metrics.read_latency.record((time.perf_counter() - started) * 1000)
-                yield chunk
+            yield chunk
 
     async def _read_chunk(self, first: int, last: int) -> list[ReadEntry]:
         attempts = {e: _Attempt(replicas_of(self.metadata, e)) for e in range(first, last + 1)}
@@ -154,8 +158,7 @@ class EntryReader:
                     ask_next(failed, follow_up)
                 launch(follow_up)
         finally:
-            for task in running:
-                task.cancel()
+            let_finish(running)  # speculative reads still out end by their deadlines
         return [done[e] for e in range(first, last + 1)]
 
     def _take(

@@ -35,6 +35,7 @@ from quire.common.v1 import common_pb2
 from quire_common.entry import Digester, DigestType, master_key, parse_header, unpack_entry
 from quire_common.errors import Aborted, PermissionDenied, QuireError, Reason, Unavailable
 from quire_common.ids import LedgerId
+from quire_common.tasks import let_finish
 from quire_common.telemetry import tracer
 from quire_gateway import metrics
 from quire_gateway.handle import replaceable
@@ -61,14 +62,12 @@ async def until_covered(
     metadata: common_pb2.LedgerMetadata,
     ask: Callable[[str], Awaitable[tuple[int, int]]],
     what: str,
-    *,
-    cancel_rest: bool,
 ) -> list[tuple[int, int]]:
     """Ask every bookie of the last ensemble, and return the answers as soon
     as they cover the ensemble (quorums.covered). UNAVAILABLE when every
-    bookie has answered or failed without coverage. With cancel_rest false the
-    calls still outstanding keep running (fences: the more bookies fenced the
-    better); otherwise they are cancelled."""
+    bookie has answered or failed without coverage. The calls still
+    outstanding keep running to their deadlines (fences: the more bookies
+    fenced the better; never cancelled, see let_finish)."""
     ensemble = list(metadata.ensembles[-1].bookie_ids)
     tasks = {asyncio.ensure_future(ask(bookie)): position for position, bookie in enumerate(ensemble)}
     answered: dict[int, tuple[int, int]] = {}
@@ -91,11 +90,7 @@ async def until_covered(
             if covered(len(ensemble), metadata.write_quorum_size, metadata.ack_quorum_size, answered):
                 return list(answered.values())
     finally:
-        for task in outstanding:
-            if cancel_rest:
-                task.cancel()
-            # Nobody awaits these any more: keep their failures out of the log.
-            task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        let_finish(outstanding)  # nobody awaits them any more; they end by their deadlines
     raise Unavailable(
         f"{what}: only {len(answered)} of the {len(ensemble)} bookies of the last ensemble answered, "
         f"too few to cover it (E={metadata.ensemble_size} W={metadata.write_quorum_size} "
@@ -114,7 +109,7 @@ async def read_last_add_confirmed(
         lac, last_entry_id, _ = await remote.read_last_add_confirmed(bookie, ledger_id, bookie_timeout_seconds)
         return lac, last_entry_id
 
-    answers = await until_covered(metadata, ask, f"reading the LAC of ledger {ledger_id}", cancel_rest=True)
+    answers = await until_covered(metadata, ask, f"reading the LAC of ledger {ledger_id}")
     return max(lac for lac, _ in answers)
 
 
@@ -230,14 +225,15 @@ class Recovery:
             return await self.remote.fence_ledger(bookie, self.ledger_id, self.master_key, timeout)
 
         with _tracer.start_as_current_span("quire.gateway.fence"):
-            answers = await until_covered(self.metadata, ask, f"fencing ledger {self.ledger_id}", cancel_rest=False)
+            answers = await until_covered(self.metadata, ask, f"fencing ledger {self.ledger_id}")
         return max(lac for lac, _ in answers)
 
     async def _read_copies(self, entry_ids: list[int]) -> dict[int, _Copies]:
         """Ask every replica of each entry, one ReadEntries call per bookie, and
         return once every entry has a good copy, or every replica has answered.
-        Calls still outstanding once each entry has a copy are cancelled, so a slow
-        replica (a congested link) does not cost every batch its timeout. Telling
+        Calls still outstanding once each entry has a copy are no longer waited
+        for (they end by their deadlines), so a slow replica (a congested link)
+        does not cost every batch its timeout. Telling
         that an entry is missing still waits for every replica: a copy, wherever
         it is found, wins over replicas that lack it (a replacement put into the
         last ensemble by recovery lacks everything)."""
@@ -261,10 +257,7 @@ class Recovery:
                 if all(copies.good is not None for copies in outcome.values()):
                     break
         finally:
-            for task in outstanding:
-                task.cancel()
-                # Nobody awaits these any more: keep their failures out of the log.
-                task.add_done_callback(lambda t: t.cancelled() or t.exception())
+            let_finish(outstanding)
         return outcome
 
     def _fold(

@@ -19,7 +19,7 @@ from typing import Protocol
 import etcd3aio
 import grpc
 from etcd3aio import prefix_range_end
-from etcd3aio._protobuf import Compare, RequestOp
+from etcd3aio._protobuf import Compare, RequestOp, WatchCreateRequest, WatchRequest, WatchResponse
 
 from quire_common.config import ConfigError
 from quire_common.errors import QuireError, Reason, ResourceExhausted, Unavailable
@@ -30,6 +30,9 @@ _tracer = tracer(__name__)
 _etcd_latency = meter("quire.registry").create_histogram(
     "quire.etcd.operation.duration", unit="ms", description="Latency of etcd calls, by operation and outcome"
 )
+
+# A watch stream that failed (etcd restarting) is opened again after this, doubling up to the cap.
+WATCH_RETRY_SECONDS = (0.25, 5.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +147,12 @@ def committed_already(ops: Sequence[Put | Delete], current: dict[bytes, KeyValue
             return False
         checked = True
     return checked
+
+
+async def _watch_requests(create: WatchCreateRequest, call_over: asyncio.Event) -> AsyncIterator[WatchRequest]:
+    """A watch call's request stream: the create request, then open until the call is over."""
+    yield WatchRequest(create_request=create)
+    await call_over.wait()
 
 
 def _details(exc: Exception) -> str:
@@ -434,8 +443,7 @@ class EtcdStore:
         """Batches of events under a prefix from `start_version` on, one batch
         per etcd revision group. Raises WatchCompacted when etcd no longer has
         that history (it cancels the watch and would otherwise fall silent)."""
-        assert self._client.watch is not None
-        async for response in self._client.watch.watch(prefix, prefix_range_end(prefix), start_revision=start_version):
+        async for response in self._watch(prefix, start_version, progress_notify=False):
             if response.compact_revision > 0:
                 raise WatchCompacted(response.compact_revision)
             if response.canceled:
@@ -455,10 +463,7 @@ class EtcdStore:
         watch has delivered, and etcd's progress notifications come through
         as empty batches (so an idle watcher still learns a recent revision).
         Raises WatchCompacted when etcd no longer has the history."""
-        assert self._client.watch is not None
-        async for response in self._client.watch.watch(
-            prefix, prefix_range_end(prefix), start_revision=start_revision, progress_notify=True
-        ):
+        async for response in self._watch(prefix, start_revision, progress_notify=True):
             if response.compact_revision > 0:
                 raise WatchCompacted(response.compact_revision)
             if response.canceled:
@@ -476,6 +481,48 @@ class EtcdStore:
                 yield WatchBatch(max(event.version for event in events), events)
             elif response.header.revision > 0:
                 yield WatchBatch(response.header.revision, [])  # progress: caught up, nothing changed
+
+    async def _watch(
+        self, prefix: bytes, start_revision: int, *, progress_notify: bool
+    ) -> AsyncIterator[WatchResponse]:
+        """etcd's watch stream over a prefix, opened again from the revision
+        after the last one delivered when it fails transiently (etcd
+        restarting). Not etcd3aio's watch(): its request stream never ends, and
+        once the call has failed gRPC no longer cancels the task feeding it, so
+        every etcd restart left that task pending for good ("Task was destroyed
+        but it is pending", then "aclose(): asynchronous generator is already
+        running" when it was collected). Here the request stream ends with the
+        call, whichever way the call ends."""
+        service = self._client.watch
+        assert service is not None
+        next_revision = start_revision
+        delay, max_delay = WATCH_RETRY_SECONDS
+        while True:
+            create = WatchCreateRequest(
+                key=prefix, range_end=prefix_range_end(prefix), start_revision=next_revision,
+                progress_notify=progress_notify,
+            )  # fmt: skip
+            call_over = asyncio.Event()
+            call = service._stub.Watch(_watch_requests(create, call_over), metadata=service._metadata or None)
+            try:
+                async for response in call:
+                    if response.events:
+                        next_revision = response.events[-1].kv.mod_revision + 1
+                    elif response.header.revision > 0 and (not response.created or next_revision == 0):
+                        # Progress (delivered up to there), or a watch from "now" that started there.
+                        next_revision = response.header.revision + 1
+                    delay = WATCH_RETRY_SECONDS[0]
+                    yield response
+                return
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                    raise
+                log.warning("etcd watch broke (%s); watching again from revision %d", exc.code().name, next_revision)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, max_delay)
+            finally:
+                call_over.set()
+                call.cancel()
 
     async def current_revision(self) -> int:
         """The store's revision now."""

@@ -1,0 +1,77 @@
+"""What a bookie holds over a long run stays bounded: a deleted ledger leaves no
+SST file (and so no open descriptor) behind, RocksDB runs with explicit
+memtable, block cache and open-file bounds (a long soak saw a bookie's RSS and
+descriptors grow), and a long poll leaves no per-ledger state once it ends."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+
+from quire_bookie.bookie import Bookie
+from quire_bookie.storage import ALL_MEMTABLES_BYTES, MAX_OPEN_FILES, MEMTABLE_BYTES
+from quire_common.entry import master_key
+from quire_common.ids import LedgerId
+from tests.integration.test_bookie import packed
+
+pytestmark = pytest.mark.integration
+
+KEY = master_key(b"secret")
+
+
+def descriptors_under(path: Path) -> int:
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            count += os.readlink(f"/proc/self/fd/{fd}").startswith(str(path))
+        except OSError:
+            continue
+    return count
+
+
+async def test_deleted_ledgers_leave_no_sst_files_or_descriptors(tmp_path):
+    bookie = Bookie(tmp_path)
+    await bookie.start()
+    try:
+        for number in range(40):
+            ledger = LedgerId(9, 100 + number)
+            await bookie.add_entries(ledger, KEY, [(i, packed(i, b"x" * 1024, ledger)) for i in range(50)], False)
+            assert await bookie.delete_ledger(ledger) == 50
+            if number == 4:
+                early = descriptors_under(tmp_path)
+        # Every ledger is gone, so is every file that held it or its deletion.
+        assert bookie._store._db.live_files() == []
+        assert descriptors_under(tmp_path) <= early
+        assert bookie.ledger_ids() == []
+    finally:
+        await bookie.close()
+
+
+async def test_rocksdb_runs_with_explicit_memory_and_file_bounds(tmp_path):
+    bookie = Bookie(tmp_path)
+    await bookie.start()
+    await bookie.close()
+    (options_file,) = sorted((tmp_path / "rocksdb").glob("OPTIONS-*"))[-1:]
+    text = options_file.read_text()
+    assert f"max_open_files={MAX_OPEN_FILES}" in text
+    assert f"db_write_buffer_size={ALL_MEMTABLES_BYTES}" in text
+    for column_family in ("default", "entries", "ledgers"):
+        section = text.split(f'[CFOptions "{column_family}"]', 1)[1].split("[", 1)[0]
+        assert f"write_buffer_size={MEMTABLE_BYTES}" in section
+        assert "max_write_buffer_number=2" in section
+
+
+async def test_a_long_poll_that_times_out_leaves_no_state_behind(tmp_path):
+    bookie = Bookie(tmp_path)
+    await bookie.start()
+    try:
+        ledger = LedgerId(9, 7)
+        await bookie.add_entries(ledger, KEY, [(0, packed(0, b"x", ledger))], False)
+        polls = [bookie.wait_last_add_confirmed(ledger, 5, 0.05) for _ in range(3)]
+        assert {lac for lac, _, _ in await asyncio.gather(*polls)} == {-1}  # the LAC never moved past 5
+        assert bookie._lac_moved == {} and bookie._lac_waiters == {}
+    finally:
+        await bookie.close()
