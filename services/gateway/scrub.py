@@ -182,8 +182,7 @@ class Scrubber:
                     self.stats.damaged += 1
                     metrics.digest_mismatches.add(1, {"bookie_id": bookie})
                     flag(bookie, entry_id, entry_id)
-            for entry_id in missing:
-                self.stats.missing += 1
+            for entry_id in missing:  # counted by the existence check already
                 flag(bookie, entry_id, entry_id)
 
     def start_pass(self) -> None:
