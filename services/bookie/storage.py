@@ -68,8 +68,8 @@ REOPEN_MIN_FREE_BYTES = 8 * 1024 * 1024
 # defaults allow two 64 MiB memtables per column family and a 32 MiB block cache
 # per column family, and keep every SST file open, so a bookie's RSS grew by
 # about 100 MiB as its first memtables filled and its descriptors with its data.
-MEMTABLE_BYTES = 16 * 1024 * 1024  # one memtable; two per column family at most (one being flushed)
-ALL_MEMTABLES_BYTES = 32 * 1024 * 1024  # all column families together: the largest is flushed past this
+MEMTABLE_BYTES = 64 * 1024 * 1024  # one memtable; two per column family at most (one being flushed)
+ALL_MEMTABLES_BYTES = 128 * 1024 * 1024  # all column families together: the largest is flushed past this
 BLOCK_CACHE_BYTES = 16 * 1024 * 1024  # one cache for every column family, index and filter blocks included
 MAX_OPEN_FILES = 256  # SST files kept open; others are opened when read
 
