@@ -7,9 +7,8 @@ lease of its own, in one create-if-absent transaction, so two candidates
 never both win. The value is a `Leader` record: the holder's name and the
 figures it publishes while it holds the role.
 
-Retry-safety: a create whose answer was lost and that etcd3aio retried finds
-the key already there; it is this caller's own when the key sits on the lease
-just granted to it.
+Retry-safety is the store's: a create whose answer was lost recognises its
+own commit (the key holds this record on the lease just granted).
 """
 
 from __future__ import annotations
@@ -99,8 +98,6 @@ class Leadership:
         new_lease, granted = await self.store.grant_lease(ttl)
         if await self.store.create(key, record.SerializeToString(), new_lease) is None:
             winner = await self.store.get(key)
-            if winner is not None and winner.lease_id == new_lease:
-                return Campaign(True, record, new_lease, granted)  # our own create, its answer lost
             await self.store.revoke_lease(new_lease)
             return Campaign(
                 False, registry_pb2.Leader.FromString(winner.value) if winner else registry_pb2.Leader(role=role)
