@@ -81,10 +81,13 @@ image-telemetry: ## build quire-telemetry:latest, the image plus PySpark and Jav
 test-deploy: setup ## validate the Kubernetes manifests offline
 	$(PY) -m pytest tests/deploy
 
+test-monitoring: setup ## the alert rules under promtool, and the dashboard's and rules' metric names
+	$(PY) -m pytest tests/monitoring
+
 test-container: setup ## the testcontainers tests against the image (make image first)
 	$(PY) -m pytest tests/container
 
 clean: ## remove local cluster data and build output
 	rm -rf $(DATA_DIR) build
 
-.PHONY: help setup gen gen-check fmt lint typecheck test test-faults soak test-unit fuzz certs run bench bench-bookie bench-telemetry check clean image image-telemetry test-deploy test-container
+.PHONY: help setup gen gen-check fmt lint typecheck test test-faults soak test-unit fuzz certs run bench bench-bookie bench-telemetry check clean image image-telemetry test-deploy test-monitoring test-container

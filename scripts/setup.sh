@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install what Quire needs on a Debian/Ubuntu machine: etcd (Debian's
-# etcd-server), a Python virtual environment with the project and its
+# etcd-server) and Prometheus (for promtool and the scrape test), a Python virtual environment with the project and its
 # development tools, and buf (from npm) for linting the protos.
 # Safe to run again; it only installs what is missing.
 set -euo pipefail
@@ -23,6 +23,8 @@ command -v java >/dev/null 2>&1 || apt_packages+=(openjdk-17-jre-headless)
 command -v ip >/dev/null 2>&1 && command -v tc >/dev/null 2>&1 || apt_packages+=(iproute2)
 command -v strace >/dev/null 2>&1 || apt_packages+=(strace)
 command -v faketime >/dev/null 2>&1 || apt_packages+=(faketime)
+# The alert rules are checked with promtool, and the end-to-end suite scrapes a cluster with a real Prometheus.
+command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1 || apt_packages+=(prometheus)
 if [ ${#apt_packages[@]} -gt 0 ]; then
   echo "setup: installing ${apt_packages[*]} with apt-get"
   as_root apt-get update -qq
@@ -31,6 +33,12 @@ if [ ${#apt_packages[@]} -gt 0 ]; then
   if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet etcd 2>/dev/null; then
     as_root systemctl disable --now etcd || true
   fi
+  # Likewise the packaged Prometheus (and its node exporter) on 9090/9100: the tests start their own.
+  for unit in prometheus prometheus-node-exporter; do
+    if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet "$unit" 2>/dev/null; then
+      as_root systemctl disable --now "$unit" || true
+    fi
+  done
 fi
 
 "$PYTHON" - <<'PY'

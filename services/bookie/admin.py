@@ -2,7 +2,10 @@
 served by quire_common.admin_http) shows: `/status` as JSON, and the
 bookie's own counters and gauges in Prometheus text, which `/metrics` puts
 before the OpenTelemetry metrics. Every hand-written metric is defined in
-`render_metrics`, in one place."""
+`render_metrics`, in one place; none repeats an OpenTelemetry one (entries
+and bytes stored, sync counts and times are in the `quire_bookie_*_seconds`
+histograms and `quire_bookie_written_bytes_total`), and latency is only a
+histogram: a percentile computed here could not be aggregated."""
 
 from __future__ import annotations
 
@@ -43,16 +46,8 @@ def render_metrics(bookie: Bookie, bookie_id: str) -> str:
     counters = bookie.counters
     labels = f'{{bookie_id="{_label(bookie_id)}"}}'
     rows: list[tuple[str, str, str, float]] = [
-        ("quire_bookie_adds_total", "counter", "Entries stored (acknowledged after a synced write).", counters.adds),
-        ("quire_bookie_add_bytes_total", "counter", "Bytes of entries stored.", counters.add_bytes),
         ("quire_bookie_rejected_adds_total", "counter", "Add requests refused before storage.", counters.rejected_adds),
         ("quire_bookie_reads_total", "counter", "Read requests served.", counters.reads),
-        ("quire_bookie_syncs_total", "counter", "Synced WriteBatches (group commits).", counters.flushes),
-        ("quire_bookie_sync_seconds_total", "counter", "Time spent in synced writes.", counters.sync_seconds),
-        ("quire_bookie_sync_latency_p50_seconds", "gauge", "Median synced write, last minute.",
-         info.sync_latency_p50_ms / 1000),
-        ("quire_bookie_sync_latency_p99_seconds", "gauge", "99th percentile synced write, last minute.",
-         info.sync_latency_p99_ms / 1000),
         ("quire_bookie_disk_total_bytes", "gauge", "Capacity of the data directories.", info.total_disk_bytes),
         ("quire_bookie_disk_free_bytes", "gauge", "Free bytes of the data directories.", info.free_disk_bytes),
         ("quire_bookie_disk_used_bytes", "gauge", "Bytes the bookie's data takes.", info.used_bytes),

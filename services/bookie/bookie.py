@@ -29,18 +29,16 @@ from quire_common.errors import (
 )
 from quire_common.ids import LedgerId
 from quire_common.tasks import cancel_and_wait
-from quire_common.telemetry import meter, record_sample
+from quire_common.telemetry import duration_histogram, meter, record_sample
 
 T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 _meter = meter("quire.bookie")
-_add_latency = _meter.create_histogram(
-    "quire.bookie.add.duration", unit="ms", description="From an add's arrival to its acknowledgement (synced)"
+_add_latency = duration_histogram(
+    _meter, "quire.bookie.add.duration", "From an add's arrival to its acknowledgement (synced)"
 )
-_sync_latency = _meter.create_histogram(
-    "quire.bookie.sync.duration", unit="ms", description="One group commit: synced write of a batch"
-)
+_sync_latency = duration_histogram(_meter, "quire.bookie.sync.duration", "One group commit: synced write of a batch")
 _batch_entries = _meter.create_histogram(
     "quire.bookie.group_commit.entries", unit="{entry}", description="Entries in one synced batch"
 )
@@ -91,12 +89,9 @@ class BookieInfo:
 
 @dataclass
 class Counters:
-    """Totals since start, for the Prometheus endpoint."""
+    """Totals since start, for the Prometheus endpoint (admin.py). Entries
+    and bytes stored and the syncs are in the OpenTelemetry instruments above."""
 
-    adds: int = 0
-    add_bytes: int = 0
-    flushes: int = 0
-    sync_seconds: float = 0.0
     reads: int = 0
     rejected_adds: int = 0
 
@@ -226,7 +221,7 @@ class Bookie:
 
         def record(done: asyncio.Future[None]) -> None:
             if not done.cancelled() and done.exception() is None:
-                _add_latency.record((time.perf_counter() - started) * 1000)
+                _add_latency.record(time.perf_counter() - started)
 
         future.add_done_callback(record)
         return future
@@ -410,14 +405,10 @@ class Bookie:
     # -- info ------------------------------------------------------------------
 
     def _flushed(self, stats: FlushStats) -> None:
-        _sync_latency.record(stats.sync_seconds * 1000)
+        _sync_latency.record(stats.sync_seconds)
         _batch_entries.record(stats.entries)
         _bytes_written.add(stats.size_bytes)
         self._recent_flushes.append(stats)
-        self.counters.adds += stats.entries
-        self.counters.add_bytes += stats.size_bytes
-        self.counters.flushes += 1
-        self.counters.sync_seconds += stats.sync_seconds
 
     def info(self) -> BookieInfo:
         """Disk as of the last check, and load over the last minute."""

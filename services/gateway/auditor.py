@@ -41,6 +41,7 @@ from quire_common.errors import QuireError, Reason, Unavailable
 from quire_common.ids import LedgerId
 from quire_common.replication import (
     LostReplica,
+    count_held,
     entries_held,
     lost_replicas,
     marked_replicas,
@@ -49,7 +50,6 @@ from quire_common.replication import (
     repairable_replicas,
     set_marker,
 )
-from quire_gateway import metrics
 from quire_gateway.leadership import RoleHolder
 from quire_gateway.recovery import read_last_add_confirmed
 from quire_gateway.remote import Remote
@@ -72,9 +72,52 @@ class AuditorSettings:
     scrub: ScrubSettings = field(default_factory=ScrubSettings)
 
 
+# The cluster's state as one audit round saw it: what the metrics report as
+# cluster-level gauges (one process reports them: the auditor role's holder).
+_LEDGER_STATES = {
+    common_pb2.LEDGER_STATE_OPEN: "open",
+    common_pb2.LEDGER_STATE_IN_RECOVERY: "in_recovery",
+    common_pb2.LEDGER_STATE_CLOSED: "closed",
+}
+
+
+@dataclass
+class ClusterFigures:
+    bookies_writable: int = 0
+    bookies_read_only: int = 0
+    bookies_missing: int = 0  # named by a ledger, not registered
+    ledgers: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_LEDGER_STATES.values(), 0))
+    under_replicated_ledgers: int = 0
+    # Entries of known extent on a missing bookie or marked: an open
+    # ledger's last segment counts only once its end is known.
+    under_replicated_entries: int = 0
+
+    def flat(self) -> dict[str, float]:
+        return {
+            "bookies_writable": self.bookies_writable,
+            "bookies_read_only": self.bookies_read_only,
+            "bookies_missing": self.bookies_missing,
+            **{f"ledgers_{state}": count for state, count in self.ledgers.items()},
+            "under_replicated_ledgers": self.under_replicated_ledgers,
+            "under_replicated_entries": self.under_replicated_entries,
+        }
+
+
+def under_replicated_entries(metadata: common_pb2.LedgerMetadata, replicas: list[LostReplica]) -> int:
+    total = 0
+    for replica in replicas:
+        ensemble_size = len(metadata.ensembles[replica.segment].bookie_ids)
+        total += count_held(
+            ensemble_size, metadata.write_quorum_size, replica.position, replica.first_entry_id, replica.last_entry_id
+        )
+    return total
+
+
 @dataclass
 class AuditState:
     missing_since: dict[str, float] = field(default_factory=dict)
+    # None until this holder's first round: no cluster figures to report yet.
+    cluster: ClusterFigures | None = None
     under_replicated_segments: int = 0
     rereplicated_segments: int = 0
     repaired_segments: int = 0  # marked replicas copied back
@@ -98,6 +141,7 @@ class AuditState:
             "scrub_flagged": scrub.flagged,
             "scrub_lag_seconds": round(scrub.lag_seconds(), 1),
             "scrub_last_pass_seconds": round(scrub.last_pass_seconds, 1),
+            **(self.cluster.flat() if self.cluster is not None else {}),
         }
 
 
@@ -124,6 +168,7 @@ class Auditor:
             self.scrubber.forget()
             self._settled_lac.clear()
             self.state.missing_since.clear()  # the clock starts again for a new holder
+            self.state.cluster = None  # another gateway reports the cluster now
             await self.role.wait_until_held()
 
     async def run(self) -> None:
@@ -216,11 +261,17 @@ class Auditor:
 
     async def audit_once(self) -> int:
         """One round; returns how many segments it re-replicated."""
-        registered = {r.bookie_id for r in await self.bookies.records(registry_pb2.BOOKIE_STATE_ALL)}
+        records = await self.bookies.records(registry_pb2.BOOKIE_STATE_ALL)
+        registered = {r.bookie_id for r in records}
         ledgers = await self._ledgers()
         referenced = {b for m in ledgers for e in m.ensembles for b in e.bookie_ids}
         now = time.monotonic()
         missing = referenced - registered
+        cluster = ClusterFigures(
+            bookies_writable=sum(1 for r in records if not r.read_only),
+            bookies_read_only=sum(1 for r in records if r.read_only),
+            bookies_missing=len(missing),
+        )
         self.state.missing_since = {b: self.state.missing_since.get(b, now) for b in missing}
         lost = {
             b for b, since in self.state.missing_since.items() if now - since >= self.settings.lost_bookie_delay_seconds
@@ -231,6 +282,12 @@ class Auditor:
             replicas = lost_replicas(metadata, missing)
             marked = [r for r in marked_replicas(metadata) if r.bookie_id not in missing]  # else counted above
             under += len(replicas) + len(marked)
+            state = _LEDGER_STATES.get(metadata.state)
+            if state is not None:
+                cluster.ledgers[state] += 1
+            if replicas or marked:
+                cluster.under_replicated_ledgers += 1
+                cluster.under_replicated_entries += under_replicated_entries(metadata, replicas + marked)
             if metadata.state == common_pb2.LEDGER_STATE_IN_RECOVERY:
                 continue
             try:
@@ -243,9 +300,11 @@ class Auditor:
                         repaired += await self._repair_marked(metadata, registered)
             except QuireError as exc:
                 log.warning("repairing ledger %s: %s", _ledger(metadata), exc)
+        # Figures as found at the start of the round: what this round repaired
+        # shows in the next one (the segments count keeps its older meaning).
         self.state.under_replicated_segments = under - repaired
         self.state.rereplicated_segments += repaired
-        metrics.under_replicated_segments_now = self.state.under_replicated_segments
+        self.state.cluster = cluster
         return repaired
 
     async def _rereplicate(

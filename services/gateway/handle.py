@@ -501,7 +501,7 @@ class WriteHandle:
             pending = self._pending.get(self.last_add_confirmed + 1)
             if pending is None or len(pending.acks) < self.ack_quorum:
                 if newest is not None:
-                    metrics.add_latency.record((time.perf_counter() - newest.submitted_at) * 1000)
+                    metrics.add_latency.record(time.perf_counter() - newest.submitted_at)
                 break
             newest = pending
             self.last_add_confirmed += 1

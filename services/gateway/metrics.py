@@ -6,18 +6,14 @@ from collections.abc import Callable, Iterable
 
 from opentelemetry.metrics import CallbackOptions, Observation
 
-from quire_common.telemetry import meter
+from quire_common.telemetry import duration_histogram, meter
 
 _meter = meter("quire.gateway")
 
 # One sample per acknowledged run of entries (entries acknowledged together
 # share their latency), not per entry: the write path is CPU-bound.
-add_latency = _meter.create_histogram(
-    "quire.gateway.add.duration", unit="ms", description="From an entry's arrival to its acknowledgement"
-)
-read_latency = _meter.create_histogram(
-    "quire.gateway.read.duration", unit="ms", description="One chunk of a read, across its replicas"
-)
+add_latency = duration_histogram(_meter, "quire.gateway.add.duration", "From an entry's arrival to its acknowledgement")
+read_latency = duration_histogram(_meter, "quire.gateway.read.duration", "One chunk of a read, across its replicas")
 ensemble_changes = _meter.create_counter(
     "quire.gateway.ensemble_changes", unit="{change}", description="Bookies replaced in a ledger's ensemble"
 )
@@ -36,21 +32,6 @@ recovery_runs = _meter.create_counter(
 )
 digest_mismatches = _meter.create_counter(
     "quire.gateway.digest_mismatches", unit="{entry}", description="Replica copies whose digest did not check"
-)
-
-# Set by the auditor after each round (services/gateway/auditor.py).
-under_replicated_segments_now = 0
-
-
-def _observe_under_replicated(_: CallbackOptions) -> Iterable[Observation]:
-    yield Observation(under_replicated_segments_now)
-
-
-under_replicated_segments = _meter.create_observable_gauge(
-    "quire.gateway.under_replicated_segments",
-    callbacks=[_observe_under_replicated],
-    unit="{segment}",
-    description="Ledger segments with a replica on a bookie that is not registered (auditor view)",
 )
 
 # Set by the entry point to the caches' counters: the ledger metadata cache
@@ -146,6 +127,21 @@ def _observe_auditor(name: str) -> Callable[[CallbackOptions], Iterable[Observat
     return _observe("auditor_figures", name)
 
 
+def _observe_cluster(names: dict[str, dict[str, str]]) -> Callable[[CallbackOptions], Iterable[Observation]]:
+    """A callback reporting auditor figures (name -> attributes) only from the
+    gateway holding the auditor role, once it has audited: a cluster-level
+    figure comes from one process, so sum() over gateways does not multiply it."""
+
+    def observe(_: CallbackOptions) -> Iterable[Observation]:
+        figures = auditor_figures() if auditor_figures is not None else {}
+        if figures.get("active"):
+            for name, attributes in names.items():
+                if name in figures:
+                    yield Observation(figures[name], attributes)
+
+    return observe
+
+
 auditor_active = _meter.create_observable_gauge(
     "quire.gateway.auditor.active",
     callbacks=[_observe_auditor("active")],
@@ -187,4 +183,43 @@ scrub_lag = _meter.create_observable_gauge(
     callbacks=[_observe_auditor("scrub_lag_seconds")],
     unit="s",
     description="Age of the oldest scrub check: since the last completed pass began",
+)
+
+under_replicated_segments = _meter.create_observable_gauge(
+    "quire.gateway.under_replicated_segments",
+    callbacks=[_observe_cluster({"under_replicated_segments": {}})],
+    unit="{segment}",
+    description="Ledger segments with a replica on a missing bookie or marked for repair (auditor, last round)",
+)
+cluster_bookies = _meter.create_observable_gauge(
+    "quire.cluster.bookies",
+    callbacks=[
+        _observe_cluster(
+            {
+                "bookies_writable": {"state": "writable"},
+                "bookies_read_only": {"state": "read_only"},
+                "bookies_missing": {"state": "missing"},
+            }
+        )
+    ],
+    unit="{bookie}",
+    description="Bookies registered writable or read-only, and missing (named by a ledger, not registered)",
+)
+cluster_ledgers = _meter.create_observable_gauge(
+    "quire.cluster.ledgers",
+    callbacks=[_observe_cluster({f"ledgers_{state}": {"state": state} for state in ("open", "in_recovery", "closed")})],
+    unit="{ledger}",
+    description="Ledgers by state (auditor, last round)",
+)
+cluster_under_replicated_ledgers = _meter.create_observable_gauge(
+    "quire.cluster.under_replicated.ledgers",
+    callbacks=[_observe_cluster({"under_replicated_ledgers": {}})],
+    unit="{ledger}",
+    description="Ledgers with a replica on a missing bookie or marked for repair (auditor, last round)",
+)
+cluster_under_replicated_entries = _meter.create_observable_gauge(
+    "quire.cluster.under_replicated.entries",
+    callbacks=[_observe_cluster({"under_replicated_entries": {}})],
+    unit="{entry}",
+    description="Entry copies on a missing bookie or marked for repair, of known extent (auditor, last round)",
 )

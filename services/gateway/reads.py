@@ -110,7 +110,7 @@ class EntryReader:
             ):
                 started = time.perf_counter()
                 chunk = await self._read_chunk(start, end)
-                metrics.read_latency.record((time.perf_counter() - started) * 1000)
+                metrics.read_latency.record(time.perf_counter() - started)
             yield chunk
 
     async def _read_chunk(self, first: int, last: int) -> list[ReadEntry]:

@@ -23,12 +23,12 @@ from etcd3aio._protobuf import Compare, RequestOp, WatchCreateRequest, WatchRequ
 
 from quire_common.config import ConfigError
 from quire_common.errors import QuireError, Reason, ResourceExhausted, Unavailable
-from quire_common.telemetry import meter, tracer
+from quire_common.telemetry import duration_histogram, meter, tracer
 
 log = logging.getLogger(__name__)
 _tracer = tracer(__name__)
-_etcd_latency = meter("quire.registry").create_histogram(
-    "quire.etcd.operation.duration", unit="ms", description="Latency of etcd calls, by operation and outcome"
+_etcd_latency = duration_histogram(
+    meter("quire.registry"), "quire.etcd.operation.duration", "Latency of etcd calls, by operation and outcome"
 )
 
 # A watch stream that failed (etcd restarting) is opened again after this, doubling up to the cap.
@@ -318,7 +318,7 @@ class EtcdStore:
             outcome = "error"
             raise Unavailable(f"etcd {what} timed out", Reason.METADATA_STORE_UNAVAILABLE) from None
         finally:
-            _etcd_latency.record((time.perf_counter() - started) * 1000, {"operation": what, "outcome": outcome})
+            _etcd_latency.record(time.perf_counter() - started, {"operation": what, "outcome": outcome})
 
     async def get(self, key: bytes) -> KeyValue | None:
         response = await self._guard("get", self._kv.get(key, timeout=self._timeout), key)

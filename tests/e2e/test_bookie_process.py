@@ -158,7 +158,7 @@ def test_admin_http_shows_status_metrics_and_the_unsafe_no_sync_mode(tmp_path):
         assert status["disk"]["total_bytes"] >= status["disk"]["free_bytes"] > 0
         metrics = http_get(bookie.http_port, "/metrics")
         assert 'quire_bookie_sync_disabled{bookie_id="bookie-under-test"} 1.0' in metrics
-        assert "# TYPE quire_bookie_adds_total counter" in metrics
+        assert "# TYPE quire_bookie_reads_total counter" in metrics
         with grpc.insecure_channel(bookie.target) as channel:
             info = bookie_pb2_grpc.BookieServiceStub(channel).GetBookieInfo(bookie_pb2.GetBookieInfoRequest())
             assert info.sync_disabled

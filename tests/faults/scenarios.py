@@ -129,6 +129,30 @@ def metric_sum(text: str, name: str) -> float:
     return total
 
 
+def histogram_quantile(text: str, name: str, quantile: float) -> float:
+    """`quantile` of histogram `name` (its `_bucket` lines, every label set
+    summed) in a Prometheus scrape, interpolated within the bucket as
+    Prometheus's histogram_quantile does; 0.0 when it has no samples."""
+    buckets: dict[float, float] = {}
+    for line in text.splitlines():
+        if line.startswith(f"{name}_bucket{{"):
+            bound = line.split('le="', 1)[1].split('"', 1)[0]
+            upper = float("inf") if bound == "+Inf" else float(bound)
+            buckets[upper] = buckets.get(upper, 0.0) + float(line.rsplit(" ", 1)[1])
+    bounds = sorted(buckets)
+    if not bounds or not buckets[bounds[-1]]:
+        return 0.0
+    rank = quantile * buckets[bounds[-1]]
+    lower, below = 0.0, 0.0
+    for upper in bounds:
+        if buckets[upper] >= rank:
+            if upper == float("inf"):
+                return lower
+            return lower + (upper - lower) * (rank - below) / max(buckets[upper] - below, 1e-12)
+        lower, below = upper, buckets[upper]
+    return lower
+
+
 def direct_add_accepted(bookie_id: str, ledger: LedgerId, entry_id: int) -> bool:
     """A normal (non-recovery) add straight to a bookie, as a stale writer would send it."""
     packed = pack_entry(ledger, entry_id, entry_id - 1, 1024 * (entry_id + 1), b"z" * 1024, Digester(DigestType.CRC32C))

@@ -10,6 +10,7 @@ from quire_common.config import ConfigError
 from quire_common.faults import parse_fault_rules
 from quire_common.replication import (
     add_marker,
+    count_held,
     entries_held,
     lost_replicas,
     marked_replicas,
@@ -32,6 +33,26 @@ def test_entries_held_follow_the_striping_rule():
     assert entries_held(3, 2, 0, 0, 5) == [0, 2, 3, 5]
     assert entries_held(3, 2, 1, 0, 5) == [0, 1, 3, 4]
     assert entries_held(3, 3, 2, 4, 3) == []  # an empty segment
+
+
+def test_count_held_agrees_with_the_listed_entries():
+    for ensemble_size in range(1, 6):
+        for write_quorum in range(1, ensemble_size + 1):
+            for position in range(ensemble_size):
+                for first in range(0, 7):
+                    for last in range(first - 2, first + 13):
+                        expected = len(entries_held(ensemble_size, write_quorum, position, first, last))
+                        assert count_held(ensemble_size, write_quorum, position, first, last) == expected
+
+
+def test_the_auditor_counts_under_replicated_entries_of_known_extent():
+    from quire_gateway.auditor import under_replicated_entries
+
+    record = metadata()
+    # "a" missing: entries 0, 2, 3 of the first segment and 5, 6, 8, 9 of the second (E=3, W=2).
+    assert under_replicated_entries(record, lost_replicas(record, {"a"})) == 7
+    add_marker(record, "d", 7, None)
+    assert under_replicated_entries(record, marked_replicas(record)) == 2  # 7 and 9 of segment 1, position 1
 
 
 def test_lost_replicas_name_every_segment_of_a_lost_bookie():

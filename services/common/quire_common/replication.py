@@ -56,6 +56,16 @@ def entries_held(ensemble_size: int, write_quorum: int, position: int, first: in
     return [e for e in range(first, last + 1) if (position - e) % ensemble_size < write_quorum]
 
 
+def count_held(ensemble_size: int, write_quorum: int, position: int, first: int, last: int) -> int:
+    """len(entries_held(...)) without listing them: a ledger may hold millions."""
+    if last < first:
+        return 0
+    cycles, rest = divmod(last - first + 1, ensemble_size)
+    return cycles * write_quorum + sum(
+        1 for e in range(first, first + rest) if (position - e) % ensemble_size < write_quorum
+    )
+
+
 def markers(metadata: common_pb2.LedgerMetadata) -> dict[str, tuple[int, int | None]]:
     """bookie -> (first, last) entries it may lack or hold damaged, from the
     ledger's markers; last is None for "to the end". A value that does not

@@ -23,9 +23,11 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+from opentelemetry.metrics import CallbackOptions, Observation
 
 from quire_common.config import ConfigError, env_bool, env_str
 from quire_common.errors import PermissionDenied, Reason, Unauthenticated
+from quire_common.telemetry import meter
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +83,51 @@ class TlsSettings:
     def mtimes(self) -> tuple[int, ...]:
         assert self.cert_path and self.key_path and self.ca_path, "TLS is off"
         return tuple(os.stat(p).st_mtime_ns for p in (self.cert_path, self.key_path, self.ca_path))
+
+
+def certificate_not_after(pem: bytes) -> float:
+    """The first certificate's notAfter in a PEM chain, as Unix seconds."""
+    from cryptography import x509
+
+    return x509.load_pem_x509_certificate(pem).not_valid_after_utc.timestamp()
+
+
+_not_after_cache: dict[tuple[Path, int], float] = {}
+
+
+def _observe_certificates(_: CallbackOptions) -> list[Observation]:
+    """Read at each scrape, so a renewed certificate (reloaded without a
+    restart) shows at once; parsed again only when the file changed."""
+    try:
+        settings = tls_settings()
+    except ConfigError:
+        return []
+    if not settings.enabled:
+        return []
+    observations = []
+    for role, path in (("service", settings.cert_path), ("ca", settings.ca_path)):
+        assert path is not None
+        try:
+            key = (path, os.stat(path).st_mtime_ns)
+            if key not in _not_after_cache:
+                if len(_not_after_cache) > 8:  # renewed many times: forget the old files' answers
+                    _not_after_cache.clear()
+                _not_after_cache[key] = certificate_not_after(path.read_bytes())
+            observations.append(Observation(_not_after_cache[key], {"certificate": role}))
+        except (OSError, ValueError) as exc:
+            log.warning("%s certificate %s unreadable for its expiry metric: %s", role, path, exc)
+    return observations
+
+
+# Certificate expiry is alerted on (deploy/monitoring/alerts.yaml): each
+# process reports what it serves with, which is what matters if renewal
+# reached the files but not the process.
+meter("quire.tls").create_observable_gauge(
+    "quire.tls.certificate.not_after",
+    callbacks=[_observe_certificates],
+    unit="s",
+    description="When this process's TLS certificate (certificate=service) or CA (certificate=ca) expires, Unix time",
+)
 
 
 @functools.cache
