@@ -7,9 +7,9 @@ through the gateway with the credential source the overlay configures
 authentication), while the metrics endpoint answers a scraper configured as
 the overlay says (production: the PodMonitor; dev: the scrape annotations).
 
-The Secrets stand in for cert-manager's: one CA (`quire dev certs`' Authority)
-issues each Certificate object's Secret with the common name and DNS names the
-object asks for, so wrong names in the manifests fail here. Not exercised (no
+The Secrets are made the manual way deploy/README.md documents (`quire dev
+certs --kubernetes-namespace`), whose names and identities test_manifests holds
+equal to components/cert-manager's Certificates. Not exercised (no
 API server): scheduling, claims binding, Services' virtual IPs and load
 balancing (a Service name resolves to its one pod here), NetworkPolicy,
 cert-manager itself, the Prometheus Operator itself."""
@@ -17,19 +17,17 @@ cert-manager itself, the Prometheus Operator itself."""
 from __future__ import annotations
 
 import json
-import secrets
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
-import jwt
 import pytest
 
-from quire_client.devcerts import Authority
-from tests.deploy.kustomize import Manifest, render
+from tests.deploy.kustomize import render
 from tests.deploy.podrun import Cluster, PodError, PodProcess, mount_namespaces_work, with_cluster_names
-from tests.deploy.test_manifests import KUBERNETES, named, of_kind
+from tests.deploy.test_manifests import KUBERNETES, named
 
 pytestmark = pytest.mark.deploy
 
@@ -46,21 +44,21 @@ PODS = [
 READY_SECONDS = 180.0
 
 
-def issue_secrets(manifests: list[Manifest]) -> dict[str, dict[str, bytes]]:
-    """What cert-manager and the operator (deploy/README.md) put in the cluster."""
-    authority = Authority.create("Quire cluster CA")
-    made: dict[str, dict[str, bytes]] = {}
-    for certificate in of_kind(manifests, "Certificate"):
-        spec = certificate["spec"]
-        if spec.get("isCA"):
-            continue
-        cert, key = authority.issue(spec["commonName"], hosts=tuple(spec.get("dnsNames", [])))
-        made[spec["secretName"]] = {"tls.crt": cert, "tls.key": key, "ca.crt": authority.pem()}
-    jwt_key = secrets.token_hex(32).encode()
-    made["quire-auth"] = {"jwt.key": jwt_key + b"\n"}
-    token = jwt.encode({"sub": "prometheus", "roles": {"*": ["admin"]}, "exp": int(time.time()) + 3600}, jwt_key)
-    made["quire-metrics-token"] = {"token": token.encode()}
-    return made
+def secrets_from_dev_certs(directory: Path, namespace: str) -> dict[str, dict[str, bytes]]:
+    """The manual way deploy/README.md gives: `quire dev certs --kubernetes-namespace`
+    writes one directory per Secret (test_manifests checks that components/cert-manager
+    asks for the same names and identities)."""
+    quire = str(Path(sys.executable).parent / "quire")
+    subprocess.run(
+        [quire, "dev", "certs", "--out", str(directory), "--kubernetes-namespace", namespace],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    return {
+        secret.name: {item.name: item.read_bytes() for item in secret.iterdir()}
+        for secret in (directory / "kubernetes").iterdir()
+    }
 
 
 def wait_ready(pods: list[PodProcess]) -> None:
@@ -84,7 +82,9 @@ def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
         pytest.skip(why_not)
     overlay = request.param
     manifests = render(KUBERNETES / "overlays" / overlay)
-    started = Cluster(manifests, issue_secrets(manifests), tmp_path_factory.mktemp(overlay), NAMESPACES[overlay])
+    root = tmp_path_factory.mktemp(overlay)
+    secrets = secrets_from_dev_certs(root / "certs", NAMESPACES[overlay])
+    started = Cluster(manifests, secrets, root, NAMESPACES[overlay])
     try:
         for kind, name, pod_names in PODS:
             workload = named(manifests, kind, name)

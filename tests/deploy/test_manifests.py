@@ -20,6 +20,7 @@ from quire.bookie.v1 import bookie_pb2
 from quire.gateway.v1 import ledger_pb2
 from quire.placement.v1 import placement_pb2
 from quire.registry.v1 import registry_pb2
+from quire_client.devcerts import kubernetes_identities
 from tests.deploy.kustomize import KustomizeError, Manifest, pod_spec, render
 
 pytestmark = pytest.mark.deploy
@@ -552,3 +553,15 @@ def test_custom_resources_have_the_fields_their_operators_need() -> None:
     )
     for monitor in of_kind(manifests, "PodMonitor"):
         assert monitor["metadata"]["namespace"] == "quire"
+
+
+def test_cert_manager_and_quire_dev_certs_issue_the_same_identities() -> None:
+    """The two documented ways to the TLS Secrets agree (the local start uses the second)."""
+    manifests = render(KUBERNETES / "overlays" / "production")
+    issued = {
+        c["spec"]["secretName"]: (c["spec"]["commonName"], sorted(c["spec"].get("dnsNames", [])))
+        for c in of_kind(manifests, "Certificate")
+        if not c["spec"].get("isCA")
+    }
+    expected = {name: (cn, sorted(hosts)) for name, (cn, hosts) in kubernetes_identities("quire").items()}
+    assert issued == expected
