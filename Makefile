@@ -88,7 +88,7 @@ image-telemetry: ## build quire-telemetry:latest, the image plus PySpark and Jav
 	@bash scripts/docker-engine.sh start || (echo "make image-telemetry: no Docker engine could be started" >&2; exit 1)
 	@QUIRE_IMAGE_TELEMETRY=true bash scripts/build-image.sh
 
-test-deploy: setup ## validate the Kubernetes manifests offline
+test-deploy: setup ## validate the Kubernetes manifests offline and start each overlay's pods as local processes
 	$(PY) -m pytest tests/deploy
 
 test-container: setup ## the testcontainers tests against the image (make image first)
