@@ -113,6 +113,7 @@ class Cluster:
     _next_address: int = 1
 
     def __post_init__(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
         self.hosts_file = self.root / "hosts"
         self.config_maps = {
             m["metadata"]["name"]: {**m.get("data", {})} for m in self.manifests if m["kind"] == "ConfigMap"
@@ -231,10 +232,16 @@ class PodProcess:
                 sources = [{"configMap": volume["configMap"]}]
             elif "projected" in volume:
                 sources = volume["projected"]["sources"]
-            elif "emptyDir" in volume or "persistentVolumeClaim" in volume:
-                if "subPathExpr" in mount:
-                    shared = self.cluster.root / "claims" / volume.get("persistentVolumeClaim", {}).get("claimName", "")
-                    (shared / expand(mount["subPathExpr"], self.env)).mkdir(parents=True, exist_ok=True)
+            elif "persistentVolumeClaim" in volume:
+                # A claim shared by pods: one directory for all, the pod's subpath linked in.
+                claim = self.cluster.root / "claims" / volume["persistentVolumeClaim"]["claimName"]
+                shared = claim / expand(mount.get("subPathExpr", mount.get("subPath", "")), self.env)
+                shared.mkdir(parents=True, exist_ok=True)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                if not target.exists():
+                    target.symlink_to(shared, target_is_directory=True)
+                continue
+            elif "emptyDir" in volume:
                 target.mkdir(parents=True, exist_ok=True)
                 continue
             else:

@@ -17,6 +17,8 @@ cert-manager itself, the Prometheus Operator itself."""
 from __future__ import annotations
 
 import json
+import re
+import shutil
 import subprocess
 import sys
 import time
@@ -27,7 +29,7 @@ import pytest
 
 from tests.deploy.kustomize import render
 from tests.deploy.podrun import Cluster, PodError, PodProcess, mount_namespaces_work, with_cluster_names
-from tests.deploy.test_manifests import KUBERNETES, named
+from tests.deploy.test_manifests import KUBERNETES, named, of_kind
 
 pytestmark = pytest.mark.deploy
 
@@ -196,3 +198,41 @@ def test_a_ledger_round_trips_through_the_gateway_and_metrics_are_scraped(cluste
     assert outcome["metrics"] > 0
     # With TLS the admin endpoint refuses a scrape without the token; dev's is open.
     assert outcome["refused"] == (401 if tls_on(cluster) else None)
+
+
+def test_control_without_a_credential_source_the_gateway_refuses_to_start(tmp_path: Path) -> None:
+    """The check above can fail: with the overlay's credential settings taken out (as
+    the production overlay once was), the gateway pod exits 2 naming what is missing."""
+    why_not = mount_namespaces_work()
+    if why_not:
+        pytest.skip(why_not)
+    tree = tmp_path / "kubernetes"
+    shutil.copytree(KUBERNETES, tree)
+    kustomization = tree / "overlays" / "production" / "kustomization.yaml"
+    text = kustomization.read_text()
+    for setting in ("QUIRE_AUTH_JWT_KEY_FILE", "QUIRE_AUTH_CLIENT_CERT_ROLES"):
+        text = re.sub(rf"      - {setting}=.*\n", "", text)
+    kustomization.write_text(text)
+    manifests = render(tree / "overlays" / "production")
+    cluster = Cluster(manifests, secrets_from_dev_certs(tmp_path / "certs", "quire"), tmp_path / "run", "quire")
+    gateway = cluster.pod(named(manifests, "Deployment", "quire-gateway"), "quire-gateway-0")
+    try:
+        gateway.start()
+        assert gateway.popen is not None
+        code = gateway.popen.wait(timeout=120)
+    finally:
+        cluster.stop_all()
+    assert code == 2, gateway.log_tail()
+    assert "QUIRE_AUTH_JWT_KEY_FILE" in gateway.log.read_text()
+
+
+def test_telemetry_files_land_per_pod_on_the_shared_claim_only_where_the_component_is(cluster: Cluster) -> None:
+    claim = cluster.root / "claims" / "quire-telemetry"
+    if not of_kind(cluster.manifests, "CronJob"):
+        assert not claim.exists()  # production: no shared volume, no files
+        return
+    deadline = time.monotonic() + 60
+    while not list((claim / "quire-gateway-0").glob("*.jsonl")):
+        assert time.monotonic() < deadline, sorted(str(p) for p in claim.rglob("*"))
+        time.sleep(0.5)
+    assert {path.name for path in claim.iterdir()} >= {"quire-registry-0", "quire-gateway-0", "quire-bookie-0"}
