@@ -148,6 +148,8 @@ class Cluster:
             if selected and service["spec"].get("clusterIP") != "None":
                 names[selected[0].address] += [name + suffix for suffix in suffixes] + [name]
         lines = [f"{address} {' '.join(n)}" for address, n in names.items() if n]
+        # Rewritten in place (same inode): pods already running, which have this file
+        # bind-mounted, see the names of pods started after them, as with cluster DNS.
         self.hosts_file.write_text("\n".join(lines) + "\n")
 
     def stop_all(self) -> None:
