@@ -7,6 +7,8 @@ DATA_DIR ?= data
 FUZZ_SECONDS ?= 300
 FUZZ_RPC_EXAMPLES ?= 5000
 SOAK_MINUTES ?= 30
+# The last release's protos (a buf image): `make lint` refuses changes that would break its clients.
+PROTO_BASELINE ?= protos/releases/v0.1.0.binpb
 
 .DEFAULT_GOAL := help
 
@@ -29,9 +31,17 @@ fmt: setup ## format the Python code
 	$(VENV)/bin/ruff format services clients tests scripts
 	$(VENV)/bin/ruff check --fix services clients tests scripts
 
-lint: setup ## ruff and buf lint
+lint: setup ## ruff, buf lint and buf breaking against the last release's protos
 	$(VENV)/bin/ruff check services clients tests scripts
 	@if [ -x $(BUF) ]; then $(BUF) lint && echo "buf lint: clean"; else echo "buf not installed; skipping proto lint"; fi
+	@if [ -x $(BUF) ]; then $(BUF) breaking --against $(PROTO_BASELINE) \
+		&& echo "buf breaking: compatible with $(PROTO_BASELINE)"; \
+		else echo "buf not installed; skipping the breaking-change check"; fi
+
+proto-baseline: setup ## freeze protos/ as a release's compatibility baseline (RELEASE=x.y.z; docs/upgrade.md)
+	@test -n "$(RELEASE)" || (echo "usage: make proto-baseline RELEASE=x.y.z" >&2; exit 2)
+	$(BUF) build -o protos/releases/v$(RELEASE).binpb
+	@echo "now set PROTO_BASELINE in the Makefile to protos/releases/v$(RELEASE).binpb and commit both"
 
 typecheck: setup ## mypy
 	$(VENV)/bin/mypy services/common/quire_common services/registry services/bookie services/placement services/gateway services/telemetry clients/python/quire_client tests/faults
@@ -78,7 +88,7 @@ image-telemetry: ## build quire-telemetry:latest, the image plus PySpark and Jav
 	@bash scripts/docker-engine.sh start || (echo "make image-telemetry: no Docker engine could be started" >&2; exit 1)
 	@QUIRE_IMAGE_TELEMETRY=true bash scripts/build-image.sh
 
-test-deploy: setup ## validate the Kubernetes manifests offline
+test-deploy: setup ## validate the Kubernetes manifests offline and start each overlay's pods as local processes
 	$(PY) -m pytest tests/deploy
 
 test-monitoring: setup ## the alert rules under promtool, and the dashboard's and rules' metric names

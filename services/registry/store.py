@@ -10,7 +10,9 @@ only this file. A version is the key's etcd mod_revision.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
+import socket
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
@@ -208,6 +210,28 @@ class EtcdAccess:
     password: str = ""
 
 
+def resolve_endpoints(endpoints: Sequence[str]) -> tuple[list[str], str | None]:
+    """`host:port` endpoints as IPv4 `address:port` (every address a name has),
+    and the first name among them (None when all are addresses already)."""
+    addresses: list[str] = []
+    first_name: str | None = None
+    for endpoint in endpoints:
+        host, _, port = endpoint.rpartition(":")
+        try:
+            ipaddress.IPv4Address(host)
+            addresses.append(endpoint)
+            continue
+        except ValueError:
+            pass
+        first_name = first_name or host
+        infos = socket.getaddrinfo(host, int(port), socket.AF_INET, socket.SOCK_STREAM)
+        for info in infos:
+            address = f"{info[4][0]}:{port}"
+            if address not in addresses:
+                addresses.append(address)
+    return addresses, first_name
+
+
 class EtcdStore:
     """MetadataStore on etcd v3 through etcd3aio (asyncio, grpc.aio)."""
 
@@ -225,11 +249,20 @@ class EtcdStore:
         self._access = access or EtcdAccess()
         # False only as the fault suite's positive control (QUIRE_REGISTRY_FAULT_UNSAFE_NO_COMMIT_CHECK).
         self._recognise_own_commits = recognise_own_commits
+        # etcd3aio dials an `ipv4:` target, which takes addresses only: names
+        # (a Kubernetes Service) are resolved here, and TLS then checks the
+        # certificate against the name dialled unless QUIRE_ETCD_SERVER_NAME says otherwise.
+        self._resolve_error = ""
+        try:
+            addresses, dialled_name = resolve_endpoints(endpoints)
+        except OSError as exc:
+            addresses, dialled_name = list(endpoints), None
+            self._resolve_error = f"cannot resolve {','.join(endpoints)}: {exc}"
         # Without a CA, etcd3aio opens a plaintext channel.
         self._client = etcd3aio.Etcd3Client(
-            list(endpoints),
+            addresses,
             rpc_max_attempts=3,
-            tls_server_name=self._access.server_name,
+            tls_server_name=self._access.server_name or dialled_name,
             ca_cert=self._access.ca,
             cert_key=self._access.key,
             cert_chain=self._access.cert,
@@ -244,6 +277,8 @@ class EtcdStore:
         read and written: a wrong password or a role without the prefix
         fails here, at start, with a message saying which."""
         where = ",".join(self._endpoints)
+        if self._resolve_error:
+            raise Unavailable(f"etcd at {where}: {self._resolve_error}", Reason.METADATA_STORE_UNAVAILABLE)
         await self._client.connect()
         if self._access.user:
             assert self._client.auth is not None

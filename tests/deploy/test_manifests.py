@@ -4,7 +4,9 @@ the references between objects that no schema can see."""
 
 from __future__ import annotations
 
+import json
 import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -18,6 +20,7 @@ from quire.bookie.v1 import bookie_pb2
 from quire.gateway.v1 import ledger_pb2
 from quire.placement.v1 import placement_pb2
 from quire.registry.v1 import registry_pb2
+from quire_client.devcerts import kubernetes_identities
 from tests.deploy.kustomize import KustomizeError, Manifest, pod_spec, render
 
 pytestmark = pytest.mark.deploy
@@ -30,6 +33,7 @@ OVERLAYS = sorted(path.name for path in (KUBERNETES / "overlays").iterdir() if p
 KUBERNETES_VERSION = "1.33.0"
 # Read only by the init Job's own script; every other setting must be documented.
 PENDING_OR_LOCAL_SETTINGS = {"QUIRE_INIT_MIN_BOOKIES"}
+CUSTOM_API_VERSIONS = {"cert-manager.io/v1", "monitoring.coreos.com/v1"}
 GRPC_SERVICES = {
     descriptor.services_by_name[name].full_name
     for descriptor, name in [
@@ -68,7 +72,12 @@ def of_kind(manifests: list[Manifest], kind: str) -> list[Manifest]:
 
 
 def named(manifests: list[Manifest], kind: str, name: str) -> Manifest:
+    """The object `name` of `kind`; a generated ConfigMap by its name before the hash suffix."""
     matches = [m for m in of_kind(manifests, kind) if m["metadata"]["name"] == name]
+    if kind == "ConfigMap" and not matches:
+        matches = [
+            m for m in of_kind(manifests, kind) if re.fullmatch(rf"{name}-[a-z0-9]{{10}}", m["metadata"]["name"])
+        ]
     assert len(matches) == 1, f"{kind}/{name}: {len(matches)} objects"
     return matches[0]
 
@@ -88,7 +97,9 @@ def env_value(container: Manifest, name: str) -> Manifest:
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_every_rendered_manifest_passes_strict_schema_validation(overlay: str, tmp_path: Path) -> None:
-    manifests = render(KUBERNETES / "overlays" / overlay)
+    # Custom resources (cert-manager, Prometheus Operator) have no schema there:
+    # test_custom_resources_have_the_fields_their_operators_need checks them.
+    manifests = [m for m in render(KUBERNETES / "overlays" / overlay) if m["apiVersion"] not in CUSTOM_API_VERSIONS]
     output = tmp_path / f"{overlay}.yaml"
     output.write_text(yaml.safe_dump_all(manifests, sort_keys=False))
     result = subprocess.run(
@@ -233,9 +244,8 @@ def test_every_quire_setting_used_is_a_documented_one(rendered: list[Manifest]) 
                     assert name in documented | PENDING_OR_LOCAL_SETTINGS, (
                         f"{workload['metadata']['name']}: {name} is not in docs/configuration.md"
                     )
-    for config in of_kind(rendered, "ConfigMap"):
-        for key in config.get("data", {}):
-            assert key in documented | PENDING_OR_LOCAL_SETTINGS, f"ConfigMap key {key} is not documented"
+    for key in named(rendered, "ConfigMap", "quire-config").get("data", {}):
+        assert key in documented | PENDING_OR_LOCAL_SETTINGS, f"ConfigMap key {key} is not documented"
 
 
 def test_every_container_runs_an_entrypoint_mode_of_the_image(rendered: list[Manifest]) -> None:
@@ -316,17 +326,35 @@ def test_quire_services_mount_their_tls_secret_and_dev_runs_plaintext(rendered: 
         ("Deployment", "quire-gateway", "QUIRE_GATEWAY_HTTP_PORT"),
     ],
 )
-def test_prometheus_scrapes_each_service_admin_port(
+def test_prometheus_scrapes_each_service_admin_port_as_it_is_served(
     rendered: list[Manifest], kind: str, name: str, setting: str
 ) -> None:
+    """Plaintext (dev): the scrape annotations, plain HTTP. TLS: no annotations (they
+    cannot carry a CA or a token) but a PodMonitor with https, the CA, the Service
+    name the certificate carries and the admin token."""
     workload = named(rendered, kind, name)
     container = workload["spec"]["template"]["spec"]["containers"][0]
     http_port = int(env_value(container, setting)["value"])
-    annotations = workload["spec"]["template"]["metadata"]["annotations"]
-    assert annotations["prometheus.io/scrape"] == "true"
-    assert annotations["prometheus.io/path"] == "/metrics"
-    assert int(annotations["prometheus.io/port"]) == http_port
-    assert http_port in {p["containerPort"] for p in container["ports"]}
+    assert http_port in {p["containerPort"] for p in container["ports"] if p.get("name") == "http"}
+    annotations = workload["spec"]["template"]["metadata"].get("annotations", {})
+    plaintext = named(rendered, "ConfigMap", "quire-config")["data"]["QUIRE_INSECURE_PLAINTEXT_DEV"] == "true"
+    if plaintext:
+        assert annotations["prometheus.io/scrape"] == "true"
+        assert annotations["prometheus.io/scheme"] == "http"
+        assert annotations["prometheus.io/path"] == "/metrics"
+        assert int(annotations["prometheus.io/port"]) == http_port
+        assert not of_kind(rendered, "PodMonitor")
+        return
+    assert not any(key.startswith("prometheus.io/") for key in annotations)
+    monitor = named(rendered, "PodMonitor", name)
+    assert selects(monitor["spec"]["selector"]["matchLabels"], template_labels(workload))
+    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+    assert (endpoint["port"], endpoint["path"], endpoint["scheme"]) == ("http", "/metrics", "https")
+    assert endpoint["tlsConfig"]["ca"]["secret"]["key"] == "ca.crt"
+    certificate = named(rendered, "Certificate", f"{name}-tls")
+    assert endpoint["tlsConfig"]["serverName"] in certificate["spec"]["dnsNames"]
+    assert endpoint["authorization"]["type"] == "Bearer"
+    assert endpoint["authorization"]["credentials"]["name"] == "quire-metrics-token"
 
 
 def test_stateless_services_run_two_or_more_replicas_behind_services(rendered: list[Manifest]) -> None:
@@ -366,6 +394,8 @@ def test_init_job_and_telemetry_cronjob_exist(rendered: list[Manifest]) -> None:
     init = named(rendered, "Job", "quire-init")
     script = init["spec"]["template"]["spec"]["containers"][0]["args"][0]
     assert "quire bookie list" in script
+    if not of_kind(rendered, "CronJob"):
+        return  # components/shared-telemetry not included
     cron = named(rendered, "CronJob", "quire-telemetry")
     args = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["args"]
     assert args == ["telemetry", "analyze", "--input", "/telemetry", "--output", "/reports", "--publish"]
@@ -382,3 +412,156 @@ def test_production_overlay_requires_spreading_and_uses_its_registry() -> None:
                 ("registry.example.com/quire:", "registry.example.com/quire-telemetry:")
             )
     assert {m["metadata"].get("namespace") for m in manifests if m["kind"] != "Namespace"} == {"quire"}
+
+
+# -- what a production cluster needs to start (issue 16) ------------------------
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_the_renderer_agrees_with_kubectl_kustomize(overlay: str) -> None:
+    result = subprocess.run(
+        ["kubectl", "kustomize", str(KUBERNETES / "overlays" / overlay)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    theirs = {identity(m): m for m in yaml.safe_load_all(result.stdout) if m}
+    ours = {identity(m): m for m in render(KUBERNETES / "overlays" / overlay)}
+    assert sorted(ours) == sorted(theirs)
+    for key, manifest in ours.items():
+        assert manifest == theirs[key], key
+
+
+def identity(manifest: Manifest) -> tuple[str, str, str]:
+    return manifest["kind"], manifest["metadata"].get("namespace", ""), manifest["metadata"]["name"]
+
+
+def test_a_changed_setting_changes_every_pod_template_that_reads_it(tmp_path: Path) -> None:
+    """quire-config is generated with a content hash in its name: editing a value
+    renames it, so every workload reading it gets a new template and rolls."""
+    tree = tmp_path / "kubernetes"
+    shutil.copytree(KUBERNETES, tree)
+    before = render(tree / "overlays" / "production")
+    kustomization = tree / "overlays" / "production" / "kustomization.yaml"
+    kustomization.write_text(
+        kustomization.read_text().replace(
+            "      - QUIRE_ETCD_CA=", "      - QUIRE_LOG_LEVEL=DEBUG\n      - QUIRE_ETCD_CA="
+        )
+    )
+    after = render(tree / "overlays" / "production")
+    old, new = (named(m, "ConfigMap", "quire-config")["metadata"]["name"] for m in (before, after))
+    assert old != new
+    readers = 0
+    for workload, spec in workloads(after):
+        names = {
+            entry["valueFrom"]["configMapKeyRef"]["name"]
+            for container in containers(spec)
+            for entry in container.get("env", [])
+            if "configMapKeyRef" in entry.get("valueFrom", {})
+        }
+        assert old not in names, workload["metadata"]["name"]
+        readers += new in names
+    assert readers >= 5  # the four services and the init Job
+
+
+def test_the_renderer_refuses_a_kustomization_among_components(tmp_path: Path) -> None:
+    (tmp_path / "part").mkdir()
+    (tmp_path / "part" / "kustomization.yaml").write_text("kind: Kustomization\nresources: []\n")
+    (tmp_path / "kustomization.yaml").write_text("components: [part]\n")
+    with pytest.raises(KustomizeError, match="Component"):
+        render(tmp_path)
+
+
+def test_no_claim_needs_read_write_many_unless_shared_telemetry_is_chosen(rendered: list[Manifest]) -> None:
+    shared_telemetry = any(m["kind"] == "CronJob" for m in rendered)
+    modes = {mode for claim in of_kind(rendered, "PersistentVolumeClaim") for mode in claim["spec"]["accessModes"]}
+    for workload, _ in workloads(rendered):
+        for template in workload["spec"].get("volumeClaimTemplates", []):
+            modes |= set(template["spec"]["accessModes"])
+    # dev shares a ReadWriteOnce claim on its single node; production has no shared claim at all.
+    assert "ReadWriteMany" not in modes
+    if not shared_telemetry:
+        assert not of_kind(rendered, "PersistentVolumeClaim")
+        for _, spec in workloads(rendered):
+            assert not any("persistentVolumeClaim" in volume for volume in spec.get("volumes", []))
+
+
+def certificate_covers(certificate: Manifest, host: str) -> bool:
+    for name in certificate["spec"].get("dnsNames", []):
+        if name == host or (name.startswith("*.") and host.partition(".")[2] == name[2:]):
+            return True
+    return False
+
+
+def test_production_credentials_tls_secrets_and_etcd_tls_are_all_provided() -> None:
+    manifests = render(KUBERNETES / "overlays" / "production")
+    namespace = "quire"
+    config = named(manifests, "ConfigMap", "quire-config")["data"]
+    assert config["QUIRE_INSECURE_PLAINTEXT_DEV"] == "false"
+    # The gateway has credential sources: the token key (Secret quire-auth) and the certificate roles.
+    gateway = named(manifests, "Deployment", "quire-gateway")["spec"]["template"]["spec"]
+    assert config["QUIRE_AUTH_JWT_KEY_FILE"].startswith("/etc/quire/auth/")
+    assert config["QUIRE_AUTH_CLIENT_CERT_ROLES"].startswith("/etc/quire/auth/")
+    (auth,) = [v for v in gateway["volumes"] if v["name"] == "auth"]
+    sources = auth["projected"]["sources"]
+    assert {"name": "quire-auth", "optional": True} in [s["secret"] for s in sources if "secret" in s]
+    roles_map = named(manifests, "ConfigMap", "quire-client-roles")
+    assert [s["configMap"]["name"] for s in sources if "configMap" in s] == [roles_map["metadata"]["name"]]
+    roles = json.loads(roles_map["data"]["client-roles.json"])
+    # Every TLS Secret a pod mounts is issued by a Certificate with the identity and names it needs.
+    issued = {c["spec"]["secretName"]: c for c in of_kind(manifests, "Certificate")}
+    for workload, spec in workloads(manifests):
+        for volume in spec.get("volumes", []):
+            if "secret" in volume and volume["secret"]["secretName"].endswith("-tls"):
+                assert volume["secret"]["secretName"] in issued, workload["metadata"]["name"]
+    for component in ("registry", "placement", "gateway", "bookie"):
+        certificate = issued[f"quire-{component}-tls"]
+        assert certificate["spec"]["commonName"] == f"quire-service:{component}"
+        assert {"server auth", "client auth"} <= set(certificate["spec"]["usages"])
+    for target in (config["QUIRE_REGISTRY_TARGET"], config["QUIRE_PLACEMENT_TARGET"], config["QUIRE_GATEWAY"]):
+        host = target.rpartition(":")[0]
+        assert certificate_covers(issued[f"{host}-tls"], host), host
+    for i in range(5):
+        assert certificate_covers(issued["quire-bookie-tls"], f"quire-bookie-{i}.quire-bookie.{namespace}.svc")
+    operator = issued["quire-operator-tls"]
+    assert operator["spec"]["commonName"].startswith("quire-service:")
+    assert roles[operator["spec"]["commonName"]] == {"*": ["reader"]}  # the init Job lists ledgers
+    # etcd: TLS for clients and peers, client certificates required; the registry uses them.
+    etcd = named(manifests, "StatefulSet", "quire-etcd")["spec"]["template"]["spec"]["containers"][0]
+    args = etcd["args"]
+    assert "--client-cert-auth" in args and "--peer-client-cert-auth" in args
+    assert not [a for a in args if "http://" in a and not a.startswith("--listen-metrics-urls=")]
+    assert certificate_covers(issued["quire-etcd-tls"], config["QUIRE_ETCD_ENDPOINTS"].rpartition(":")[0])
+    assert certificate_covers(issued["quire-etcd-tls"], f"quire-etcd-2.quire-etcd.{namespace}.svc")
+    assert etcd["readinessProbe"]["httpGet"]["port"] == 2381
+    assert config["QUIRE_ETCD_CA"] and config["QUIRE_ETCD_CERT"] and config["QUIRE_ETCD_KEY"]
+
+
+def test_custom_resources_have_the_fields_their_operators_need() -> None:
+    manifests = render(KUBERNETES / "overlays" / "production")
+    issuers = {m["metadata"]["name"]: m for m in of_kind(manifests, "Issuer")}
+    for certificate in of_kind(manifests, "Certificate"):
+        spec = certificate["spec"]
+        assert spec["issuerRef"]["kind"] == "Issuer" and spec["issuerRef"]["name"] in issuers
+        assert spec["secretName"] and spec["commonName"]
+        assert set(spec.get("usages", [])) <= {"server auth", "client auth", "digital signature", "key encipherment"}
+    assert (
+        issuers["quire-ca"]["spec"]["ca"]["secretName"]
+        == named(manifests, "Certificate", "quire-ca")["spec"]["secretName"]
+    )
+    for monitor in of_kind(manifests, "PodMonitor"):
+        assert monitor["metadata"]["namespace"] == "quire"
+
+
+def test_cert_manager_and_quire_dev_certs_issue_the_same_identities() -> None:
+    """The two documented ways to the TLS Secrets agree (the local start uses the second)."""
+    manifests = render(KUBERNETES / "overlays" / "production")
+    issued = {
+        c["spec"]["secretName"]: (c["spec"]["commonName"], sorted(c["spec"].get("dnsNames", [])))
+        for c in of_kind(manifests, "Certificate")
+        if not c["spec"].get("isCA")
+    }
+    expected = {name: (cn, sorted(hosts)) for name, (cn, hosts) in kubernetes_identities("quire").items()}
+    assert issued == expected

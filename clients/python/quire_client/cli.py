@@ -78,8 +78,13 @@ def _client(args: argparse.Namespace) -> QuireClient:
 
 
 def cmd_dev_certs(args: argparse.Namespace) -> None:
-    bundle = write_dev_certs(Path(args.out))
+    bundle = write_dev_certs(Path(args.out), args.kubernetes_namespace)
     print(f"throwaway CA, service and client certificates in {bundle.directory}")
+    if args.kubernetes_namespace:
+        print(
+            f"  Kubernetes Secrets:   for d in {bundle.directory}/kubernetes/*; do kubectl -n "
+            f'{args.kubernetes_namespace} create secret generic "$(basename "$d")" --from-file="$d"; done'
+        )
     print(f"  start a TLS cluster:  quire cluster up --tls {bundle.directory}")
     print(
         f"  as a client:          quire --tls-ca {bundle.ca} --tls-cert {bundle.cert('client-admin')} "
@@ -679,6 +684,11 @@ def build_parser() -> argparse.ArgumentParser:
     smoke_parser.set_defaults(func=cmd_dev_smoke)
     certs = dev.add_parser("certs", help="write a throwaway CA, service and client certificates, and a token secret")
     certs.add_argument("--out", default="certs")
+    certs.add_argument(
+        "--kubernetes-namespace",
+        default=None,
+        help="also write the Secrets deploy/kubernetes mounts, for a cluster in this namespace (OUT/kubernetes/)",
+    )
     certs.set_defaults(func=cmd_dev_certs)
     token = dev.add_parser("token", help="print a bearer token signed with a `dev certs` secret")
     token.add_argument("--certs", default="certs", help="the `quire dev certs` directory")

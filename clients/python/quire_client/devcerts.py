@@ -5,6 +5,13 @@ A CA, one certificate per service with the common name
 127.0.0.1), client certificates per role, the role mapping the gateway reads
 for them, and an HS256 secret for bearer tokens. Never for production: the
 CA key sits next to the certificates.
+
+With a Kubernetes namespace, it also writes under `kubernetes/` one directory
+per Secret the manifests in deploy/kubernetes mount (tls.crt, tls.key, ca.crt:
+cert-manager's layout), with the identities and DNS names of
+`kubernetes_identities`, plus `quire-auth/jwt.key` and a scraper's admin token
+in `quire-metrics-token/token`: the manual way to the Secrets
+components/cert-manager would otherwise issue (deploy/README.md).
 """
 
 from __future__ import annotations
@@ -145,7 +152,51 @@ def write_file(path: Path, data: bytes, private: bool = False) -> None:
         path.chmod(0o600)
 
 
-def write_dev_certs(out: Path) -> CertBundle:
+def kubernetes_identities(namespace: str) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """Secret name -> (common name, DNS names) for a Quire cluster in `namespace`:
+    the names clients dial (Services; per-pod names under the headless Services of
+    bookies and etcd members). components/cert-manager asks for the same ones."""
+
+    def service(name: str) -> tuple[str, ...]:
+        return (name, f"{name}.{namespace}", f"{name}.{namespace}.svc", f"{name}.{namespace}.svc.cluster.local")
+
+    def members(headless: str) -> tuple[str, ...]:
+        return (f"*.{headless}.{namespace}.svc", f"*.{headless}.{namespace}.svc.cluster.local")
+
+    return {
+        "quire-registry-tls": ("quire-service:registry", service("quire-registry")),
+        "quire-placement-tls": ("quire-service:placement", service("quire-placement")),
+        "quire-gateway-tls": ("quire-service:gateway", service("quire-gateway")),
+        "quire-bookie-tls": ("quire-service:bookie", service("quire-bookie") + members("quire-bookie")),
+        "quire-operator-tls": ("quire-service:operator", ()),
+        "quire-etcd-tls": ("quire-etcd", service("quire-etcd-client") + members("quire-etcd")),
+        "quire-client-admin-tls": ("quire-client:admin", ()),
+    }
+
+
+def write_kubernetes_secrets(
+    out: Path, namespace: str, authority: Authority, jwt_secret: bytes, token_ttl_seconds: float = 365 * 86400
+) -> Path:
+    """The Secrets' files for a cluster in `namespace`, one directory per Secret
+    (`kubectl create secret generic NAME --from-file=DIRECTORY`)."""
+    root = out / "kubernetes"
+    for secret, (common_name, hosts) in kubernetes_identities(namespace).items():
+        directory = root / secret
+        directory.mkdir(parents=True, exist_ok=True)
+        cert, key = authority.issue(common_name, hosts=hosts)
+        write_file(directory / "tls.crt", cert)
+        write_file(directory / "tls.key", key, private=True)
+        write_file(directory / "ca.crt", authority.pem())
+    (root / "quire-auth").mkdir(exist_ok=True)
+    write_file(root / "quire-auth" / "jwt.key", jwt_secret, private=True)
+    (root / "quire-metrics-token").mkdir(exist_ok=True)
+    claims = {"sub": "prometheus", "roles": {"*": ["admin"]}, "exp": int(time.time() + token_ttl_seconds)}
+    token = jwt.encode(claims, jwt_secret.strip(), algorithm="HS256")
+    write_file(root / "quire-metrics-token" / "token", token.encode(), private=True)
+    return root
+
+
+def write_dev_certs(out: Path, kubernetes_namespace: str | None = None) -> CertBundle:
     out.mkdir(parents=True, exist_ok=True)
     bundle = CertBundle(out)
     authority = Authority.create()
@@ -166,4 +217,6 @@ def write_dev_certs(out: Path) -> CertBundle:
         mapping[name] = {"*": [role]}
     write_file(bundle.client_roles, (json.dumps(mapping, indent=2) + "\n").encode())
     write_file(bundle.jwt_secret, secrets.token_hex(32).encode() + b"\n", private=True)
+    if kubernetes_namespace:
+        write_kubernetes_secrets(out, kubernetes_namespace, authority, bundle.jwt_secret.read_bytes())
     return bundle
