@@ -44,6 +44,8 @@ GRPC_SERVICES = {
     ]
 }
 
+ALERT_RULES = (Path(__file__).resolve().parents[2] / "deploy" / "monitoring" / "alerts.yaml").read_text()
+
 
 @pytest.fixture(scope="module", params=OVERLAYS)
 def rendered(request: pytest.FixtureRequest) -> list[Manifest]:
@@ -355,6 +357,22 @@ def test_prometheus_scrapes_each_service_admin_port_as_it_is_served(
     assert endpoint["tlsConfig"]["serverName"] in certificate["spec"]["dnsNames"]
     assert endpoint["authorization"]["type"] == "Bearer"
     assert endpoint["authorization"]["credentials"]["name"] == "quire-metrics-token"
+    # The alert rules select by job; the PodMonitor names it after the Service.
+    (job,) = [r for r in endpoint.get("relabelings", []) if r.get("targetLabel") == "job"]
+    assert (job["action"], job["replacement"]) == ("replace", name)
+
+
+def test_every_job_the_alert_rules_select_is_one_a_pod_monitor_names() -> None:
+    production = render(KUBERNETES / "overlays" / "production")
+    jobs = {
+        relabeling["replacement"]
+        for monitor in of_kind(production, "PodMonitor")
+        for endpoint in monitor["spec"]["podMetricsEndpoints"]
+        for relabeling in endpoint.get("relabelings", [])
+        if relabeling.get("targetLabel") == "job"
+    }
+    selected = set(re.findall(r'job="([^"]+)"', ALERT_RULES))
+    assert selected and selected <= jobs, (selected, jobs)
 
 
 def test_stateless_services_run_two_or_more_replicas_behind_services(rendered: list[Manifest]) -> None:
