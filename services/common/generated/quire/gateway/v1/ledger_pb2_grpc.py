@@ -130,7 +130,8 @@ class LedgerServiceServicer:
     """
 
     def CreateLedger(self, request, context):
-        """CreateLedger creates a ledger and opens it for writing on this gateway.
+        """CreateLedger creates a ledger and opens it for writing on this gateway,
+        which becomes its owner (LedgerMetadata.owner).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
