@@ -15,8 +15,8 @@ from typing import Any
 import grpc
 
 from quire_common.auth import AuthSettings, Principal
-from quire_common.errors import PermissionDenied, Reason
-from quire_common.security import SERVICE_IDENTITY_PREFIX, guard_handler, peer_common_name, require_service_identity
+from quire_common.errors import PermissionDenied, Reason, Unauthenticated
+from quire_common.security import SERVICE_IDENTITY_PREFIX, guard_handler, peer_common_name
 from quire_gateway.peers import FORWARDED_BY
 from quire_gateway.policy import required_permission
 
@@ -25,8 +25,9 @@ GATEWAY_IDENTITY = SERVICE_IDENTITY_PREFIX + "gateway"
 
 
 def require_gateway_identity(context: grpc.aio.ServicerContext, method: str) -> None:
-    require_service_identity(context, method)
     name = peer_common_name(context)
+    if name is None:
+        raise Unauthenticated(f"{method} relayed without a certificate; only {GATEWAY_IDENTITY!r} may relay writes")
     if name != GATEWAY_IDENTITY:
         raise PermissionDenied(
             f"{method} relayed by {name!r}: only {GATEWAY_IDENTITY!r} may relay writes to a ledger's owner",
