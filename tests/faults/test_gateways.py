@@ -154,7 +154,25 @@ def test_gwy1_control_resuming_without_the_condition_writes_twice(cluster: Local
     assert duplicates > 0, "positive control: resending without the condition must show duplicates"
 
 
-def write_until_the_owner_dies(cluster: LocalCluster, scenario: Scenario) -> tuple[LedgerId, StreamingWriter]:
+def add_until_answered(target: str, registry: str, ledger: LedgerId, answers: list[QuireClientError]) -> None:
+    """AddEntry through one gateway until it answers something other than UNAVAILABLE."""
+    with QuireClient(target, registry, timeout=30) as client:
+        for _ in range(60):
+            try:
+                client.add_entry(ledger, b"concurrent")
+            except QuireClientError as exc:
+                if exc.code.name != "UNAVAILABLE":
+                    answers.append(exc)
+                    return
+            time.sleep(0.5)
+
+
+def write_until_the_owner_dies(
+    cluster: LocalCluster, scenario: Scenario
+) -> tuple[LedgerId, StreamingWriter, list[QuireClientError]]:
+    """The owner SIGKILLed in a burst of the client's stream through the
+    second gateway, while two more writers keep adding through the second and
+    third; returns their final answers too."""
     ledger = ledger_on_first_gateway(cluster)
     _, relay, other = cluster.gateway_targets
     client = QuireClient(relay, cluster.registry_target, timeout=30, gateways=[other], resume_attempts=15)
@@ -162,10 +180,20 @@ def write_until_the_owner_dies(cluster: LocalCluster, scenario: Scenario) -> tup
     writer.wait_for_the_burst()
     cluster.kill("gateway")
     scenario.figures["acked_at_kill"] = writer.acked
+    answers: list[QuireClientError] = []
+    adders = [
+        threading.Thread(target=add_until_answered, args=(target, cluster.registry_target, ledger, answers))
+        for target in (relay, other)
+    ]
+    for adder in adders:
+        adder.start()
     writer.join()
+    for adder in adders:
+        adder.join(120)
     client.close()
     scenario.figures["writer_error"] = writer.error.reason if writer.error else ""
-    return ledger, writer
+    scenario.figures["other_answers"] = sorted(a.reason for a in answers)
+    return ledger, writer, answers
 
 
 def test_gwy2_the_owner_dies_mid_stream(cluster: LocalCluster, scenario: Scenario) -> None:
@@ -174,10 +202,18 @@ def test_gwy2_the_owner_dies_mid_stream(cluster: LocalCluster, scenario: Scenari
     ledger and fails LEDGER_OWNER_GONE naming the last entry; the ledger is
     closed there and every acknowledged entry is in it."""
     scenario.start("GWY-2", gateways=3, entries=ENTRIES, kill_at=KILL_AT, session_seconds=SESSION_SECONDS)
-    ledger, writer = write_until_the_owner_dies(cluster, scenario)
-    assert writer.error is not None and writer.error.reason == OWNER_GONE, writer.error
-    last = int(writer.error.details["last_entry_id"])
-    assert "create a new ledger" in writer.error.message
+    ledger, writer, answers = write_until_the_owner_dies(cluster, scenario)
+    assert writer.error is not None and len(answers) == 2
+    # The stream and the two adders wrote at the same time through two gateways: whichever came
+    # first recovered the ledger (LEDGER_OWNER_GONE); the others saw it gone too, at the same
+    # end, or already closed.
+    everyone = [writer.error, *answers]
+    assert all(a.reason in (OWNER_GONE, "ERROR_REASON_LEDGER_CLOSED") for a in everyone), everyone
+    gone = [a for a in everyone if a.reason == OWNER_GONE]
+    assert gone and all("create a new ledger" in a.message for a in gone)
+    ends = {int(a.details["last_entry_id"]) for a in gone}
+    assert len(ends) == 1, ends
+    (last,) = ends
     with QuireClient(cluster.gateway_targets[2], cluster.registry_target, timeout=30) as reader:
         metadata, _ = reader.ledger_metadata(ledger)
         assert metadata.state == common_pb2.LEDGER_STATE_CLOSED and metadata.last_entry_id == last
@@ -199,8 +235,9 @@ def test_gwy2_control_trusting_a_dead_owner_never_closes(cluster: LocalCluster, 
     for name in cluster.gateway_names[1:]:
         cluster.processes[name].env[IGNORE_OWNER_SESSION] = "true"
         cluster.restart(name)
-    ledger, writer = write_until_the_owner_dies(cluster, scenario)
+    ledger, writer, answers = write_until_the_owner_dies(cluster, scenario)
     assert writer.error is not None and writer.error.reason != OWNER_GONE
+    assert answers == []  # UNAVAILABLE all along
     with QuireClient(cluster.gateway_targets[2], cluster.registry_target, timeout=30) as reader:
         metadata, _ = reader.ledger_metadata(ledger)
     scenario.figures["state"] = common_pb2.LedgerState.Name(metadata.state)
