@@ -147,3 +147,15 @@ def details_of(error: grpc.RpcError) -> dict[str, str]:
                 if detail.Unpack(info):
                     return dict(info.metadata)
     return {}
+
+
+def test_a_write_stream_falls_back_to_the_next_gateway_it_was_given(cluster, clients):
+    from quire_client.cluster import free_port
+
+    ledger = ledger_of(clients[0].create_ledger())
+    nowhere = f"127.0.0.1:{free_port()}"  # no gateway there
+    with QuireClient(nowhere, cluster.registry_target, timeout=30, gateways=[cluster.gateway_targets[2]]) as client:
+        assert client.append_all(ledger, [b"x%d" % i for i in range(50)]) == 49
+        assert client.gateway == cluster.gateway_targets[2]
+    assert clients[0].next_entry_id(ledger) == 50  # asked without writing
+    assert clients[1].next_entry_id(ledger) == 50

@@ -369,17 +369,17 @@ class QuireClient:
         owner_address = ""
         attempt = 0
         session = 0
-        if self.conditional_resume:
-            next_id = self.next_entry_id(ledger_id)
         while True:
             session += 1
             self._session = session  # an older session's request stream stops taking entries
-            expected = next_id if self.conditional_resume else None
-            calls = self.ledgers.AppendEntries(
-                self._session_requests(ledger_id, expected, unacked, source, batch_size, session),
-                timeout=self.timeout * 10,
-            )
             try:
+                if next_id is None and self.conditional_resume:
+                    next_id = self.next_entry_id(ledger_id)
+                expected = next_id if self.conditional_resume else None
+                calls = self.ledgers.AppendEntries(
+                    self._session_requests(ledger_id, expected, unacked, source, batch_size, session),
+                    timeout=self.timeout * 10,
+                )
                 for ack in calls:
                     if ack.HasField("owner"):
                         owner_address = ack.owner.address
