@@ -113,7 +113,7 @@ async def main() -> None:
     )
     if session.trust_owners:
         log.warning("QUIRE_GATEWAY_FAULT_UNSAFE_IGNORE_OWNER_SESSION is set: a dead owner's ledgers are NEVER closed")
-    forwarder = Forwarder(GatewayPeers(name))
+    forwarder = Forwarder(GatewayPeers(name, env_str("QUIRE_GATEWAY_PEER_TLS_NAME", "")))
     manager = LedgerManager(remote, settings, recovery, reads, metadata_cache, entry_cache, session)
     bookies.on_joined(lambda bookie_id, _address: manager.quarantine.lift(bookie_id, "it registered again"))
     blobs = BlobStore(

@@ -22,15 +22,16 @@ FORWARDED_BY = "quire-forwarded-by"
 
 
 class GatewayPeers:
-    def __init__(self, gateway_name: str, timeout_seconds: float = 30.0) -> None:
+    def __init__(self, gateway_name: str, tls_name: str = "", timeout_seconds: float = 30.0) -> None:
         self.metadata = ((FORWARDED_BY, gateway_name),)
+        self.tls_name = tls_name  # the name the peers' certificates carry; "": the address's host
         self.timeout = timeout_seconds
         self._channels: dict[str, grpc.aio.Channel] = {}
 
     def _stub(self, address: str) -> ledger_pb2_grpc.LedgerServiceStub:
         channel = self._channels.get(address)
         if channel is None:
-            channel = self._channels[address] = open_channel(address)
+            channel = self._channels[address] = open_channel(address, server_name=self.tls_name)
         return ledger_pb2_grpc.LedgerServiceStub(channel)
 
     async def append_entries(

@@ -46,7 +46,12 @@ def tls_cluster(tmp_path_factory: pytest.TempPathFactory, bundle: CertBundle) ->
     local = LocalCluster(
         data_dir,
         Ports.free(),
-        extra_env={"QUIRE_TELEMETRY_DIR": str(data_dir / "telemetry"), "QUIRE_BOOKIE_TTL_SECONDS": "3"},
+        extra_env={
+            "QUIRE_TELEMETRY_DIR": str(data_dir / "telemetry"),
+            "QUIRE_BOOKIE_TTL_SECONDS": "3",
+            # Relays check the name the dev certificates carry, not the address they dial.
+            "QUIRE_GATEWAY_PEER_TLS_NAME": "localhost",
+        },
         bookie_env={"bookie-1": {"QUIRE_HEALTH_PROBE_PORT": str(PROBE_PORT)}},
         tls=bundle,
         gateways=2,

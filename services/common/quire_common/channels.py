@@ -35,19 +35,22 @@ CHANNEL_OPTIONS = [
 _WAIT_FOR_READY = json.dumps({"methodConfig": [{"name": [{}], "waitForReady": True}]})
 
 
-def open_channel(target: str, *, wait_for_ready: bool = False) -> grpc.aio.Channel:
+def open_channel(target: str, *, wait_for_ready: bool = False, server_name: str = "") -> grpc.aio.Channel:
     """A channel to another service, with mutual TLS unless in plaintext
     development mode, carrying trace context when tracing is on. With
     `wait_for_ready`, calls ride out a restart of the peer (a registry or
     placement replica); leave it off for bookies, whose failure the caller
-    must see at once to try another replica."""
+    must see at once to try another replica. `server_name` overrides the
+    name checked against the server's certificate (QUIRE_TLS_SERVER_NAME for
+    this channel only): a gateway reached by its pod address presents a
+    certificate for its Service name."""
     options: list[tuple[str, str | int]] = list(CHANNEL_OPTIONS)
     if wait_for_ready:
         options.append(("grpc.service_config", _WAIT_FOR_READY))
     interceptors = aio_client_interceptors() if tracing_enabled() else None
     tls = tls_settings()
     if tls.enabled:
-        options.extend(channel_options(tls))
+        options.extend([("grpc.ssl_target_name_override", server_name)] if server_name else channel_options(tls))
         return grpc.aio.secure_channel(target, channel_credentials(tls), options=options, interceptors=interceptors)
     return grpc.aio.insecure_channel(target, options=options, interceptors=interceptors)
 
