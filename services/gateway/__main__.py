@@ -21,21 +21,36 @@ from quire_gateway.auditor import ROLE, Auditor, AuditorSettings
 from quire_gateway.authn import GatewayAuthInterceptor
 from quire_gateway.blobs import BlobSettings, BlobStore
 from quire_gateway.entry_cache import DEFAULT_ENTRY_CACHE_BYTES, EntryCache
+from quire_gateway.forwarding import Forwarder
 from quire_gateway.handle import WriteSettings
 from quire_gateway.leadership import RoleHolder
 from quire_gateway.ledgers import LedgerManager
 from quire_gateway.metadata_cache import DEFAULT_CAPACITY, LedgerMetadataCache
+from quire_gateway.peers import GatewayPeers
 from quire_gateway.reads import ReadSettings
 from quire_gateway.recovery import RecoverySettings
 from quire_gateway.remote import Remote
 from quire_gateway.scrub import ScrubSettings
 from quire_gateway.servicer import ActiveStreams, BlobServicer, LedgerServicer
+from quire_gateway.sessions import GatewaySession
 
 log = logging.getLogger("quire_gateway")
 SERVICE_NAMES = [
     ledger_pb2.DESCRIPTOR.services_by_name["LedgerService"].full_name,
     blob_pb2.DESCRIPTOR.services_by_name["BlobService"].full_name,
 ]
+
+
+def advertised_address(listen: str) -> str:
+    """Where other gateways reach this one (QUIRE_GATEWAY_ADVERTISED_ADDRESS):
+    by default the listen address, with this host's name for a wildcard host."""
+    host, _, port = listen.rpartition(":")
+    default = listen if host not in ("", "0.0.0.0", "[::]", "::") else f"{socket.gethostname()}:{port}"
+    value = env_str("QUIRE_GATEWAY_ADVERTISED_ADDRESS", default)
+    host, _, port = value.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"QUIRE_GATEWAY_ADVERTISED_ADDRESS={value!r} is not host:port")
+    return value
 
 
 async def main() -> None:
@@ -84,7 +99,22 @@ async def main() -> None:
         metadata_cache.start()
     entry_cache = EntryCache(env_int("QUIRE_GATEWAY_ENTRY_CACHE_BYTES", DEFAULT_ENTRY_CACHE_BYTES, minimum=0))
     metrics.entry_cache_stats = entry_cache.status
-    manager = LedgerManager(remote, settings, recovery, reads, metadata_cache, entry_cache)
+    # Who this gateway is: in its registry session, as the owner of the ledgers it creates,
+    # and when it campaigns for the auditor role. Unique per process.
+    name = env_str("QUIRE_GATEWAY_NAME", f"{socket.gethostname()}:{address.rsplit(':', 1)[-1]}")
+    if not 0 < len(name) <= 253 or not name.isprintable():
+        raise ConfigError(f"QUIRE_GATEWAY_NAME={name!r} is not 1 to 253 printable characters")
+    session = GatewaySession(
+        remote,
+        name,
+        advertised_address(address),
+        env_int("QUIRE_GATEWAY_SESSION_SECONDS", 10, minimum=2, maximum=300),
+        trust_owners=env_bool("QUIRE_GATEWAY_FAULT_UNSAFE_IGNORE_OWNER_SESSION", False),
+    )
+    if session.trust_owners:
+        log.warning("QUIRE_GATEWAY_FAULT_UNSAFE_IGNORE_OWNER_SESSION is set: a dead owner's ledgers are NEVER closed")
+    forwarder = Forwarder(GatewayPeers(name, env_str("QUIRE_GATEWAY_PEER_TLS_NAME", "")))
+    manager = LedgerManager(remote, settings, recovery, reads, metadata_cache, entry_cache, session)
     bookies.on_joined(lambda bookie_id, _address: manager.quarantine.lift(bookie_id, "it registered again"))
     blobs = BlobStore(
         manager,
@@ -106,10 +136,6 @@ async def main() -> None:
             pass_interval_seconds=env_float("QUIRE_AUDITOR_SCRUB_PASS_INTERVAL_SECONDS", 60.0, minimum=1.0),
         ),
     )
-    # Who this gateway is when it campaigns for the auditor role: unique per process.
-    name = env_str("QUIRE_GATEWAY_NAME", f"{socket.gethostname()}:{address.rsplit(':', 1)[-1]}")
-    if not 0 < len(name) <= 253 or not name.isprintable():
-        raise ConfigError(f"QUIRE_GATEWAY_NAME={name!r} is not 1 to 253 printable characters")
     role = RoleHolder(remote, ROLE, name, auditor_settings.lease_seconds)
     auditor = Auditor(remote, bookies, auditor_settings, role)
     metrics.auditor_figures = lambda: {**auditor.state.figures(), "active": int(role.holds())}
@@ -117,7 +143,7 @@ async def main() -> None:
     streams = ActiveStreams()
 
     def register(server):  # type: ignore[no-untyped-def]
-        ledger_pb2_grpc.add_LedgerServiceServicer_to_server(LedgerServicer(manager, streams), server)
+        ledger_pb2_grpc.add_LedgerServiceServicer_to_server(LedgerServicer(manager, streams, forwarder), server)
         blob_pb2_grpc.add_BlobServiceServicer_to_server(BlobServicer(blobs, streams), server)
         return SERVICE_NAMES
 
@@ -133,7 +159,7 @@ async def main() -> None:
         register,
         internal=False,
         require_client_cert=client_auth == "require",
-        auth_interceptors=[GatewayAuthInterceptor(auth)] if auth.enabled else [],
+        auth_interceptors=[GatewayAuthInterceptor(auth, tls.enabled)] if auth.enabled or tls.enabled else [],
         address_setting="QUIRE_GATEWAY_ADDRESS",
     )
     await mark_not_serving(health, SERVICE_NAMES)  # until the registry answers
@@ -153,6 +179,7 @@ async def main() -> None:
             "metadata_cache": metadata_cache.status() if metadata_cache is not None else {"capacity": 0},
             "bookie_add_streams": remote.add_stream_stats(),
             "asyncio_tasks": len(asyncio.all_tasks()),
+            "session": session.status(),
             "auditor": {**role.status(), **(auditor.state.figures() if role.holds() else {})},
         },
         streams.prometheus_text,
@@ -173,6 +200,7 @@ async def main() -> None:
                 log.warning("rolling over idle blob ledgers failed: %s", exc)
 
     roller = asyncio.create_task(roll_over_blob_ledgers())
+    holding_session = asyncio.create_task(session.run())
     auditing = asyncio.create_task(auditor.run()) if auditor_settings.interval_seconds > 0 else None
 
     async def on_stop() -> None:
@@ -181,6 +209,9 @@ async def main() -> None:
         await cancel_and_wait(roller)
         await cancel_and_wait(auditing)
         await manager.close_all()
+        await cancel_and_wait(holding_session)
+        await session.end()  # its ledgers are closed: let the session go now, not at lease expiry
+        await forwarder.close()
         if metadata_cache is not None:
             await metadata_cache.close()
         await remote.close()

@@ -192,9 +192,11 @@ class WriteHandle:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def submit(self, payloads: list[bytes]) -> list[asyncio.Future[int]]:
+    async def submit(self, payloads: list[bytes], expected_entry_id: int | None = None) -> list[asyncio.Future[int]]:
         """Assign ids to `payloads`, send them, and return one future per entry
-        that resolves to its id once it is confirmed (or fails)."""
+        that resolves to its id once it is confirmed (or fails). With
+        `expected_entry_id` (a conditional append) the first must get that id,
+        checked where ids are assigned so no other submit slips in between."""
         self._check_writable()
         for payload in payloads:
             if len(payload) > self.settings.max_entry_bytes:
@@ -221,6 +223,14 @@ class WriteHandle:
         finally:
             if waiting:
                 self._waiting_bytes -= size
+        if expected_entry_id is not None and expected_entry_id != self.next_entry_id:
+            raise FailedPrecondition(
+                f"ledger {self.ledger_id}: the next entry id is {self.next_entry_id}, not {expected_entry_id}; "
+                "nothing was appended",
+                Reason.UNEXPECTED_ENTRY_ID,
+                next_entry_id=str(self.next_entry_id),
+                last_add_confirmed=str(self.last_add_confirmed),
+            )
         loop = asyncio.get_running_loop()
         origin = current_span_context()
         futures: list[asyncio.Future[int]] = []

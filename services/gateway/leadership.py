@@ -39,6 +39,11 @@ class RoleHolder:
         self._valid_until = 0.0
         self._changed = asyncio.Event()
 
+    @property
+    def lease_id(self) -> int:
+        """The lease the role is held on (0: not held)."""
+        return self._lease_id
+
     def holds(self) -> bool:
         return self._lease_id != 0 and time.monotonic() < self._valid_until
 

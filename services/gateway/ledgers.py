@@ -36,6 +36,7 @@ from quire_gateway.reads import CHUNK_ENTRIES, EntryReader, ReadEntry, ReadSetti
 from quire_gateway.recovery import Recovery, RecoverySettings, read_last_add_confirmed
 from quire_gateway.remote import Remote
 from quire_gateway.repairs import mark_for_repair
+from quire_gateway.sessions import GatewaySession
 
 log = logging.getLogger(__name__)
 _tracer = tracer(__name__)
@@ -93,8 +94,12 @@ class LedgerManager:
         read_settings: ReadSettings | None = None,
         metadata_cache: LedgerMetadataCache | None = None,
         entry_cache: EntryCache | None = None,
+        session: GatewaySession | None = None,
     ) -> None:
         self.remote = remote
+        # This gateway's registry session: the owner recorded in the ledgers it
+        # creates. None: no owners (each ledger written where it was created).
+        self.session = session
         # Recently confirmed entries: reads of fresh entries need no bookie. None: off.
         self.entry_cache = entry_cache
         # Metadata for reads, tails, opens and GetLedgerMetadata; None: always the registry.
@@ -123,6 +128,7 @@ class LedgerManager:
         def choose(exclude: list[str]) -> Awaitable[list[str]]:
             return self.remote.new_ensemble(ensemble_size, write_quorum, ack_quorum, custom_metadata, exclude)
 
+        owner = await self.session.current_owner() if self.session is not None else None
         bookies = await choose_avoiding(self.quarantine.members(), choose, "choosing an ensemble")
         created = timestamp_pb2.Timestamp()
         created.GetCurrentTime()
@@ -139,6 +145,7 @@ class LedgerManager:
             ensembles=[common_pb2.Ensemble(first_entry_id=0, bookie_ids=bookies)],
             custom_metadata=spec.custom_metadata or {},
             create_time=created,
+            owner=owner,
         )
         request = registry_pb2.CreateLedgerMetadataRequest(metadata=metadata, request_id=spec.request_id)
         if spec.exact_id is not None:
@@ -179,30 +186,76 @@ class LedgerManager:
             return public_metadata(closed), closed.last_entry_id
         return public_metadata(metadata), await self.last_add_confirmed(ledger_id, metadata)
 
-    def _handle(self, ledger_id: LedgerId) -> WriteHandle:
-        handle = self.handles.get(ledger_id)
-        if handle is None:
+    async def route_write(
+        self, ledger_id: LedgerId, *, forwarded: bool, closing: bool = False
+    ) -> common_pb2.LedgerOwner | None:
+        """Where a write (append, add, close) of `ledger_id` is done: None
+        means here (this gateway holds its write handle, or, for a close, the
+        ledger is already closed); otherwise the owner to forward it to, whose
+        session lives. A call that was itself forwarded is never forwarded
+        again: a gateway that is not the owner (any more) refuses it. A ledger
+        whose owner's session has ended is recovered and closed here, and the
+        write fails LEDGER_OWNER_GONE."""
+        if ledger_id in self.handles:
+            return None
+        metadata, version = await self.metadata(ledger_id)  # NOT_FOUND if it does not exist
+        if metadata.state == common_pb2.LEDGER_STATE_CLOSED:
+            if closing:
+                return None
+            raise FailedPrecondition(f"ledger {ledger_id} is closed", Reason.LEDGER_CLOSED)
+        owner = metadata.owner
+        here = f"gateway {self.session.name}" if self.session is not None else "this gateway"
+        if forwarded or not owner.gateway or self.session is None or self.session.is_me(owner):
+            writer = f"gateway {owner.gateway} at {owner.address}" if owner.gateway else "the gateway that created it"
             raise FailedPrecondition(
-                f"ledger {ledger_id} is not open for writing on this gateway "
-                "(only the gateway that created a ledger writes to it)",
+                f"ledger {ledger_id} is not open for writing on {here}; it is written by {writer}",
                 Reason.LEDGER_NOT_WRITABLE_HERE,
+                owner=owner.gateway,
+                owner_address=owner.address,
             )
-        return handle
+        if await self.session.alive(owner):
+            return owner
+        await self._owner_gone(ledger_id, metadata, version)
+        raise AssertionError("unreachable")  # _owner_gone always raises
 
-    async def append(self, ledger_id: LedgerId, payloads: list[bytes]) -> list[asyncio.Future[int]]:
+    async def _owner_gone(self, ledger_id: LedgerId, metadata: common_pb2.LedgerMetadata, version: int) -> None:
+        """The owner's session has ended, so nobody will write this ledger
+        again: recover it as BookKeeper does (fence, agree on the end, close;
+        idempotent, one close wins the metadata CAS) and say where it ended.
+        Not a takeover: the fence is permanent, so the ledger stays closed."""
+        owner = metadata.owner
+        log.warning("ledger %s: its writer gateway %s (session %x) has ended; recovering it",
+                    ledger_id, owner.gateway, owner.session_id)  # fmt: skip
+        closed = await Recovery(self.remote, ledger_id, metadata, version, self.recovery_settings).run()
+        raise FailedPrecondition(
+            f"ledger {ledger_id}: its writer gateway {owner.gateway} has ended; the ledger is closed at entry "
+            f"{closed.last_entry_id}; create a new ledger to go on writing",
+            Reason.LEDGER_OWNER_GONE,
+            last_entry_id=str(closed.last_entry_id),
+            owner=owner.gateway,
+        )
+
+    def owner_here(self, ledger_id: LedgerId) -> common_pb2.LedgerOwner | None:
+        """The owner recorded in the metadata of a ledger written here."""
+        handle = self.handles.get(ledger_id)
+        return handle.metadata.owner if handle is not None and handle.metadata.HasField("owner") else None
+
+    async def append(
+        self, ledger_id: LedgerId, payloads: list[bytes], expected_entry_id: int | None = None
+    ) -> list[asyncio.Future[int]]:
+        """Entries of a ledger written here (route_write said so)."""
         if not payloads:
             raise InvalidArgument("no entries to append")
-        try:
-            handle = self._handle(ledger_id)
-        except FailedPrecondition:
-            metadata, _ = await self.metadata(ledger_id)  # NOT_FOUND if it does not exist
-            if metadata.state == common_pb2.LEDGER_STATE_CLOSED:
-                raise FailedPrecondition(f"ledger {ledger_id} is closed", Reason.LEDGER_CLOSED) from None
-            raise
-        return await handle.submit(payloads)
+        handle = self.handles.get(ledger_id)
+        if handle is None:
+            await self.route_write(ledger_id, forwarded=True)  # raises: closed, or not written here
+            raise FailedPrecondition(
+                f"ledger {ledger_id} is not open for writing here", Reason.LEDGER_NOT_WRITABLE_HERE
+            )
+        return await handle.submit(payloads, expected_entry_id)
 
-    async def add(self, ledger_id: LedgerId, payload: bytes) -> tuple[int, int]:
-        (future,) = await self.append(ledger_id, [payload])
+    async def add(self, ledger_id: LedgerId, payload: bytes, expected_entry_id: int | None = None) -> tuple[int, int]:
+        (future,) = await self.append(ledger_id, [payload], expected_entry_id)
         if tracing_enabled():
             attributes = {"quire.ledger": str(ledger_id)}
             with _tracer.start_as_current_span("quire.gateway.quorum_wait", attributes=attributes):

@@ -251,6 +251,14 @@ class Remote:
         )
         return response.elected, response.leader.holder, response.lease_id, response.ttl_seconds
 
+    async def get_leader(self, role: str) -> tuple[str, int]:
+        """Who holds a role and on which lease: ("", 0) when nobody does."""
+        response = await call(
+            self.registry.GetLeader(registry_pb2.GetLeaderRequest(role=role), timeout=self.timeout),
+            f"asking who holds the {role} role",
+        )
+        return response.leader.holder, response.lease_id
+
     async def resign(self, role: str, candidate: str, lease_id: int) -> None:
         await call(
             self.registry.Resign(

@@ -15,7 +15,9 @@ from quire_common.errors import InvalidArgument, QuireError
 from quire_common.ids import LedgerId, ledger_id_from_proto
 from quire_common.telemetry import tracer, tracing_enabled
 from quire_gateway.blobs import BlobStore
+from quire_gateway.forwarding import Forwarder
 from quire_gateway.ledgers import CreateSpec, LedgerManager, public_metadata
+from quire_gateway.peers import FORWARDED_BY
 from quire_gateway.reads import ReadEntry
 
 _tracer = tracer(__name__)
@@ -65,10 +67,18 @@ class ActiveStreams:
         return "\n".join(lines) + "\n"
 
 
+def forwarded(context: grpc.aio.ServicerContext) -> bool:
+    """Whether another gateway relayed this call (authn.py checked who sent it)."""
+    return any(key == FORWARDED_BY for key, _ in context.invocation_metadata() or ())
+
+
 class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
-    def __init__(self, manager: LedgerManager, streams: ActiveStreams | None = None) -> None:
+    def __init__(
+        self, manager: LedgerManager, streams: ActiveStreams | None = None, forwarder: Forwarder | None = None
+    ) -> None:
         self.manager = manager
         self.streams = streams or ActiveStreams()
+        self.forwarder = forwarder
         self._traced = tracing_enabled()  # spans cost a share of every entry even when they record nothing
 
     async def CreateLedger(
@@ -103,27 +113,44 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
         context: grpc.aio.ServicerContext,
     ) -> AsyncIterator[ledger_pb2.AppendEntriesResponse]:
         with self.streams.track("AppendEntries"):
-            async for response in self._append_entries(request_iterator):
+            stream = aiter(request_iterator)
+            first = await anext(stream, None)
+            if first is None:
+                return
+            ledger = ledger_id_from_proto(first.ledger_id)
+            owner = await self.manager.route_write(ledger, forwarded=forwarded(context))
+            if owner is not None and self.forwarder is not None:
+                async for response in self.forwarder.append_entries(owner, first, stream):
+                    yield response
+                return
+
+            async def requests() -> AsyncIterator[ledger_pb2.AppendEntriesRequest]:
+                yield first
+                async for request in stream:
+                    yield request
+
+            async for response in self._append_entries(ledger, requests()):
                 yield response
 
     async def _append_entries(
-        self, request_iterator: AsyncIterator[ledger_pb2.AppendEntriesRequest]
+        self, ledger: LedgerId, request_iterator: AsyncIterator[ledger_pb2.AppendEntriesRequest]
     ) -> AsyncIterator[ledger_pb2.AppendEntriesResponse]:
         pending: deque[asyncio.Future[int]] = deque()
         wake = asyncio.Event()
-        session: dict[str, object] = {"ledger": None, "finished": False, "error": None}
+        session: dict[str, object] = {"ledger": ledger, "finished": False, "error": None}
 
         async def take_requests() -> None:
+            expected: int | None = None  # a conditional append applies to the session's first entries
+            submitted = False
             try:
                 async for request in request_iterator:
-                    ledger = session["ledger"]
-                    if ledger is None:
-                        ledger = session["ledger"] = ledger_id_from_proto(request.ledger_id)
-                    elif request.HasField("ledger_id") and ledger_id_from_proto(request.ledger_id) != ledger:
+                    if request.HasField("ledger_id") and ledger_id_from_proto(request.ledger_id) != ledger:
                         raise InvalidArgument("a write session writes one ledger; ledger_id changed mid-stream")
+                    if request.HasField("expected_entry_id") and not submitted:
+                        expected = request.expected_entry_id
                     if request.payloads:
-                        assert isinstance(ledger, LedgerId)
-                        pending.extend(await self.manager.append(ledger, list(request.payloads)))
+                        pending.extend(await self.manager.append(ledger, list(request.payloads), expected))
+                        submitted, expected = True, None
                         wake.set()
             except QuireError as exc:
                 session["error"] = exc
@@ -132,6 +159,7 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
                 wake.set()
 
         reader = asyncio.create_task(take_requests())
+        owner = self.manager.owner_here(ledger)  # named in the session's first answer
         try:
             while True:
                 if not pending:
@@ -154,22 +182,29 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
                     if pending[0].exception() is not None or pending[0].result() != last + 1:
                         break
                     last = pending.popleft().result()
-                ledger = session["ledger"]
-                assert isinstance(ledger, LedgerId)
                 handle = self.manager.handles.get(ledger)
                 yield ledger_pb2.AppendEntriesResponse(
                     first_entry_id=first,
                     last_entry_id=last,
                     last_add_confirmed=handle.last_add_confirmed if handle else last,
+                    owner=owner,
                 )
+                owner = None
         finally:
             reader.cancel()
 
     async def AddEntry(
         self, request: ledger_pb2.AddEntryRequest, context: grpc.aio.ServicerContext
     ) -> ledger_pb2.AddEntryResponse:
-        entry_id, lac = await self.manager.add(ledger_id_from_proto(request.ledger_id), request.payload)
-        return ledger_pb2.AddEntryResponse(entry_id=entry_id, last_add_confirmed=lac)
+        ledger = ledger_id_from_proto(request.ledger_id)
+        owner = await self.manager.route_write(ledger, forwarded=forwarded(context))
+        if owner is not None and self.forwarder is not None:
+            return await self.forwarder.add_entry(owner, request)
+        expected = request.expected_entry_id if request.HasField("expected_entry_id") else None
+        entry_id, lac = await self.manager.add(ledger, request.payload, expected)
+        return ledger_pb2.AddEntryResponse(
+            entry_id=entry_id, last_add_confirmed=lac, owner=self.manager.owner_here(ledger)
+        )
 
     async def ReadEntries(
         self, request: ledger_pb2.ReadEntriesRequest, context: grpc.aio.ServicerContext
@@ -217,9 +252,11 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
     async def CloseLedger(
         self, request: ledger_pb2.CloseLedgerRequest, context: grpc.aio.ServicerContext
     ) -> ledger_pb2.CloseLedgerResponse:
-        return ledger_pb2.CloseLedgerResponse(
-            metadata=await self.manager.close(ledger_id_from_proto(request.ledger_id))
-        )
+        ledger = ledger_id_from_proto(request.ledger_id)
+        owner = await self.manager.route_write(ledger, forwarded=forwarded(context), closing=True)
+        if owner is not None and self.forwarder is not None:
+            return await self.forwarder.close_ledger(owner, request)
+        return ledger_pb2.CloseLedgerResponse(metadata=await self.manager.close(ledger))
 
     async def DeleteLedger(
         self, request: ledger_pb2.DeleteLedgerRequest, context: grpc.aio.ServicerContext

@@ -117,9 +117,10 @@ class Leadership:
         await self.store.revoke_lease(lease_id)
         log.info("%s resigned the %s role", candidate, role)
 
-    async def leader(self, role: str) -> registry_pb2.Leader:
+    async def leader(self, role: str) -> tuple[registry_pb2.Leader, int]:
+        """The holder and the lease it holds the role on (0: nobody holds it)."""
         validate_role(role)
         current = await self.store.get(self.keys.leader(role))
         if current is None:
-            return registry_pb2.Leader(role=role)
-        return registry_pb2.Leader.FromString(current.value)
+            return registry_pb2.Leader(role=role), 0
+        return registry_pb2.Leader.FromString(current.value), current.lease_id

@@ -182,4 +182,5 @@ class RegistryServicer(registry_pb2_grpc.RegistryServiceServicer):
     async def GetLeader(
         self, request: registry_pb2.GetLeaderRequest, context: grpc.aio.ServicerContext
     ) -> registry_pb2.GetLeaderResponse:
-        return registry_pb2.GetLeaderResponse(leader=await self.leadership.leader(request.role))
+        leader, lease_id = await self.leadership.leader(request.role)
+        return registry_pb2.GetLeaderResponse(leader=leader, lease_id=lease_id)

@@ -13,12 +13,13 @@ from quire_client.cluster import LocalCluster, Ports
 
 
 @contextmanager
-def running_cluster(data_dir: Path, bookies: int = 3, **env: str) -> Iterator[LocalCluster]:
+def running_cluster(data_dir: Path, bookies: int = 3, gateways: int = 1, **env: str) -> Iterator[LocalCluster]:
     """Start a local cluster and stop every process it started, whatever happens."""
     local = LocalCluster(
         data_dir,
         Ports.free(bookies=bookies),
         extra_env={"QUIRE_TELEMETRY_DIR": str(data_dir / "telemetry"), "QUIRE_BOOKIE_TTL_SECONDS": "3", **env},
+        gateways=gateways,
     )
     local.start()
     try:

@@ -46,9 +46,15 @@ def tls_cluster(tmp_path_factory: pytest.TempPathFactory, bundle: CertBundle) ->
     local = LocalCluster(
         data_dir,
         Ports.free(),
-        extra_env={"QUIRE_TELEMETRY_DIR": str(data_dir / "telemetry"), "QUIRE_BOOKIE_TTL_SECONDS": "3"},
+        extra_env={
+            "QUIRE_TELEMETRY_DIR": str(data_dir / "telemetry"),
+            "QUIRE_BOOKIE_TTL_SECONDS": "3",
+            # Relays check the name the dev certificates carry, not the address they dial.
+            "QUIRE_GATEWAY_PEER_TLS_NAME": "localhost",
+        },
         bookie_env={"bookie-1": {"QUIRE_HEALTH_PROBE_PORT": str(PROBE_PORT)}},
         tls=bundle,
+        gateways=2,
     )
     local.start()
     try:
@@ -72,9 +78,48 @@ def creds(ca: Path, cert: bytes | None = None, key: bytes | None = None) -> grpc
     return grpc.ssl_channel_credentials(ca.read_bytes(), key, cert)
 
 
-def client_for(cluster: LocalCluster, bundle: CertBundle, name: str, token: str | None = None) -> QuireClient:
+def client_for(
+    cluster: LocalCluster, bundle: CertBundle, name: str, token: str | None = None, gateway: int = 0
+) -> QuireClient:
     tls = ClientTls(bundle.ca, bundle.cert(name), bundle.key(name))
-    return QuireClient(cluster.gateway_target, cluster.registry_target, timeout=30, tls=tls, token=token)
+    target = cluster.gateway_targets[gateway]
+    return QuireClient(target, cluster.registry_target, timeout=30, tls=tls, token=token)
+
+
+def test_writes_relayed_to_the_owner_are_authorized_where_they_arrive(
+    tls_cluster: LocalCluster, bundle: CertBundle
+) -> None:
+    from quire_common.ids import LedgerId
+
+    with client_for(tls_cluster, bundle, "client-admin") as admin:
+        created = admin.create_ledger(scope_id=7)
+    ledger = LedgerId(created.ledger_id.scope_id, created.ledger_id.ledger_id)
+    with client_for(tls_cluster, bundle, "client-writer", gateway=1) as writer:
+        assert writer.add_entry(ledger, b"relayed") == 0  # over mTLS to the owner, as the gateway identity
+        assert writer.append_all(ledger, [b"streamed", b"relayed"]) == 2
+        assert writer.close_ledger(ledger).last_entry_id == 2
+    with client_for(tls_cluster, bundle, "client-reader", gateway=1) as reader:
+        with pytest.raises(PermissionDeniedError) as denied:
+            reader.add_entry(ledger, b"no")  # refused here, never relayed
+        assert denied.value.reason == "ERROR_REASON_PERMISSION_DENIED_ROLE"
+        assert [e.payload for e in reader.read(ledger)] == [b"relayed", b"streamed", b"relayed"]
+
+
+def test_only_the_gateway_identity_may_relay_writes(tls_cluster: LocalCluster, bundle: CertBundle) -> None:
+    from quire.gateway.v1 import ledger_pb2, ledger_pb2_grpc
+
+    with client_for(tls_cluster, bundle, "client-admin") as admin:
+        created = admin.create_ledger(scope_id=7)
+    valid = creds(bundle.ca, bundle.cert("client-admin").read_bytes(), bundle.key("client-admin").read_bytes())
+    with grpc.secure_channel(tls_cluster.gateway_target, valid) as channel:
+        with pytest.raises(grpc.RpcError) as refused:
+            ledger_pb2_grpc.LedgerServiceStub(channel).AddEntry(
+                ledger_pb2.AddEntryRequest(ledger_id=created.ledger_id, payload=b"posing as a gateway"),
+                metadata=(("quire-forwarded-by", "gateway-x"),),
+                timeout=10,
+            )
+    assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert "quire-service:gateway" in (refused.value.details() or "")
 
 
 def test_handshakes_refused_without_a_valid_certificate(

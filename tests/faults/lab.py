@@ -58,6 +58,7 @@ def fault_cluster(
     etcd_args: Sequence[str] = (),
     hosts: dict[str, str] | None = None,
     command_prefix: dict[str, list[str]] | None = None,
+    gateways: int = 1,
 ) -> Iterator[LocalCluster]:
     """A started LocalCluster with fast failure detection; stopped whatever happens.
     `hosts` and `command_prefix` place processes in the network lab (netns.py)."""
@@ -69,6 +70,7 @@ def fault_cluster(
         etcd_args=etcd_args,
         hosts=hosts,
         command_prefix=command_prefix,
+        gateways=gateways,
     )
     cluster.start()
     try:

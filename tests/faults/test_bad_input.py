@@ -1383,6 +1383,13 @@ def bad_settings(cluster: LocalCluster) -> list[BadSetting]:
             "gateway", "wrong type", {"QUIRE_GATEWAY_MAX_INFLIGHT_BYTES": "lots"}, "QUIRE_GATEWAY_MAX_INFLIGHT_BYTES"
         ),
         BadSetting("gateway", "above maximum", {"QUIRE_GATEWAY_HTTP_PORT": "99999"}, "QUIRE_GATEWAY_HTTP_PORT"),
+        BadSetting(
+            "gateway",
+            "not host:port",
+            {"QUIRE_GATEWAY_ADVERTISED_ADDRESS": "gateway-without-port"},
+            "QUIRE_GATEWAY_ADVERTISED_ADDRESS",
+        ),
+        BadSetting("gateway", "below minimum", {"QUIRE_GATEWAY_SESSION_SECONDS": "1"}, "QUIRE_GATEWAY_SESSION_SECONDS"),
         BadSetting("gateway", "bad boolean", {"QUIRE_RESOLVER_ENABLED": "maybe"}, "QUIRE_RESOLVER_ENABLED"),
         BadSetting(
             "gateway", "port taken", {"QUIRE_GATEWAY_ADDRESS": cluster.placement_target}, "QUIRE_GATEWAY_ADDRESS"

@@ -30,14 +30,14 @@ async def test_one_holder_renewal_publishes_and_a_standby_takes_over_when_the_le
     assert not standby.elected and standby.leader.holder == "gateway-a" and standby.lease_id == 0
     renewed = await leadership.campaign("auditor", "gateway-a", 2, first.lease_id, {"scrubbed": "10"})
     assert renewed.elected and renewed.lease_id == first.lease_id
-    assert dict((await leadership.leader("auditor")).properties) == {"scrubbed": "10"}
+    assert dict((await leadership.leader("auditor"))[0].properties) == {"scrubbed": "10"}
     # gateway-a stops renewing: its lease lapses and the key goes with it.
     for _ in range(100):
         taken = await leadership.campaign("auditor", "gateway-b", 2, 0, {})
         if taken.elected:
             break
         await asyncio.sleep(0.2)
-    assert taken.elected and (await leadership.leader("auditor")).holder == "gateway-b"
+    assert taken.elected and (await leadership.leader("auditor"))[0].holder == "gateway-b"
     stale = await leadership.campaign("auditor", "gateway-a", 2, first.lease_id, {})
     assert not stale.elected and stale.leader.holder == "gateway-b"
 
@@ -45,9 +45,9 @@ async def test_one_holder_renewal_publishes_and_a_standby_takes_over_when_the_le
 async def test_resign_frees_the_role_at_once_and_only_for_the_holder(leadership):
     held = await leadership.campaign("auditor", "gateway-a", 30, 0, {})
     await leadership.resign("auditor", "gateway-b", held.lease_id)  # not the holder: nothing changes
-    assert (await leadership.leader("auditor")).holder == "gateway-a"
+    assert (await leadership.leader("auditor"))[0].holder == "gateway-a"
     await leadership.resign("auditor", "gateway-a", held.lease_id)
-    assert (await leadership.leader("auditor")).holder == ""
+    assert (await leadership.leader("auditor"))[0].holder == ""
     assert (await leadership.campaign("auditor", "gateway-b", 30, 0, {})).elected
 
 

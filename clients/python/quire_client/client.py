@@ -9,10 +9,12 @@ iterators."""
 
 from __future__ import annotations
 
+import itertools
 import queue
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,11 +43,12 @@ class QuireClientError(Exception):
 
     retryable = False
 
-    def __init__(self, code: grpc.StatusCode, reason: str, message: str) -> None:
+    def __init__(self, code: grpc.StatusCode, reason: str, message: str, details: dict[str, str] | None = None) -> None:
         super().__init__(f"{code.name}: {message}")
         self.code = code
         self.reason = reason
         self.message = message
+        self.details = details or {}  # the ErrorInfo metadata, e.g. next_entry_id, last_entry_id
 
 
 class InvalidArgumentError(QuireClientError):
@@ -123,14 +126,20 @@ _ERRORS_BY_CODE: dict[grpc.StatusCode, type[QuireClientError]] = {
 
 def _translate(exc: grpc.RpcError) -> QuireClientError:
     reason = ""
+    details: dict[str, str] = {}
     for key, value in exc.trailing_metadata() or ():  # type: ignore[attr-defined]
         if key == _STATUS_DETAILS_KEY:
             for detail in status_pb2.Status.FromString(value).details:
                 info = error_details_pb2.ErrorInfo()
                 if detail.Unpack(info):
-                    reason = info.reason
+                    reason, details = info.reason, dict(info.metadata)
     code = exc.code()  # type: ignore[attr-defined]
-    return _ERRORS_BY_CODE.get(code, QuireClientError)(code, reason, exc.details() or "")  # type: ignore[attr-defined]
+    error_class = _ERRORS_BY_CODE.get(code, QuireClientError)
+    return error_class(code, reason, exc.details() or "", details)  # type: ignore[attr-defined]
+
+
+_UNEXPECTED_ENTRY_ID = "ERROR_REASON_UNEXPECTED_ENTRY_ID"
+_RESUME_BACKOFF_SECONDS = (0.1, 2.0)  # first and longest pause between attempts of a resumed write session
 
 
 @dataclass(frozen=True)
@@ -199,20 +208,60 @@ class QuireClient:
         *,
         tls: ClientTls | None = None,
         token: str | None = None,
+        gateways: Iterable[str] = (),
+        follow_owner: bool = False,
+        resume_attempts: int = 30,
+        conditional_resume: bool = True,
     ):
+        """`gateways`: more gateways of the same cluster; a write session
+        (append) that loses its gateway resumes through the next one. With
+        `follow_owner`, it resumes at the ledger's owner first, as the answers
+        name it, when that address is reachable from here. `resume_attempts`
+        bounds the attempts of one resumption. `conditional_resume=False`
+        resends unacknowledged entries without expected_entry_id: it can write
+        them twice (a test-only positive control)."""
         options = [
             ("grpc.max_receive_message_length", 64 * 1024 * 1024),
             ("grpc.max_send_message_length", 64 * 1024 * 1024),
         ]
+        self._targets = [gateway, *gateways]
+        self.gateway = gateway  # the gateway calls go to now
         self._gateway_channel = open_client_channel(gateway, tls, token, options)
         self._registry_channel = open_client_channel(registry, tls, token, options)
         self.ledgers = ledger_pb2_grpc.LedgerServiceStub(self._gateway_channel)
         self.blobs = blob_pb2_grpc.BlobServiceStub(self._gateway_channel)
+        self.follow_owner = follow_owner
+        self.resume_attempts = resume_attempts
+        self.conditional_resume = conditional_resume
+        self._session = 0  # the append session now running (its request stream checks it)
+        self._source_lock = threading.Lock()
+        # Entries a resumed append found stored though their acknowledgement was lost.
+        self.landed_on_resume = 0
         self.registry = registry_pb2_grpc.RegistryServiceStub(self._registry_channel)
         self._options = options
         self._tls, self._token = tls, token
         self._placement_target = placement
         self.timeout = timeout
+
+    def use_gateway(self, target: str) -> None:
+        """Send the following calls to `target`."""
+        if target == self.gateway:
+            return
+        self._gateway_channel.close()
+        self.gateway = target
+        self._gateway_channel = open_client_channel(target, self._tls, self._token, self._options)
+        self.ledgers = ledger_pb2_grpc.LedgerServiceStub(self._gateway_channel)
+        self.blobs = blob_pb2_grpc.BlobServiceStub(self._gateway_channel)
+
+    def _next_gateway(self, owner_address: str) -> None:
+        """After losing a gateway: the owner if asked to follow it, else the
+        next of the given gateways."""
+        if self.follow_owner and owner_address and owner_address != self.gateway:
+            self.use_gateway(owner_address)
+            return
+        known = self._targets
+        index = known.index(self.gateway) if self.gateway in known else -1
+        self.use_gateway(known[(index + 1) % len(known)])
 
     def close(self) -> None:
         self._gateway_channel.close()
@@ -291,31 +340,130 @@ class QuireClient:
         """Fence, recover and close a ledger; its closed metadata."""
         return self.open_ledger(ledger, password, recovery=True).metadata
 
-    def add_entry(self, ledger: LedgerId | str, payload: bytes) -> int:
+    def add_entry(self, ledger: LedgerId | str, payload: bytes, expected_entry_id: int | None = None) -> int:
+        """Append one entry; with `expected_entry_id`, only if it gets that id
+        (else FailedPreconditionError, reason ERROR_REASON_UNEXPECTED_ENTRY_ID,
+        details next_entry_id)."""
         request = ledger_pb2.AddEntryRequest(ledger_id=ledger_id_to_proto(_as_ledger_id(ledger)), payload=payload)
+        if expected_entry_id is not None:
+            request.expected_entry_id = expected_entry_id
         return self._unary(self.ledgers.AddEntry, request).entry_id
 
     def append(self, ledger: LedgerId | str, payloads: Iterable[bytes], batch_size: int = 100) -> Iterator[AppendAck]:
-        """Stream payloads in one write session, batch_size per message; yields
-        acknowledgements as entries are confirmed."""
-        ledger_proto = ledger_id_to_proto(_as_ledger_id(ledger))
+        """Stream payloads in write sessions, batch_size per message; yields
+        acknowledgements as entries are confirmed, in order.
 
-        def requests() -> Iterator[ledger_pb2.AppendEntriesRequest]:
-            yield ledger_pb2.AppendEntriesRequest(ledger_id=ledger_proto)
-            batch: list[bytes] = []
-            for payload in payloads:
-                batch.append(payload)
-                if len(batch) >= batch_size:
-                    yield ledger_pb2.AppendEntriesRequest(payloads=batch)
-                    batch = []
-            if batch:
-                yield ledger_pb2.AppendEntriesRequest(payloads=batch)
+        A session that fails UNAVAILABLE (its gateway died, or the owner it
+        relays to) is resumed through the next gateway: the new session is a
+        conditional append (expected_entry_id = the first unacknowledged
+        entry's id). If some of the unacknowledged entries landed, the writer
+        refuses with the id its next entry would get; once its LAC shows them
+        confirmed they are acknowledged here and the rest are sent again, so
+        none is lost or written twice. This assumes one writer per ledger (as
+        BookKeeper's ledgers have). Other errors, or running out of
+        `resume_attempts`, end the iteration with the error."""
+        ledger_id = _as_ledger_id(ledger)
+        source = iter(payloads)
+        unacked: deque[bytes] = deque()  # sent (or being sent), not acknowledged, in order
+        next_id: int | None = None  # the id of unacked[0] (or of the next entry), once known
+        owner_address = ""
+        attempt = 0
+        session = 0
+        while True:
+            session += 1
+            self._session = session  # an older session's request stream stops taking entries
+            try:
+                if next_id is None and self.conditional_resume:
+                    next_id = self.next_entry_id(ledger_id)
+                expected = next_id if self.conditional_resume else None
+                calls = self.ledgers.AppendEntries(
+                    self._session_requests(ledger_id, expected, unacked, source, batch_size, session),
+                    timeout=self.timeout * 10,
+                )
+                for ack in calls:
+                    if ack.HasField("owner"):
+                        owner_address = ack.owner.address
+                    for _ in range(ack.last_entry_id - ack.first_entry_id + 1):
+                        unacked.popleft()
+                    next_id, attempt = ack.last_entry_id + 1, 0
+                    yield AppendAck(ack.first_entry_id, ack.last_entry_id, ack.last_add_confirmed)
+                if not unacked:
+                    return
+                raise UnavailableError(grpc.StatusCode.UNAVAILABLE, "", "the write session ended early")
+            except grpc.RpcError as exc:
+                error = _translate(exc)
+            except UnavailableError as exc:
+                error = exc
+            attempt += 1
+            if attempt > self.resume_attempts:
+                raise error
+            if isinstance(error, UnavailableError):
+                self._next_gateway(owner_address)
+            elif error.reason == _UNEXPECTED_ENTRY_ID and self.conditional_resume:
+                actual = int(error.details.get("next_entry_id", "-1"))
+                settled = int(error.details.get("last_add_confirmed", "-1")) >= actual - 1
+                assert next_id is not None  # always known with conditional_resume
+                landed = actual - next_id
+                if landed < 0 or landed > len(unacked):
+                    raise FailedPreconditionError(
+                        error.code, error.reason, f"another writer wrote ledger {ledger_id}: {error.message}"
+                    ) from None
+                if settled:
+                    for _ in range(landed):
+                        unacked.popleft()
+                    self.landed_on_resume += landed
+                    if landed:
+                        yield AppendAck(next_id, actual - 1, actual - 1)
+                    next_id, attempt = actual, 0
+                    continue
+            else:
+                raise error
+            time.sleep(min(_RESUME_BACKOFF_SECONDS[0] * 2 ** (attempt - 1), _RESUME_BACKOFF_SECONDS[1]))
 
+    def next_entry_id(self, ledger: LedgerId | str) -> int:
+        """The id the ledger's writer would give its next entry, asked without
+        writing: a conditional AddEntry with an impossible expected id (-1) is
+        refused with it."""
         try:
-            for ack in self.ledgers.AppendEntries(requests(), timeout=self.timeout * 10):
-                yield AppendAck(ack.first_entry_id, ack.last_entry_id, ack.last_add_confirmed)
-        except grpc.RpcError as exc:
-            raise _translate(exc) from None
+            self.add_entry(ledger, b"", expected_entry_id=-1)
+        except FailedPreconditionError as exc:
+            if exc.reason == _UNEXPECTED_ENTRY_ID:
+                return int(exc.details["next_entry_id"])
+            raise
+        raise FailedPreconditionError(grpc.StatusCode.FAILED_PRECONDITION, "", "expected_entry_id -1 was accepted")
+
+    def _session_requests(
+        self,
+        ledger: LedgerId,
+        expected: int | None,
+        unacked: deque[bytes],
+        source: Iterator[bytes],
+        batch_size: int,
+        session: int,
+    ) -> Iterator[ledger_pb2.AppendEntriesRequest]:
+        """One session's messages: the ledger (and the condition), the
+        unacknowledged entries again, then new ones, each recorded as
+        unacknowledged before it is sent. An older session's stream may still
+        be taking a batch from `source` (gRPC stops reading it when its call
+        ends): the lock lets it record that batch before this one copies the
+        entries to send again, and it stops there."""
+        first = ledger_pb2.AppendEntriesRequest(ledger_id=ledger_id_to_proto(ledger))
+        if expected is not None:
+            first.expected_entry_id = expected
+        with self._source_lock:
+            resend = list(unacked)
+        yield first
+        for start in range(0, len(resend), batch_size):
+            yield ledger_pb2.AppendEntriesRequest(payloads=resend[start : start + batch_size])
+        while True:
+            with self._source_lock:
+                if self._session != session:
+                    return
+                batch = list(itertools.islice(source, batch_size))
+                unacked.extend(batch)
+                if not batch or self._session != session:
+                    return  # the source is done, or a newer session sends this batch
+            yield ledger_pb2.AppendEntriesRequest(payloads=batch)
 
     def append_all(self, ledger: LedgerId | str, payloads: Iterable[bytes], batch_size: int = 100) -> int:
         """Append everything; returns the last acknowledged entry id (-1 if none)."""

@@ -180,6 +180,7 @@ class LocalCluster:
         tls: CertBundle | None = None,
         hosts: dict[str, str] | None = None,
         command_prefix: dict[str, list[str]] | None = None,
+        gateways: int = 1,
     ) -> None:
         """Without `tls` every service runs in plaintext development mode
         (QUIRE_INSECURE_PLAINTEXT_DEV); with it, mutual TLS between all of
@@ -190,7 +191,12 @@ class LocalCluster:
         `hosts` gives a process (by name: "gateway", "registry", "placement",
         "bookie-1", ...) the address it listens on and is reached at instead of
         127.0.0.1; `command_prefix` runs a process under a wrapper (the fault
-        lab's `ip netns exec NAME`). etcd always stays on loopback."""
+        lab's `ip netns exec NAME`). etcd always stays on loopback.
+
+        `gateways` > 1 starts that many gateway processes ("gateway",
+        "gateway-2", ...), each with its own name, ports and advertised
+        address, behind the same registry and placement;
+        `gateway_targets` lists them in that order."""
         self.data_dir = data_dir.resolve()
         self.hosts = hosts or {}
         self.command_prefix = command_prefix or {}
@@ -202,6 +208,9 @@ class LocalCluster:
         self.etcd_binary = etcd_binary or shutil.which("etcd") or "/usr/bin/etcd"
         self.etcd_args = list(etcd_args)
         self.processes: dict[str, _Process] = {}
+        if gateways < 1:
+            raise ClusterError(f"gateways={gateways}: a cluster needs at least one gateway")
+        self.gateway_names = ["gateway"] + [f"gateway-{i}" for i in range(2, gateways + 1)]
         self._define()
 
     def host(self, name: str) -> str:
@@ -211,6 +220,11 @@ class LocalCluster:
     @property
     def gateway_target(self) -> str:
         return f"{self.host('gateway')}:{self.ports.gateway}"
+
+    @property
+    def gateway_targets(self) -> list[str]:
+        """Every gateway started with the cluster, the first being gateway_target."""
+        return [self.processes[name].health_target or "" for name in self.gateway_names]
 
     @property
     def registry_target(self) -> str:
@@ -304,28 +318,22 @@ class LocalCluster:
                 ),
                 self.bookie_id(name),
             )
-        self._add(
-            "gateway",
-            [python, "-m", "quire_gateway"],
-            self._env(
-                "gateway",
-                QUIRE_GATEWAY_ADDRESS=self.gateway_target,
-                QUIRE_GATEWAY_HTTP_PORT=str(self.ports.gateway_http),
-            ),
-            self.gateway_target,
-        )
+        self._define_gateway("gateway", self.gateway_target, self.ports.gateway_http)
+        for name in self.gateway_names[1:]:
+            self._define_gateway(name, f"{self.host(name)}:{free_port()}", free_port())
+
+    def _define_gateway(self, name: str, target: str, http_port: int) -> None:
+        settings = {"QUIRE_GATEWAY_ADDRESS": target, "QUIRE_GATEWAY_HTTP_PORT": str(http_port)}
+        if name != "gateway":  # the first keeps its default name (<hostname>:<port>)
+            settings.update(QUIRE_GATEWAY_NAME=name, QUIRE_GATEWAY_ADVERTISED_ADDRESS=target)
+        self._add(name, [sys.executable, "-m", "quire_gateway"], self._env("gateway", **settings), target)
 
     def add_gateway(self, name: str, timeout: float = 60.0) -> str:
         """Start one more gateway process on fresh ports (another replica behind
         the same registry and placement, as on Kubernetes) and return its
         target. It is stopped with the rest of the cluster."""
         target = f"127.0.0.1:{free_port()}"
-        self._add(
-            name,
-            [sys.executable, "-m", "quire_gateway"],
-            self._env("gateway", QUIRE_GATEWAY_ADDRESS=target, QUIRE_GATEWAY_HTTP_PORT=str(free_port())),
-            target,
-        )
+        self._define_gateway(name, target, free_port())
         self.start_process(name, timeout)
         return target
 
@@ -353,7 +361,9 @@ class LocalCluster:
             for name in self.bookie_names:
                 self.wait_healthy(name, timeout)
             self.wait_bookies_registered(len(self.bookie_names), timeout)
-            self.start_process("gateway", timeout)
+            for name in self.gateway_names:
+                self.start_process(name, timeout, wait=False)
+            self.wait_all_healthy(self.gateway_names, timeout)
         except BaseException:
             self.stop()
             raise

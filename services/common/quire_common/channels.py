@@ -35,27 +35,32 @@ CHANNEL_OPTIONS = [
 _WAIT_FOR_READY = json.dumps({"methodConfig": [{"name": [{}], "waitForReady": True}]})
 
 
-def open_channel(target: str, *, wait_for_ready: bool = False) -> grpc.aio.Channel:
+def open_channel(target: str, *, wait_for_ready: bool = False, server_name: str = "") -> grpc.aio.Channel:
     """A channel to another service, with mutual TLS unless in plaintext
     development mode, carrying trace context when tracing is on. With
     `wait_for_ready`, calls ride out a restart of the peer (a registry or
     placement replica); leave it off for bookies, whose failure the caller
-    must see at once to try another replica."""
+    must see at once to try another replica. `server_name` overrides the
+    name checked against the server's certificate (QUIRE_TLS_SERVER_NAME for
+    this channel only): a gateway reached by its pod address presents a
+    certificate for its Service name."""
     options: list[tuple[str, str | int]] = list(CHANNEL_OPTIONS)
     if wait_for_ready:
         options.append(("grpc.service_config", _WAIT_FOR_READY))
     interceptors = aio_client_interceptors() if tracing_enabled() else None
     tls = tls_settings()
     if tls.enabled:
-        options.extend(channel_options(tls))
+        options.extend([("grpc.ssl_target_name_override", server_name)] if server_name else channel_options(tls))
         return grpc.aio.secure_channel(target, channel_credentials(tls), options=options, interceptors=interceptors)
     return grpc.aio.insecure_channel(target, options=options, interceptors=interceptors)
 
 
 def error_from_rpc(exc: grpc.aio.AioRpcError, what: str) -> QuireError:
-    """The QuireError a failed call stands for, keeping its ErrorInfo reason."""
+    """The QuireError a failed call stands for, keeping its ErrorInfo reason
+    and metadata (the details a caller acts on, e.g. a next_entry_id)."""
     code = exc.code()
     reason = None
+    details: dict[str, str] = {}
     for key, value in exc.trailing_metadata() or ():
         if key == STATUS_DETAILS_KEY and isinstance(value, bytes):
             status = status_pb2.Status.FromString(value)
@@ -63,18 +68,21 @@ def error_from_rpc(exc: grpc.aio.AioRpcError, what: str) -> QuireError:
                 info = error_details_pb2.ErrorInfo()
                 if detail.Unpack(info):
                     reason = info.reason
-    return error_from_status(code.name, reason, exc.details() or "", what)
+                    details = {k: v for k, v in info.metadata.items() if k != "retryable"}
+    return error_from_status(code.name, reason, exc.details() or "", what, details)
 
 
-def error_from_status(code_name: str, reason: str | None, message: str, what: str) -> QuireError:
+def error_from_status(
+    code_name: str, reason: str | None, message: str, what: str, details: dict[str, str] | None = None
+) -> QuireError:
     """The QuireError for a status code (by name), reason and message, as a
     failed call or a per-item result on a stream carries them."""
     error_class = ERROR_CLASSES_BY_CODE.get(code_name)
     if error_class is None or error_class is Unavailable:
         # Transport trouble (or a peer's bug): say which hop failed.
-        return Unavailable(f"{what}: {message or code_name}", reason or Reason.SERVICE_UNAVAILABLE)
+        return Unavailable(f"{what}: {message or code_name}", reason or Reason.SERVICE_UNAVAILABLE, **(details or {}))
     # A deliberate answer from a Quire service: its message already says what is wrong.
-    return error_class(message or code_name, reason)
+    return error_class(message or code_name, reason, **(details or {}))
 
 
 async def call(awaitable: Awaitable[T], what: str) -> T:

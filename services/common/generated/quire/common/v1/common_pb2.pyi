@@ -41,6 +41,8 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ERROR_REASON_LEDGER_CLOSED: _ClassVar[ErrorReason]
     ERROR_REASON_BOOKIE_READ_ONLY: _ClassVar[ErrorReason]
     ERROR_REASON_LEDGER_NOT_WRITABLE_HERE: _ClassVar[ErrorReason]
+    ERROR_REASON_LEDGER_OWNER_GONE: _ClassVar[ErrorReason]
+    ERROR_REASON_UNEXPECTED_ENTRY_ID: _ClassVar[ErrorReason]
     ERROR_REASON_METADATA_VERSION_CONFLICT: _ClassVar[ErrorReason]
     ERROR_REASON_LEDGER_EXISTS: _ClassVar[ErrorReason]
     ERROR_REASON_BOOKIE_ALREADY_REGISTERED: _ClassVar[ErrorReason]
@@ -83,6 +85,8 @@ ERROR_REASON_LEDGER_FENCED: ErrorReason
 ERROR_REASON_LEDGER_CLOSED: ErrorReason
 ERROR_REASON_BOOKIE_READ_ONLY: ErrorReason
 ERROR_REASON_LEDGER_NOT_WRITABLE_HERE: ErrorReason
+ERROR_REASON_LEDGER_OWNER_GONE: ErrorReason
+ERROR_REASON_UNEXPECTED_ENTRY_ID: ErrorReason
 ERROR_REASON_METADATA_VERSION_CONFLICT: ErrorReason
 ERROR_REASON_LEDGER_EXISTS: ErrorReason
 ERROR_REASON_BOOKIE_ALREADY_REGISTERED: ErrorReason
@@ -120,7 +124,7 @@ class Ensemble(_message.Message):
     def __init__(self, first_entry_id: _Optional[int] = ..., bookie_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class LedgerMetadata(_message.Message):
-    __slots__ = ("ledger_id", "format_version", "ensemble_size", "write_quorum_size", "ack_quorum_size", "state", "last_entry_id", "length", "digest_type", "password", "ensembles", "custom_metadata", "create_time", "create_request_id")
+    __slots__ = ("ledger_id", "format_version", "ensemble_size", "write_quorum_size", "ack_quorum_size", "state", "last_entry_id", "length", "digest_type", "password", "ensembles", "custom_metadata", "create_time", "create_request_id", "owner")
     class CustomMetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -142,6 +146,7 @@ class LedgerMetadata(_message.Message):
     CUSTOM_METADATA_FIELD_NUMBER: _ClassVar[int]
     CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
     CREATE_REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
     ledger_id: LedgerId
     format_version: int
     ensemble_size: int
@@ -156,7 +161,18 @@ class LedgerMetadata(_message.Message):
     custom_metadata: _containers.ScalarMap[str, str]
     create_time: _timestamp_pb2.Timestamp
     create_request_id: str
-    def __init__(self, ledger_id: _Optional[_Union[LedgerId, _Mapping]] = ..., format_version: _Optional[int] = ..., ensemble_size: _Optional[int] = ..., write_quorum_size: _Optional[int] = ..., ack_quorum_size: _Optional[int] = ..., state: _Optional[_Union[LedgerState, str]] = ..., last_entry_id: _Optional[int] = ..., length: _Optional[int] = ..., digest_type: _Optional[_Union[DigestType, str]] = ..., password: _Optional[bytes] = ..., ensembles: _Optional[_Iterable[_Union[Ensemble, _Mapping]]] = ..., custom_metadata: _Optional[_Mapping[str, str]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., create_request_id: _Optional[str] = ...) -> None: ...
+    owner: LedgerOwner
+    def __init__(self, ledger_id: _Optional[_Union[LedgerId, _Mapping]] = ..., format_version: _Optional[int] = ..., ensemble_size: _Optional[int] = ..., write_quorum_size: _Optional[int] = ..., ack_quorum_size: _Optional[int] = ..., state: _Optional[_Union[LedgerState, str]] = ..., last_entry_id: _Optional[int] = ..., length: _Optional[int] = ..., digest_type: _Optional[_Union[DigestType, str]] = ..., password: _Optional[bytes] = ..., ensembles: _Optional[_Iterable[_Union[Ensemble, _Mapping]]] = ..., custom_metadata: _Optional[_Mapping[str, str]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., create_request_id: _Optional[str] = ..., owner: _Optional[_Union[LedgerOwner, _Mapping]] = ...) -> None: ...
+
+class LedgerOwner(_message.Message):
+    __slots__ = ("gateway", "address", "session_id")
+    GATEWAY_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    gateway: str
+    address: str
+    session_id: int
+    def __init__(self, gateway: _Optional[str] = ..., address: _Optional[str] = ..., session_id: _Optional[int] = ...) -> None: ...
 
 class Endpoint(_message.Message):
     __slots__ = ("id", "host", "port", "protocol", "auth", "extensions")

@@ -73,38 +73,46 @@ class OpenLedgerResponse(_message.Message):
     def __init__(self, metadata: _Optional[_Union[_common_pb2.LedgerMetadata, _Mapping]] = ..., last_add_confirmed: _Optional[int] = ...) -> None: ...
 
 class AppendEntriesRequest(_message.Message):
-    __slots__ = ("ledger_id", "payloads")
+    __slots__ = ("ledger_id", "payloads", "expected_entry_id")
     LEDGER_ID_FIELD_NUMBER: _ClassVar[int]
     PAYLOADS_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_ENTRY_ID_FIELD_NUMBER: _ClassVar[int]
     ledger_id: _common_pb2.LedgerId
     payloads: _containers.RepeatedScalarFieldContainer[bytes]
-    def __init__(self, ledger_id: _Optional[_Union[_common_pb2.LedgerId, _Mapping]] = ..., payloads: _Optional[_Iterable[bytes]] = ...) -> None: ...
+    expected_entry_id: int
+    def __init__(self, ledger_id: _Optional[_Union[_common_pb2.LedgerId, _Mapping]] = ..., payloads: _Optional[_Iterable[bytes]] = ..., expected_entry_id: _Optional[int] = ...) -> None: ...
 
 class AppendEntriesResponse(_message.Message):
-    __slots__ = ("first_entry_id", "last_entry_id", "last_add_confirmed")
+    __slots__ = ("first_entry_id", "last_entry_id", "last_add_confirmed", "owner")
     FIRST_ENTRY_ID_FIELD_NUMBER: _ClassVar[int]
     LAST_ENTRY_ID_FIELD_NUMBER: _ClassVar[int]
     LAST_ADD_CONFIRMED_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
     first_entry_id: int
     last_entry_id: int
     last_add_confirmed: int
-    def __init__(self, first_entry_id: _Optional[int] = ..., last_entry_id: _Optional[int] = ..., last_add_confirmed: _Optional[int] = ...) -> None: ...
+    owner: _common_pb2.LedgerOwner
+    def __init__(self, first_entry_id: _Optional[int] = ..., last_entry_id: _Optional[int] = ..., last_add_confirmed: _Optional[int] = ..., owner: _Optional[_Union[_common_pb2.LedgerOwner, _Mapping]] = ...) -> None: ...
 
 class AddEntryRequest(_message.Message):
-    __slots__ = ("ledger_id", "payload")
+    __slots__ = ("ledger_id", "payload", "expected_entry_id")
     LEDGER_ID_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_ENTRY_ID_FIELD_NUMBER: _ClassVar[int]
     ledger_id: _common_pb2.LedgerId
     payload: bytes
-    def __init__(self, ledger_id: _Optional[_Union[_common_pb2.LedgerId, _Mapping]] = ..., payload: _Optional[bytes] = ...) -> None: ...
+    expected_entry_id: int
+    def __init__(self, ledger_id: _Optional[_Union[_common_pb2.LedgerId, _Mapping]] = ..., payload: _Optional[bytes] = ..., expected_entry_id: _Optional[int] = ...) -> None: ...
 
 class AddEntryResponse(_message.Message):
-    __slots__ = ("entry_id", "last_add_confirmed")
+    __slots__ = ("entry_id", "last_add_confirmed", "owner")
     ENTRY_ID_FIELD_NUMBER: _ClassVar[int]
     LAST_ADD_CONFIRMED_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
     entry_id: int
     last_add_confirmed: int
-    def __init__(self, entry_id: _Optional[int] = ..., last_add_confirmed: _Optional[int] = ...) -> None: ...
+    owner: _common_pb2.LedgerOwner
+    def __init__(self, entry_id: _Optional[int] = ..., last_add_confirmed: _Optional[int] = ..., owner: _Optional[_Union[_common_pb2.LedgerOwner, _Mapping]] = ...) -> None: ...
 
 class ReadEntriesRequest(_message.Message):
     __slots__ = ("ledger_id", "first_entry_id", "last_entry_id")

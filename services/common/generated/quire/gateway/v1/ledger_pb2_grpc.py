@@ -32,6 +32,15 @@ class LedgerServiceStub:
 
     A deadline that expires on a write means the outcome is unknown: the entry
     may or may not have been stored.
+
+    Many gateways: a ledger is written by the gateway that created it (its
+    owner, LedgerMetadata.owner). Any gateway accepts AppendEntries, AddEntry
+    and CloseLedger: after authenticating and authorizing the caller it
+    forwards them, once, to the owner and passes the owner's answers and errors
+    back unchanged. The answers name the owner (the `owner` fields below), so a
+    client may connect there directly. When the owner's session has ended, the
+    next of these calls through any gateway recovers and closes the ledger and
+    fails FAILED_PRECONDITION, ERROR_REASON_LEDGER_OWNER_GONE.
     """
 
     def __init__(self, channel):
@@ -109,10 +118,20 @@ class LedgerServiceServicer:
 
     A deadline that expires on a write means the outcome is unknown: the entry
     may or may not have been stored.
+
+    Many gateways: a ledger is written by the gateway that created it (its
+    owner, LedgerMetadata.owner). Any gateway accepts AppendEntries, AddEntry
+    and CloseLedger: after authenticating and authorizing the caller it
+    forwards them, once, to the owner and passes the owner's answers and errors
+    back unchanged. The answers name the owner (the `owner` fields below), so a
+    client may connect there directly. When the owner's session has ended, the
+    next of these calls through any gateway recovers and closes the ledger and
+    fails FAILED_PRECONDITION, ERROR_REASON_LEDGER_OWNER_GONE.
     """
 
     def CreateLedger(self, request, context):
-        """CreateLedger creates a ledger and opens it for writing on this gateway.
+        """CreateLedger creates a ledger and opens it for writing on this gateway,
+        which becomes its owner (LedgerMetadata.owner).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -278,6 +297,15 @@ class LedgerService:
 
     A deadline that expires on a write means the outcome is unknown: the entry
     may or may not have been stored.
+
+    Many gateways: a ledger is written by the gateway that created it (its
+    owner, LedgerMetadata.owner). Any gateway accepts AppendEntries, AddEntry
+    and CloseLedger: after authenticating and authorizing the caller it
+    forwards them, once, to the owner and passes the owner's answers and errors
+    back unchanged. The answers name the owner (the `owner` fields below), so a
+    client may connect there directly. When the owner's session has ended, the
+    next of these calls through any gateway recovers and closes the ledger and
+    fails FAILED_PRECONDITION, ERROR_REASON_LEDGER_OWNER_GONE.
     """
 
     @staticmethod

@@ -363,10 +363,12 @@ class GetLeaderRequest(_message.Message):
     def __init__(self, role: _Optional[str] = ...) -> None: ...
 
 class GetLeaderResponse(_message.Message):
-    __slots__ = ("leader",)
+    __slots__ = ("leader", "lease_id")
     LEADER_FIELD_NUMBER: _ClassVar[int]
+    LEASE_ID_FIELD_NUMBER: _ClassVar[int]
     leader: Leader
-    def __init__(self, leader: _Optional[_Union[Leader, _Mapping]] = ...) -> None: ...
+    lease_id: int
+    def __init__(self, leader: _Optional[_Union[Leader, _Mapping]] = ..., lease_id: _Optional[int] = ...) -> None: ...
 
 class PutLoadWeightsRequest(_message.Message):
     __slots__ = ("weights",)

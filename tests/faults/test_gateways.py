@@ -1,0 +1,244 @@
+"""Many gateways (GWY rows): a ledger is written by the gateway that created
+it; writes through other gateways are relayed to it. A relaying gateway or the
+owner itself is SIGKILLed in the middle of a write stream.
+
+These rows count for themselves what the checker counts for the others, from
+the client's acknowledgements and a read-back of the closed ledger: every
+payload is unique and written in order by one client, so an acknowledged
+entry lost and an entry written twice are both plain to see.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+
+import pytest
+
+from quire.common.v1 import common_pb2
+from quire_client import QuireClient, QuireClientError
+from quire_client.cluster import LocalCluster
+from quire_common.ids import LedgerId
+from tests.faults.lab import fault_cluster
+from tests.faults.report import Scenario
+
+SESSION_SECONDS = 3
+ENTRIES = 3000
+KILL_AT = 600  # where the burst the SIGKILL lands in starts
+BURST = 600
+OWNER_GONE = "ERROR_REASON_LEDGER_OWNER_GONE"
+IGNORE_OWNER_SESSION = "QUIRE_GATEWAY_FAULT_UNSAFE_IGNORE_OWNER_SESSION"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    env = {"QUIRE_GATEWAY_SESSION_SECONDS": str(SESSION_SECONDS)}
+    with fault_cluster(tmp_path_factory.mktemp("gateways"), env=env, gateways=3) as local:
+        yield local
+
+
+@pytest.fixture(autouse=True)
+def every_gateway_running(cluster: LocalCluster) -> Iterator[None]:
+    """Each row kills a gateway; the next starts with all three (and their default settings)."""
+    yield
+    for name in cluster.gateway_names:
+        if cluster.processes[name].env.pop(IGNORE_OWNER_SESSION, None) is not None:
+            cluster.terminate(name)
+        cluster.start_process(name)
+
+
+def payloads() -> list[bytes]:
+    return [b"p%06d-" % i + b"x" * 1017 for i in range(ENTRIES)]
+
+
+def paced(items: list[bytes], burst_sent: threading.Event, pause_seconds: float = 0.002) -> Iterator[bytes]:
+    """The stream lasts seconds, with a burst at KILL_AT sent as fast as the
+    stream takes it; `burst_sent` is set in its middle, so a kill then finds
+    many entries in flight (some stored, not yet acknowledged)."""
+    for index, item in enumerate(items):
+        if not KILL_AT <= index < KILL_AT + BURST:
+            time.sleep(pause_seconds)
+        if index == KILL_AT + BURST // 2:
+            burst_sent.set()
+        yield item
+
+
+class StreamingWriter:
+    """One client's append stream (QuireClient.append, which resumes through
+    the other gateways), run in a thread; counts acknowledged entries."""
+
+    def __init__(self, client: QuireClient, ledger: LedgerId) -> None:
+        self.client, self.ledger = client, ledger
+        self.acked = 0
+        self.error: QuireClientError | None = None
+        self.burst_sent = threading.Event()
+        self.gaps = 0
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        try:
+            for ack in self.client.append(self.ledger, paced(payloads(), self.burst_sent), batch_size=20):
+                if ack.first_entry_id != self.acked:
+                    self.gaps += 1  # entries written twice shift the ids of those after them
+                self.acked = ack.last_entry_id + 1
+        except QuireClientError as exc:
+            self.error = exc
+
+    def start(self) -> StreamingWriter:
+        self._thread.start()
+        return self
+
+    def wait_for_the_burst(self) -> None:
+        assert self.burst_sent.wait(120), f"the burst was not sent (acked {self.acked}, error {self.error})"
+
+    def join(self, timeout: float = 300) -> None:
+        self._thread.join(timeout)
+        assert not self._thread.is_alive(), "the writer did not finish"
+
+
+def ledger_on_first_gateway(cluster: LocalCluster) -> LedgerId:
+    with QuireClient(cluster.gateway_targets[0], cluster.registry_target, timeout=30) as owner:
+        created = owner.create_ledger()
+    return LedgerId(created.ledger_id.scope_id, created.ledger_id.ledger_id)
+
+
+def tally(scenario: Scenario, reader: QuireClient, ledger: LedgerId, acked: int) -> tuple[int, int]:
+    """(acked_lost, duplicates) from a read-back of the closed ledger."""
+    stored = [e.payload for e in reader.read(ledger)]
+    sent = payloads()
+    counts = Counter(stored)
+    acked_lost = sum(1 for payload in sent[:acked] if counts[payload] == 0)
+    duplicates = sum(n - 1 for n in counts.values() if n > 1)
+    scenario.figures.update(acked=acked, stored=len(stored), acked_lost=acked_lost, duplicates=duplicates)
+    return acked_lost, duplicates
+
+
+def kill_a_relay_mid_stream(cluster: LocalCluster, scenario: Scenario, *, conditional: bool) -> tuple[int, int]:
+    ledger = ledger_on_first_gateway(cluster)
+    _, relay, other = cluster.gateway_targets
+    with QuireClient(
+        relay, cluster.registry_target, timeout=30, gateways=[other], conditional_resume=conditional
+    ) as client:
+        writer = StreamingWriter(client, ledger).start()
+        writer.wait_for_the_burst()
+        cluster.kill("gateway-2")
+        scenario.figures["acked_at_kill"] = writer.acked
+        writer.join()
+        assert writer.error is None, writer.error
+        scenario.figures.update(
+            resumed_through=client.gateway, landed_on_resume=client.landed_on_resume, ack_gaps=writer.gaps
+        )
+        client.close_ledger(ledger)
+        return tally(scenario, client, ledger, writer.acked)
+
+
+def test_gwy1_a_relaying_gateway_dies_mid_stream(cluster: LocalCluster, scenario: Scenario) -> None:
+    """The client writes through a gateway that relays to the owner; that
+    gateway is SIGKILLed with entries in flight. The client resumes through a
+    third gateway with a conditional append: entries that landed are
+    recognised, the rest sent again."""
+    scenario.start("GWY-1", gateways=3, entries=ENTRIES, kill_at=KILL_AT, fault="SIGKILL the relaying gateway")
+    acked_lost, duplicates = kill_a_relay_mid_stream(cluster, scenario, conditional=True)
+    assert scenario.figures["stored"] == ENTRIES and scenario.figures["ack_gaps"] == 0
+    assert (acked_lost, duplicates) == (0, 0)
+
+
+def test_gwy1_control_resuming_without_the_condition_writes_twice(cluster: LocalCluster, scenario: Scenario) -> None:
+    """Positive control: the same, but the client resends its unacknowledged
+    entries without expected_entry_id (conditional_resume=False); entries that
+    had landed are written a second time and the count sees them."""
+    scenario.start("GWY-1-control", gateways=3, entries=ENTRIES, kill_at=KILL_AT, conditional_resume=False)
+    _, duplicates = kill_a_relay_mid_stream(cluster, scenario, conditional=False)
+    assert duplicates > 0, "positive control: resending without the condition must show duplicates"
+
+
+def add_until_answered(target: str, registry: str, ledger: LedgerId, answers: list[QuireClientError]) -> None:
+    """AddEntry through one gateway until it answers something other than UNAVAILABLE."""
+    with QuireClient(target, registry, timeout=30) as client:
+        for _ in range(60):
+            try:
+                client.add_entry(ledger, b"concurrent")
+            except QuireClientError as exc:
+                if exc.code.name != "UNAVAILABLE":
+                    answers.append(exc)
+                    return
+            time.sleep(0.5)
+
+
+def write_until_the_owner_dies(
+    cluster: LocalCluster, scenario: Scenario
+) -> tuple[LedgerId, StreamingWriter, list[QuireClientError]]:
+    """The owner SIGKILLed in a burst of the client's stream through the
+    second gateway, while two more writers keep adding through the second and
+    third; returns their final answers too."""
+    ledger = ledger_on_first_gateway(cluster)
+    _, relay, other = cluster.gateway_targets
+    client = QuireClient(relay, cluster.registry_target, timeout=30, gateways=[other], resume_attempts=15)
+    writer = StreamingWriter(client, ledger).start()
+    writer.wait_for_the_burst()
+    cluster.kill("gateway")
+    scenario.figures["acked_at_kill"] = writer.acked
+    answers: list[QuireClientError] = []
+    adders = [
+        threading.Thread(target=add_until_answered, args=(target, cluster.registry_target, ledger, answers))
+        for target in (relay, other)
+    ]
+    for adder in adders:
+        adder.start()
+    writer.join()
+    for adder in adders:
+        adder.join(120)
+    client.close()
+    scenario.figures["writer_error"] = writer.error.reason if writer.error else ""
+    scenario.figures["other_answers"] = sorted(a.reason for a in answers)
+    return ledger, writer, answers
+
+
+def test_gwy2_the_owner_dies_mid_stream(cluster: LocalCluster, scenario: Scenario) -> None:
+    """The owner is SIGKILLed while a client writes through another gateway.
+    Once its session lapses, the next write through any gateway recovers the
+    ledger and fails LEDGER_OWNER_GONE naming the last entry; the ledger is
+    closed there and every acknowledged entry is in it."""
+    scenario.start("GWY-2", gateways=3, entries=ENTRIES, kill_at=KILL_AT, session_seconds=SESSION_SECONDS)
+    ledger, writer, answers = write_until_the_owner_dies(cluster, scenario)
+    assert writer.error is not None and len(answers) == 2
+    # The stream and the two adders wrote at the same time through two gateways: whichever came
+    # first recovered the ledger (LEDGER_OWNER_GONE); the others saw it gone too, at the same
+    # end, or already closed.
+    everyone = [writer.error, *answers]
+    assert all(a.reason in (OWNER_GONE, "ERROR_REASON_LEDGER_CLOSED") for a in everyone), everyone
+    gone = [a for a in everyone if a.reason == OWNER_GONE]
+    assert gone and all("create a new ledger" in a.message for a in gone)
+    ends = {int(a.details["last_entry_id"]) for a in gone}
+    assert len(ends) == 1, ends
+    (last,) = ends
+    with QuireClient(cluster.gateway_targets[2], cluster.registry_target, timeout=30) as reader:
+        metadata, _ = reader.ledger_metadata(ledger)
+        assert metadata.state == common_pb2.LEDGER_STATE_CLOSED and metadata.last_entry_id == last
+        # Every gateway now agrees: the ledger is closed at that entry.
+        with pytest.raises(QuireClientError) as late:
+            reader.add_entry(ledger, b"late")
+        assert late.value.reason == "ERROR_REASON_LEDGER_CLOSED"
+        acked_lost, duplicates = tally(scenario, reader, ledger, writer.acked)
+    scenario.figures["closed_at"] = last
+    assert (acked_lost, duplicates) == (0, 0) and last + 1 >= writer.acked
+
+
+def test_gwy2_control_trusting_a_dead_owner_never_closes(cluster: LocalCluster, scenario: Scenario) -> None:
+    """Positive control: the relaying gateways take every recorded owner for
+    alive (QUIRE_GATEWAY_FAULT_UNSAFE_IGNORE_OWNER_SESSION): writes are relayed
+    to the dead owner until the client gives up UNAVAILABLE, and the ledger is
+    left open with no writer."""
+    scenario.start("GWY-2-control", gateways=3, **{IGNORE_OWNER_SESSION: "true"})
+    for name in cluster.gateway_names[1:]:
+        cluster.processes[name].env[IGNORE_OWNER_SESSION] = "true"
+        cluster.restart(name)
+    ledger, writer, answers = write_until_the_owner_dies(cluster, scenario)
+    assert writer.error is not None and writer.error.reason != OWNER_GONE
+    assert answers == []  # UNAVAILABLE all along
+    with QuireClient(cluster.gateway_targets[2], cluster.registry_target, timeout=30) as reader:
+        metadata, _ = reader.ledger_metadata(ledger)
+    scenario.figures["state"] = common_pb2.LedgerState.Name(metadata.state)
+    assert metadata.state == common_pb2.LEDGER_STATE_OPEN, "positive control: the dead owner's ledger stays open"
