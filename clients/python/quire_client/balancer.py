@@ -26,9 +26,12 @@ class BalancerError(RuntimeError):
     pass
 
 
-def haproxy_config(listen: str, backends: dict[str, str], health_interval_ms: int = 500) -> str:
+def haproxy_config(
+    listen: str, backends: dict[str, str], stats_socket: Path | None = None, health_interval_ms: int = 500
+) -> str:
     """A TCP round-robin configuration: `listen` is host:port, `backends` maps a
-    server name to its host:port.
+    server name to its host:port; `stats_socket` is where HAProxy answers
+    `show stat` (per-gateway connection counts).
 
     A connection that cannot reach its server is retried on another one
     (`redispatch`), and a server whose port stops answering is taken out after
@@ -36,10 +39,11 @@ def haproxy_config(listen: str, backends: dict[str, str], health_interval_ms: in
     servers = "\n".join(
         f"  server {name} {target} check inter {health_interval_ms} fall 2 rise 1" for name, target in backends.items()
     )
+    stats = f"  stats socket {stats_socket} mode 600\n" if stats_socket is not None else ""
     return f"""\
 global
   maxconn 4096
-
+{stats}
 defaults
   mode tcp
   option redispatch
@@ -87,6 +91,10 @@ class HaproxyBalancer:
         return self.directory / "haproxy.log"
 
     @property
+    def stats_socket(self) -> Path:
+        return self.directory / "haproxy.sock"
+
+    @property
     def pid(self) -> int | None:
         return self._popen.pid if self._popen is not None else None
 
@@ -94,7 +102,7 @@ class HaproxyBalancer:
         if not Path(self.binary).exists():
             raise BalancerError(f"haproxy not found at {self.binary}; {HAPROXY_INSTALL_HINT}")
         self.directory.mkdir(parents=True, exist_ok=True)
-        self.config_path.write_text(haproxy_config(self.listen, self.backends))
+        self.config_path.write_text(haproxy_config(self.listen, self.backends, self.stats_socket))
         check = subprocess.run([self.binary, "-c", "-q", "-f", str(self.config_path)], capture_output=True, text=True)
         if check.returncode != 0:
             raise BalancerError(f"haproxy rejected {self.config_path}: {check.stderr.strip() or check.stdout.strip()}")
@@ -112,6 +120,21 @@ class HaproxyBalancer:
                 self.stop()
                 raise BalancerError(f"haproxy did not listen on {self.listen} within {timeout:.0f} s")
             time.sleep(0.05)
+
+    def connections_per_backend(self) -> dict[str, int]:
+        """How many connections HAProxy has sent to each backend so far (its
+        `stot` counter), from the stats socket."""
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
+            client.settimeout(10)
+            client.connect(str(self.stats_socket))
+            client.sendall(b"show stat\n")
+            chunks = []
+            while chunk := client.recv(65536):
+                chunks.append(chunk)
+        lines = b"".join(chunks).decode().splitlines()
+        header = lines[0].lstrip("# ").split(",")
+        rows = [dict(zip(header, line.split(","), strict=False)) for line in lines[1:] if line]
+        return {row["svname"]: int(row["stot"] or 0) for row in rows if row["svname"] in self.backends}
 
     def running(self) -> bool:
         return self._popen is not None and self._popen.poll() is None
