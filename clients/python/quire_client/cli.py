@@ -535,7 +535,11 @@ def cmd_cluster_up(args: argparse.Namespace) -> None:
     data_dir = Path(args.data_dir)
     ports = Ports(bookies=[3181 + i for i in range(args.bookies)])
     cluster = LocalCluster(
-        data_dir, ports, tls=CertBundle(Path(args.tls)) if args.tls else None, gateways=args.gateways
+        data_dir,
+        ports,
+        tls=CertBundle(Path(args.tls)) if args.tls else None,
+        gateways=args.gateways,
+        balancer=args.gateways > 1,
     )
     if args.tls is None:
         print("plaintext development mode (QUIRE_INSECURE_PLAINTEXT_DEV): no TLS, no authentication", flush=True)
@@ -554,7 +558,7 @@ def cmd_cluster_up(args: argparse.Namespace) -> None:
                 else f"  gateway    {cluster.gateway_target}   (HAProxy, round robin over the gateways below)\n"
                 + "".join(
                     f"  {name:<10} {target}   (admin http://{cluster.gateway_http(name)}/status)\n"
-                    for name, target in cluster.gateway_targets.items()
+                    for name, target in zip(cluster.gateway_names, cluster.gateway_targets, strict=True)
                 )
             )
             + f"  registry   {cluster.registry_target}\n"

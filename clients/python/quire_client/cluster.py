@@ -354,7 +354,9 @@ class LocalCluster:
             for name, (port, http_port) in zip(self.gateway_names, replica_ports, strict=True):
                 self._define_gateway(name, f"{self.host(name)}:{port}", http_port)
             self.balancer = HaproxyBalancer(
-                self.data_dir / "balancer", self.gateway_target, dict(zip(self.gateway_names, self.gateway_targets))
+                self.data_dir / "balancer",
+                self.gateway_target,
+                dict(zip(self.gateway_names, self.gateway_targets, strict=True)),
             )
             return
         self._define_gateway("gateway", self.gateway_target, self.ports.gateway_http)
