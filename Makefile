@@ -9,6 +9,7 @@ FUZZ_RPC_EXAMPLES ?= 5000
 SOAK_MINUTES ?= 30
 # The last release's protos (a buf image): `make lint` refuses changes that would break its clients.
 PROTO_BASELINE ?= protos/releases/v0.1.0.binpb
+GATEWAYS ?= 1
 
 .DEFAULT_GOAL := help
 
@@ -66,8 +67,8 @@ fuzz: setup ## atheris on the decoders and hypothesis on every RPC, for longer t
 certs: setup ## a throwaway CA and certificates for a TLS cluster in certs/ (quire dev certs)
 	$(VENV)/bin/quire dev certs --out certs
 
-run: setup ## start etcd + registry + placement + 3 bookies + gateway until Ctrl-C (plaintext dev mode; TLS: quire cluster up --tls certs)
-	$(VENV)/bin/quire cluster up --data-dir $(DATA_DIR)
+run: setup ## start etcd + registry + placement + 3 bookies + gateway until Ctrl-C (GATEWAYS=3: three behind HAProxy; TLS: quire cluster up --tls certs)
+	$(VENV)/bin/quire cluster up --data-dir $(DATA_DIR) --gateways $(GATEWAYS)
 
 bench: setup ## write/read throughput and add latency on a throwaway local cluster (JSON in build/bench.json)
 	$(VENV)/bin/quire bench --local --json build/bench.json

@@ -25,6 +25,8 @@ command -v strace >/dev/null 2>&1 || apt_packages+=(strace)
 command -v faketime >/dev/null 2>&1 || apt_packages+=(faketime)
 # The alert rules are checked with promtool, and the end-to-end suite scrapes a cluster with a real Prometheus.
 command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1 || apt_packages+=(prometheus)
+# A cluster with several gateways (quire cluster up --gateways N) puts HAProxy in front of them.
+command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ] || apt_packages+=(haproxy)
 if [ ${#apt_packages[@]} -gt 0 ]; then
   echo "setup: installing ${apt_packages[*]} with apt-get"
   as_root apt-get update -qq
@@ -33,8 +35,8 @@ if [ ${#apt_packages[@]} -gt 0 ]; then
   if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet etcd 2>/dev/null; then
     as_root systemctl disable --now etcd || true
   fi
-  # Likewise the packaged Prometheus (and its node exporter) on 9090/9100: the tests start their own.
-  for unit in prometheus prometheus-node-exporter; do
+  # Likewise the packaged Prometheus (and its node exporter) on 9090/9100 and HAProxy: the tests start their own.
+  for unit in prometheus prometheus-node-exporter haproxy; do
     if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet "$unit" 2>/dev/null; then
       as_root systemctl disable --now "$unit" || true
     fi

@@ -74,6 +74,9 @@ async def main() -> None:
             maximum=WriteSettings.max_entry_bytes,
         ),
         mark_replaced_copies=not env_bool("QUIRE_GATEWAY_FAULT_UNSAFE_NO_REPAIR_MARKS", False),
+        explicit_lac_seconds=env_float(
+            "QUIRE_GATEWAY_EXPLICIT_LAC_SECONDS", WriteSettings.explicit_lac_seconds, minimum=0.0
+        ),
     )
     if not settings.mark_replaced_copies:
         log.warning("QUIRE_GATEWAY_FAULT_UNSAFE_NO_REPAIR_MARKS is set: replaced bookies' copies are NOT restored")

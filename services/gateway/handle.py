@@ -103,6 +103,10 @@ class WriteSettings:
     # Mark, at an ensemble change, the confirmed entries the replaced bookie never
     # acknowledged, so the auditor copies them back (off only as a fault-suite control).
     mark_replaced_copies: bool = True
+    # After this long without a new entry, a LAC that no stored entry carries
+    # yet is written to the ensemble's bookies, so that readers and tails on
+    # other gateways see the last entries of a burst (0: never).
+    explicit_lac_seconds: float = 0.1
 
 
 def replaceable(error: QuireError) -> bool:
@@ -171,6 +175,10 @@ class WriteHandle:
         self._outbox: dict[str, deque[tuple[int, bytes]]] = {}
         self._calls: dict[str, int] = {}
         self._call_firsts: dict[str, list[int]] = {}  # first entry id of each call in flight, per bookie
+        # The highest LAC the bookies can report: carried in an entry's header, or written explicitly.
+        self._lac_published = -1
+        self._submits = 0  # submit() calls so far: an explicit LAC waits for a pause in them
+        self._lac_publisher: asyncio.Task[None] | None = None
 
     def _set_ensemble(self, ensemble: list[str]) -> None:
         self.ensemble = ensemble
@@ -249,6 +257,8 @@ class WriteHandle:
                 if bookie_id not in self._delayed:
                     per_bookie.setdefault(bookie_id, []).append((entry_id, packed))
         self._idle.clear()
+        self._submits += 1
+        self._lac_published = max(self._lac_published, self.last_add_confirmed)  # in the newest header
         for bookie_id, entries in per_bookie.items():
             self._queue(bookie_id, entries)
         return futures
@@ -525,6 +535,37 @@ class WriteHandle:
         self._room.set()
         if not self._pending:
             self._idle.set()
+            if self.last_add_confirmed > self._lac_published and self._lac_publisher is None:
+                if self.settings.explicit_lac_seconds > 0:
+                    self._lac_publisher = asyncio.create_task(self._publish_lac_after_a_pause())
+
+    async def _publish_lac_after_a_pause(self) -> None:
+        """Readers elsewhere learn the LAC from the bookies, which know it from
+        entry headers: the entries of a burst carry the LAC as it was when they
+        were sent, so the last of them would stay unreadable there until the
+        next entry. Once writes pause, write the LAC to the current ensemble
+        (BookKeeper's explicit LAC). Best effort: a bookie that misses it
+        learns it from the next entry."""
+        try:
+            submits = self._submits
+            await asyncio.sleep(self.settings.explicit_lac_seconds)
+            lac = self.last_add_confirmed
+            if self._submits != submits or self._pending or self._failure is not None or lac <= self._lac_published:
+                return  # not a pause: the next entries carry the LAC, and the next pause publishes it
+            results = await asyncio.gather(
+                *(
+                    self.remote.write_last_add_confirmed(bookie_id, self.ledger_id, self.master_key, lac)
+                    for bookie_id in self.ensemble
+                ),
+                return_exceptions=True,
+            )
+            failures = [r for r in results if isinstance(r, BaseException)]
+            if len(failures) < len(results):
+                self._lac_published = max(self._lac_published, lac)
+            for failure in failures:
+                log.debug("ledger %s: explicit LAC %d not written: %s", self.ledger_id, lac, failure)
+        finally:
+            self._lac_publisher = None
 
     def _fail(self, error: QuireError) -> None:
         """The handle cannot go on: fail every pending entry."""

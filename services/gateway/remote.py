@@ -416,6 +416,14 @@ class Remote:
         )
         return response.last_add_confirmed, response.last_entry_id, response.fenced
 
+    async def write_last_add_confirmed(self, bookie_id: str, ledger_id: LedgerId, master_key: bytes, lac: int) -> int:
+        """Record the writer's LAC on one bookie (explicit LAC); the bookie's LAC then."""
+        request = bookie_pb2.WriteLastAddConfirmedRequest(
+            ledger_id=ledger_id_to_proto(ledger_id), master_key=master_key, last_add_confirmed=lac
+        )
+        response = await self._bookie_call(bookie_id, "WriteLastAddConfirmed", request, "writing the LAC")
+        return response.last_add_confirmed
+
     async def fence_ledger(
         self, bookie_id: str, ledger_id: LedgerId, master_key: bytes, timeout_seconds: float | None = None
     ) -> tuple[int, int]:

@@ -476,6 +476,16 @@ def cmd_placement_weights(args: argparse.Namespace) -> None:
         print(f"{bookie_id}: info not read yet (or unreachable); drawn as the smallest weight")
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not 1 or more")
+    return value
+
+
 def _payload_preview(payload: bytes, limit: int = 60) -> str:
     text = payload[:limit].decode("utf-8", errors="backslashreplace")
     return text + ("..." if len(payload) > limit else "")
@@ -524,7 +534,13 @@ def cmd_bookie_inspect(args: argparse.Namespace) -> int:
 def cmd_cluster_up(args: argparse.Namespace) -> None:
     data_dir = Path(args.data_dir)
     ports = Ports(bookies=[3181 + i for i in range(args.bookies)])
-    cluster = LocalCluster(data_dir, ports, tls=CertBundle(Path(args.tls)) if args.tls else None)
+    cluster = LocalCluster(
+        data_dir,
+        ports,
+        tls=CertBundle(Path(args.tls)) if args.tls else None,
+        gateways=args.gateways,
+        balancer=args.gateways > 1,
+    )
     if args.tls is None:
         print("plaintext development mode (QUIRE_INSECURE_PLAINTEXT_DEV): no TLS, no authentication", flush=True)
     stop = threading.Event()
@@ -536,8 +552,16 @@ def cmd_cluster_up(args: argparse.Namespace) -> None:
         print(
             "\nQuire is running:\n"
             f"  etcd       127.0.0.1:{ports.etcd}\n"
-            f"  gateway    {cluster.gateway_target}   (quire.gateway.v1.LedgerService)\n"
-            f"  registry   {cluster.registry_target}\n"
+            + (
+                f"  gateway    {cluster.gateway_target}   (quire.gateway.v1.LedgerService)\n"
+                if cluster.balancer is None
+                else f"  gateway    {cluster.gateway_target}   (HAProxy, round robin over the gateways below)\n"
+                + "".join(
+                    f"  {name:<10} {target}   (admin http://{cluster.gateway_http(name)}/status)\n"
+                    for name, target in zip(cluster.gateway_names, cluster.gateway_targets, strict=True)
+                )
+            )
+            + f"  registry   {cluster.registry_target}\n"
             f"  placement  127.0.0.1:{ports.placement}\n"
             + "".join(
                 f"  {name:<10} {cluster.bookie_id(name)}   (admin http://{cluster.bookie_http(name)}/status)\n"
@@ -746,6 +770,13 @@ def build_parser() -> argparse.ArgumentParser:
     up = cluster.add_parser("up", help="start etcd and every service locally until Ctrl-C")
     up.add_argument("--data-dir", default=os.environ.get("QUIRE_DATA_DIR", "data"))
     up.add_argument("--bookies", type=int, default=3)
+    up.add_argument(
+        "--gateways",
+        type=_positive_int,
+        default=1,
+        help="gateways to start; above 1 they listen on 7010, 7011, ... and HAProxy balances the gateway port "
+        "over them, round robin",
+    )
     up.add_argument("--tls", default=None, help="a `quire dev certs` directory: mutual TLS and authentication")
     up.set_defaults(func=cmd_cluster_up)
     bench.add_parser(areas)

@@ -198,6 +198,20 @@ def open_client_channel(
     return grpc.secure_channel(target, tls.credentials(token), options=options)
 
 
+class _AppendSessions:
+    """The write sessions of one `QuireClient.append` call: which one is
+    current, and the lock under which a session takes entries from the source."""
+
+    def __init__(self) -> None:
+        self.current = 0
+        self.lock = threading.Lock()
+
+    def begin(self) -> int:
+        with self.lock:
+            self.current += 1
+            return self.current
+
+
 class QuireClient:
     def __init__(
         self,
@@ -233,8 +247,6 @@ class QuireClient:
         self.follow_owner = follow_owner
         self.resume_attempts = resume_attempts
         self.conditional_resume = conditional_resume
-        self._session = 0  # the append session now running (its request stream checks it)
-        self._source_lock = threading.Lock()
         # Entries a resumed append found stored though their acknowledgement was lost.
         self.landed_on_resume = 0
         self.registry = registry_pb2_grpc.RegistryServiceStub(self._registry_channel)
@@ -368,16 +380,16 @@ class QuireClient:
         next_id: int | None = None  # the id of unacked[0] (or of the next entry), once known
         owner_address = ""
         attempt = 0
-        session = 0
+        # Per call, so that appends running at once on one client do not stop each other's sessions.
+        sessions = _AppendSessions()
         while True:
-            session += 1
-            self._session = session  # an older session's request stream stops taking entries
+            session = sessions.begin()  # an older session's request stream stops taking entries
             try:
                 if next_id is None and self.conditional_resume:
                     next_id = self.next_entry_id(ledger_id)
                 expected = next_id if self.conditional_resume else None
                 calls = self.ledgers.AppendEntries(
-                    self._session_requests(ledger_id, expected, unacked, source, batch_size, session),
+                    self._session_requests(ledger_id, expected, unacked, source, batch_size, sessions, session),
                     timeout=self.timeout * 10,
                 )
                 for ack in calls:
@@ -439,6 +451,7 @@ class QuireClient:
         unacked: deque[bytes],
         source: Iterator[bytes],
         batch_size: int,
+        sessions: _AppendSessions,
         session: int,
     ) -> Iterator[ledger_pb2.AppendEntriesRequest]:
         """One session's messages: the ledger (and the condition), the
@@ -450,18 +463,18 @@ class QuireClient:
         first = ledger_pb2.AppendEntriesRequest(ledger_id=ledger_id_to_proto(ledger))
         if expected is not None:
             first.expected_entry_id = expected
-        with self._source_lock:
+        with sessions.lock:
             resend = list(unacked)
         yield first
         for start in range(0, len(resend), batch_size):
             yield ledger_pb2.AppendEntriesRequest(payloads=resend[start : start + batch_size])
         while True:
-            with self._source_lock:
-                if self._session != session:
+            with sessions.lock:
+                if sessions.current != session:
                     return
                 batch = list(itertools.islice(source, batch_size))
                 unacked.extend(batch)
-                if not batch or self._session != session:
+                if not batch or sessions.current != session:
                     return  # the source is done, or a newer session sends this batch
             yield ledger_pb2.AppendEntriesRequest(payloads=batch)
 

@@ -27,6 +27,7 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from quire_client.balancer import HaproxyBalancer
 from quire_client.devcerts import CertBundle
 
 _ISSUED_PORTS: set[int] = set()
@@ -132,9 +133,14 @@ class Ports:
     gateway_http: int = 8000
     registry_http: int = 8001
     placement_http: int = 8002
+    # With gateways behind a balancer, `gateway` is the balancer's port and the
+    # gateways listen here (gRPC, admin HTTP); empty: gateway + 10 + i and gateway_http + 10 + i.
+    gateway_replicas: list[int] = field(default_factory=list)
+    gateway_replicas_http: list[int] = field(default_factory=list)
 
     @classmethod
-    def free(cls, bookies: int = 3) -> Ports:
+    def free(cls, bookies: int = 3, balanced_gateways: int = 0) -> Ports:
+        replicas = balanced_gateways
         return cls(
             free_port(),
             free_port(),
@@ -146,15 +152,29 @@ class Ports:
             gateway_http=free_port(),
             registry_http=free_port(),
             placement_http=free_port(),
+            gateway_replicas=[free_port() for _ in range(replicas)],
+            gateway_replicas_http=[free_port() for _ in range(replicas)],
         )
 
     def http_port(self, index: int) -> int:
         return self.bookie_http[index] if self.bookie_http else self.bookies[index] + 5000
 
-    def all(self) -> list[int]:
+    def gateway_replica_ports(self, count: int) -> list[tuple[int, int]]:
+        """(gRPC, admin HTTP) ports of `count` gateways behind the balancer."""
+        grpc_ports = self.gateway_replicas or [self.gateway + 10 + i for i in range(count)]
+        http_ports = self.gateway_replicas_http or [self.gateway_http + 10 + i for i in range(count)]
+        if len(grpc_ports) < count or len(http_ports) < count:
+            raise ClusterError(f"{count} gateways need {count} replica ports, {len(grpc_ports)} are given")
+        return list(zip(grpc_ports[:count], http_ports[:count], strict=True))
+
+    def all(self, balanced_gateways: int = 0) -> list[int]:
         http = [self.http_port(i) for i in range(len(self.bookies))]
         admin = [self.gateway_http, self.registry_http, self.placement_http]
-        return [self.etcd, self.etcd_peer, self.gateway, self.registry, self.placement, *self.bookies, *http, *admin]
+        replicas = [port for pair in self.gateway_replica_ports(balanced_gateways) for port in pair]
+        return [
+            *(self.etcd, self.etcd_peer, self.gateway, self.registry, self.placement),
+            *(self.bookies + http + admin + replicas),
+        ]
 
 
 @dataclass
@@ -181,6 +201,7 @@ class LocalCluster:
         hosts: dict[str, str] | None = None,
         command_prefix: dict[str, list[str]] | None = None,
         gateways: int = 1,
+        balancer: bool = False,
     ) -> None:
         """Without `tls` every service runs in plaintext development mode
         (QUIRE_INSECURE_PLAINTEXT_DEV); with it, mutual TLS between all of
@@ -196,7 +217,11 @@ class LocalCluster:
         `gateways` > 1 starts that many gateway processes ("gateway",
         "gateway-2", ...), each with its own name, ports and advertised
         address, behind the same registry and placement;
-        `gateway_targets` lists them in that order."""
+        `gateway_targets` lists them in that order. With `balancer` they
+        listen on the replica ports (Ports.gateway_replica_ports) and HAProxy
+        takes the gateway port in front of them, round robin, as a Kubernetes
+        Service would: `gateway_target` is then the balancer."""
+        self.balancer: HaproxyBalancer | None = None
         self.data_dir = data_dir.resolve()
         self.hosts = hosts or {}
         self.command_prefix = command_prefix or {}
@@ -211,6 +236,7 @@ class LocalCluster:
         if gateways < 1:
             raise ClusterError(f"gateways={gateways}: a cluster needs at least one gateway")
         self.gateway_names = ["gateway"] + [f"gateway-{i}" for i in range(2, gateways + 1)]
+        self.balancer_requested = balancer
         self._define()
 
     def host(self, name: str) -> str:
@@ -219,12 +245,17 @@ class LocalCluster:
 
     @property
     def gateway_target(self) -> str:
+        """Where clients connect: the gateway, or the balancer in front of several."""
         return f"{self.host('gateway')}:{self.ports.gateway}"
 
     @property
     def gateway_targets(self) -> list[str]:
-        """Every gateway started with the cluster, the first being gateway_target."""
+        """Each gateway's own address, in the order of gateway_names."""
         return [self.processes[name].health_target or "" for name in self.gateway_names]
+
+    def gateway_http(self, name: str = "gateway") -> str:
+        """host:port of a gateway's admin HTTP endpoint (/status, /metrics)."""
+        return f"{self.host(name)}:{self.processes[name].env['QUIRE_GATEWAY_HTTP_PORT']}"
 
     @property
     def registry_target(self) -> str:
@@ -318,13 +349,23 @@ class LocalCluster:
                 ),
                 self.bookie_id(name),
             )
+        if self.balancer_requested:
+            replica_ports = self.ports.gateway_replica_ports(len(self.gateway_names))
+            for name, (port, http_port) in zip(self.gateway_names, replica_ports, strict=True):
+                self._define_gateway(name, f"{self.host(name)}:{port}", http_port)
+            self.balancer = HaproxyBalancer(
+                self.data_dir / "balancer",
+                self.gateway_target,
+                dict(zip(self.gateway_names, self.gateway_targets, strict=True)),
+            )
+            return
         self._define_gateway("gateway", self.gateway_target, self.ports.gateway_http)
         for name in self.gateway_names[1:]:
             self._define_gateway(name, f"{self.host(name)}:{free_port()}", free_port())
 
     def _define_gateway(self, name: str, target: str, http_port: int) -> None:
         settings = {"QUIRE_GATEWAY_ADDRESS": target, "QUIRE_GATEWAY_HTTP_PORT": str(http_port)}
-        if name != "gateway":  # the first keeps its default name (<hostname>:<port>)
+        if name != "gateway" or self.balancer_requested:  # a lone gateway keeps its default name (<hostname>:<port>)
             settings.update(QUIRE_GATEWAY_NAME=name, QUIRE_GATEWAY_ADVERTISED_ADDRESS=target)
         self._add(name, [sys.executable, "-m", "quire_gateway"], self._env("gateway", **settings), target)
 
@@ -343,7 +384,7 @@ class LocalCluster:
     # -- lifecycle ---------------------------------------------------------------
 
     def start(self, timeout: float = 60.0) -> None:
-        busy = [p for p in self.ports.all() if port_in_use(p)]
+        busy = [p for p in self.ports.all(len(self.gateway_names) if self.balancer_requested else 0) if port_in_use(p)]
         if busy:
             raise ClusterError(
                 f"ports already in use: {', '.join(map(str, busy))}; stop whatever holds them "
@@ -364,6 +405,8 @@ class LocalCluster:
             for name in self.gateway_names:
                 self.start_process(name, timeout, wait=False)
             self.wait_all_healthy(self.gateway_names, timeout)
+            if self.balancer is not None:
+                self.balancer.start(timeout)
         except BaseException:
             self.stop()
             raise
@@ -483,7 +526,10 @@ class LocalCluster:
         self.start_process(name, timeout)
 
     def stop(self) -> None:
-        """Stop everything this cluster started, gateway first, etcd last."""
+        """Stop everything this cluster started: the balancer and gateways
+        first, etcd last."""
+        if self.balancer is not None:
+            self.balancer.stop()
         for name in reversed(list(self.processes)):
             self.terminate(name)
 

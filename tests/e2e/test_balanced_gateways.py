@@ -1,0 +1,311 @@
+"""Three gateways behind a real L4 balancer (HAProxy, round robin), as a
+Kubernetes Service puts them: every new connection may land on another
+gateway, so the README's command-line flow, run as separate commands, crosses
+gateways at every step, and a client whose gateway dies reconnects through
+the balancer to another."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from quire.common.v1 import common_pb2
+from quire_client import QuireClient
+from quire_client.client import QuireClientError
+from quire_client.cluster import LocalCluster, Ports
+from quire_common.ids import LedgerId, ledger_id_from_proto
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(not Path("/usr/sbin/haproxy").exists(), reason="haproxy is not installed (make setup)"),
+]
+
+OWNER_GONE = "ERROR_REASON_LEDGER_OWNER_GONE"
+EXPLICIT_LAC = "QUIRE_GATEWAY_EXPLICIT_LAC_SECONDS"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    data_dir = tmp_path_factory.mktemp("balanced")
+    local = LocalCluster(
+        data_dir,
+        Ports.free(bookies=3, balanced_gateways=3),
+        gateways=3,
+        balancer=True,
+        extra_env={
+            "QUIRE_TELEMETRY_DIR": str(data_dir / "telemetry"),
+            "QUIRE_BOOKIE_TTL_SECONDS": "3",
+            "QUIRE_GATEWAY_SESSION_SECONDS": "3",  # a killed owner's ledgers are recovered sooner
+        },
+    )
+    local.start()
+    try:
+        yield local
+    finally:
+        local.stop()
+
+
+@pytest.fixture(autouse=True)
+def every_gateway_running(cluster: LocalCluster) -> Iterator[None]:
+    """Tests kill gateways or change their settings; the next one starts with
+    all three again, as configured by the fixture."""
+    yield
+    for name in cluster.gateway_names:
+        if cluster.processes[name].env.pop(EXPLICIT_LAC, None) is not None:
+            cluster.terminate(name)
+        cluster.start_process(name, timeout=120)
+
+
+def quire(cluster: LocalCluster, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """One `quire` command: its own process, its own connection to the balancer."""
+    env = {**os.environ, "QUIRE_GATEWAY": cluster.gateway_target, "QUIRE_REGISTRY": cluster.registry_target}
+    return subprocess.run(
+        [sys.executable, "-m", "quire_client.cli", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+
+
+def ok(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 0, f"{result.args[3:]} exited {result.returncode}: {result.stderr}"
+    return result.stdout
+
+
+def balanced_client(cluster: LocalCluster) -> tuple[QuireClient, str]:
+    """A client connected through the balancer, and the gateway its connection landed on."""
+    assert cluster.balancer is not None
+    before = cluster.balancer.connections_per_backend()
+    client = QuireClient(cluster.gateway_target, cluster.registry_target, timeout=30, resume_attempts=60)
+    list(client.list_ledgers(0, page_size=1))
+    after = cluster.balancer.connections_per_backend()
+    (landed,) = [name for name in after if after[name] > before[name]]
+    return client, landed
+
+
+def ledger_owned_by(cluster: LocalCluster, name: str) -> LedgerId:
+    target = cluster.gateway_targets[cluster.gateway_names.index(name)]
+    with QuireClient(target, cluster.registry_target, timeout=30) as owner:
+        created = owner.create_ledger()
+    assert created.owner.address == target
+    return ledger_id_from_proto(created.ledger_id)
+
+
+def test_the_balancer_spreads_connections_over_every_gateway(cluster: LocalCluster) -> None:
+    assert cluster.balancer is not None and cluster.balancer.running()
+    before = cluster.balancer.connections_per_backend()
+    for _ in range(6):
+        ok(quire(cluster, "ledger", "list"))
+    after = cluster.balancer.connections_per_backend()
+    assert set(after) == set(cluster.gateway_names)
+    assert all(after[name] > before[name] for name in after), (before, after)
+
+
+def test_the_readme_flow_as_separate_commands(cluster: LocalCluster) -> None:
+    created = ok(quire(cluster, "ledger", "create", "--ensemble", "3", "--write-quorum", "2", "--ack-quorum", "2"))
+    ledger = created.strip()
+    assert ok(quire(cluster, "ledger", "append", ledger, "hello", "world")).strip() == "last entry id 1"
+    assert ok(quire(cluster, "ledger", "append", ledger, stdin="from\nstdin\n")).strip() == "last entry id 3"
+    ok(quire(cluster, "ledger", "append", ledger, "--count", "300"))
+    assert ok(quire(cluster, "ledger", "read", ledger, "--from", "0", "--to", "3")).splitlines() == [
+        "0\thello",
+        "1\tworld",
+        "2\tfrom",
+        "3\tstdin",
+    ]
+    # Through a gateway that does not write the ledger, the LAC comes from the bookies: the owner
+    # wrote it there explicitly once the appends paused.
+    assert '"last_add_confirmed": 303' in ok(quire(cluster, "ledger", "info", ledger))
+    assert "at entry 303" in ok(quire(cluster, "ledger", "close", ledger))
+    assert "CLOSED" in ok(quire(cluster, "ledger", "meta", ledger))
+    ok(quire(cluster, "ledger", "delete", ledger, "--force"))
+
+
+def test_python_clients_on_different_gateways_write_one_ledger(cluster: LocalCluster) -> None:
+    # One client per gateway, addressed directly: what three processes behind the balancer may get.
+    # (Clients in one process share their connection to the balancer, so they would land on one.)
+    clients = [QuireClient(target, cluster.registry_target, timeout=60) for target in cluster.gateway_targets]
+    try:
+        ledger = ledger_id_from_proto(clients[0].create_ledger().ledger_id)
+        ids = [clients[i % 3].add_entry(ledger, f"entry {i}".encode()) for i in range(9)]
+        assert ids == list(range(9))
+        assert clients[1].append_all(ledger, (f"entry {i}".encode() for i in range(9, 500))) == 499
+        assert clients[2].close_ledger(ledger).last_entry_id == 499
+        read = [entry.payload for entry in clients[2].read(ledger, 0, 499)]
+        assert read == [f"entry {i}".encode() for i in range(500)]
+    finally:
+        for client in clients:
+            client.close()
+
+
+def test_a_blob_put_through_the_balancer_is_read_through_every_gateway(cluster: LocalCluster) -> None:
+    data = hashlib.sha256(b"blob").digest() * (3 * 1024 * 1024 // 32)
+    with QuireClient(cluster.gateway_target, cluster.registry_target, timeout=60) as writer:
+        blob_id = writer.put_blob(data, part_bytes=256 * 1024)
+    for target in cluster.gateway_targets:
+        with QuireClient(target, cluster.registry_target, timeout=60) as reader:
+            assert reader.get_blob(blob_id) == data
+
+
+def tail_a_burst_elsewhere(cluster: LocalCluster, wait_seconds: float) -> tuple[bool, list[bytes]]:
+    """200 entries appended through their owner while a tail follows them
+    through another gateway: whether the tail delivered all of them within
+    `wait_seconds` (before the close), and what it delivered in the end."""
+    ledger = ledger_owned_by(cluster, "gateway")
+    received: list[bytes] = []
+    everything = threading.Event()
+    with (
+        QuireClient(cluster.gateway_targets[0], cluster.registry_target, timeout=60) as owner,
+        QuireClient(cluster.gateway_targets[2], cluster.registry_target, timeout=60) as other,
+    ):
+
+        def follow() -> None:
+            for entry in other.tail(ledger, 0):
+                received.append(entry.payload)
+                if len(received) == 200:
+                    everything.set()
+
+        follower = threading.Thread(target=follow, daemon=True)
+        follower.start()
+        assert owner.append_all(ledger, (b"burst %d" % i for i in range(200))) == 199
+        before_the_close = everything.wait(wait_seconds)
+        owner.close_ledger(ledger)
+        follower.join(60)
+    return before_the_close, received
+
+
+def test_a_tail_through_another_gateway_gets_the_last_entry_of_a_burst_before_the_close(
+    cluster: LocalCluster,
+) -> None:
+    """The entries of a burst carry the LAC as it was when they were sent; the
+    owner writes the final LAC to the bookies once the writes pause (explicit
+    LAC), so a tail elsewhere delivers the burst's last entry without waiting
+    for another."""
+    before_the_close, received = tail_a_burst_elsewhere(cluster, wait_seconds=60)
+    assert before_the_close, f"the tail stopped at {len(received)} of 200 entries"
+    assert received == [b"burst %d" % i for i in range(200)]
+
+
+def test_control_without_the_explicit_lac_a_tail_elsewhere_waits_for_the_close(cluster: LocalCluster) -> None:
+    """Positive control: with QUIRE_GATEWAY_EXPLICIT_LAC_SECONDS=0 on the owner
+    the burst's last entries stay unreadable elsewhere until the close."""
+    cluster.processes["gateway"].env[EXPLICIT_LAC] = "0"
+    cluster.restart("gateway", timeout=120)
+    before_the_close, received = tail_a_burst_elsewhere(cluster, wait_seconds=5)
+    assert not before_the_close
+    assert received == [b"burst %d" % i for i in range(200)]  # the close settles it
+
+
+def test_a_tail_through_another_gateway_follows_the_writer_to_the_close(cluster: LocalCluster) -> None:
+    ledger = ledger_owned_by(cluster, "gateway")
+    with (
+        QuireClient(cluster.gateway_targets[0], cluster.registry_target, timeout=60) as owner,
+        QuireClient(cluster.gateway_targets[1], cluster.registry_target, timeout=60) as other,
+    ):
+        tail = other.tail(ledger, 0)
+        for i in range(50):
+            owner.add_entry(ledger, f"live {i}".encode())
+        owner.close_ledger(ledger)
+        assert [entry.payload for entry in tail] == [f"live {i}".encode() for i in range(50)]
+
+
+# -- a stream through the balancer while a gateway is killed -------------------------------------
+
+
+ENTRIES = 2000
+KILL_AFTER = 500
+
+
+class BalancedWriter:
+    """QuireClient.append through the balancer, in a thread: paced so that it
+    is mid-stream when a gateway is killed; records acknowledged entries."""
+
+    def __init__(self, client: QuireClient, ledger: LedgerId, prefix: str) -> None:
+        self.client, self.ledger = client, ledger
+        self.payloads = [f"{prefix}-{i:06d}-".encode() + b"x" * 1000 for i in range(ENTRIES)]
+        self.acked = 0
+        self.error: QuireClientError | None = None
+        self.halfway = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _paced(self) -> Iterator[bytes]:
+        for index, payload in enumerate(self.payloads):
+            if index == KILL_AFTER:
+                self.halfway.set()
+            time.sleep(0.002)
+            yield payload
+
+    def _run(self) -> None:
+        try:
+            for ack in self.client.append(self.ledger, self._paced(), batch_size=20):
+                self.acked = ack.last_entry_id + 1
+        except QuireClientError as exc:
+            self.error = exc
+
+    def join(self) -> None:
+        self._thread.join(300)
+        assert not self._thread.is_alive(), "the writer did not finish"
+
+
+def stored(client: QuireClient, ledger: LedgerId) -> list[bytes]:
+    return [entry.payload for entry in client.read(ledger)]
+
+
+def test_a_stream_survives_the_death_of_the_gateway_it_came_through(cluster: LocalCluster) -> None:
+    """SIGKILL the non-owner the client's connection landed on, mid-stream: the
+    client reconnects through the balancer to another gateway and resumes with
+    a conditional append; nothing acknowledged is lost, nothing is written twice."""
+    client, landed = balanced_client(cluster)
+    owner = next(name for name in cluster.gateway_names if name != landed)
+    ledger = ledger_owned_by(cluster, owner)
+    with client:
+        writer = BalancedWriter(client, ledger, "relayed")
+        assert writer.halfway.wait(120), writer.error
+        cluster.kill(landed)
+        writer.join()
+        assert writer.error is None, writer.error
+        assert writer.acked == ENTRIES
+        client.close_ledger(ledger)
+        assert stored(client, ledger) == writer.payloads  # acked_lost = 0, no duplicate, in order
+
+
+def test_a_stream_survives_the_death_of_the_ledgers_owner_on_a_new_ledger(cluster: LocalCluster) -> None:
+    """SIGKILL the ledger's owner mid-stream (the client writes through another
+    gateway): once the owner's session lapses the ledger is recovered and closed
+    (LEDGER_OWNER_GONE, naming its last entry), every acknowledged entry is in
+    it, and the writer goes on in a new ledger through the balancer."""
+    client, landed = balanced_client(cluster)
+    owner = next(name for name in cluster.gateway_names if name != landed)
+    ledger = ledger_owned_by(cluster, owner)
+    with client:
+        writer = BalancedWriter(client, ledger, "first")
+        assert writer.halfway.wait(120), writer.error
+        cluster.kill(owner)
+        writer.join()
+        assert writer.error is not None and writer.error.reason == OWNER_GONE, writer.error
+        last = int(writer.error.details["last_entry_id"])
+        metadata, _ = client.ledger_metadata(ledger)
+        assert metadata.state == common_pb2.LEDGER_STATE_CLOSED and metadata.last_entry_id == last
+        kept = stored(client, ledger)
+        counts = Counter(kept)
+        acked_lost = sum(1 for payload in writer.payloads[: writer.acked] if counts[payload] == 0)
+        assert acked_lost == 0 and max(counts.values()) == 1
+        assert kept == writer.payloads[: len(kept)] and len(kept) >= writer.acked
+
+        # The writer's way on: a new ledger, through the same balancer address.
+        next_ledger = ledger_id_from_proto(client.create_ledger().ledger_id)
+        rest = writer.payloads[len(kept) :]
+        assert client.append_all(next_ledger, rest) == len(rest) - 1
+        assert kept + stored(client, next_ledger) == writer.payloads
