@@ -14,6 +14,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -263,18 +264,29 @@ def stored(client: QuireClient, ledger: LedgerId) -> list[bytes]:
     return [entry.payload for entry in client.read(ledger)]
 
 
-def test_a_stream_survives_the_death_of_the_gateway_it_came_through(cluster: LocalCluster) -> None:
-    """SIGKILL the non-owner the client's connection landed on, mid-stream: the
-    client reconnects through the balancer to another gateway and resumes with
-    a conditional append; nothing acknowledged is lost, nothing is written twice."""
+@contextmanager
+def a_stream_and_a_kill(
+    cluster: LocalCluster, prefix: str, *, kill_the_owner: bool
+) -> Iterator[tuple[QuireClient, LedgerId, BalancedWriter]]:
+    """A client's append stream through the balancer, landed on a gateway
+    that does not own the ledger; mid-stream that gateway (or the owner) is
+    SIGKILLed. Yields the client, the ledger and the finished writer."""
     client, landed = balanced_client(cluster)
     owner = next(name for name in cluster.gateway_names if name != landed)
     ledger = ledger_owned_by(cluster, owner)
     with client:
-        writer = BalancedWriter(client, ledger, "relayed")
+        writer = BalancedWriter(client, ledger, prefix)
         assert writer.halfway.wait(120), writer.error
-        cluster.kill(landed)
+        cluster.kill(owner if kill_the_owner else landed)
         writer.join()
+        yield client, ledger, writer
+
+
+def test_a_stream_survives_the_death_of_the_gateway_it_came_through(cluster: LocalCluster) -> None:
+    """SIGKILL the non-owner the client's connection landed on, mid-stream: the
+    client reconnects through the balancer to another gateway and resumes with
+    a conditional append; nothing acknowledged is lost, nothing is written twice."""
+    with a_stream_and_a_kill(cluster, "relayed", kill_the_owner=False) as (client, ledger, writer):
         assert writer.error is None, writer.error
         assert writer.acked == ENTRIES
         client.close_ledger(ledger)
@@ -286,14 +298,7 @@ def test_a_stream_survives_the_death_of_the_ledgers_owner_on_a_new_ledger(cluste
     gateway): once the owner's session lapses the ledger is recovered and closed
     (LEDGER_OWNER_GONE, naming its last entry), every acknowledged entry is in
     it, and the writer goes on in a new ledger through the balancer."""
-    client, landed = balanced_client(cluster)
-    owner = next(name for name in cluster.gateway_names if name != landed)
-    ledger = ledger_owned_by(cluster, owner)
-    with client:
-        writer = BalancedWriter(client, ledger, "first")
-        assert writer.halfway.wait(120), writer.error
-        cluster.kill(owner)
-        writer.join()
+    with a_stream_and_a_kill(cluster, "first", kill_the_owner=True) as (client, ledger, writer):
         assert writer.error is not None and writer.error.reason == OWNER_GONE, writer.error
         last = int(writer.error.details["last_entry_id"])
         metadata, _ = client.ledger_metadata(ledger)
