@@ -15,7 +15,8 @@ set -uo pipefail
 
 PIDFILE="${QUIRE_DOCKERD_PIDFILE:-/run/quire-dockerd.pid}"
 LOG="${QUIRE_DOCKERD_LOG:-/var/log/quire-dockerd.log}"
-WAIT_SECONDS="${QUIRE_DOCKERD_WAIT_SECONDS:-60}"
+# A loaded machine can take more than a minute to bring dockerd up.
+WAIT_SECONDS="${QUIRE_DOCKERD_WAIT_SECONDS:-180}"
 
 say() { echo "docker engine: $*"; }
 
