@@ -246,9 +246,9 @@ export class QuireClient {
     this.blobs = new this.services.BlobService(target, this.credentials, this.channelOptions) as AnyClient;
   }
 
-  /** After losing a gateway: the next one given (the same one when only one was). */
-  private nextGateway(): void {
-    if (this.targets.length > 1) this.connect((this.current + 1) % this.targets.length);
+  /** After losing gateway `failed`: the next one given, unless another stream has moved on already. */
+  private failOver(failed: number): void {
+    if (this.targets.length > 1 && this.current === failed) this.connect((failed + 1) % this.targets.length);
   }
 
   close(): void {
@@ -403,6 +403,7 @@ export class QuireClient {
     let next = first;
     let attempt = 0;
     for (;;) {
+      const used = this.current;
       const call = open(next);
       try {
         for await (const response of call) {
@@ -419,7 +420,7 @@ export class QuireClient {
         if (!(error instanceof UnavailableError) || attempt >= this.resumeAttempts) throw error;
         if (last >= 0 && next > last) return; // everything asked for was delivered
         attempt += 1;
-        this.nextGateway();
+        this.failOver(used);
         await sleep(this.backoff(attempt, error.retryDelayMs));
       } finally {
         call.cancel();
@@ -522,6 +523,8 @@ export class LedgerWriter {
   readonly ledger: LedgerId;
   /** The last acknowledged entry id; -1 before the first acknowledgement. */
   lastEntryId = -1;
+  /** How many times write() waited for the stream to drain (back-pressure at work). */
+  drainWaits = 0;
   private sent = 0;
   private acknowledged = 0;
   private failure?: unknown;
@@ -558,7 +561,10 @@ export class LedgerWriter {
     const list = Array.isArray(payloads) ? payloads.map(toBuffer) : [toBuffer(payloads)];
     if (list.length === 0) return;
     this.sent += list.length;
-    if (!this.call.write({ payloads: list })) await writable(this.call);
+    if (!this.call.write({ payloads: list })) {
+      this.drainWaits += 1;
+      await writable(this.call);
+    }
     if (this.failure) throw this.failure;
   }
 
