@@ -130,6 +130,12 @@ export class QuireContainer {
   }
 
   async start(): Promise<this> {
+    if (this.hostNetwork) {
+      // The services are on loopback. Without an override, testcontainers
+      // running inside a container looks the host up on the engine's bridge
+      // network, which a host-network-only engine does not have.
+      process.env.TESTCONTAINERS_HOST_OVERRIDE ??= "127.0.0.1";
+    }
     const { GenericContainer } = await import("testcontainers");
     let container = new GenericContainer(this.image).withCommand(["standalone"]);
     let bookiePorts: number[];
