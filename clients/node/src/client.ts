@@ -112,7 +112,7 @@ export type Payloads = Iterable<Uint8Array | string> | AsyncIterable<Uint8Array 
 
 // grpc-js clients are untyped here: the services are loaded at run time.
 type AnyClient = Client & Record<string, (...args: unknown[]) => unknown>;
-type Wire = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+type Wire = Record<string, any>;
 
 function readPem(value: string | Buffer | undefined): Buffer | null {
   if (value === undefined) return null;
@@ -339,17 +339,35 @@ export class QuireClient {
     return new LedgerWriter(call, LedgerId.from(ledger), options.expectedEntryId, options.onAck);
   }
 
-  /** Appends every payload in one write session, `batchSize` per message; returns the last entry id (-1 if none). */
-  async appendAll(ledger: LedgerIdLike, payloads: Payloads, options: { batchSize?: number } = {}): Promise<number> {
+  /**
+   * Appends every payload in one write session, up to `batchSize` entries
+   * and about `batchBytes` (default 1 MiB) per message, well under the
+   * services' message bound; returns the last entry id (-1 if none).
+   */
+  async appendAll(
+    ledger: LedgerIdLike,
+    payloads: Payloads,
+    options: { batchSize?: number; batchBytes?: number } = {},
+  ): Promise<number> {
     const batchSize = options.batchSize ?? 100;
+    const batchBytes = options.batchBytes ?? 1024 * 1024;
     const writer = this.writer(ledger);
     let batch: Buffer[] = [];
+    let bytes = 0;
     try {
       for await (const payload of payloads) {
-        batch.push(toBuffer(payload));
+        const buffer = toBuffer(payload);
+        if (batch.length && bytes + buffer.length > batchBytes) {
+          await writer.write(batch);
+          batch = [];
+          bytes = 0;
+        }
+        batch.push(buffer);
+        bytes += buffer.length;
         if (batch.length >= batchSize) {
           await writer.write(batch);
           batch = [];
+          bytes = 0;
         }
       }
       if (batch.length) await writer.write(batch);

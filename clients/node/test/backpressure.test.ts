@@ -8,7 +8,7 @@ import { Server, ServerCredentials, type ServerDuplexStream } from "@grpc/grpc-j
 import { LedgerId, QuireClient } from "../src";
 import { loadGatewayServices } from "../src/protos";
 
-type Wire = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+type Wire = Record<string, any>;
 
 let server: Server;
 let target: string;

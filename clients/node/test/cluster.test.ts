@@ -62,6 +62,19 @@ test("a writer waits for the stream and reports every acknowledgement", { skip }
   }
 });
 
+test("appendAll cuts large entries into messages of about 1 MiB", { skip }, async () => {
+  const client = connect();
+  try {
+    const { ledgerId } = await client.createLedger();
+    const payloads = Array.from({ length: 30 }, (_, i) => Buffer.alloc(200 * 1024, i));
+    assert.equal(await client.appendAll(ledgerId, payloads), 29);
+    const read = await collect(client.read(ledgerId));
+    assert.ok(read.every((entry, i) => entry.payload.equals(payloads[i])));
+  } finally {
+    client.close();
+  }
+});
+
 test("a 128-bit id past 2^53 round-trips through the gateway", { skip }, async () => {
   const client = connect();
   try {

@@ -12,7 +12,7 @@ let target: string;
 const requests: Array<{ method: string; first: number }> = [];
 let failEvery = 3; // each stream delivers this many entries, then fails UNAVAILABLE
 
-type Call = ServerWritableStream<Record<string, any>, unknown>; // eslint-disable-line @typescript-eslint/no-explicit-any
+type Call = ServerWritableStream<Record<string, any>, unknown>;
 
 function serve(method: string) {
   return (call: Call) => {
