@@ -174,7 +174,11 @@ export class QuireContainer {
       QUIRE_STANDALONE_START_TIMEOUT_SECONDS: String(Math.max(1, Math.ceil(this.startupTimeoutMs / 1000))),
       ...this.env,
     });
-    this.started = await container.withEnvironment(env).start();
+    try {
+      this.started = await container.withEnvironment(env).start();
+    } catch (error) {
+      throw new QuireContainerError(`Quire container ${this.image} did not start: ${(error as Error).message}`);
+    }
     try {
       await this.waitUntilServing();
     } catch (error) {
@@ -218,10 +222,15 @@ export class QuireContainer {
       const stream = await this.started.logs({ tail: lines });
       const chunks: Buffer[] = [];
       await new Promise<void>((resolve) => {
+        // A log stream may close without `end`; the timer (kept referenced,
+        // so the process waits for it) bounds a stream that does neither.
+        const timer = setTimeout(done, 5000);
+        function done() {
+          clearTimeout(timer);
+          resolve();
+        }
         stream.on("data", (chunk: Buffer | string) => chunks.push(Buffer.from(chunk)));
-        stream.on("end", resolve);
-        stream.on("error", () => resolve());
-        setTimeout(resolve, 5000).unref();
+        for (const event of ["end", "close", "error"]) stream.on(event, done);
       });
       return `--- last ${lines} lines of the container's log ---\n${Buffer.concat(chunks).toString()}`.trimEnd();
     } catch (error) {
