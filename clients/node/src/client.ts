@@ -14,7 +14,7 @@ import {
   type ClientWritableStream,
   type ServiceError,
 } from "@grpc/grpc-js";
-import { FailedPreconditionError, QuireError, translate, UnavailableError } from "./errors";
+import { FailedPreconditionError, translate, UnavailableError } from "./errors";
 import { LedgerId, toU64, type LedgerIdLike, type LedgerIdMessage } from "./ids";
 import { loadGatewayServices } from "./protos";
 
