@@ -95,10 +95,13 @@ test-deploy: setup ## validate the Kubernetes manifests offline and start each o
 test-monitoring: setup ## the alert rules under promtool, and the dashboard's and rules' metric names
 	$(PY) -m pytest tests/monitoring
 
+test-node: setup ## the Node.js client's tests (clients/node; needs node and npm) against local clusters and, when built, the image
+	$(PY) -m pytest tests/e2e/test_node_client.py tests/container/test_node_container.py
+
 test-container: setup ## the testcontainers tests against the image (make image first)
 	$(PY) -m pytest tests/container
 
 clean: ## remove local cluster data and build output
 	rm -rf $(DATA_DIR) build
 
-.PHONY: help setup gen gen-check fmt lint typecheck test test-faults soak test-unit fuzz certs run bench bench-bookie bench-telemetry check clean image image-telemetry test-deploy test-monitoring test-container
+.PHONY: help setup gen gen-check fmt lint typecheck test test-faults soak test-unit fuzz certs run bench bench-bookie bench-telemetry check clean image image-telemetry test-deploy test-monitoring test-container test-node

@@ -1,0 +1,70 @@
+// Back-pressure of a write session against an in-process server that does
+// not read until told to: write() stops resolving while the stream is full,
+// and every entry is acknowledged once the server reads again.
+import { after, before, test } from "node:test";
+import * as assert from "node:assert/strict";
+import { setTimeout as sleep } from "node:timers/promises";
+import { Server, ServerCredentials, type ServerDuplexStream } from "@grpc/grpc-js";
+import { LedgerId, QuireClient } from "../src";
+import { loadGatewayServices } from "../src/protos";
+
+type Wire = Record<string, any>;
+
+let server: Server;
+let target: string;
+let release: () => void = () => undefined;
+
+before(async () => {
+  const { LedgerService } = loadGatewayServices();
+  server = new Server();
+  server.addService(LedgerService.service, {
+    AppendEntries: (call: ServerDuplexStream<Wire, Wire>) => {
+      let next = 0;
+      call.pause();
+      release = () => call.resume();
+      call.on("data", (request: Wire) => {
+        const count = (request.payloads as Buffer[]).length;
+        if (count === 0) return;
+        call.write({ firstEntryId: String(next), lastEntryId: String(next + count - 1), lastAddConfirmed: String(next + count - 1) });
+        next += count;
+      });
+      call.on("end", () => call.end());
+    },
+  });
+  const port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync("127.0.0.1:0", ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))),
+  );
+  target = `127.0.0.1:${port}`;
+});
+
+after(() => server.forceShutdown());
+
+async function until(condition: () => boolean, what: string): Promise<void> {
+  for (let i = 0; i < 1200 && !condition(); i++) await sleep(50);
+  assert.ok(condition(), `gave up waiting for ${what}`);
+}
+
+test("a write session waits while the server does not read", async () => {
+  const client = new QuireClient(target);
+  try {
+    const writer = client.writer(new LedgerId(0n, 1n));
+    const total = 400;
+    const payload = Buffer.alloc(256 * 1024, 7); // 100 MiB in all: far more than the stream buffers
+    let written = 0;
+    const producing = (async () => {
+      for (let i = 0; i < total; i++) {
+        await writer.write(payload);
+        written += 1;
+      }
+    })();
+    await until(() => writer.drainWaits > 0, "write() to wait for the stream");
+    const whileBlocked = written;
+    assert.ok(whileBlocked < total, `all ${total} writes went through a server that reads nothing`);
+    release();
+    await producing;
+    assert.equal(await writer.end(), total - 1);
+    assert.equal(written, total);
+  } finally {
+    client.close();
+  }
+});

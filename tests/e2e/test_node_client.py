@@ -1,0 +1,65 @@
+"""The Node.js client (clients/node) against real clusters: plaintext, then
+mutual TLS with a bearer token. Skipped only when node or npm is missing."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from quire_client.cluster import LocalCluster, Ports
+from quire_client.devcerts import CertBundle, write_dev_certs
+from tests.e2e.conftest import running_cluster
+from tests.node_suite import run_node_tests
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
+
+
+def test_unit_files_need_no_cluster() -> None:
+    output = run_node_tests(["ids.test.js", "errors.test.js", "resume.test.js", "backpressure.test.js"], {})
+    assert "# fail 0" in output and "# skipped 0" in output
+
+
+def test_node_client_against_a_cluster(cluster: LocalCluster) -> None:
+    output = run_node_tests(["cluster.test.js"], {"QUIRE_GATEWAY": cluster.gateway_target})
+    assert "# skipped 0" in output, output
+
+
+@pytest.fixture(scope="module")
+def tls_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalCluster, CertBundle]]:
+    bundle = write_dev_certs(tmp_path_factory.mktemp("certs"))
+    data_dir = tmp_path_factory.mktemp("tls-cluster")
+    local = LocalCluster(
+        data_dir,
+        Ports.free(),
+        extra_env={"QUIRE_TELEMETRY_DIR": str(data_dir / "telemetry"), "QUIRE_BOOKIE_TTL_SECONDS": "3"},
+        tls=bundle,
+    )
+    local.start()
+    try:
+        yield local, bundle
+    finally:
+        local.stop()
+
+
+def test_node_client_over_mutual_tls_with_a_token(tls_cluster: tuple[LocalCluster, CertBundle]) -> None:
+    local, bundle = tls_cluster
+    env = {
+        "QUIRE_TLS_GATEWAY": local.gateway_target,
+        "QUIRE_TLS_CA": str(bundle.ca),
+        "QUIRE_TLS_CERT": str(bundle.cert("client-reader")),
+        "QUIRE_TLS_KEY": str(bundle.key("client-reader")),
+        "QUIRE_TLS_TOKEN": bundle.token("node-writer", {"7": ["writer"]}),
+    }
+    output = run_node_tests(["tls.test.js"], env)
+    assert "# skipped 0" in output, output
+
+
+def test_node_reads_and_tails_resume_when_their_gateway_dies(tmp_path_factory: pytest.TempPathFactory) -> None:
+    with running_cluster(tmp_path_factory.mktemp("two-gateways"), gateways=2) as local:
+        pid = local.pid("gateway-2")
+        assert pid is not None
+        env = {"QUIRE_GATEWAYS": ",".join(local.gateway_targets), "QUIRE_KILL_GATEWAY_PID": str(pid)}
+        output = run_node_tests(["failover.test.js"], env)
+        assert "# skipped 0" in output, output
+        assert local.pid("gateway-2") is None  # the suite killed it mid-read
