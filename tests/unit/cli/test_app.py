@@ -23,7 +23,7 @@ def test_help_shows_exit_codes_examples_defaults_and_environment(run):
     assert "Exit status:" in root and "3    unavailable" in root and "Examples:" in root
     assert "QUIRE_GATEWAY" in root and "127.0.0.1:7000" in root
     create = run("ledger", "create", "--help").stdout
-    assert "QUIRE_LEDGER_CREATE_ENSEMBLE" in create and "default: 3" in create
+    assert "QUIRE_CLI_LEDGER_CREATE_ENSEMBLE" in create and "default: 3" in create
     up = run("cluster", "up", "--help").stdout
     assert "QUIRE_DATA_DIR" in up and "--gateways" in up and "--tls" in up
 

@@ -39,8 +39,9 @@ EPILOG = (
     "  quire context add prod --gateway gw.prod:7000 --select\n"
     '  eval "$(quire completion bash)"                 shell completion\n'
     "\n"
-    "Every option can also be set by the environment variable shown next to it;\n"
-    "a flag wins over the variable, which wins over the selected context.\n"
+    "Every option can also be set by the environment variable shown next to it\n"
+    "(QUIRE_CLI_<COMMAND>_<OPTION> below the top level, clear of the services' own\n"
+    "prefixes); a flag wins over the variable, which wins over the selected context.\n"
     "\n" + EXIT_CODES_HELP
 )
 
@@ -48,7 +49,11 @@ EPILOG = (
 @click.group(
     cls=QuireGroup,
     epilog=EPILOG,
-    context_settings={"auto_envvar_prefix": "QUIRE", "help_option_names": ["-h", "--help"], "max_content_width": 110},
+    context_settings={
+        "auto_envvar_prefix": "QUIRE_CLI",
+        "help_option_names": ["-h", "--help"],
+        "max_content_width": 110,
+    },
 )
 @click.version_option(package_name="quire", prog_name="quire", message="%(prog)s %(version)s")
 @option(
