@@ -80,10 +80,18 @@ def up(data_dir: str, bookies: int, gateways: int, tls: str | None) -> None:
     if tls is None:
         click.echo("plaintext development mode (QUIRE_INSECURE_PLAINTEXT_DEV): no TLS, no authentication")
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
-    click.echo(f"starting Quire in {local.data_dir} (logs in {local.data_dir / 'logs'}) ...")
-    local.start()
+    # Restored at the end: `quire_client.cli.main` may run inside another program.
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        click.echo(f"starting Quire in {local.data_dir} (logs in {local.data_dir / 'logs'}) ...")
+        local.start()
+        _run_until_stopped(local, ports, tls, stop)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _run_until_stopped(local: LocalCluster, ports: Ports, tls: str | None, stop: threading.Event) -> None:
     try:
         click.echo(_summary(local, ports, tls))
         while not stop.wait(1.0):
