@@ -33,6 +33,16 @@ def test_bad_names_and_files_are_usage_errors(run, tmp_path):
     assert broken.exit_code == 2 and "broken.json" in broken.stderr
 
 
+def test_a_broken_selected_context_can_be_repaired_with_the_context_commands(run, tmp_path):
+    run("context", "add", "gone", "--gateway", "x:1", "--select")
+    (tmp_path / "config" / "contexts" / "gone.json").unlink()
+    stopped = run("ledger", "list")
+    assert stopped.exit_code == 2 and "no context named 'gone'" in stopped.stderr
+    run("context", "add", "fresh", "--gateway", "y:1")
+    assert run("context", "use", "fresh").exit_code == 0
+    assert run("ledger", "list").exit_code == 0
+
+
 def test_flag_beats_environment_beats_context_beats_default(run, fake, monkeypatch):
     seen: list[Globals] = []
     import click

@@ -82,6 +82,9 @@ EPILOG = (
 @click.pass_context
 def quire(ctx: click.Context, context_name: str | None, **settings: Any) -> None:
     """Quire: a replicated ledger store."""
+    problem = ctx.meta.get(context.CONTEXT_PROBLEM)
+    if problem is not None and ctx.invoked_subcommand != "context":
+        raise problem
     # Tests hand in a factory for a fake client as `obj`; everyone else connects.
     factory = ctx.obj.get("make_client") if isinstance(ctx.obj, dict) else None
     ctx.obj = Globals(**settings, **({"make_client": factory} if factory else {}))

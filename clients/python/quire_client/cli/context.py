@@ -20,6 +20,7 @@ from quire_client.cli.common import option, output_option, print_table, structur
 
 SETTINGS = ("gateway", "registry", "placement", "tls_ca", "tls_cert", "tls_key", "token")
 PATH_SETTINGS = frozenset({"tls_ca", "tls_cert", "tls_key"})
+CONTEXT_PROBLEM = "quire.context_problem"
 VALID_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 
@@ -94,9 +95,18 @@ def apply_context(ctx: click.Context, _param: click.Parameter, name: str | None)
     """Eager callback of `quire --context`: the chosen (or selected) context
     becomes the defaults of the global options, below flags and environment."""
     store = ContextStore.default()
+    explicit = name is not None
     name = name or store.selected()
     if name:
-        ctx.default_map = {**(ctx.default_map or {}), **store.load(name)}
+        try:
+            settings = store.load(name)
+        except click.UsageError as problem:
+            if explicit:
+                raise
+            # A broken selected context stops every command but `quire context ...`, which can repair it.
+            ctx.meta[CONTEXT_PROBLEM] = problem
+            return name
+        ctx.default_map = {**(ctx.default_map or {}), **settings}
     return name
 
 
