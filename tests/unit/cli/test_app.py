@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -41,3 +42,15 @@ def test_python_dash_m_runs_the_same_command_line():
         [sys.executable, "-m", "quire_client.cli", "--version"], capture_output=True, text=True, timeout=120
     )
     assert result.returncode == 0 and result.stdout.startswith("quire ")
+
+
+def test_completion_offers_commands_and_choices():
+    def complete(words: str, index: int) -> list[str]:
+        env = {**os.environ, "_QUIRE_COMPLETE": "bash_complete", "COMP_WORDS": words, "COMP_CWORD": str(index)}
+        result = subprocess.run(
+            [sys.executable, "-m", "quire_client.cli"], env=env, capture_output=True, text=True, timeout=120
+        )
+        return [line.split(",", 1)[1] for line in result.stdout.splitlines()]
+
+    assert complete("quire led", 1) == ["ledger"]
+    assert complete("quire ledger list -o ", 4) == ["table", "json", "yaml"]
