@@ -127,7 +127,7 @@ def test_recover_tail_blob_and_smoke_commands(cluster, tmp_path):
     blob_id = quire(cluster, "blob", "put", str(source)).stdout.strip()
     assert blob_id
     target = tmp_path / "back.bin"
-    got = quire(cluster, "blob", "get", blob_id, "-o", str(target))
+    got = quire(cluster, "blob", "get", blob_id, str(target))
     assert got.returncode == 0, got.stderr
     assert target.read_bytes() == source.read_bytes()
 

@@ -299,7 +299,8 @@ def test_the_command_line_speaks_tls_with_certificates_and_tokens(
     assert refused.returncode == 1
     assert "PERMISSION_DENIED [PERMISSION_DENIED_ROLE]" in refused.stderr and "Traceback" not in refused.stderr
     plaintext = quire("ledger", "read", ledger)
-    assert plaintext.returncode == 1 and "Traceback" not in plaintext.stderr
+    # A plaintext client cannot even connect to a TLS gateway: unavailable, exit status 3.
+    assert plaintext.returncode == 3 and "UNAVAILABLE" in plaintext.stderr and "Traceback" not in plaintext.stderr
 
 
 def test_certificate_rotation_is_picked_up_without_restart(

@@ -22,12 +22,11 @@ import os
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from quire.gateway.v1 import ledger_pb2
-from quire_client import bench_bookie
 from quire_client.bench_closed import print_closed_loop, run_closed_loop
 from quire_client.client import QuireClient
 from quire_client.cluster import LocalCluster, Ports
@@ -200,7 +199,14 @@ def _quorums(args: argparse.Namespace) -> list[tuple[int, int, int]]:
     return [(ensemble, write, ack)]
 
 
-def main(args: argparse.Namespace) -> None:
+def run_count(args: argparse.Namespace) -> int:
+    """How many runs `main` makes (for a progress bar); ValueError on a bad --quorum."""
+    batched = sum(1 for _ in matrix(args)) if args.batch > 0 else 0
+    closed = len(_quorums(args)) * len(args.closed_rpc) * len(args.writers) * len(args.sizes)
+    return batched + (closed if args.closed_seconds > 0 else 0)
+
+
+def main(args: argparse.Namespace, on_run: Callable[[], None] = lambda: None) -> None:
     def report(target: tuple[str, str]) -> None:
         results = []
         if args.batch > 0:
@@ -208,6 +214,7 @@ def main(args: argparse.Namespace) -> None:
                 result = run_one(target, quorum, writers, size, entries, batch, pace)
                 _print(result)
                 results.append(result)
+                on_run()
         closed = []
         if args.closed_seconds > 0:
             for quorum in _quorums(args):
@@ -217,6 +224,7 @@ def main(args: argparse.Namespace) -> None:
                             one = run_closed_loop(target[0], quorum, rpc, writers, size, args.closed_seconds)
                             print_closed_loop(one)
                             closed.append(one)
+                            on_run()
         if args.json:
             Path(args.json).parent.mkdir(parents=True, exist_ok=True)
             document = {
@@ -236,33 +244,3 @@ def main(args: argparse.Namespace) -> None:
                 cluster.stop()
     else:
         report((args.gateway, args.registry))
-
-
-def add_parser(areas: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    bench = areas.add_parser("bench", help="measure write and read throughput and add latency")
-    bench.add_argument("--local", action="store_true", help="start a throwaway local cluster (3 bookies)")
-    bench.add_argument("--json", metavar="FILE", help="also write the results as JSON")
-    bench.add_argument("--entries", type=int, default=32_000, help="entries per 1 KiB run (fewer for larger sizes)")
-    bench.add_argument("--writers", type=int, nargs="+", default=[1, 16], help="concurrent writers per run")
-    bench.add_argument("--sizes", type=int, nargs="+", default=[1024, 65536], help="entry sizes in bytes")
-    bench.add_argument(
-        "--batch", type=int, default=100, help="most entries per stream message (0: skip the batched runs)"
-    )
-    bench.add_argument("--quorum", help="one E,W,A (default: 3,3,2 and 3,2,2)")
-    bench.add_argument("--paced-rate", type=float, default=500.0, help="entries/s of the latency run")
-    bench.add_argument("--paced-entries", type=int, default=3000, help="entries of the latency run")
-    bench.add_argument(
-        "--closed-seconds",
-        type=float,
-        default=5.0,
-        help="seconds of each one-entry-per-request run (writes, then as long for reads); 0 skips them",
-    )
-    bench.add_argument(
-        "--closed-rpc",
-        nargs="+",
-        choices=["stream", "unary"],
-        default=["stream", "unary"],
-        help="one-entry-per-request runs: AppendEntries with one entry per message, and/or unary AddEntry",
-    )
-    bench.set_defaults(func=main)
-    bench_bookie.add_parser(bench.add_subparsers(dest="target", metavar="{bookie}"))

@@ -156,31 +156,3 @@ def main(args: argparse.Namespace) -> None:
             f"| {served.mib_per_second:.1f} | {raw.adds_per_second:,.0f} | {raw.mib_per_second:.1f} "
             f"| {served.adds_per_second / raw.adds_per_second:.0%} |"
         )
-
-
-def add_parser(targets: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    bench = targets.add_parser(
-        "bookie",
-        help="durable adds/s through one bookie's gRPC API vs the raw rocksdict synced-batch limit",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    bench.add_argument("--sizes", default="1024,65536", help="entry payload sizes in bytes, comma-separated")
-    bench.add_argument("--writers", default="1,16", help="concurrent writer counts, comma-separated")
-    bench.add_argument(
-        "--entries",
-        type=int,
-        default=4000,
-        help="entries per case for small entries (x4 when batching; 1/8 of it above 4 KiB)",
-    )
-    bench.add_argument(
-        "--batch",
-        default="1,20",
-        help="entries per AddEntries message, comma-separated (1 = one RPC per entry)",
-    )
-    bench.add_argument("--max-delay-ms", type=int, default=0, help="the bookie's group-commit time bound")
-    bench.add_argument("--target", help="measure a bookie already running at HOST:PORT instead of starting one")
-    bench.add_argument(
-        "--ledger-scope", type=int, default=1000, help="scope of the benchmark's ledgers (vary it between runs)"
-    )
-    bench.set_defaults(func=main)

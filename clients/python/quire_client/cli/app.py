@@ -1,0 +1,148 @@
+"""The root of the `quire` command line: global options, the command groups,
+errors turned into one line and a documented exit status."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+from click.shell_completion import get_completion_class
+
+from quire_client.cli import blob, bookie, cluster, context, dev, ledger, placement, recovery
+from quire_client.cli.common import EXIT_CODES_HELP, ExitCode, Globals, option, report_error
+from quire_client.client import QuireClientError
+from quire_client.cluster import ClusterError
+from quire_common.errors import QuireError
+
+
+class QuireGroup(click.Group):
+    """Turns the errors a command meets into one line and an exit status
+    while the command's context (and its -o) is still known."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except QuireClientError as exc:
+            return report_error(getattr(exc.code, "name", str(exc.code)), exc.reason, exc.message)
+        except QuireError as exc:
+            return report_error(exc.code, exc.reason, exc.message)
+        except ClusterError as exc:
+            return report_error("UNAVAILABLE", "", str(exc))
+
+
+EPILOG = (
+    "\b\nExamples:\n"
+    "  quire cluster up                              a local cluster (what `make run` runs)\n"
+    "  L=$(quire ledger create) && quire ledger append $L hello && quire ledger read $L\n"
+    "  quire --gateway gw:7000 bookie list -o json\n"
+    "  quire context add prod --gateway gw.prod:7000 --select\n"
+    '  eval "$(quire completion bash)"                 shell completion\n'
+    "\n"
+    "Every option can also be set by the environment variable shown next to it\n"
+    "(QUIRE_CLI_<COMMAND>_<OPTION> below the top level, clear of the services' own\n"
+    "prefixes); a flag wins over the variable, which wins over the selected context.\n"
+    "\n" + EXIT_CODES_HELP
+)
+
+
+@click.group(
+    cls=QuireGroup,
+    epilog=EPILOG,
+    context_settings={
+        "auto_envvar_prefix": "QUIRE_CLI",
+        "help_option_names": ["-h", "--help"],
+        "max_content_width": 110,
+    },
+)
+@click.version_option(package_name="quire", prog_name="quire", message="%(prog)s %(version)s")
+@option(
+    "--context",
+    "context_name",
+    envvar="QUIRE_CONTEXT",
+    default=None,
+    is_eager=True,
+    callback=context.apply_context,
+    help="use this named context (default: the one `quire context use` selected)",
+)
+@option("--gateway", envvar="QUIRE_GATEWAY", default="127.0.0.1:7000", help="gateway HOST:PORT")
+@option("--registry", envvar="QUIRE_REGISTRY", default="127.0.0.1:7001", help="registry HOST:PORT")
+@option("--placement", envvar="QUIRE_PLACEMENT", default="127.0.0.1:7002", help="placement HOST:PORT")
+@option("--tls-ca", envvar="QUIRE_CLIENT_TLS_CA", default="", show_default=False, help="CA file: use TLS")
+@option("--tls-cert", envvar="QUIRE_CLIENT_TLS_CERT", default="", show_default=False, help="client certificate")
+@option("--tls-key", envvar="QUIRE_CLIENT_TLS_KEY", default="", show_default=False, help="client key")
+@option("--token", envvar="QUIRE_CLIENT_TOKEN", default="", show_default=False, help="bearer token (JWT)")
+@option(
+    "--progress/--no-progress",
+    envvar="QUIRE_PROGRESS",
+    default=None,
+    show_default=False,
+    help="progress bars on stderr for long work  [default: only when stderr is a terminal]",
+)
+@click.pass_context
+def quire(ctx: click.Context, context_name: str | None, **settings: Any) -> None:
+    """Quire: a replicated ledger store."""
+    problem = ctx.meta.get(context.CONTEXT_PROBLEM)
+    if problem is not None and ctx.invoked_subcommand != "context":
+        raise problem
+    # Tests hand in a factory for a fake client as `obj`; everyone else connects.
+    factory = ctx.obj.get("make_client") if isinstance(ctx.obj, dict) else None
+    ctx.obj = Globals(**settings, **({"make_client": factory} if factory else {}))
+
+
+@quire.command()
+@click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
+def completion(shell: str) -> None:
+    """Print the completion script for SHELL.
+
+    \b
+    bash:  eval "$(quire completion bash)"      (e.g. in ~/.bashrc)
+    zsh:   eval "$(quire completion zsh)"       (e.g. in ~/.zshrc)
+    fish:  quire completion fish > ~/.config/fish/completions/quire.fish"""
+    completer = get_completion_class(shell)
+    assert completer is not None  # every choice has a class
+    click.echo(completer(quire, {}, "quire", "_QUIRE_COMPLETE").source())
+
+
+def _telemetry_group() -> click.Command:
+    from quire_client.cli.telemetry import telemetry
+
+    return telemetry
+
+
+def _bench_group() -> click.Command:
+    from quire_client.cli.bench import bench
+
+    return bench
+
+
+quire.add_command(ledger.ledger)
+quire.add_command(blob.blob)
+quire.add_command(bookie.bookie)
+quire.add_command(bookie.bookieinfo)
+quire.add_command(recovery.recovery)
+quire.add_command(placement.placement)
+quire.add_command(cluster.cluster)
+quire.add_command(dev.dev)
+quire.add_command(_telemetry_group())
+quire.add_command(_bench_group())
+quire.add_command(context.context)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run `quire` with `argv` (default: sys.argv[1:]) and return the exit status."""
+    try:
+        status = quire.main(args=argv, prog_name="quire", standalone_mode=False)
+    except click.ClickException as exc:  # usage errors (2) and files that cannot be opened (1)
+        exc.show()
+        return exc.exit_code
+    except click.Abort:
+        click.echo("interrupted", err=True)
+        return ExitCode.INTERRUPTED
+    except BrokenPipeError:
+        return ExitCode.OK  # e.g. `quire ledger read L | head`
+    return int(status or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
