@@ -299,14 +299,23 @@ class LedgerManager:
     ) -> AsyncIterator[list[ReadEntry]]:
         """Entries first..last. Parameters are checked first (INVALID_ARGUMENT),
         then, for confirmed reads, the LAC as readers know it (beyond it:
-        OUT_OF_RANGE, decided without asking a bookie once the LAC is known;
-        last = -1 means up to it). OpenLedger, ReadLastAddConfirmed and tails
+        OUT_OF_RANGE; last = -1 means up to it). A read that reaches past the
+        LAC this gateway knows asks the registry and the bookies again first,
+        so a read after a close or an append made through another gateway
+        sees it. OpenLedger, ReadLastAddConfirmed and tails
         refresh that LAC. Unconfirmed reads (BP-5) go past the LAC, fail
         NOT_FOUND where no replica has an entry, and never move the LAC."""
         check_range(first, last, confirmed=confirmed)
         metadata, _ = await self.metadata(ledger_id)
         if confirmed:
             lac = await self.last_add_confirmed(ledger_id, metadata, refresh=False)
+            if (last == -1 or last > lac) and metadata.state != common_pb2.LEDGER_STATE_CLOSED:
+                # Past what this gateway last learned: the ledger may have grown or been closed
+                # through another gateway since (a client that closes through one connection and
+                # reads through another). Ask the registry and the bookies again before answering
+                # "that is all" or OUT_OF_RANGE.
+                metadata, _ = await self.remote.get_ledger_metadata(ledger_id)
+                lac = await self.last_add_confirmed(ledger_id, metadata)
             if last == -1:
                 if first == lac + 1:
                     return  # nothing confirmed at or past `first` yet

@@ -159,3 +159,19 @@ def test_a_write_stream_falls_back_to_the_next_gateway_it_was_given(cluster, cli
         assert client.gateway == cluster.gateway_targets[2]
     assert clients[0].next_entry_id(ledger) == 50  # asked without writing
     assert clients[1].next_entry_id(ledger) == 50
+
+
+def test_a_read_through_another_gateway_right_after_a_close_sees_every_entry(clients):
+    """The reading gateway learned an older LAC and may not have seen the close
+    yet (its metadata cache follows a watch): a read that reaches past what it
+    knows asks the registry and the bookies again instead of stopping short."""
+    ledger = ledger_of(clients[0].create_ledger())
+    for i in range(10):
+        clients[0].add_entry(ledger, b"early %d" % i)
+    assert len(list(clients[1].read(ledger, 0, 8))) == 9  # gateway 2 now remembers a LAC of 8 or 9
+    for i in range(10):
+        clients[0].add_entry(ledger, b"late %d" % i)
+    clients[2].close_ledger(ledger)
+    expected = [b"early %d" % i for i in range(10)] + [b"late %d" % i for i in range(10)]
+    assert [e.payload for e in clients[1].read(ledger, 0, 19)] == expected
+    assert [e.payload for e in clients[1].read(ledger)] == expected
