@@ -15,6 +15,7 @@ import pytest
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
+from quire.common.v1 import common_pb2
 from quire.gateway.v1 import blob_pb2, blob_pb2_grpc, ledger_pb2, ledger_pb2_grpc
 from quire_client import QuireClient, ResourceExhaustedError, UnavailableError
 from quire_client.cluster import LocalCluster
@@ -160,3 +161,32 @@ def test_a_tail_resumes_on_another_gateway_when_its_gateway_is_killed(cluster: L
         assert not errors, errors
         assert reader.resumed_reads >= 1
     assert seen == [payload(i) for i in range(ENTRIES)]
+
+
+def test_a_client_without_64_bit_integers_uses_the_qualified_name(cluster: LocalCluster) -> None:
+    """Ids as text only: create, append through a relay, read; every LedgerId returned names itself."""
+    with grpc.insecure_channel(cluster.gateway_targets[0]) as owner_channel:
+        created = ledger_pb2_grpc.LedgerServiceStub(owner_channel).CreateLedger(
+            ledger_pb2.CreateLedgerRequest(ensemble_size=3, write_quorum_size=2, ack_quorum_size=2), timeout=30
+        )
+    name = created.metadata.ledger_id.qualified_name
+    assert name == str(ledger_of(created.metadata))
+    text_id = common_pb2.LedgerId(qualified_name=name)
+    with grpc.insecure_channel(cluster.gateway_targets[1]) as channel:  # not the owner: relayed
+        ledgers = ledger_pb2_grpc.LedgerServiceStub(channel)
+        added = ledgers.AddEntry(ledger_pb2.AddEntryRequest(ledger_id=text_id, payload=b"by name"), timeout=30)
+        assert added.entry_id == 0
+        closed = ledgers.CloseLedger(ledger_pb2.CloseLedgerRequest(ledger_id=text_id), timeout=30)
+        assert closed.metadata.last_entry_id == 0 and closed.metadata.ledger_id.qualified_name == name
+        read = ledgers.ReadEntries(ledger_pb2.ReadEntriesRequest(ledger_id=text_id, last_entry_id=-1), timeout=30)
+        assert [e.payload for r in read for e in r.entries] == [b"by name"]
+        seen = ledgers.GetLedgerMetadata(ledger_pb2.GetLedgerMetadataRequest(ledger_id=text_id), timeout=30)
+        assert seen.metadata.ledger_id.qualified_name == name
+        rounded = common_pb2.LedgerId(
+            scope_id=created.metadata.ledger_id.scope_id ^ 1,
+            ledger_id=created.metadata.ledger_id.ledger_id,
+            qualified_name=name,
+        )
+        with pytest.raises(grpc.RpcError) as refused:
+            ledgers.ReadLastAddConfirmed(ledger_pb2.ReadLastAddConfirmedRequest(ledger_id=rounded), timeout=30)
+        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
