@@ -17,7 +17,7 @@ from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
+from grpc_reflection.v1alpha import reflection, reflection_pb2, reflection_pb2_grpc
 from opentelemetry.instrumentation.grpc import aio_server_interceptor
 
 from quire_common.config import ConfigError, env_bool, env_int
@@ -160,6 +160,25 @@ def _bind(server: grpc.aio.Server, address: str, setting: str, credentials: grpc
     return port
 
 
+# grpc.reflection.v1 is v1alpha under a new package name, message for message
+# and field for field; grpcio-reflection serves only v1alpha, so the same
+# servicer answers both (grpcurl, Postman and recent tools ask v1 first).
+_REFLECTION_V1 = "grpc.reflection.v1.ServerReflection"
+
+
+def _enable_reflection(server: grpc.aio.Server, service_names: list[str]) -> None:
+    servicer = reflection.aio.ReflectionServicer([*service_names, reflection.SERVICE_NAME, _REFLECTION_V1])
+    reflection_pb2_grpc.add_ServerReflectionServicer_to_server(servicer, server)
+    handlers = {
+        "ServerReflectionInfo": grpc.stream_stream_rpc_method_handler(
+            servicer.ServerReflectionInfo,
+            request_deserializer=reflection_pb2.ServerReflectionRequest.FromString,
+            response_serializer=reflection_pb2.ServerReflectionResponse.SerializeToString,
+        )
+    }
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(_REFLECTION_V1, handlers),))
+
+
 def create_server(
     address: str,
     register: Callable[[grpc.aio.Server], Iterable[str]],
@@ -207,7 +226,7 @@ def create_server(
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     if env_bool("QUIRE_REFLECTION_ENABLED", True):
-        reflection.enable_server_reflection([*service_names, health.SERVICE_NAME, reflection.SERVICE_NAME], server)
+        _enable_reflection(server, [*service_names, health.SERVICE_NAME])
     credentials = server_credentials(tls, require_client_cert) if tls.enabled else None
     port = _bind(server, address, address_setting, credentials)
     if probe_port:
