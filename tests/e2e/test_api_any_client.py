@@ -132,6 +132,23 @@ def test_a_read_resumes_on_another_gateway_when_its_gateway_is_killed(cluster: L
     assert seen == [payload(i) for i in range(ENTRIES)]  # every entry once, in order
 
 
+def test_without_resumption_the_same_kill_fails_the_read(cluster: LocalCluster) -> None:
+    """Positive control: the kill above does break the stream; only resuming hides it."""
+    with client_at(cluster, 0) as writer:
+        ledger = ledger_of(writer.create_ledger())
+        writer.append_all(ledger, (payload(i) for i in range(ENTRIES)), batch_size=20)
+        writer.close_ledger(ledger)
+    with client_at(cluster, 1) as reader:
+        reader.resume_attempts = 0
+        seen = 0
+        with pytest.raises(UnavailableError):
+            for _ in reader.read(ledger):
+                seen += 1
+                if seen == 50:
+                    cluster.kill(cluster.gateway_names[1])
+        assert 50 <= seen < ENTRIES
+
+
 def test_a_tail_resumes_on_another_gateway_when_its_gateway_is_killed(cluster: LocalCluster) -> None:
     with client_at(cluster, 0) as writer, client_at(cluster, 2) as reader:
         ledger = ledger_of(writer.create_ledger())

@@ -424,8 +424,9 @@ class QuireClient:
         gateways, after a pause (doubling, at least the RetryInfo delay): the
         caller sees every entry once, in order, with no gap. Attempts without
         progress are bounded by `resume_attempts`; then, or on a final error,
-        the iteration ends with the error. With `last` -1 a resumed read goes
-        up to the LAC at the time it resumes."""
+        the iteration ends with the error. A client with a single gateway
+        that fails before its stream has answered at all raises at once. With
+        `last` -1 a resumed read goes up to the LAC at the time it resumes."""
         ledger_id = _as_ledger_id(ledger)
         ledger_proto = ledger_id_to_proto(ledger_id)
         first = _in_range("first_entry_id", first, _I64_MIN, _I64_MAX)
@@ -473,11 +474,13 @@ class QuireClient:
         next_id = first
         attempt = 0
         resuming = False
+        started = False  # a stream answered: a failure now is a broken stream, not a refused call
         while True:
             try:
                 if resuming and refresh_lac is not None and next_id > refresh_lac():
                     return  # a read up to the LAC whose broken stream had delivered all of it
                 for response in open_stream(next_id):
+                    started = True
                     for entry in response.entries:
                         if entry.entry_id < next_id:
                             continue  # already delivered before the stream was resumed
@@ -493,6 +496,8 @@ class QuireClient:
             attempt += 1
             if not error.retryable or attempt > self.resume_attempts:
                 raise error
+            if not started and len(self._targets) == 1:
+                raise error  # the only gateway refused or cannot be reached: say so at once
             if isinstance(error, UnavailableError):
                 self._next_gateway("")
             self.resumed_reads += 1
