@@ -19,14 +19,18 @@ help: ## list the targets
 setup: ## install etcd, the virtualenv with Quire and its dev tools, and buf
 	@bash scripts/setup.sh
 
-gen: setup ## regenerate Python code from protos/
+gen: setup ## regenerate Python code and docs/api.md from protos/
 	$(PY) scripts/gen_protos.py
+	$(PY) scripts/gen_api_docs.py
 
-gen-check: setup ## fail if the generated code is stale
+gen-check: setup ## fail if the generated code or docs/api.md is stale
 	@rm -rf build/gen-check && $(PY) scripts/gen_protos.py build/gen-check
 	@diff -r -x __pycache__ build/gen-check services/common/generated >/dev/null \
 		|| (echo "generated code is stale: run 'make gen' and commit" >&2; exit 1)
-	@echo "generated code is current"
+	@$(PY) scripts/gen_api_docs.py build/api.md
+	@diff build/api.md docs/api.md >/dev/null \
+		|| (echo "docs/api.md is stale: run 'make gen' and commit" >&2; exit 1)
+	@echo "generated code and docs/api.md are current"
 
 fmt: setup ## format the Python code
 	$(VENV)/bin/ruff format services clients tests scripts

@@ -25,7 +25,9 @@ def generate(output: pathlib.Path) -> None:
     if output.exists():
         shutil.rmtree(output)
     output.mkdir(parents=True)
-    protos = sorted(str(p.relative_to(PROTO_ROOT)) for p in PROTO_ROOT.rglob("*.proto"))
+    # Only Quire's own protos: protos/google/rpc holds copies of googleapis'
+    # for clients in other languages; Python has them from googleapis-common-protos.
+    protos = sorted(str(p.relative_to(PROTO_ROOT)) for p in (PROTO_ROOT / "quire").rglob("*.proto"))
     well_known = pathlib.Path(grpc_tools.__file__).parent / "_proto"
     args = [
         "protoc",

@@ -53,6 +53,7 @@ from quire_common.errors import (
     Unavailable,
 )
 from quire_common.ids import LedgerId
+from quire_common.limits import MAX_ENTRY_PAYLOAD_BYTES
 from quire_common.replication import add_marker
 from quire_common.telemetry import batch_span, current_span_context, tracer, tracing_enabled
 from quire_gateway import metrics
@@ -87,7 +88,8 @@ class WriteSettings:
     # an add is refused at once (RESOURCE_EXHAUSTED, OVERLOADED, retryable).
     # 0: no cap, writers wait as long as it takes (back-pressure only).
     max_waiting_bytes: int = 0
-    max_entry_bytes: int = 5 * 1024 * 1024 - 1024
+    # The default is also the most allowed: larger entries would not fit a default client's reply.
+    max_entry_bytes: int = MAX_ENTRY_PAYLOAD_BYTES
     # How long an unreachable bookie is retried before it is replaced.
     bookie_retry_seconds: float = 2.0
     # Deadline of one add to a bookie; past it the bookie counts as failed.

@@ -67,6 +67,8 @@ def public_metadata(metadata: common_pb2.LedgerMetadata) -> common_pb2.LedgerMet
     copy = common_pb2.LedgerMetadata()
     copy.CopyFrom(metadata)
     copy.ClearField("password")
+    # Both forms of the id, for clients that cannot hold 64-bit integers (common.proto).
+    copy.ledger_id.qualified_name = LedgerId(copy.ledger_id.scope_id, copy.ledger_id.ledger_id).qualified_name
     return copy
 
 

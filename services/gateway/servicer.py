@@ -13,6 +13,7 @@ import grpc
 from quire.gateway.v1 import blob_pb2, blob_pb2_grpc, ledger_pb2, ledger_pb2_grpc
 from quire_common.errors import InvalidArgument, QuireError
 from quire_common.ids import LedgerId, ledger_id_from_proto
+from quire_common.limits import MAX_REPLY_BYTES
 from quire_common.telemetry import tracer, tracing_enabled
 from quire_gateway.blobs import BlobStore
 from quire_gateway.forwarding import Forwarder
@@ -22,19 +23,25 @@ from quire_gateway.reads import ReadEntry
 
 _tracer = tracer(__name__)
 
-# Entries per response message are bounded by bytes as well as by count.
-MAX_RESPONSE_BYTES = 4 * 1024 * 1024
+# Bytes of a repeated-field element's tag and length prefix, at most.
+_ELEMENT_OVERHEAD_BYTES = 6
 
 
-def batched_by_bytes(entries: Iterable[ReadEntry], limit: int = MAX_RESPONSE_BYTES) -> Iterable[list[ledger_pb2.Entry]]:
+def batched_by_bytes(entries: Iterable[ReadEntry], limit: int = MAX_REPLY_BYTES) -> Iterable[list[ledger_pb2.Entry]]:
+    """Entries grouped into replies whose serialized size stays within `limit`
+    (fields and framing counted, not only payloads), so that every reply fits
+    a client at gRPC's default 4 MiB receive limit. An entry is never split:
+    the gateway accepts none larger than MAX_ENTRY_PAYLOAD_BYTES, which fits."""
     batch: list[ledger_pb2.Entry] = []
     size = 0
     for entry in entries:
-        if batch and size + len(entry.payload) > limit:
+        message = ledger_pb2.Entry(entry_id=entry.entry_id, payload=entry.payload, length=entry.length)
+        entry_size = message.ByteSize() + _ELEMENT_OVERHEAD_BYTES
+        if batch and size + entry_size > limit:
             yield batch
             batch, size = [], 0
-        batch.append(ledger_pb2.Entry(entry_id=entry.entry_id, payload=entry.payload, length=entry.length))
-        size += len(entry.payload)
+        batch.append(message)
+        size += entry_size
     if batch:
         yield batch
 

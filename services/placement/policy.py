@@ -170,6 +170,9 @@ def replace_bookie(
             f"no writable bookie can replace {failed} and keep every write quorum on {spread} racks "
             "(enforced by the placement settings)",
             Reason.NOT_ENOUGH_BOOKIES,
+            needed="1",
+            available="0",
+            needed_racks=str(spread),
         )
     return Placement(
         [weighted_pick([n.bookie_id for n in candidates], weights, rng)],
@@ -245,6 +248,10 @@ def _rack_aware_ensemble(
                 f"{request.write_quorum} spans {wanted} racks with {len(candidates)} bookies on {racks} racks "
                 "(enforced by the placement settings)",
                 Reason.NOT_ENOUGH_BOOKIES,
+                needed=str(request.ensemble_size),
+                available=str(len(candidates)),
+                needed_racks=str(wanted),
+                available_racks=str(racks),
             )
     raise AssertionError("a spread of 1 always fits")  # pragma: no cover
 
@@ -312,6 +319,9 @@ def _region_aware_ensemble(
         raise Unavailable(
             f"cannot place a durable ensemble: {fallback} (regions with writable bookies: {', '.join(regions)})",
             Reason.NOT_ENOUGH_BOOKIES,
+            needed=str(request.ensemble_size),
+            available=str(len(candidates)),
+            available_regions=str(len(regions)),
         )
     by_region = {region: [n for n in candidates if n.region == region] for region in regions}
     counts = _spread_counts(request.ensemble_size, regions)

@@ -27,7 +27,8 @@ from quire_common.errors import (
     Unavailable,
 )
 from quire_common.ids import LedgerId, ledger_id_to_proto
-from quire_common.server import STATUS_DETAILS_KEY, create_server
+from quire_common.rpc_status import STATUS_DETAILS_KEY
+from quire_common.server import create_server
 
 pytestmark = pytest.mark.integration
 

@@ -43,6 +43,27 @@ async def test_reflection_is_switchable(
         await server.stop(0)
 
 
+async def test_reflection_answers_v1_and_v1alpha(monkeypatch: pytest.MonkeyPatch) -> None:
+    """grpc.reflection.v1 (what current tools ask) and v1alpha both list the services."""
+    monkeypatch.setenv("QUIRE_REFLECTION_ENABLED", "true")
+    server, port, _ = create_server("127.0.0.1:0", lambda server: [])
+    await server.start()
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            for service in ("grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection"):
+                # v1's messages are v1alpha's, field for field: the same classes encode both.
+                call = channel.stream_stream(
+                    f"/{service}/ServerReflectionInfo",
+                    request_serializer=reflection_pb2.ServerReflectionRequest.SerializeToString,
+                    response_deserializer=reflection_pb2.ServerReflectionResponse.FromString,
+                )
+                async for response in call(iter([reflection_pb2.ServerReflectionRequest(list_services="")])):
+                    names = {s.name for s in response.list_services_response.service}
+                    assert {"grpc.reflection.v1.ServerReflection", "grpc.health.v1.Health"} <= names
+    finally:
+        await server.stop(0)
+
+
 def get(port: int, path: str) -> int:
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=3) as response:

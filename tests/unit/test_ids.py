@@ -76,3 +76,24 @@ def test_host_port_parsing():
     assert parse_host_port("bookie-0") is None
     assert parse_host_port("host:0") is None
     assert parse_host_port("host:99999") is None
+
+
+def test_a_request_may_name_a_ledger_by_its_qualified_name():
+    import pytest as _pytest
+
+    from quire.common.v1 import common_pb2
+    from quire_common.errors import InvalidArgument
+    from quire_common.ids import LedgerId, ledger_id_from_proto
+
+    ledger = LedgerId(2**60 + 3, 2**63 + 5)  # both halves beyond 2^53
+    by_name = common_pb2.LedgerId(qualified_name=ledger.qualified_name)
+    assert ledger_id_from_proto(by_name) == ledger
+    assert ledger_id_from_proto(common_pb2.LedgerId(qualified_name=f"{ledger.scope_id}:{ledger.ledger_id}")) == ledger
+    both = common_pb2.LedgerId(scope_id=ledger.scope_id, ledger_id=ledger.ledger_id, qualified_name=str(ledger))
+    assert ledger_id_from_proto(both) == ledger
+    rounded = common_pb2.LedgerId(scope_id=2**60, ledger_id=2**63, qualified_name=str(ledger))  # as a double rounds
+    with _pytest.raises(InvalidArgument) as refused:
+        ledger_id_from_proto(rounded)
+    assert refused.value.reason == "ERROR_REASON_INVALID_LEDGER_ID" and "rounded" in refused.value.message
+    with _pytest.raises(InvalidArgument):
+        ledger_id_from_proto(common_pb2.LedgerId(qualified_name="not-an-id"))

@@ -109,8 +109,9 @@ def test_impossible_rack_spread_falls_back_or_refuses_when_enforced():
     placed = new_ensemble(nodes, request(3, 2, 2), {}, RACK, random.Random(1))
     assert placed.fallback and len(set(placed.bookie_ids)) == 3
     enforced = PolicySettings(policy="rack-aware", enforce_min_racks=True)
-    with pytest.raises(Unavailable, match="spans 2 racks"):
+    with pytest.raises(Unavailable, match="spans 2 racks") as refused:
         new_ensemble(nodes, request(3, 2, 2), {}, enforced, random.Random(1))
+    assert refused.value.metadata == {"needed": "3", "available": "6", "needed_racks": "2", "available_racks": "2"}
     ok = new_ensemble(nodes, request(4, 2, 2), {}, enforced, random.Random(1))
     assert all(len({b[0] for b in q}) == 2 for q in windows(ok.bookie_ids, 2))
 
@@ -132,9 +133,10 @@ def test_rack_aware_replacement_keeps_the_spread_when_its_rack_is_empty():
     squeezed = ["r0-b0", "r1-b0", "r2-b0", "r0-b1"]
     fallback = replace_bookie(nodes, squeezed, "r1-b0", request(4, 2, 2), {}, RACK, random.Random(1))
     assert fallback.fallback and fallback.bookie_ids[0] not in squeezed
-    with pytest.raises(Unavailable):
+    with pytest.raises(Unavailable) as refused:
         enforced = PolicySettings(policy="rack-aware", enforce_min_racks=True)
         replace_bookie(nodes, squeezed, "r1-b0", request(4, 2, 2), {}, enforced, random.Random(1))
+    assert refused.value.metadata == {"needed": "1", "available": "0", "needed_racks": "2"}
 
 
 REGIONS = [
@@ -180,8 +182,9 @@ def test_too_few_regions_fall_back_or_refuse_when_enforced():
     placed = new_ensemble(one_region, request(3, 2, 2), {}, REGION, random.Random(1))
     assert placed.fallback and len(placed.bookie_ids) == 3
     enforced = PolicySettings(policy="region-aware", enforce_durability=True)
-    with pytest.raises(Unavailable, match="fewer than the 2"):
+    with pytest.raises(Unavailable, match="fewer than the 2") as refused:
         new_ensemble(one_region, request(3, 2, 2), {}, enforced, random.Random(1))
+    assert refused.value.metadata == {"needed": "3", "available": "4", "available_regions": "1"}
 
 
 def test_a_short_region_hands_its_share_on():

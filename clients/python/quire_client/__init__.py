@@ -17,6 +17,7 @@ from quire_client.client import (
     ResourceExhaustedError,
     UnauthenticatedError,
     UnavailableError,
+    UnimplementedError,
 )
 
 __all__ = [
@@ -36,4 +37,5 @@ __all__ = [
     "ResourceExhaustedError",
     "UnauthenticatedError",
     "UnavailableError",
+    "UnimplementedError",
 ]

@@ -15,131 +15,55 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import grpc
-from google.rpc import error_details_pb2, status_pb2
 
 from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
 from quire.common.v1 import common_pb2
 from quire.gateway.v1 import blob_pb2, blob_pb2_grpc, ledger_pb2, ledger_pb2_grpc
 from quire.placement.v1 import placement_pb2, placement_pb2_grpc
 from quire.registry.v1 import registry_pb2, registry_pb2_grpc
+
+# The error classes live in quire_client.errors; importable from here as before.
+from quire_client.errors import (  # noqa: F401
+    AbortedError,
+    AlreadyExistsError,
+    DataLossError,
+    DeadlineExceededError,
+    FailedPreconditionError,
+    InvalidArgumentError,
+    NotFoundError,
+    OutOfRangeError,
+    PermissionDeniedError,
+    QuireClientError,
+    ResourceExhaustedError,
+    UnauthenticatedError,
+    UnavailableError,
+    UnimplementedError,
+)
+from quire_client.errors import translate as _translate
 from quire_common.bookies import bookie_rpc_address
 from quire_common.errors import InvalidArgument
 from quire_common.ids import U64_MAX, LedgerId, ledger_id_to_proto, validate_bookie_id, validate_request_id
 from quire_common.replication import LostReplica, lost_replicas, marked_replicas
 
-_STATUS_DETAILS_KEY = "grpc-status-details-bin"
 _CREATE_RETRY_SECONDS = 0.5  # times the attempt number: a create retried after a lost answer
 
 
-class QuireClientError(Exception):
-    """A call failed; `code` is the gRPC status code, `reason` the ErrorInfo
-    reason (e.g. ERROR_REASON_LEDGER_FENCED), `retryable` whether trying
-    again may succeed."""
-
-    retryable = False
-
-    def __init__(self, code: grpc.StatusCode, reason: str, message: str, details: dict[str, str] | None = None) -> None:
-        super().__init__(f"{code.name}: {message}")
-        self.code = code
-        self.reason = reason
-        self.message = message
-        self.details = details or {}  # the ErrorInfo metadata, e.g. next_entry_id, last_entry_id
-
-
-class InvalidArgumentError(QuireClientError):
-    pass
-
-
-class NotFoundError(QuireClientError):
-    pass
-
-
-class OutOfRangeError(QuireClientError):
-    """A confirmed read beyond the LAC."""
-
-
-class FailedPreconditionError(QuireClientError):
-    """The ledger is closed or fenced, or the bookie is read-only."""
-
-    @property
-    def fenced(self) -> bool:
-        return self.reason == "ERROR_REASON_LEDGER_FENCED"
-
-    @property
-    def closed(self) -> bool:
-        return self.reason == "ERROR_REASON_LEDGER_CLOSED"
-
-
-class AbortedError(QuireClientError):
-    retryable = True
-
-
-class AlreadyExistsError(QuireClientError):
-    pass
-
-
-class PermissionDeniedError(QuireClientError):
-    """Wrong ledger password, or the caller's roles lack the permission
-    (reason ERROR_REASON_PERMISSION_DENIED_ROLE; the message names it)."""
-
-
-class UnauthenticatedError(QuireClientError):
-    """No valid credentials: no token or client certificate, or an expired one."""
-
-
-class UnavailableError(QuireClientError):
-    retryable = True
-
-
-class ResourceExhaustedError(QuireClientError):
-    retryable = True
-
-
-class DataLossError(QuireClientError):
-    pass
-
-
-class DeadlineExceededError(QuireClientError):
-    """The outcome is unknown: a write may or may not have been stored."""
-
-
-_ERRORS_BY_CODE: dict[grpc.StatusCode, type[QuireClientError]] = {
-    grpc.StatusCode.INVALID_ARGUMENT: InvalidArgumentError,
-    grpc.StatusCode.NOT_FOUND: NotFoundError,
-    grpc.StatusCode.OUT_OF_RANGE: OutOfRangeError,
-    grpc.StatusCode.FAILED_PRECONDITION: FailedPreconditionError,
-    grpc.StatusCode.ABORTED: AbortedError,
-    grpc.StatusCode.ALREADY_EXISTS: AlreadyExistsError,
-    grpc.StatusCode.PERMISSION_DENIED: PermissionDeniedError,
-    grpc.StatusCode.UNAUTHENTICATED: UnauthenticatedError,
-    grpc.StatusCode.UNAVAILABLE: UnavailableError,
-    grpc.StatusCode.RESOURCE_EXHAUSTED: ResourceExhaustedError,
-    grpc.StatusCode.DATA_LOSS: DataLossError,
-    grpc.StatusCode.DEADLINE_EXCEEDED: DeadlineExceededError,
-}
-
-
-def _translate(exc: grpc.RpcError) -> QuireClientError:
-    reason = ""
-    details: dict[str, str] = {}
-    for key, value in exc.trailing_metadata() or ():  # type: ignore[attr-defined]
-        if key == _STATUS_DETAILS_KEY:
-            for detail in status_pb2.Status.FromString(value).details:
-                info = error_details_pb2.ErrorInfo()
-                if detail.Unpack(info):
-                    reason, details = info.reason, dict(info.metadata)
-    code = exc.code()  # type: ignore[attr-defined]
-    error_class = _ERRORS_BY_CODE.get(code, QuireClientError)
-    return error_class(code, reason, exc.details() or "", details)  # type: ignore[attr-defined]
-
-
 _UNEXPECTED_ENTRY_ID = "ERROR_REASON_UNEXPECTED_ENTRY_ID"
-_RESUME_BACKOFF_SECONDS = (0.1, 2.0)  # first and longest pause between attempts of a resumed write session
+_RESUME_BACKOFF_SECONDS = (0.1, 2.0)  # first and longest pause between attempts of a resumed session
+
+
+def _backoff(attempt: int, suggested: float | None = None) -> float:
+    """The pause before attempt `attempt` + 1 of a resumed session (write,
+    read or tail): doubling from the first pause up to the longest, and never
+    shorter than the delay the service suggested (RetryInfo), if any."""
+    pause = min(_RESUME_BACKOFF_SECONDS[0] * 2 ** (attempt - 1), _RESUME_BACKOFF_SECONDS[1])
+    return max(pause, suggested or 0.0)
 
 
 @dataclass(frozen=True)
@@ -249,6 +173,8 @@ class QuireClient:
         self.conditional_resume = conditional_resume
         # Entries a resumed append found stored though their acknowledgement was lost.
         self.landed_on_resume = 0
+        # Read and tail streams resumed after a retryable failure.
+        self.resumed_reads = 0
         self.registry = registry_pb2_grpc.RegistryServiceStub(self._registry_channel)
         self._options = options
         self._tls, self._token = tls, token
@@ -430,7 +356,7 @@ class QuireClient:
                     continue
             else:
                 raise error
-            time.sleep(min(_RESUME_BACKOFF_SECONDS[0] * 2 ** (attempt - 1), _RESUME_BACKOFF_SECONDS[1]))
+            time.sleep(_backoff(attempt))
 
     def next_entry_id(self, ledger: LedgerId | str) -> int:
         """The id the ledger's writer would give its next entry, asked without
@@ -488,39 +414,95 @@ class QuireClient:
     def read(
         self, ledger: LedgerId | str, first: int = 0, last: int = -1, *, unconfirmed: bool = False
     ) -> Iterator[ledger_pb2.Entry]:
-        ledger_proto = ledger_id_to_proto(_as_ledger_id(ledger))
+        """Entries `first`..`last` in order (`last` -1: up to the LAC; with
+        `unconfirmed`, whatever the bookies hold).
+
+        Reads are idempotent, so a stream that fails part way with a retryable
+        error (UNAVAILABLE: its gateway died or the connection broke; or any
+        error whose RetryInfo says to try again) is resumed from the entry
+        after the last one delivered, through the next of the client's
+        gateways, after a pause (doubling, at least the RetryInfo delay): the
+        caller sees every entry once, in order, with no gap. Attempts without
+        progress are bounded by `resume_attempts`; then, or on a final error,
+        the iteration ends with the error. A client with a single gateway
+        that fails before its stream has answered at all raises at once. With
+        `last` -1 a resumed read goes up to the LAC at the time it resumes."""
+        ledger_id = _as_ledger_id(ledger)
+        ledger_proto = ledger_id_to_proto(ledger_id)
         first = _in_range("first_entry_id", first, _I64_MIN, _I64_MAX)
         last = _in_range("last_entry_id", last, _I64_MIN, _I64_MAX)
-        try:
+
+        def stream(start: int) -> Iterable[ledger_pb2.ReadEntriesResponse]:
             if unconfirmed:
-                stream = self.ledgers.ReadUnconfirmedEntries(
-                    ledger_pb2.ReadUnconfirmedEntriesRequest(
-                        ledger_id=ledger_proto, first_entry_id=first, last_entry_id=last
-                    ),
-                    timeout=self.timeout * 10,
+                request = ledger_pb2.ReadUnconfirmedEntriesRequest(
+                    ledger_id=ledger_proto, first_entry_id=start, last_entry_id=last
                 )
-            else:
-                stream = self.ledgers.ReadEntries(
-                    ledger_pb2.ReadEntriesRequest(ledger_id=ledger_proto, first_entry_id=first, last_entry_id=last),
-                    timeout=self.timeout * 10,
-                )
-            for response in stream:
-                yield from response.entries
-        except grpc.RpcError as exc:
-            raise _translate(exc) from None
+                return self.ledgers.ReadUnconfirmedEntries(request, timeout=self.timeout * 10)  # type: ignore[no-any-return]
+            return self.ledgers.ReadEntries(  # type: ignore[no-any-return]
+                ledger_pb2.ReadEntriesRequest(ledger_id=ledger_proto, first_entry_id=start, last_entry_id=last),
+                timeout=self.timeout * 10,
+            )
+
+        # A resumed read up to the LAC asks the (new) gateway for it first:
+        # ReadLastAddConfirmed refreshes what that gateway knows.
+        refresh_lac = None if unconfirmed or last >= 0 else (lambda: self.last_add_confirmed(ledger_id))
+        return self._resumed(stream, first, last, refresh_lac)
 
     def tail(self, ledger: LedgerId | str, first: int = 0) -> Iterator[ledger_pb2.Entry]:
         """Confirmed entries from `first` on, as they are confirmed; ends when
-        the ledger is closed and its last entry delivered."""
-        request = ledger_pb2.TailEntriesRequest(
-            ledger_id=ledger_id_to_proto(_as_ledger_id(ledger)),
-            first_entry_id=_in_range("first_entry_id", first, _I64_MIN, _I64_MAX),
-        )
-        try:
-            for response in self.ledgers.TailEntries(request):
-                yield from response.entries
-        except grpc.RpcError as exc:
-            raise _translate(exc) from None
+        the ledger is closed and its last entry delivered. Resumed like
+        read() after a retryable failure: every entry once, in order."""
+        ledger_proto = ledger_id_to_proto(_as_ledger_id(ledger))
+        first = _in_range("first_entry_id", first, _I64_MIN, _I64_MAX)
+
+        def stream(start: int) -> Iterable[ledger_pb2.TailEntriesResponse]:
+            request = ledger_pb2.TailEntriesRequest(ledger_id=ledger_proto, first_entry_id=start)
+            return self.ledgers.TailEntries(request)  # type: ignore[no-any-return]
+
+        return self._resumed(stream, first, None)
+
+    def _resumed(
+        self,
+        open_stream: Callable[[int], Iterable[Any]],
+        first: int,
+        last: int | None,
+        refresh_lac: Callable[[], int] | None = None,
+    ) -> Iterator[ledger_pb2.Entry]:
+        """The entries of `open_stream(first)`, opening it again from the next
+        entry after a retryable failure (see read()). `last`: the last entry
+        asked for (-1: up to the LAC, None: a tail)."""
+        next_id = first
+        attempt = 0
+        resuming = False
+        started = False  # a stream answered: a failure now is a broken stream, not a refused call
+        while True:
+            try:
+                if resuming and refresh_lac is not None and next_id > refresh_lac():
+                    return  # a read up to the LAC whose broken stream had delivered all of it
+                for response in open_stream(next_id):
+                    started = True
+                    for entry in response.entries:
+                        if entry.entry_id < next_id:
+                            continue  # already delivered before the stream was resumed
+                        yield entry
+                        next_id, attempt = entry.entry_id + 1, 0
+                return
+            except grpc.RpcError as exc:
+                error = _translate(exc)
+            except QuireClientError as exc:  # from refresh_lac
+                error = exc
+            if last is not None and last >= 0 and next_id > last:
+                return  # every entry asked for was delivered; only the end of the stream was lost
+            attempt += 1
+            if not error.retryable or attempt > self.resume_attempts:
+                raise error
+            if not started and len(self._targets) == 1:
+                raise error  # the only gateway refused or cannot be reached: say so at once
+            if isinstance(error, UnavailableError):
+                self._next_gateway("")
+            self.resumed_reads += 1
+            resuming = True
+            time.sleep(_backoff(attempt, error.retry_delay))
 
     def writer(self, ledger: LedgerId | str, batch_size: int = 100) -> LedgerWriter:
         """A write session as a context manager: append() queues entries,

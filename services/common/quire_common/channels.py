@@ -8,12 +8,11 @@ from collections.abc import Awaitable
 from typing import TypeVar
 
 import grpc
-from google.rpc import error_details_pb2, status_pb2
 from opentelemetry.instrumentation.grpc import aio_client_interceptors
 
 from quire_common.errors import ERROR_CLASSES_BY_CODE, QuireError, Reason, Unavailable
+from quire_common.rpc_status import call_status
 from quire_common.security import channel_credentials, channel_options, tls_settings
-from quire_common.server import STATUS_DETAILS_KEY
 from quire_common.telemetry import tracing_enabled
 
 T = TypeVar("T")
@@ -57,19 +56,12 @@ def open_channel(target: str, *, wait_for_ready: bool = False, server_name: str 
 
 def error_from_rpc(exc: grpc.aio.AioRpcError, what: str) -> QuireError:
     """The QuireError a failed call stands for, keeping its ErrorInfo reason
-    and metadata (the details a caller acts on, e.g. a next_entry_id)."""
-    code = exc.code()
-    reason = None
-    details: dict[str, str] = {}
-    for key, value in exc.trailing_metadata() or ():
-        if key == STATUS_DETAILS_KEY and isinstance(value, bytes):
-            status = status_pb2.Status.FromString(value)
-            for detail in status.details:
-                info = error_details_pb2.ErrorInfo()
-                if detail.Unpack(info):
-                    reason = info.reason
-                    details = {k: v for k, v in info.metadata.items() if k != "retryable"}
-    return error_from_status(code.name, reason, exc.details() or "", what, details)
+    and metadata (the details a caller acts on, e.g. a next_entry_id, or
+    placement's needed/available), so the next hop sends them on unchanged."""
+    status = call_status(exc)
+    # "retryable" was metadata before RetryInfo; a peer of an older release may still send it.
+    details = {k: v for k, v in status.metadata.items() if k != "retryable"}
+    return error_from_status(status.code.name, status.reason or None, status.message, what, details)
 
 
 def error_from_status(

@@ -1,9 +1,15 @@
 """Typed errors that carry their gRPC status code, reason and retryability.
 
 Domain code raises these; one server interceptor (quire_common.server) turns
-them into a gRPC status with a google.rpc.ErrorInfo detail. The status code is
-kept as a name so that domain modules need no grpc import. The table of
-DESIGN section 7 lives here: each class is one row.
+them into a gRPC status with a google.rpc.ErrorInfo detail, and a
+google.rpc.RetryInfo when the reason is retryable (quire_common.rpc_status).
+The status code is kept as a name so that domain modules need no grpc import.
+The Python client's error classes derive from these, so callers and services
+share one hierarchy.
+
+Retryability belongs to the reason, not to the status code: RETRY_DELAYS is
+the one table of which reasons may succeed when the same call is tried again,
+and after how long.
 """
 
 from __future__ import annotations
@@ -53,12 +59,39 @@ class Reason(enum.StrEnum):
     SERVICE_IDENTITY_REQUIRED = "ERROR_REASON_SERVICE_IDENTITY_REQUIRED"
 
 
+# The reasons for which the same call may succeed if tried again, with the
+# pause to suggest (RetryInfo.retry_delay). Every other reason is final: the
+# call needs another input, another ledger or an operator first.
+RETRY_DELAYS: dict[str, float] = {
+    Reason.METADATA_VERSION_CONFLICT: 0.1,  # re-read the metadata and try again
+    Reason.NOT_ENOUGH_BOOKIES: 5.0,  # bookies come back or register; a few seconds at least
+    Reason.BOOKIE_UNAVAILABLE: 1.0,
+    Reason.METADATA_STORE_UNAVAILABLE: 1.0,
+    Reason.SERVICE_UNAVAILABLE: 1.0,
+    Reason.OVERLOADED: 0.5,
+}
+
+
+def retry_delay_for(reason: str) -> float | None:
+    """Seconds to wait before trying again after `reason`, or None when trying
+    again cannot help."""
+    return RETRY_DELAYS.get(reason)
+
+
 class QuireError(Exception):
     """Base of every error a Quire service returns on purpose."""
 
     code: str = "INTERNAL"
     default_reason: str = "ERROR_REASON_UNSPECIFIED"
-    retryable: bool = False
+
+    @property
+    def retry_delay(self) -> float | None:
+        """Seconds to wait before the same call may succeed; None: it will not."""
+        return retry_delay_for(self.reason)
+
+    @property
+    def retryable(self) -> bool:
+        return self.retry_delay is not None
 
     def __init__(self, message: str, reason: str | None = None, **metadata: str) -> None:
         super().__init__(message)
@@ -93,7 +126,6 @@ class FailedPrecondition(QuireError):
 class Aborted(QuireError):
     code = "ABORTED"
     default_reason = Reason.METADATA_VERSION_CONFLICT
-    retryable = True
 
 
 class AlreadyExists(QuireError):
@@ -116,13 +148,11 @@ class Unauthenticated(QuireError):
 class Unavailable(QuireError):
     code = "UNAVAILABLE"
     default_reason = Reason.SERVICE_UNAVAILABLE
-    retryable = True
 
 
 class ResourceExhausted(QuireError):
     code = "RESOURCE_EXHAUSTED"
     default_reason = Reason.OVERLOADED
-    retryable = True
 
 
 class DataLoss(QuireError):

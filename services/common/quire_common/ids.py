@@ -145,10 +145,23 @@ def parse_host_port(bookie_id: str) -> tuple[str, int] | None:
 
 
 def ledger_id_from_proto(message: common_pb2.LedgerId | None, field: str = "ledger_id") -> LedgerId:
-    """The LedgerId a request names; INVALID_ARGUMENT when it names none."""
-    if message is None or (message.scope_id == 0 and message.ledger_id == 0):
+    """The LedgerId a request names, by its two halves or its qualified_name
+    (for clients without 64-bit integers); INVALID_ARGUMENT when it names
+    none, or when both forms are given and differ."""
+    numbers = LedgerId(message.scope_id, message.ledger_id) if message is not None else LedgerId(0, 0)
+    if message is not None and message.qualified_name:
+        named = LedgerId.parse(message.qualified_name)
+        if numbers != LedgerId(0, 0) and numbers != named:
+            raise InvalidArgument(
+                f"{field}: qualified_name {message.qualified_name!r} is {named.scope_id}:{named.ledger_id} but "
+                f"scope_id and ledger_id say {numbers.scope_id}:{numbers.ledger_id} (rounded by a JSON or "
+                "JavaScript number?); send one form, or both equal",
+                Reason.INVALID_LEDGER_ID,
+            )
+        numbers = named
+    if numbers == LedgerId(0, 0):
         raise InvalidArgument(f"{field} is required (scope 0, ledger 0 is not a ledger)", Reason.INVALID_LEDGER_ID)
-    return LedgerId(message.scope_id, message.ledger_id)
+    return numbers
 
 
 def ledger_id_to_proto(ledger_id: LedgerId) -> common_pb2.LedgerId:

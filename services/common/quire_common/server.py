@@ -16,33 +16,21 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequen
 from typing import Any
 
 import grpc
-from google.protobuf import any_pb2
-from google.rpc import error_details_pb2, status_pb2
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
+from grpc_reflection.v1alpha import reflection, reflection_pb2, reflection_pb2_grpc
 from opentelemetry.instrumentation.grpc import aio_server_interceptor
 
 from quire_common.config import ConfigError, env_bool, env_int
-from quire_common.errors import ERROR_DOMAIN, InvalidArgument, QuireError
+from quire_common.errors import InvalidArgument, QuireError
 from quire_common.faults import FaultInjectionInterceptor, fault_rules_from_env
+from quire_common.rpc_status import grpc_status_for
 from quire_common.security import ProbePortInterceptor, ServiceIdentityInterceptor, server_credentials, tls_settings
 from quire_common.telemetry import tracing_enabled
 
 log = logging.getLogger(__name__)
 
-STATUS_DETAILS_KEY = "grpc-status-details-bin"
 # Only our own services' handlers are wrapped; health and reflection are left alone.
 _QUIRE_METHOD_PREFIX = "/quire."
-
-
-def status_for(error: QuireError) -> status_pb2.Status:
-    """The google.rpc.Status (with ErrorInfo) that carries a QuireError."""
-    info = error_details_pb2.ErrorInfo(reason=error.reason, domain=ERROR_DOMAIN, metadata=error.metadata)
-    if error.retryable:
-        info.metadata["retryable"] = "true"
-    detail = any_pb2.Any()
-    detail.Pack(info)
-    return status_pb2.Status(code=grpc.StatusCode[error.code].value[0], message=error.message, details=[detail])
 
 
 async def _abort(context: grpc.aio.ServicerContext, exc: Exception, method: str) -> None:
@@ -54,12 +42,8 @@ async def _abort(context: grpc.aio.ServicerContext, exc: Exception, method: str)
     # saw the gateway grow by 200+ MiB over 100 refused 4 MiB adds).
     exc.__traceback__ = exc.__context__ = exc.__cause__ = None
     if isinstance(exc, QuireError):
-        status = status_for(exc)
-        await context.abort(
-            grpc.StatusCode[exc.code],
-            exc.message,
-            trailing_metadata=((STATUS_DETAILS_KEY, status.SerializeToString()),),
-        )
+        status = grpc_status_for(exc)
+        await context.abort(status.code, status.details, trailing_metadata=status.trailing_metadata)
     await context.abort(grpc.StatusCode.INTERNAL, f"internal error in {method}; see the service log")
 
 
@@ -176,6 +160,25 @@ def _bind(server: grpc.aio.Server, address: str, setting: str, credentials: grpc
     return port
 
 
+# grpc.reflection.v1 is v1alpha under a new package name, message for message
+# and field for field; grpcio-reflection serves only v1alpha, so the same
+# servicer answers both (grpcurl, Postman and recent tools ask v1 first).
+_REFLECTION_V1 = "grpc.reflection.v1.ServerReflection"
+
+
+def _enable_reflection(server: grpc.aio.Server, service_names: list[str]) -> None:
+    servicer = reflection.aio.ReflectionServicer([*service_names, reflection.SERVICE_NAME, _REFLECTION_V1])
+    reflection_pb2_grpc.add_ServerReflectionServicer_to_server(servicer, server)
+    handlers = {
+        "ServerReflectionInfo": grpc.stream_stream_rpc_method_handler(
+            servicer.ServerReflectionInfo,
+            request_deserializer=reflection_pb2.ServerReflectionRequest.FromString,
+            response_serializer=reflection_pb2.ServerReflectionResponse.SerializeToString,
+        )
+    }
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(_REFLECTION_V1, handlers),))
+
+
 def create_server(
     address: str,
     register: Callable[[grpc.aio.Server], Iterable[str]],
@@ -223,7 +226,7 @@ def create_server(
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     if env_bool("QUIRE_REFLECTION_ENABLED", True):
-        reflection.enable_server_reflection([*service_names, health.SERVICE_NAME, reflection.SERVICE_NAME], server)
+        _enable_reflection(server, [*service_names, health.SERVICE_NAME])
     credentials = server_credentials(tls, require_client_cert) if tls.enabled else None
     port = _bind(server, address, address_setting, credentials)
     if probe_port:

@@ -25,37 +25,38 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cquire/common/v1/common.proto\x12\x0fquire.common.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"/\n\x08LedgerId\x12\x10\n\x08scope_id\x18\x01 \x01(\x04\x12\x11\n\tledger_id\x18\x02 \x01(\x04\"6\n\x08\x45nsemble\x12\x16\n\x0e\x66irst_entry_id\x18\x01 \x01(\x03\x12\x12\n\nbookie_ids\x18\x02 \x03(\t\"\xe5\x04\n\x0eLedgerMetadata\x12,\n\tledger_id\x18\x01 \x01(\x0b\x32\x19.quire.common.v1.LedgerId\x12\x16\n\x0e\x66ormat_version\x18\x02 \x01(\r\x12\x15\n\rensemble_size\x18\x03 \x01(\r\x12\x19\n\x11write_quorum_size\x18\x04 \x01(\r\x12\x17\n\x0f\x61\x63k_quorum_size\x18\x05 \x01(\r\x12+\n\x05state\x18\x06 \x01(\x0e\x32\x1c.quire.common.v1.LedgerState\x12\x15\n\rlast_entry_id\x18\x07 \x01(\x03\x12\x0e\n\x06length\x18\x08 \x01(\x03\x12\x30\n\x0b\x64igest_type\x18\t \x01(\x0e\x32\x1b.quire.common.v1.DigestType\x12\x10\n\x08password\x18\n \x01(\x0c\x12,\n\tensembles\x18\x0b \x03(\x0b\x32\x19.quire.common.v1.Ensemble\x12L\n\x0f\x63ustom_metadata\x18\x0c \x03(\x0b\x32\x33.quire.common.v1.LedgerMetadata.CustomMetadataEntry\x12/\n\x0b\x63reate_time\x18\r \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x19\n\x11\x63reate_request_id\x18\x0e \x01(\t\x12+\n\x05owner\x18\x0f \x01(\x0b\x32\x1c.quire.common.v1.LedgerOwner\x1a\x35\n\x13\x43ustomMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"C\n\x0bLedgerOwner\x12\x0f\n\x07gateway\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x12\n\nsession_id\x18\x03 \x01(\x03\"f\n\x08\x45ndpoint\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04host\x18\x02 \x01(\t\x12\x0c\n\x04port\x18\x03 \x01(\x05\x12\x10\n\x08protocol\x18\x04 \x01(\t\x12\x0c\n\x04\x61uth\x18\x05 \x03(\t\x12\x12\n\nextensions\x18\x06 \x03(\t\"\xbc\x01\n\x11\x42ookieServiceInfo\x12,\n\tendpoints\x18\x01 \x03(\x0b\x32\x19.quire.common.v1.Endpoint\x12\x46\n\nproperties\x18\x02 \x03(\x0b\x32\x32.quire.common.v1.BookieServiceInfo.PropertiesEntry\x1a\x31\n\x0fPropertiesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01*\x85\x01\n\nDigestType\x12\x1b\n\x17\x44IGEST_TYPE_UNSPECIFIED\x10\x00\x12\x15\n\x11\x44IGEST_TYPE_CRC32\x10\x01\x12\x14\n\x10\x44IGEST_TYPE_HMAC\x10\x02\x12\x16\n\x12\x44IGEST_TYPE_CRC32C\x10\x03\x12\x15\n\x11\x44IGEST_TYPE_DUMMY\x10\x04*y\n\x0bLedgerState\x12\x1c\n\x18LEDGER_STATE_UNSPECIFIED\x10\x00\x12\x15\n\x11LEDGER_STATE_OPEN\x10\x01\x12\x1c\n\x18LEDGER_STATE_IN_RECOVERY\x10\x02\x12\x17\n\x13LEDGER_STATE_CLOSED\x10\x03*\xf1\t\n\x0b\x45rrorReason\x12\x1c\n\x18\x45RROR_REASON_UNSPECIFIED\x10\x00\x12!\n\x1d\x45RROR_REASON_INVALID_ARGUMENT\x10\x01\x12\"\n\x1e\x45RROR_REASON_INVALID_LEDGER_ID\x10\x02\x12\x1f\n\x1b\x45RROR_REASON_INVALID_QUORUM\x10\x03\x12\"\n\x1e\x45RROR_REASON_INVALID_BOOKIE_ID\x10\x04\x12&\n\"ERROR_REASON_ENTRY_HEADER_MISMATCH\x10\x05\x12!\n\x1d\x45RROR_REASON_LEDGER_NOT_FOUND\x10\n\x12 \n\x1c\x45RROR_REASON_ENTRY_NOT_FOUND\x10\x0b\x12!\n\x1d\x45RROR_REASON_BOOKIE_NOT_FOUND\x10\x0c\x12 \n\x1c\x45RROR_REASON_READ_BEYOND_LAC\x10\x14\x12\x1e\n\x1a\x45RROR_REASON_LEDGER_FENCED\x10\x1e\x12\x1e\n\x1a\x45RROR_REASON_LEDGER_CLOSED\x10\x1f\x12!\n\x1d\x45RROR_REASON_BOOKIE_READ_ONLY\x10 \x12)\n%ERROR_REASON_LEDGER_NOT_WRITABLE_HERE\x10!\x12\"\n\x1e\x45RROR_REASON_LEDGER_OWNER_GONE\x10\"\x12$\n ERROR_REASON_UNEXPECTED_ENTRY_ID\x10#\x12*\n&ERROR_REASON_METADATA_VERSION_CONFLICT\x10(\x12\x1e\n\x1a\x45RROR_REASON_LEDGER_EXISTS\x10\x32\x12*\n&ERROR_REASON_BOOKIE_ALREADY_REGISTERED\x10\x33\x12\x1e\n\x1a\x45RROR_REASON_COOKIE_EXISTS\x10\x34\x12\"\n\x1e\x45RROR_REASON_REQUEST_ID_REUSED\x10\x35\x12\x1f\n\x1b\x45RROR_REASON_WRONG_PASSWORD\x10<\x12#\n\x1f\x45RROR_REASON_NOT_ENOUGH_BOOKIES\x10\x46\x12#\n\x1f\x45RROR_REASON_BOOKIE_UNAVAILABLE\x10G\x12+\n\'ERROR_REASON_METADATA_STORE_UNAVAILABLE\x10H\x12$\n ERROR_REASON_SERVICE_UNAVAILABLE\x10I\x12\x1a\n\x16\x45RROR_REASON_DISK_FULL\x10P\x12\x1b\n\x17\x45RROR_REASON_OVERLOADED\x10Q\x12 \n\x1c\x45RROR_REASON_ENTRY_TOO_LARGE\x10R\x12 \n\x1c\x45RROR_REASON_DIGEST_MISMATCH\x10Z\x12\x1e\n\x1a\x45RROR_REASON_STORAGE_ERROR\x10[\x12 \n\x1c\x45RROR_REASON_NOT_IMPLEMENTED\x10\x64\x12 \n\x1c\x45RROR_REASON_UNAUTHENTICATED\x10n\x12\'\n#ERROR_REASON_PERMISSION_DENIED_ROLE\x10o\x12*\n&ERROR_REASON_SERVICE_IDENTITY_REQUIRED\x10pb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cquire/common/v1/common.proto\x12\x0fquire.common.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"G\n\x08LedgerId\x12\x10\n\x08scope_id\x18\x01 \x01(\x04\x12\x11\n\tledger_id\x18\x02 \x01(\x04\x12\x16\n\x0equalified_name\x18\x03 \x01(\t\"6\n\x08\x45nsemble\x12\x16\n\x0e\x66irst_entry_id\x18\x01 \x01(\x03\x12\x12\n\nbookie_ids\x18\x02 \x03(\t\"\xe5\x04\n\x0eLedgerMetadata\x12,\n\tledger_id\x18\x01 \x01(\x0b\x32\x19.quire.common.v1.LedgerId\x12\x16\n\x0e\x66ormat_version\x18\x02 \x01(\r\x12\x15\n\rensemble_size\x18\x03 \x01(\r\x12\x19\n\x11write_quorum_size\x18\x04 \x01(\r\x12\x17\n\x0f\x61\x63k_quorum_size\x18\x05 \x01(\r\x12+\n\x05state\x18\x06 \x01(\x0e\x32\x1c.quire.common.v1.LedgerState\x12\x15\n\rlast_entry_id\x18\x07 \x01(\x03\x12\x0e\n\x06length\x18\x08 \x01(\x03\x12\x30\n\x0b\x64igest_type\x18\t \x01(\x0e\x32\x1b.quire.common.v1.DigestType\x12\x10\n\x08password\x18\n \x01(\x0c\x12,\n\tensembles\x18\x0b \x03(\x0b\x32\x19.quire.common.v1.Ensemble\x12L\n\x0f\x63ustom_metadata\x18\x0c \x03(\x0b\x32\x33.quire.common.v1.LedgerMetadata.CustomMetadataEntry\x12/\n\x0b\x63reate_time\x18\r \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x19\n\x11\x63reate_request_id\x18\x0e \x01(\t\x12+\n\x05owner\x18\x0f \x01(\x0b\x32\x1c.quire.common.v1.LedgerOwner\x1a\x35\n\x13\x43ustomMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"C\n\x0bLedgerOwner\x12\x0f\n\x07gateway\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x12\n\nsession_id\x18\x03 \x01(\x03\"f\n\x08\x45ndpoint\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04host\x18\x02 \x01(\t\x12\x0c\n\x04port\x18\x03 \x01(\x05\x12\x10\n\x08protocol\x18\x04 \x01(\t\x12\x0c\n\x04\x61uth\x18\x05 \x03(\t\x12\x12\n\nextensions\x18\x06 \x03(\t\"\xbc\x01\n\x11\x42ookieServiceInfo\x12,\n\tendpoints\x18\x01 \x03(\x0b\x32\x19.quire.common.v1.Endpoint\x12\x46\n\nproperties\x18\x02 \x03(\x0b\x32\x32.quire.common.v1.BookieServiceInfo.PropertiesEntry\x1a\x31\n\x0fPropertiesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01*\x85\x01\n\nDigestType\x12\x1b\n\x17\x44IGEST_TYPE_UNSPECIFIED\x10\x00\x12\x15\n\x11\x44IGEST_TYPE_CRC32\x10\x01\x12\x14\n\x10\x44IGEST_TYPE_HMAC\x10\x02\x12\x16\n\x12\x44IGEST_TYPE_CRC32C\x10\x03\x12\x15\n\x11\x44IGEST_TYPE_DUMMY\x10\x04*y\n\x0bLedgerState\x12\x1c\n\x18LEDGER_STATE_UNSPECIFIED\x10\x00\x12\x15\n\x11LEDGER_STATE_OPEN\x10\x01\x12\x1c\n\x18LEDGER_STATE_IN_RECOVERY\x10\x02\x12\x17\n\x13LEDGER_STATE_CLOSED\x10\x03*\xf1\t\n\x0b\x45rrorReason\x12\x1c\n\x18\x45RROR_REASON_UNSPECIFIED\x10\x00\x12!\n\x1d\x45RROR_REASON_INVALID_ARGUMENT\x10\x01\x12\"\n\x1e\x45RROR_REASON_INVALID_LEDGER_ID\x10\x02\x12\x1f\n\x1b\x45RROR_REASON_INVALID_QUORUM\x10\x03\x12\"\n\x1e\x45RROR_REASON_INVALID_BOOKIE_ID\x10\x04\x12&\n\"ERROR_REASON_ENTRY_HEADER_MISMATCH\x10\x05\x12!\n\x1d\x45RROR_REASON_LEDGER_NOT_FOUND\x10\n\x12 \n\x1c\x45RROR_REASON_ENTRY_NOT_FOUND\x10\x0b\x12!\n\x1d\x45RROR_REASON_BOOKIE_NOT_FOUND\x10\x0c\x12 \n\x1c\x45RROR_REASON_READ_BEYOND_LAC\x10\x14\x12\x1e\n\x1a\x45RROR_REASON_LEDGER_FENCED\x10\x1e\x12\x1e\n\x1a\x45RROR_REASON_LEDGER_CLOSED\x10\x1f\x12!\n\x1d\x45RROR_REASON_BOOKIE_READ_ONLY\x10 \x12)\n%ERROR_REASON_LEDGER_NOT_WRITABLE_HERE\x10!\x12\"\n\x1e\x45RROR_REASON_LEDGER_OWNER_GONE\x10\"\x12$\n ERROR_REASON_UNEXPECTED_ENTRY_ID\x10#\x12*\n&ERROR_REASON_METADATA_VERSION_CONFLICT\x10(\x12\x1e\n\x1a\x45RROR_REASON_LEDGER_EXISTS\x10\x32\x12*\n&ERROR_REASON_BOOKIE_ALREADY_REGISTERED\x10\x33\x12\x1e\n\x1a\x45RROR_REASON_COOKIE_EXISTS\x10\x34\x12\"\n\x1e\x45RROR_REASON_REQUEST_ID_REUSED\x10\x35\x12\x1f\n\x1b\x45RROR_REASON_WRONG_PASSWORD\x10<\x12#\n\x1f\x45RROR_REASON_NOT_ENOUGH_BOOKIES\x10\x46\x12#\n\x1f\x45RROR_REASON_BOOKIE_UNAVAILABLE\x10G\x12+\n\'ERROR_REASON_METADATA_STORE_UNAVAILABLE\x10H\x12$\n ERROR_REASON_SERVICE_UNAVAILABLE\x10I\x12\x1a\n\x16\x45RROR_REASON_DISK_FULL\x10P\x12\x1b\n\x17\x45RROR_REASON_OVERLOADED\x10Q\x12 \n\x1c\x45RROR_REASON_ENTRY_TOO_LARGE\x10R\x12 \n\x1c\x45RROR_REASON_DIGEST_MISMATCH\x10Z\x12\x1e\n\x1a\x45RROR_REASON_STORAGE_ERROR\x10[\x12 \n\x1c\x45RROR_REASON_NOT_IMPLEMENTED\x10\x64\x12 \n\x1c\x45RROR_REASON_UNAUTHENTICATED\x10n\x12\'\n#ERROR_REASON_PERMISSION_DENIED_ROLE\x10o\x12*\n&ERROR_REASON_SERVICE_IDENTITY_REQUIRED\x10pB`\n\x12io.quire.common.v1P\x01Z6github.com/quire/quire/gen/go/quire/common/v1;commonv1\xaa\x02\x0fQuire.Common.V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'quire.common.v1.common_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
-  DESCRIPTOR._loaded_options = None
+  _globals['DESCRIPTOR']._loaded_options = None
+  _globals['DESCRIPTOR']._serialized_options = b'\n\022io.quire.common.v1P\001Z6github.com/quire/quire/gen/go/quire/common/v1;commonv1\252\002\017Quire.Common.V1'
   _globals['_LEDGERMETADATA_CUSTOMMETADATAENTRY']._loaded_options = None
   _globals['_LEDGERMETADATA_CUSTOMMETADATAENTRY']._serialized_options = b'8\001'
   _globals['_BOOKIESERVICEINFO_PROPERTIESENTRY']._loaded_options = None
   _globals['_BOOKIESERVICEINFO_PROPERTIESENTRY']._serialized_options = b'8\001'
-  _globals['_DIGESTTYPE']._serialized_start=1168
-  _globals['_DIGESTTYPE']._serialized_end=1301
-  _globals['_LEDGERSTATE']._serialized_start=1303
-  _globals['_LEDGERSTATE']._serialized_end=1424
-  _globals['_ERRORREASON']._serialized_start=1427
-  _globals['_ERRORREASON']._serialized_end=2692
+  _globals['_DIGESTTYPE']._serialized_start=1192
+  _globals['_DIGESTTYPE']._serialized_end=1325
+  _globals['_LEDGERSTATE']._serialized_start=1327
+  _globals['_LEDGERSTATE']._serialized_end=1448
+  _globals['_ERRORREASON']._serialized_start=1451
+  _globals['_ERRORREASON']._serialized_end=2716
   _globals['_LEDGERID']._serialized_start=82
-  _globals['_LEDGERID']._serialized_end=129
-  _globals['_ENSEMBLE']._serialized_start=131
-  _globals['_ENSEMBLE']._serialized_end=185
-  _globals['_LEDGERMETADATA']._serialized_start=188
-  _globals['_LEDGERMETADATA']._serialized_end=801
-  _globals['_LEDGERMETADATA_CUSTOMMETADATAENTRY']._serialized_start=748
-  _globals['_LEDGERMETADATA_CUSTOMMETADATAENTRY']._serialized_end=801
-  _globals['_LEDGEROWNER']._serialized_start=803
-  _globals['_LEDGEROWNER']._serialized_end=870
-  _globals['_ENDPOINT']._serialized_start=872
-  _globals['_ENDPOINT']._serialized_end=974
-  _globals['_BOOKIESERVICEINFO']._serialized_start=977
-  _globals['_BOOKIESERVICEINFO']._serialized_end=1165
-  _globals['_BOOKIESERVICEINFO_PROPERTIESENTRY']._serialized_start=1116
-  _globals['_BOOKIESERVICEINFO_PROPERTIESENTRY']._serialized_end=1165
+  _globals['_LEDGERID']._serialized_end=153
+  _globals['_ENSEMBLE']._serialized_start=155
+  _globals['_ENSEMBLE']._serialized_end=209
+  _globals['_LEDGERMETADATA']._serialized_start=212
+  _globals['_LEDGERMETADATA']._serialized_end=825
+  _globals['_LEDGERMETADATA_CUSTOMMETADATAENTRY']._serialized_start=772
+  _globals['_LEDGERMETADATA_CUSTOMMETADATAENTRY']._serialized_end=825
+  _globals['_LEDGEROWNER']._serialized_start=827
+  _globals['_LEDGEROWNER']._serialized_end=894
+  _globals['_ENDPOINT']._serialized_start=896
+  _globals['_ENDPOINT']._serialized_end=998
+  _globals['_BOOKIESERVICEINFO']._serialized_start=1001
+  _globals['_BOOKIESERVICEINFO']._serialized_end=1189
+  _globals['_BOOKIESERVICEINFO_PROPERTIESENTRY']._serialized_start=1140
+  _globals['_BOOKIESERVICEINFO_PROPERTIESENTRY']._serialized_end=1189
 # @@protoc_insertion_point(module_scope)

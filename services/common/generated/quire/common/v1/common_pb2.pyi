@@ -108,12 +108,14 @@ ERROR_REASON_PERMISSION_DENIED_ROLE: ErrorReason
 ERROR_REASON_SERVICE_IDENTITY_REQUIRED: ErrorReason
 
 class LedgerId(_message.Message):
-    __slots__ = ("scope_id", "ledger_id")
+    __slots__ = ("scope_id", "ledger_id", "qualified_name")
     SCOPE_ID_FIELD_NUMBER: _ClassVar[int]
     LEDGER_ID_FIELD_NUMBER: _ClassVar[int]
+    QUALIFIED_NAME_FIELD_NUMBER: _ClassVar[int]
     scope_id: int
     ledger_id: int
-    def __init__(self, scope_id: _Optional[int] = ..., ledger_id: _Optional[int] = ...) -> None: ...
+    qualified_name: str
+    def __init__(self, scope_id: _Optional[int] = ..., ledger_id: _Optional[int] = ..., qualified_name: _Optional[str] = ...) -> None: ...
 
 class Ensemble(_message.Message):
     __slots__ = ("first_entry_id", "bookie_ids")

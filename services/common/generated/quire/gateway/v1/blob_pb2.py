@@ -24,13 +24,14 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bquire/gateway/v1/blob.proto\x12\x10quire.gateway.v1\"0\n\x0ePutBlobRequest\x12\x10\n\x08scope_id\x18\x01 \x01(\x04\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\"6\n\x0fPutBlobResponse\x12\x0f\n\x07\x62lob_id\x18\x01 \x01(\t\x12\x12\n\nsize_bytes\x18\x02 \x01(\x04\"!\n\x0eGetBlobRequest\x12\x0f\n\x07\x62lob_id\x18\x01 \x01(\t\"\x1f\n\x0fGetBlobResponse\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x32\xb1\x01\n\x0b\x42lobService\x12P\n\x07PutBlob\x12 .quire.gateway.v1.PutBlobRequest\x1a!.quire.gateway.v1.PutBlobResponse(\x01\x12P\n\x07GetBlob\x12 .quire.gateway.v1.GetBlobRequest\x1a!.quire.gateway.v1.GetBlobResponse0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bquire/gateway/v1/blob.proto\x12\x10quire.gateway.v1\"0\n\x0ePutBlobRequest\x12\x10\n\x08scope_id\x18\x01 \x01(\x04\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\"6\n\x0fPutBlobResponse\x12\x0f\n\x07\x62lob_id\x18\x01 \x01(\t\x12\x12\n\nsize_bytes\x18\x02 \x01(\x04\"!\n\x0eGetBlobRequest\x12\x0f\n\x07\x62lob_id\x18\x01 \x01(\t\"\x1f\n\x0fGetBlobResponse\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x32\xb1\x01\n\x0b\x42lobService\x12P\n\x07PutBlob\x12 .quire.gateway.v1.PutBlobRequest\x1a!.quire.gateway.v1.PutBlobResponse(\x01\x12P\n\x07GetBlob\x12 .quire.gateway.v1.GetBlobRequest\x1a!.quire.gateway.v1.GetBlobResponse0\x01\x42\x64\n\x13io.quire.gateway.v1P\x01Z8github.com/quire/quire/gen/go/quire/gateway/v1;gatewayv1\xaa\x02\x10Quire.Gateway.V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'quire.gateway.v1.blob_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
-  DESCRIPTOR._loaded_options = None
+  _globals['DESCRIPTOR']._loaded_options = None
+  _globals['DESCRIPTOR']._serialized_options = b'\n\023io.quire.gateway.v1P\001Z8github.com/quire/quire/gen/go/quire/gateway/v1;gatewayv1\252\002\020Quire.Gateway.V1'
   _globals['_PUTBLOBREQUEST']._serialized_start=49
   _globals['_PUTBLOBREQUEST']._serialized_end=97
   _globals['_PUTBLOBRESPONSE']._serialized_start=99

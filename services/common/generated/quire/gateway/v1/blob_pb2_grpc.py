@@ -32,6 +32,10 @@ class BlobServiceStub:
     consecutive entries of one blob ledger; its id names them. There is no
     per-blob delete: space comes back when a whole blob ledger is deleted
     (DeleteLedger), see docs/decisions.md.
+
+    Sizes: GetBlob's messages carry at most 1 MiB of data each, well within
+    gRPC's default 4 MiB receive limit; PutBlob takes messages up to 64 MiB
+    (send parts of 1 MiB or so). Errors are as described on LedgerService.
     """
 
     def __init__(self, channel):
@@ -59,6 +63,10 @@ class BlobServiceServicer:
     consecutive entries of one blob ledger; its id names them. There is no
     per-blob delete: space comes back when a whole blob ledger is deleted
     (DeleteLedger), see docs/decisions.md.
+
+    Sizes: GetBlob's messages carry at most 1 MiB of data each, well within
+    gRPC's default 4 MiB receive limit; PutBlob takes messages up to 64 MiB
+    (send parts of 1 MiB or so). Errors are as described on LedgerService.
     """
 
     def PutBlob(self, request_iterator, context):
@@ -107,6 +115,10 @@ class BlobService:
     consecutive entries of one blob ledger; its id names them. There is no
     per-blob delete: space comes back when a whole blob ledger is deleted
     (DeleteLedger), see docs/decisions.md.
+
+    Sizes: GetBlob's messages carry at most 1 MiB of data each, well within
+    gRPC's default 4 MiB receive limit; PutBlob takes messages up to 64 MiB
+    (send parts of 1 MiB or so). Errors are as described on LedgerService.
     """
 
     @staticmethod

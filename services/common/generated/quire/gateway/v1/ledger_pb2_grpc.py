@@ -30,6 +30,28 @@ class LedgerServiceStub:
     client role: it packs and digests entries, writes each to its write quorum,
     acknowledges at the ack quorum in entry order, and checks digests on read.
 
+    Sizes: every message the gateway sends fits gRPC's default receive limit of
+    4 MiB (4,194,304 bytes, the default of grpc-java, grpc-go, grpc-js and
+    grpcio): a reply holds at most 4,177,920 bytes (4 MiB - 16 KiB) of
+    serialized protobuf, so a client needs no channel option to read anything.
+    The largest entry payload is 4,128,768 bytes (4 MiB - 64 KiB; an operator
+    may set it lower with QUIRE_GATEWAY_MAX_ENTRY_BYTES); a larger one is
+    refused RESOURCE_EXHAUSTED, ERROR_REASON_ENTRY_TOO_LARGE. Requests may be up
+    to 64 MiB, so a client sending several entries per AppendEntries message
+    must raise its own send limit only if it sends more than 4 MiB at once.
+
+    Ids: ledger ids are two uint64 halves, usually above 2^53; see
+    quire.common.v1.LedgerId for carrying them in JavaScript. Entry ids are
+    int64 and small in practice, but decode them as 64-bit integers too.
+
+    Errors: a failed call's status carries a google.rpc.Status in the
+    `grpc-status-details-bin` trailer with a google.rpc.ErrorInfo (domain
+    "quire", a reason from quire.common.v1.ErrorReason, metadata) and, only
+    when trying the same call again may succeed, a google.rpc.RetryInfo with
+    the pause to take first. docs/errors.md lists them; docs/api.md lists the
+    codes and reasons each call returns. Reads and tails are idempotent: after
+    a failure, read again from the entry after the last one received.
+
     A deadline that expires on a write means the outcome is unknown: the entry
     may or may not have been stored.
 
@@ -115,6 +137,28 @@ class LedgerServiceServicer:
     """LedgerService is Quire's public ledger API. The gateway plays BookKeeper's
     client role: it packs and digests entries, writes each to its write quorum,
     acknowledges at the ack quorum in entry order, and checks digests on read.
+
+    Sizes: every message the gateway sends fits gRPC's default receive limit of
+    4 MiB (4,194,304 bytes, the default of grpc-java, grpc-go, grpc-js and
+    grpcio): a reply holds at most 4,177,920 bytes (4 MiB - 16 KiB) of
+    serialized protobuf, so a client needs no channel option to read anything.
+    The largest entry payload is 4,128,768 bytes (4 MiB - 64 KiB; an operator
+    may set it lower with QUIRE_GATEWAY_MAX_ENTRY_BYTES); a larger one is
+    refused RESOURCE_EXHAUSTED, ERROR_REASON_ENTRY_TOO_LARGE. Requests may be up
+    to 64 MiB, so a client sending several entries per AppendEntries message
+    must raise its own send limit only if it sends more than 4 MiB at once.
+
+    Ids: ledger ids are two uint64 halves, usually above 2^53; see
+    quire.common.v1.LedgerId for carrying them in JavaScript. Entry ids are
+    int64 and small in practice, but decode them as 64-bit integers too.
+
+    Errors: a failed call's status carries a google.rpc.Status in the
+    `grpc-status-details-bin` trailer with a google.rpc.ErrorInfo (domain
+    "quire", a reason from quire.common.v1.ErrorReason, metadata) and, only
+    when trying the same call again may succeed, a google.rpc.RetryInfo with
+    the pause to take first. docs/errors.md lists them; docs/api.md lists the
+    codes and reasons each call returns. Reads and tails are idempotent: after
+    a failure, read again from the entry after the last one received.
 
     A deadline that expires on a write means the outcome is unknown: the entry
     may or may not have been stored.
@@ -294,6 +338,28 @@ class LedgerService:
     """LedgerService is Quire's public ledger API. The gateway plays BookKeeper's
     client role: it packs and digests entries, writes each to its write quorum,
     acknowledges at the ack quorum in entry order, and checks digests on read.
+
+    Sizes: every message the gateway sends fits gRPC's default receive limit of
+    4 MiB (4,194,304 bytes, the default of grpc-java, grpc-go, grpc-js and
+    grpcio): a reply holds at most 4,177,920 bytes (4 MiB - 16 KiB) of
+    serialized protobuf, so a client needs no channel option to read anything.
+    The largest entry payload is 4,128,768 bytes (4 MiB - 64 KiB; an operator
+    may set it lower with QUIRE_GATEWAY_MAX_ENTRY_BYTES); a larger one is
+    refused RESOURCE_EXHAUSTED, ERROR_REASON_ENTRY_TOO_LARGE. Requests may be up
+    to 64 MiB, so a client sending several entries per AppendEntries message
+    must raise its own send limit only if it sends more than 4 MiB at once.
+
+    Ids: ledger ids are two uint64 halves, usually above 2^53; see
+    quire.common.v1.LedgerId for carrying them in JavaScript. Entry ids are
+    int64 and small in practice, but decode them as 64-bit integers too.
+
+    Errors: a failed call's status carries a google.rpc.Status in the
+    `grpc-status-details-bin` trailer with a google.rpc.ErrorInfo (domain
+    "quire", a reason from quire.common.v1.ErrorReason, metadata) and, only
+    when trying the same call again may succeed, a google.rpc.RetryInfo with
+    the pause to take first. docs/errors.md lists them; docs/api.md lists the
+    codes and reasons each call returns. Reads and tails are idempotent: after
+    a failure, read again from the entry after the last one received.
 
     A deadline that expires on a write means the outcome is unknown: the entry
     may or may not have been stored.
