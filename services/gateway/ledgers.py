@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
+import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
@@ -44,6 +45,12 @@ _tracer = tracer(__name__)
 DEFAULT_ENSEMBLE, DEFAULT_WRITE_QUORUM, DEFAULT_ACK_QUORUM = 3, 2, 2
 METADATA_FORMAT_VERSION = 1
 READER_LACS_KEPT = 100_000
+# A confirmed read past the LAC this gateway remembers asks the bookies again
+# when what it remembers is older than this: with several gateways the writer
+# is usually elsewhere, and a client that appends through one connection and
+# reads through another expects to see its entries. Younger, the answer stands
+# (OUT_OF_RANGE at once), so a reader polling past the end costs no bookie calls.
+READER_LAC_MAX_AGE_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -112,7 +119,8 @@ class LedgerManager:
         self.handles: dict[LedgerId, WriteHandle] = {}
         self.quarantine = Quarantine(self.settings.bookie_quarantine_seconds)
         # LACs readers learned from the bookies, per ledger not written here (LRU-bounded).
-        self._reader_lacs: OrderedDict[tuple[LedgerId, int], int] = OrderedDict()
+        # (LAC, when it was read from the bookies), by ledger and incarnation.
+        self._reader_lacs: OrderedDict[tuple[LedgerId, int], tuple[int, float]] = OrderedDict()
         self._background: set[asyncio.Task[None]] = set()
 
     async def create(self, spec: CreateSpec) -> common_pb2.LedgerMetadata:
@@ -267,14 +275,20 @@ class LedgerManager:
         return entry_id, self.handles[ledger_id].last_add_confirmed
 
     async def last_add_confirmed(
-        self, ledger_id: LedgerId, metadata: common_pb2.LedgerMetadata | None = None, *, refresh: bool = True
+        self,
+        ledger_id: LedgerId,
+        metadata: common_pb2.LedgerMetadata | None = None,
+        *,
+        refresh: bool = True,
+        max_age_seconds: float | None = None,
     ) -> int:
         """The LAC readers get: a closed ledger's last entry; the write
         handle's LAC if this gateway writes the ledger; otherwise the LAC read
         from the bookies (coverage rule), remembered as the readers' LAC.
         Without `refresh` the remembered value is used as it stands (the
-        bookies are asked only if there is none yet), so a confirmed read is
-        bounded by what readers last learned, as a BookKeeper reader is."""
+        bookies are asked only if there is none yet, or it is older than
+        `max_age_seconds`), so a confirmed read is bounded by what readers
+        last learned, as a BookKeeper reader is."""
         if metadata is None:
             metadata, _ = await self.metadata(ledger_id)
         settled = self._settled_lac(ledger_id, metadata)
@@ -283,14 +297,15 @@ class LedgerManager:
         # Keyed by creation time too: a ledger deleted and created again under the same id starts afresh.
         key = (ledger_id, incarnation(metadata))
         known = self._reader_lacs.get(key)
-        if known is not None and not refresh:
+        now = time.monotonic()
+        if known is not None and not refresh and (max_age_seconds is None or now - known[1] <= max_age_seconds):
             self._reader_lacs.move_to_end(key)
-            return known
+            return known[0]
         lac = await read_last_add_confirmed(
             self.remote, ledger_id, metadata, self.recovery_settings.bookie_timeout_seconds
         )
-        lac = max(lac, self._reader_lacs.get(key, -1))  # a LAC never moves back
-        self._reader_lacs[key] = lac
+        lac = max(lac, known[0] if known is not None else -1)  # a LAC never moves back
+        self._reader_lacs[key] = (lac, now)
         self._reader_lacs.move_to_end(key)
         while len(self._reader_lacs) > READER_LACS_KEPT:
             self._reader_lacs.popitem(last=False)
@@ -302,9 +317,9 @@ class LedgerManager:
         """Entries first..last. Parameters are checked first (INVALID_ARGUMENT),
         then, for confirmed reads, the LAC as readers know it (beyond it:
         OUT_OF_RANGE; last = -1 means up to it). A read that reaches past the
-        LAC this gateway knows asks the registry and the bookies again first,
-        so a read after a close or an append made through another gateway
-        sees it. OpenLedger, ReadLastAddConfirmed and tails
+        LAC this gateway knows first asks the registry whether the ledger was
+        closed, and the bookies for its LAC when what this gateway remembers
+        is older than READER_LAC_MAX_AGE_SECONDS. OpenLedger, ReadLastAddConfirmed and tails
         refresh that LAC. Unconfirmed reads (BP-5) go past the LAC, fail
         NOT_FOUND where no replica has an entry, and never move the LAC."""
         check_range(first, last, confirmed=confirmed)
@@ -312,12 +327,13 @@ class LedgerManager:
         if confirmed:
             lac = await self.last_add_confirmed(ledger_id, metadata, refresh=False)
             if (last == -1 or last > lac) and metadata.state != common_pb2.LEDGER_STATE_CLOSED:
-                # Past what this gateway last learned: the ledger may have grown or been closed
-                # through another gateway since (a client that closes through one connection and
-                # reads through another). Ask the registry and the bookies again before answering
-                # "that is all" or OUT_OF_RANGE.
+                # Past what this gateway knows: the ledger may have been closed through another
+                # gateway since its metadata cache last heard (the registry has the exact end),
+                # or grown there (the bookies know, once what is remembered is not fresh).
                 metadata, _ = await self.remote.get_ledger_metadata(ledger_id)
-                lac = await self.last_add_confirmed(ledger_id, metadata)
+                lac = await self.last_add_confirmed(
+                    ledger_id, metadata, refresh=False, max_age_seconds=READER_LAC_MAX_AGE_SECONDS
+                )
             if last == -1:
                 if first == lac + 1:
                     return  # nothing confirmed at or past `first` yet
@@ -367,7 +383,8 @@ class LedgerManager:
         settled = self._settled_lac(ledger_id, metadata)
         if settled is not None:
             return settled
-        return self._reader_lacs.get((ledger_id, incarnation(metadata)), -1)
+        known = self._reader_lacs.get((ledger_id, incarnation(metadata)))
+        return known[0] if known is not None else -1
 
     async def _read_replicas(
         self,

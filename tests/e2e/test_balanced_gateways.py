@@ -87,12 +87,16 @@ def ok(result: subprocess.CompletedProcess[str]) -> str:
 def balanced_client(cluster: LocalCluster) -> tuple[QuireClient, str]:
     """A client connected through the balancer, and the gateway its connection landed on."""
     assert cluster.balancer is not None
-    before = cluster.balancer.connections_per_backend()
-    client = QuireClient(cluster.gateway_target, cluster.registry_target, timeout=30, resume_attempts=60)
-    list(client.list_ledgers(0, page_size=1))
-    after = cluster.balancer.connections_per_backend()
-    (landed,) = [name for name in after if after[name] > before[name]]
-    return client, landed
+    for _ in range(10):
+        before = cluster.balancer.connections_per_backend()
+        client = QuireClient(cluster.gateway_target, cluster.registry_target, timeout=30, resume_attempts=60)
+        list(client.list_ledgers(0, page_size=1))
+        after = cluster.balancer.connections_per_backend()
+        landed = [name for name in after if after[name] > before[name]]
+        if len(landed) == 1:
+            return client, landed[0]
+        client.close()  # another connection (a client of an earlier test reconnecting) came through too
+    raise AssertionError(f"could not tell which gateway a new connection landed on: {before} -> {after}")
 
 
 def ledger_owned_by(cluster: LocalCluster, name: str) -> LedgerId:

@@ -11,6 +11,7 @@ from quire.common.v1 import common_pb2
 from quire_common.entry import Digester, DigestType, pack_entry
 from quire_common.errors import InvalidArgument, NotFound, OutOfRange, PermissionDenied
 from quire_common.ids import LedgerId
+from quire_gateway import ledgers
 from quire_gateway.ledgers import LedgerManager
 from quire_gateway.quorums import replicas_of
 from quire_gateway.reads import ReadSettings
@@ -74,6 +75,24 @@ async def test_confirmed_reads_stop_at_the_readers_lac_without_asking_a_bookie()
             with pytest.raises(InvalidArgument):
                 await collect(quire, first, last, confirmed)
             assert not remote.calls
+
+
+async def test_a_read_past_an_old_readers_lac_asks_the_bookies_again(monkeypatch):
+    """With several gateways the writer is usually elsewhere: once what this
+    gateway remembers is older than READER_LAC_MAX_AGE_SECONDS, a read past it
+    learns the LAC again instead of answering OUT_OF_RANGE."""
+    remote = stored_ledger(["a", "b", "c"], 2, 2, 5)
+    quire = manager(remote)
+    assert await collect(quire, 0, 3, True) == [0, 1, 2, 3]
+    digester = Digester(DigestType.CRC32C, b"pw")
+    packed = pack_entry(LEDGER, 5, 4, 999, b"e5", digester)
+    for bookie in replicas_of(remote.metadata, 5):  # type: ignore[arg-type]
+        remote.bookies[bookie].entries[5] = packed
+        remote.bookies[bookie].lac = 4
+    with pytest.raises(OutOfRange):
+        await collect(quire, 0, 4, True)  # remembered a moment ago: the answer stands
+    monkeypatch.setattr(ledgers, "READER_LAC_MAX_AGE_SECONDS", 0.0)
+    assert await collect(quire, 0, 4, True) == [0, 1, 2, 3, 4]
 
 
 async def test_unconfirmed_reads_go_past_the_lac_and_change_nothing():
