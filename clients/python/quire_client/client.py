@@ -491,7 +491,7 @@ class QuireClient:
                 error = _translate(exc)
             except QuireClientError as exc:  # from refresh_lac
                 error = exc
-            if last is not None and last >= 0 and next_id > last:
+            if started and last is not None and last >= 0 and next_id > last:
                 return  # every entry asked for was delivered; only the end of the stream was lost
             attempt += 1
             if not error.retryable or attempt > self.resume_attempts:
