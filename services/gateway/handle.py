@@ -552,8 +552,10 @@ class WriteHandle:
             submits = self._submits
             await asyncio.sleep(self.settings.explicit_lac_seconds)
             lac = self.last_add_confirmed
-            if self._submits != submits or self._pending or self._failure is not None or lac <= self._lac_published:
+            if self._submits != submits or self._pending or lac <= self._lac_published:
                 return  # not a pause: the next entries carry the LAC, and the next pause publishes it
+            if self.closed or self._failure is not None:
+                return  # the metadata holds the end now (or the ledger is gone): no bookie needs it
             results = await asyncio.gather(
                 *(
                     self.remote.write_last_add_confirmed(bookie_id, self.ledger_id, self.master_key, lac)
