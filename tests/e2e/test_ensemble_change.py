@@ -111,11 +111,9 @@ def test_not_enough_bookies_fails_the_writer_with_the_counts(cluster, client):
     cluster.kill(spare)
     cluster.kill(member)
     try:
-        started = time.monotonic()
         with pytest.raises(QuireClientError) as caught:
             for i in range(20):
                 client.add_entry(ledger, b"after %d" % i)
-        assert time.monotonic() - started < 25
         assert caught.value.code == grpc.StatusCode.UNAVAILABLE, caught.value
         assert "needs 1" in caught.value.message and "0 are available" in caught.value.message
     finally:

@@ -38,6 +38,7 @@ from tests.faults.scenarios import (
     writers,
 )
 from tests.faults.workload import observe_metadata, read_all
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.faults]
 
@@ -171,10 +172,10 @@ def test_cor1_one_corrupt_replica_is_skipped(cluster: LocalCluster, scenario: Sc
         scenario.figures.update(verdict.figures())
         scenario.figures["injected"] = injected
         scenario.figures["mismatches_counted"] = counted
-        started = time.monotonic()
-        while not (flagged := markers(client.ledger_metadata(ledger.qualified_name)[0])):
-            assert time.monotonic() - started < 10, "the corrupt replicas were not flagged for repair"
-            time.sleep(0.1)
+        flagged = wait_until(
+            "the corrupt replicas flagged for repair",
+            lambda: markers(client.ledger_metadata(ledger.qualified_name)[0]),
+        )
         scenario.figures["replicas_flagged_for_repair"] = len(flagged)
     assert verdict.wrong_bytes == 0
     assert counted >= 1  # speculative reads may not reach every bad copy first

@@ -16,6 +16,7 @@ from tests.faults.history import History
 from tests.faults.lab import fault_cluster
 from tests.faults.report import Scenario
 from tests.faults.scenarios import PASSWORD, N, client_for, finish, new_ledger, stale_adds_accepted, writers
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.faults]
 
@@ -231,9 +232,10 @@ def test_ops1_met4_paused_bookie_resumes_after_recovery(cluster: LocalCluster, s
         cluster.pause(paused)
         paused_at = time.monotonic()
         try:
-            while any(r.bookie_id == paused_id for r in client.list_bookies()):
-                assert time.monotonic() - paused_at < 20, "the registry kept a paused bookie"
-                time.sleep(0.1)
+            wait_until(
+                "the registry dropping a paused bookie",
+                lambda: not any(r.bookie_id == paused_id for r in client.list_bookies()),
+            )
             scenario.figures["seconds_to_drop_registration"] = round(time.monotonic() - paused_at, 2)
             time.sleep(max(0.0, 6 - (time.monotonic() - paused_at)))
             closed = client.recover_ledger(ledger.qualified_name, PASSWORD)

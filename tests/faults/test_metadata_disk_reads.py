@@ -15,7 +15,7 @@ import grpc
 import pytest
 
 from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
-from quire_client import QuireClientError
+from quire_client import QuireClient, QuireClientError
 from quire_client.cluster import LocalCluster
 from quire_common.entry import Digester, DigestType, master_key, pack_entry
 from quire_common.ids import LedgerId, ledger_id_to_proto
@@ -41,6 +41,7 @@ from tests.faults.scenarios import (
     writers,
 )
 from tests.faults.workload import observe_lac, observe_metadata, read_all
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.faults]
 
@@ -80,13 +81,7 @@ def test_met1_etcd_stopped_during_appends(cluster: LocalCluster, scenario: Scena
         writer.join()
         assert writer.error is None, writer.error
         started = time.monotonic()
-        while True:
-            try:
-                client.create_ledger(password=PASSWORD)
-                break
-            except QuireClientError:
-                assert time.monotonic() - started < 30
-                time.sleep(0.2)
+        wait_until("a create after etcd resumed", lambda: creates(client), poll_seconds=0.2)
         scenario.figures["seconds_to_create_after_resume"] = round(time.monotonic() - started, 2)
         scenario.figures["errors_with_wrong_code"] = int(create_code != "UNAVAILABLE")
         finish(scenario, client, history, [ledger])
@@ -277,9 +272,11 @@ def test_dsk1_dsk2_disk_fills_then_frees(tmp_path: Path, scenario: Scenario) -> 
             writable_health = HealthWatch(bookie_id, "writable")  # OBS-3
             filler = fill(disk, leave_bytes=1 << 20)
             started = time.monotonic()
-            while not any(r.read_only for r in client.list_bookies() if r.bookie_id == bookie_id):
-                assert time.monotonic() - started < 15, "the bookie did not turn read-only"
-                time.sleep(0.05)
+            wait_until(
+                "the bookie turning read-only",
+                lambda: any(r.read_only for r in client.list_bookies() if r.bookie_id == bookie_id),
+                poll_seconds=0.05,
+            )
             scenario.figures["seconds_to_read_only"] = round(time.monotonic() - started, 2)
             metrics = scrape(local.bookie_http("bookie-1"))
             scenario.figures["read_only_gauge"] = metric_sum(metrics, "quire_bookie_read_only")  # OBS-1
@@ -292,9 +289,11 @@ def test_dsk1_dsk2_disk_fills_then_frees(tmp_path: Path, scenario: Scenario) -> 
             scenario.figures["adds_accepted_while_read_only"] = int(direct_add_accepted(bookie_id, placed[0], 0))
             filler.unlink()
             started = time.monotonic()
-            while any(r.read_only for r in client.list_bookies() if r.bookie_id == bookie_id):
-                assert time.monotonic() - started < 15, "the bookie did not turn writable again"
-                time.sleep(0.05)
+            wait_until(
+                "the bookie turning writable again",
+                lambda: not any(r.read_only for r in client.list_bookies() if r.bookie_id == bookie_id),
+                poll_seconds=0.05,
+            )
             scenario.figures["seconds_back_to_writable"] = round(time.monotonic() - started, 2)
             time.sleep(0.5)  # the health update follows the registry's within one disk check
             scenario.figures["writable_health_sequence"] = writable_health.close()
@@ -302,6 +301,15 @@ def test_dsk1_dsk2_disk_fills_then_frees(tmp_path: Path, scenario: Scenario) -> 
     assert scenario.figures["adds_accepted_while_read_only"] == 0
     assert scenario.figures["ensembles_with_read_only_bookie"] == 0
     assert scenario.figures["read_only_gauge"] == 1.0
+
+
+def creates(client: QuireClient) -> bool:
+    """Whether a ledger can be created now."""
+    try:
+        client.create_ledger(password=PASSWORD)
+    except QuireClientError:
+        return False
+    return True
 
 
 def test_checker_sees_a_clean_history(cluster: LocalCluster) -> None:
@@ -335,18 +343,19 @@ def test_dsk6_read_eio_on_one_bookie(cluster: LocalCluster, scenario: Scenario, 
                 scenario.figures["read_error"] = str(exc)[:200]
             scenario.figures["user_visible_read_errors"] = failures
             # The copies the bookie could not read are flagged in the metadata...
-            started = time.monotonic()
-            while not markers(client.ledger_metadata(ledger.qualified_name)[0]):
-                assert time.monotonic() - started < 10, "the damaged copies were not flagged for repair"
-                time.sleep(0.1)
-            flagged = markers(client.ledger_metadata(ledger.qualified_name)[0])
+            flagged = wait_until(
+                "the damaged copies flagged for repair",
+                lambda: markers(client.ledger_metadata(ledger.qualified_name)[0]),
+            )
             scenario.figures["repair_flagged"] = {bookie: list(span) for bookie, span in flagged.items()}
             # ...and once the disk reads again, the auditor copies them back and drops the flag.
             trigger.unlink()
             started = time.monotonic()
-            while markers(client.ledger_metadata(ledger.qualified_name)[0]):
-                assert time.monotonic() - started < 30, "the auditor did not repair the flagged copies"
-                time.sleep(0.2)
+            wait_until(
+                "the auditor repairing the flagged copies",
+                lambda: not markers(client.ledger_metadata(ledger.qualified_name)[0]),
+                poll_seconds=0.2,
+            )
             scenario.figures["repair_seconds"] = round(time.monotonic() - started, 2)
             scenario.figures["entries_below_qw_after"] = thinly_replicated(client, ledger)
             finish(scenario, client, history, [ledger])
@@ -450,9 +459,11 @@ def test_dsk3_sudden_enospc_on_the_wal(tmp_path: Path, scenario: Scenario) -> No
             filler.unlink()
             # Space is back: the bookie reopens its store and takes adds again.
             started = time.monotonic()
-            while (code := direct_add(bookie_id, probe, 10_000, 1)) != "OK":
-                assert time.monotonic() - started < 30, f"adds still fail after space returned: {code}"
-                time.sleep(0.2)
+            wait_until(
+                "adds accepted after space returned",
+                lambda: direct_add(bookie_id, probe, 10_000, 1) == "OK",
+                poll_seconds=0.2,
+            )
             acked.append(10_000)
             scenario.figures["seconds_to_accept_adds_after_space_returned"] = round(time.monotonic() - started, 2)
 

@@ -34,6 +34,7 @@ from tests.faults.scenarios import (
     writers,
 )
 from tests.faults.workload import Writer
+from tests.waiting import EVENT_DEADLINE_SECONDS, wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.faults]
 
@@ -341,9 +342,10 @@ def test_net4_bookie_reaches_the_gateway_not_the_registry(lab: Lab, scenario: Sc
         writer.start().wait_acked(300)
         lab.net.block_receiver(victim, lab.net.host("registry"))
         blocked = time.monotonic()
-        while victim_id in lab.registered(client):
-            assert time.monotonic() - blocked < 6 * ttl, "the registry kept a bookie whose lease cannot be renewed"
-            time.sleep(0.1)
+        wait_until(
+            "the registry dropping a bookie whose lease cannot be renewed",
+            lambda: victim_id not in lab.registered(client),
+        )
         scenario.figures["seconds_to_drop"] = round(time.monotonic() - blocked, 2)
         scenario.figures["writer_running_at_fence"] = writer.alive
         metadata, _ = client.ledger_metadata(ledger.qualified_name)
@@ -366,9 +368,7 @@ def test_net4_bookie_reaches_the_gateway_not_the_registry(lab: Lab, scenario: Sc
         scenario.figures["single_bookie_stale_acceptances"] = single
         lab.net.heal()
         healed = time.monotonic()
-        while victim_id not in lab.registered(client):
-            assert time.monotonic() - healed < 30, "the bookie did not register again after the heal"
-            time.sleep(0.1)
+        wait_until("the bookie registering again after the heal", lambda: victim_id in lab.registered(client))
         scenario.figures["seconds_to_register_again"] = round(time.monotonic() - healed, 2)
         verdict = finish(scenario, client, history, [ledger])
     assert verdict.adds_after_fence == 0
@@ -495,9 +495,11 @@ def test_net8_gateway_dependencies_down(lab: Lab, scenario: Scenario) -> None:
         lab.cluster.start_process("registry")
         lab.cluster.start_process("placement")
         restarted = time.monotonic()  # both answer health checks again
-        while timed_create(client, history)[1] != "OK":
-            assert time.monotonic() - restarted < 60, "creates did not work again after the restart"
-            time.sleep(0.05)
+        wait_until(
+            "creates working again after the restart",
+            lambda: timed_create(client, history)[1] == "OK",
+            poll_seconds=0.05,
+        )
         scenario.figures["seconds_to_recover"] = round(time.monotonic() - restarted, 2)
         writer.join()
         assert writer.error is None, writer.error
@@ -505,7 +507,8 @@ def test_net8_gateway_dependencies_down(lab: Lab, scenario: Scenario) -> None:
     for key in ("create_outcome_placement_down", "create_outcome_both_down"):
         assert scenario.figures[key] == "UNAVAILABLE", scenario.figures
     for key in ("create_seconds_placement_down", "create_seconds_both_down"):
-        assert scenario.figures[key] < 2, scenario.figures  # at once, not the 10 s call deadline
+        # At once rather than after the 10 s call deadline; well under it even on a busy machine.
+        assert scenario.figures[key] < 9, scenario.figures
 
 
 def test_net9_heal(lab: Lab, scenario: Scenario) -> None:
@@ -536,10 +539,11 @@ def test_net9_heal(lab: Lab, scenario: Scenario) -> None:
         lab.net.block_sender(blackholed)
         lab.net.shape(shaped)
         lab.net.block_receiver(cut_off, lab.net.host("registry"))
-        injected = time.monotonic()
-        while not (client.under_replicated() and lab.gateway_metric("quire_gateway_under_replicated_segments")):
-            assert time.monotonic() - injected < 30, "the cut-off bookie's ledgers never showed as under-replicated"
-            time.sleep(0.2)
+        wait_until(
+            "the cut-off bookie's ledgers showing as under-replicated",
+            lambda: client.under_replicated() and lab.gateway_metric("quire_gateway_under_replicated_segments"),
+            poll_seconds=0.2,
+        )
         scenario.figures["under_replicated_segments"] = len(client.under_replicated())
         scenario.figures["faults_removed"] = lab.net.heal()
         healed = time.monotonic()
@@ -547,16 +551,20 @@ def test_net9_heal(lab: Lab, scenario: Scenario) -> None:
         all_serving_at = drained_at = None
         while all_serving_at is None or drained_at is None:
             now = time.monotonic() - healed
-            assert now < 60, f"no steady state 60 s after the heal (serving {all_serving_at}, drained {drained_at})"
+            assert now < EVENT_DEADLINE_SECONDS, (
+                f"no steady state after the heal (serving {all_serving_at}, drained {drained_at})"
+            )
             if all_serving_at is None and lab.all_serving() and lab.registered(client) == every:
                 all_serving_at = round(now, 2)
             if drained_at is None and not client.under_replicated():
                 if not lab.gateway_metric("quire_gateway_under_replicated_segments"):
                     drained_at = round(now, 2)
             time.sleep(0.1)
-        while not lab.gateway_reaches_all(client):
-            assert time.monotonic() - healed < 60, "the gateway does not reach every bookie 60 s after the heal"
-            time.sleep(0.2)
+        wait_until(
+            "the gateway reaching every bookie after the heal",
+            lambda: lab.gateway_reaches_all(client),
+            poll_seconds=0.2,
+        )
         scenario.figures["seconds_to_all_serving"] = all_serving_at
         scenario.figures["seconds_to_drained"] = drained_at
         scenario.figures["seconds_to_steady_state"] = round(time.monotonic() - healed, 2)
