@@ -22,7 +22,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from quire.gateway.v1 import ledger_pb2, ledger_pb2_grpc
+from quire.gateway.v1 import blob_pb2, ledger_pb2, ledger_pb2_grpc
 from quire_client.cluster import LocalCluster, Ports, free_port
 from quire_client.devcerts import CertBundle, write_dev_certs
 from quire_common.rpc_status import call_status
@@ -50,6 +50,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, bundle: CertBundle) -> Ite
             "gateway": {
                 "QUIRE_GATEWAY_REQUEST_IDLE_SECONDS": str(IDLE_SECONDS),
                 "QUIRE_GATEWAY_MAX_CALLS_PER_CALLER": str(CALLS_PER_CALLER),
+                "QUIRE_GATEWAY_STREAM_IDLE_SECONDS": str(IDLE_SECONDS),
             },
             "gateway-2": {
                 "QUIRE_GATEWAY_FAULT_UNSAFE_AUTH_AFTER_READ": "true",
@@ -178,6 +179,61 @@ def test_header_only_calls_are_ended_by_the_gateway(cluster: LocalCluster, bundl
             ledger_pb2.CreateLedgerRequest(scope_id=3), timeout=30
         )
         assert created.metadata.ledger_id.scope_id == 3
+
+
+def test_streams_that_send_nothing_or_go_quiet_are_ended(cluster: LocalCluster, bundle: CertBundle) -> None:
+    protected = cluster.gateway_targets[0]
+    with grpc.secure_channel(protected, credentials(bundle, "client-writer")) as sync_channel:
+        created = ledger_pb2_grpc.LedgerServiceStub(sync_channel).CreateLedger(
+            ledger_pb2.CreateLedgerRequest(scope_id=3), timeout=30
+        )
+    ledger_id = created.metadata.ledger_id
+
+    async def ended() -> dict[str, grpc.aio.AioRpcError]:
+        never = asyncio.Event()
+
+        async def silent(*first: object) -> AsyncIterator[object]:
+            for message in first:
+                yield message
+            await never.wait()
+
+        async with grpc.aio.secure_channel(protected, credentials(bundle, "client-writer")) as channel:
+            append = channel.stream_stream(
+                "/quire.gateway.v1.LedgerService/AppendEntries",
+                request_serializer=ledger_pb2.AppendEntriesRequest.SerializeToString,
+                response_deserializer=ledger_pb2.AppendEntriesResponse.FromString,
+            )
+            put = channel.stream_unary(
+                "/quire.gateway.v1.BlobService/PutBlob",
+                request_serializer=blob_pb2.PutBlobRequest.SerializeToString,
+                response_deserializer=blob_pb2.PutBlobResponse.FromString,
+            )
+            first = ledger_pb2.AppendEntriesRequest(ledger_id=ledger_id, payloads=[b"one"])
+
+            async def session(call: grpc.aio.StreamStreamCall) -> tuple[int, grpc.aio.AioRpcError]:
+                answers = 0
+                with pytest.raises(grpc.aio.AioRpcError) as refused:
+                    async for _ in call:
+                        answers += 1
+                return answers, refused.value
+
+            async def blob() -> grpc.aio.AioRpcError:
+                with pytest.raises(grpc.aio.AioRpcError) as refused:
+                    await put(silent())
+                return refused.value
+
+            (silent_answers, silent_session), (quiet_answers, quiet_session), silent_blob = await asyncio.wait_for(
+                asyncio.gather(session(append(silent())), session(append(silent(first))), blob()), 60
+            )
+            never.set()
+            assert (silent_answers, quiet_answers) == (0, 1)  # the quiet session's entry was written and acknowledged
+            return {"silent session": silent_session, "quiet session": quiet_session, "silent blob": silent_blob}
+
+    for what, error in asyncio.run(ended()).items():
+        status = call_status(error)
+        assert status.code == grpc.StatusCode.DEADLINE_EXCEEDED, (what, status)
+        setting = "STREAM_IDLE" if what == "quiet session" else "REQUEST_IDLE"
+        assert f"QUIRE_GATEWAY_{setting}_SECONDS" in status.message, (what, status)
 
 
 def test_without_the_idle_timeout_header_only_calls_stay_open(cluster: LocalCluster, bundle: CertBundle) -> None:
