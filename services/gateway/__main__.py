@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+from dataclasses import dataclass
 
 from quire.gateway.v1 import blob_pb2, blob_pb2_grpc, ledger_pb2, ledger_pb2_grpc
 from quire_common.admin_http import start_admin_server
 from quire_common.auth import AuthSettings
 from quire_common.bookies import BookieDirectory
+from quire_common.call_limits import CallsPerCaller, ConnectionLimits, RequestIdle
 from quire_common.config import ConfigError, env_bool, env_float, env_int, env_str
 from quire_common.errors import QuireError
 from quire_common.security import check_client_auth_mode, tls_settings
@@ -53,7 +55,31 @@ def advertised_address(listen: str) -> str:
     return value
 
 
+@dataclass(frozen=True)
+class CallLimitSettings:
+    idle: RequestIdle
+    max_calls_per_caller: int
+    connections: ConnectionLimits
+
+
+def call_limit_settings() -> CallLimitSettings:
+    """What one client call, caller and connection may hold (docs/security.md)."""
+    return CallLimitSettings(
+        idle=RequestIdle(
+            first_message_seconds=env_float("QUIRE_GATEWAY_REQUEST_IDLE_SECONDS", 30.0, minimum=0.0),
+            between_messages_seconds=env_float("QUIRE_GATEWAY_STREAM_IDLE_SECONDS", 0.0, minimum=0.0),
+        ),
+        max_calls_per_caller=env_int("QUIRE_GATEWAY_MAX_CALLS_PER_CALLER", 1000, minimum=0),
+        connections=ConnectionLimits(
+            max_streams_per_connection=env_int("QUIRE_GATEWAY_MAX_STREAMS_PER_CONNECTION", 256, minimum=0),
+            keepalive_seconds=env_float("QUIRE_GATEWAY_KEEPALIVE_SECONDS", 60.0, minimum=0.0),
+            max_connection_idle_seconds=env_float("QUIRE_GATEWAY_MAX_CONNECTION_IDLE_SECONDS", 600.0, minimum=0.0),
+        ),
+    )
+
+
 async def main() -> None:
+    limits = call_limit_settings()
     address = env_str("QUIRE_GATEWAY_ADDRESS", "127.0.0.1:7000")
     registry_target = env_str("QUIRE_REGISTRY_TARGET", "127.0.0.1:7001")
     placement_target = env_str("QUIRE_PLACEMENT_TARGET", "127.0.0.1:7002")
@@ -157,13 +183,24 @@ async def main() -> None:
     client_auth = check_client_auth_mode(
         "QUIRE_GATEWAY_TLS_CLIENT_AUTH", env_str("QUIRE_GATEWAY_TLS_CLIENT_AUTH", "require")
     )
+    check_before_read = not env_bool("QUIRE_GATEWAY_FAULT_UNSAFE_AUTH_AFTER_READ", False)
+    if not check_before_read:
+        log.warning("QUIRE_GATEWAY_FAULT_UNSAFE_AUTH_AFTER_READ is set: refused callers' messages are read first")
+    interceptor = GatewayAuthInterceptor(
+        auth,
+        tls.enabled,
+        idle=limits.idle,
+        calls_per_caller=CallsPerCaller(limits.max_calls_per_caller),
+        check_before_read=check_before_read,
+    )
     server, port, health = create_server(
         address,
         register,
         internal=False,
         require_client_cert=client_auth == "require",
-        auth_interceptors=[GatewayAuthInterceptor(auth, tls.enabled)] if auth.enabled or tls.enabled else [],
+        auth_interceptors=[interceptor],
         address_setting="QUIRE_GATEWAY_ADDRESS",
+        connection_limits=limits.connections,
     )
     await mark_not_serving(health, SERVICE_NAMES)  # until the registry answers
     # The admin endpoint first: a port it cannot use stops the start before gRPC serves anything.

@@ -5,7 +5,12 @@ its roles allow this RPC on this scope (quire_gateway.policy).
 A write relayed by another gateway (it carries peers.FORWARDED_BY) is
 accepted only from the gateway service identity: the relaying gateway
 authenticated and authorized the client already, so the caller's roles are
-not checked again here."""
+not checked again here.
+
+Who the caller is is decided from the call's headers and certificate alone,
+before grpc reads the request message (guard_handler): a caller without valid
+credentials is refused without its message being taken in. What the caller
+may do depends on the message (its scope) and is checked on it."""
 
 from __future__ import annotations
 
@@ -15,6 +20,7 @@ from typing import Any
 import grpc
 
 from quire_common.auth import AuthSettings, Principal
+from quire_common.call_limits import NO_IDLE_LIMIT, CallsPerCaller, RequestIdle
 from quire_common.errors import PermissionDenied, Reason, Unauthenticated
 from quire_common.security import SERVICE_IDENTITY_PREFIX, guard_handler, peer_common_name
 from quire_gateway.peers import FORWARDED_BY
@@ -36,9 +42,20 @@ def require_gateway_identity(context: grpc.aio.ServicerContext, method: str) -> 
 
 
 class GatewayAuthInterceptor(grpc.aio.ServerInterceptor):
-    def __init__(self, settings: AuthSettings, tls_enabled: bool = True) -> None:
+    def __init__(
+        self,
+        settings: AuthSettings,
+        tls_enabled: bool = True,
+        *,
+        idle: RequestIdle = NO_IDLE_LIMIT,
+        calls_per_caller: CallsPerCaller | None = None,
+        check_before_read: bool = True,
+    ) -> None:
         self.settings = settings
         self.tls_enabled = tls_enabled
+        self.idle = idle
+        self.calls = calls_per_caller or CallsPerCaller(0)
+        self.check_before_read = check_before_read
 
     async def intercept_service(
         self,
@@ -52,19 +69,31 @@ class GatewayAuthInterceptor(grpc.aio.ServerInterceptor):
         name = method.rsplit("/", 1)[-1]
         relayed = any(key == FORWARDED_BY for key, _ in handler_call_details.invocation_metadata or ())
         if relayed and self.tls_enabled:  # without TLS there is no identity: the caller is checked as any other
-            return guard_handler(handler, lambda context: require_gateway_identity(context, name))
+            return self._guard(handler, lambda context: require_gateway_identity(context, name))
         if not self.settings.enabled:
-            return handler
+            return self._guard(handler, lambda context: None)  # no credentials asked, but the idle bounds hold
 
         def authenticate(context: grpc.aio.ServicerContext) -> Principal:
             metadata = dict(context.invocation_metadata() or ())
             authorization = metadata.get("authorization")
-            return self.settings.authenticate(
+            principal = self.settings.authenticate(
                 authorization if isinstance(authorization, str) else None, peer_common_name(context)
             )
+            caller = f"{principal.via}:{principal.subject}"
+            self.calls.admit(caller)
+            context.add_done_callback(lambda _: self.calls.release(caller))
+            return principal
 
         def authorize(principal: Principal, request: Any) -> None:
             permission, scope = required_permission(name, request)
             principal.require(permission, scope, name)
 
-        return guard_handler(handler, authenticate, authorize)
+        return self._guard(handler, authenticate, authorize)
+
+    def _guard(
+        self,
+        handler: grpc.RpcMethodHandler,
+        check: Callable[[grpc.aio.ServicerContext], Any],
+        check_request: Callable[[Any, Any], None] | None = None,
+    ) -> grpc.RpcMethodHandler:
+        return guard_handler(handler, check, check_request, idle=self.idle, check_before_read=self.check_before_read)

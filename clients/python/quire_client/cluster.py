@@ -195,6 +195,7 @@ class LocalCluster:
         cluster_name: str = "local",
         extra_env: dict[str, str] | None = None,
         bookie_env: dict[str, dict[str, str]] | None = None,
+        gateway_env: dict[str, dict[str, str]] | None = None,
         etcd_binary: str | None = None,
         etcd_args: Sequence[str] = (),
         tls: CertBundle | None = None,
@@ -207,7 +208,8 @@ class LocalCluster:
         (QUIRE_INSECURE_PLAINTEXT_DEV); with it, mutual TLS between all of
         them and bearer-token or client-certificate authentication at the
         gateway, from a `quire dev certs` bundle. `etcd_args` are extra etcd
-        flags (e.g. `--quota-backend-bytes`).
+        flags (e.g. `--quota-backend-bytes`). `bookie_env` and `gateway_env`
+        add settings for single processes, by name.
 
         `hosts` gives a process (by name: "gateway", "registry", "placement",
         "bookie-1", ...) the address it listens on and is reached at instead of
@@ -230,6 +232,7 @@ class LocalCluster:
         self.cluster_name = cluster_name
         self.extra_env = extra_env or {}
         self.bookie_env = bookie_env or {}  # settings for single bookies, by name
+        self.gateway_env = gateway_env or {}  # settings for single gateways, by name ("gateway", "gateway-2", ...)
         self.etcd_binary = etcd_binary or shutil.which("etcd") or "/usr/bin/etcd"
         self.etcd_args = list(etcd_args)
         self.processes: dict[str, _Process] = {}
@@ -367,6 +370,7 @@ class LocalCluster:
         settings = {"QUIRE_GATEWAY_ADDRESS": target, "QUIRE_GATEWAY_HTTP_PORT": str(http_port)}
         if name != "gateway" or self.balancer_requested:  # a lone gateway keeps its default name (<hostname>:<port>)
             settings.update(QUIRE_GATEWAY_NAME=name, QUIRE_GATEWAY_ADVERTISED_ADDRESS=target)
+        settings.update(self.gateway_env.get(name, {}))
         self._add(name, [sys.executable, "-m", "quire_gateway"], self._env("gateway", **settings), target)
 
     def add_gateway(self, name: str, timeout: float = 60.0) -> str:

@@ -150,6 +150,15 @@ class Unavailable(QuireError):
     default_reason = Reason.SERVICE_UNAVAILABLE
 
 
+class DeadlineExceeded(QuireError):
+    """A call whose request message did not arrive in time (the gateway's
+    QUIRE_GATEWAY_REQUEST_IDLE_SECONDS): nothing was done. Not in
+    ERROR_CLASSES_BY_CODE: a DEADLINE_EXCEEDED from another hop stays transport trouble."""
+
+    code = "DEADLINE_EXCEEDED"
+    default_reason = Reason.INVALID_ARGUMENT
+
+
 class ResourceExhausted(QuireError):
     code = "RESOURCE_EXHAUSTED"
     default_reason = Reason.OVERLOADED

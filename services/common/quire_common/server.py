@@ -20,6 +20,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2, reflection_pb2_grpc
 from opentelemetry.instrumentation.grpc import aio_server_interceptor
 
+from quire_common.call_limits import ConnectionLimits
 from quire_common.config import ConfigError, env_bool, env_int
 from quire_common.errors import InvalidArgument, QuireError
 from quire_common.faults import FaultInjectionInterceptor, fault_rules_from_env
@@ -187,6 +188,7 @@ def create_server(
     require_client_cert: bool = True,
     auth_interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
     address_setting: str = "address",
+    connection_limits: ConnectionLimits | None = None,
 ) -> tuple[grpc.aio.Server, int, health.aio.HealthServicer]:
     """Build a server listening on `address` (port 0 picks one).
 
@@ -197,6 +199,7 @@ def create_server(
     passes internal=False, its own `auth_interceptors` and whether a client
     certificate is required at the handshake. An address that cannot be bound
     (taken, or not a local address) is a ConfigError naming `address_setting`.
+    `connection_limits` bound what one client connection may hold (the gateway's).
     """
     tls = tls_settings()
     probe_port = env_int("QUIRE_HEALTH_PROBE_PORT", 0, minimum=0, maximum=65535)
@@ -220,6 +223,7 @@ def create_server(
             # port already in use would share it silently and take half of its
             # connections. Without it, a taken port fails the start (BAD-12).
             ("grpc.so_reuseport", 0),
+            *(connection_limits.server_options() if connection_limits else ()),
         ],
     )
     service_names = list(register(server))

@@ -1,0 +1,117 @@
+"""What one connection, one call and one caller may hold at a server that
+faces clients (the gateway): streams per connection, keepalive and idle
+connections, how long a call may wait for its request messages, and how many
+calls one authenticated caller may have open. No grpc here: the server
+options are plain (name, value) pairs.
+
+Unauthenticated callers hold nothing: the gateway refuses them from the
+call's headers, before any request message is read (quire_common.security's
+guard_handler), so these bounds are about callers that did authenticate, and
+about connections that have not made a call yet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import AsyncIterable, AsyncIterator
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from quire_common.errors import DeadlineExceeded, ResourceExhausted
+
+T = TypeVar("T")
+
+# gRPC refuses a call whose headers exceed grpc.max_metadata_size with
+# RESOURCE_EXHAUSTED before any Quire code runs (16 KiB by default, and calls
+# between its soft and hard limits fail at random). Raised so that a bearer
+# token up to this size reaches the authentication check and is refused there
+# as UNAUTHENTICATED; larger headers are still grpc's RESOURCE_EXHAUSTED.
+MAX_METADATA_BYTES = 64 * 1024
+
+
+@dataclass(frozen=True)
+class RequestIdle:
+    """How long a call may wait for its request messages; 0 waits for ever."""
+
+    first_message_seconds: float = 0.0
+    between_messages_seconds: float = 0.0
+
+    async def limit(self, requests: AsyncIterable[T]) -> AsyncIterator[T]:
+        """`requests`, ended with DeadlineExceeded when the first message (or,
+        on a stream, the next one) does not arrive in time."""
+        iterator = aiter(requests)
+        timeout, which = self.first_message_seconds, "its first request message"
+        setting = "QUIRE_GATEWAY_REQUEST_IDLE_SECONDS"
+        while True:
+            try:
+                request = await asyncio.wait_for(anext(iterator), timeout or None)
+            except StopAsyncIteration:
+                return
+            except TimeoutError:
+                raise DeadlineExceeded(
+                    f"the call sent no more than its headers: {which} did not arrive within {timeout:g} s ({setting})"
+                ) from None
+            yield request
+            timeout, which = self.between_messages_seconds, "the stream's next request message"
+            setting = "QUIRE_GATEWAY_STREAM_IDLE_SECONDS"
+
+
+NO_IDLE_LIMIT = RequestIdle()
+
+
+class CallsPerCaller:
+    """Open calls per authenticated caller, so that one identity cannot hold
+    every slot of the server; 0 means no limit."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._open: Counter[str] = Counter()
+
+    def admit(self, caller: str) -> None:
+        """Count a call of `caller`; ResourceExhausted (OVERLOADED, retryable) at the limit."""
+        if self.limit and self._open[caller] >= self.limit:
+            raise ResourceExhausted(
+                f"{caller!r} already has {self._open[caller]} calls open at this gateway, its limit "
+                "(QUIRE_GATEWAY_MAX_CALLS_PER_CALLER); let some finish first"
+            )
+        self._open[caller] += 1
+
+    def release(self, caller: str) -> None:
+        self._open[caller] -= 1
+        if self._open[caller] <= 0:
+            del self._open[caller]
+
+    def open_calls(self, caller: str) -> int:
+        return self._open[caller]
+
+
+@dataclass(frozen=True)
+class ConnectionLimits:
+    """HTTP/2 limits of a client-facing listener. 0 leaves grpc's default
+    (no limit) for the stream count and idle connections."""
+
+    max_streams_per_connection: int = 0
+    keepalive_seconds: float = 0.0
+    keepalive_timeout_seconds: float = 20.0
+    max_connection_idle_seconds: float = 0.0
+    max_metadata_bytes: int = MAX_METADATA_BYTES
+
+    def server_options(self) -> list[tuple[str, Any]]:
+        options: list[tuple[str, Any]] = [
+            ("grpc.max_metadata_size", self.max_metadata_bytes),
+            ("grpc.absolute_max_metadata_size", self.max_metadata_bytes),
+        ]
+        if self.max_streams_per_connection:
+            options.append(("grpc.max_concurrent_streams", self.max_streams_per_connection))
+        if self.keepalive_seconds:
+            # The server pings a connection quiet for this long and closes it
+            # when no answer comes: a peer that vanished frees its calls.
+            options += [
+                ("grpc.keepalive_time_ms", int(self.keepalive_seconds * 1000)),
+                ("grpc.keepalive_timeout_ms", int(self.keepalive_timeout_seconds * 1000)),
+                ("grpc.keepalive_permit_without_calls", 1),
+            ]
+        if self.max_connection_idle_seconds:
+            options.append(("grpc.max_connection_idle_ms", int(self.max_connection_idle_seconds * 1000)))
+        return options

@@ -1,0 +1,79 @@
+"""The bounds on what one call and one caller may hold (quire_common.call_limits)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from quire_common.call_limits import MAX_METADATA_BYTES, CallsPerCaller, ConnectionLimits, RequestIdle
+from quire_common.errors import DeadlineExceeded, ResourceExhausted
+
+
+async def messages(*gaps: float) -> AsyncIterator[int]:
+    """Yields 0, 1, ... each after its gap."""
+    for index, gap in enumerate(gaps):
+        await asyncio.sleep(gap)
+        yield index
+
+
+async def collect(idle: RequestIdle, *gaps: float) -> list[int]:
+    return [message async for message in idle.limit(messages(*gaps))]
+
+
+def test_messages_that_arrive_pass_unchanged() -> None:
+    assert asyncio.run(collect(RequestIdle(5.0, 5.0), 0, 0, 0)) == [0, 1, 2]
+    assert asyncio.run(collect(RequestIdle(), 0.01, 0.01)) == [0, 1]  # 0: no limit
+
+
+def test_a_first_message_that_never_comes_ends_the_call() -> None:
+    with pytest.raises(DeadlineExceeded, match=r"first request message.*QUIRE_GATEWAY_REQUEST_IDLE_SECONDS"):
+        asyncio.run(collect(RequestIdle(0.05, 0.0), 3600))
+
+
+def test_a_stream_that_goes_quiet_is_ended_only_with_its_own_limit() -> None:
+    with pytest.raises(DeadlineExceeded, match=r"next request message.*QUIRE_GATEWAY_STREAM_IDLE_SECONDS"):
+        asyncio.run(collect(RequestIdle(5.0, 0.05), 0, 3600))
+    # The first-message limit alone lets a stream pause between messages.
+    assert asyncio.run(collect(RequestIdle(0.05, 0.0), 0, 0.2)) == [0, 1]
+
+
+def test_a_caller_is_refused_at_its_limit_and_admitted_again_when_a_call_ends() -> None:
+    calls = CallsPerCaller(2)
+    calls.admit("certificate:a")
+    calls.admit("certificate:a")
+    calls.admit("token:b")  # another caller has its own count
+    with pytest.raises(ResourceExhausted, match="QUIRE_GATEWAY_MAX_CALLS_PER_CALLER") as refused:
+        calls.admit("certificate:a")
+    assert refused.value.retryable
+    calls.release("certificate:a")
+    calls.admit("certificate:a")
+    assert calls.open_calls("certificate:a") == 2
+    for _ in range(2):
+        calls.release("certificate:a")
+    assert calls.open_calls("certificate:a") == 0
+
+
+def test_no_limit_admits_everyone() -> None:
+    calls = CallsPerCaller(0)
+    for _ in range(10_000):
+        calls.admit("token:c")
+
+
+def test_connection_options() -> None:
+    options = dict(ConnectionLimits(8, 30.0, 10.0, 300.0).server_options())
+    assert options == {
+        "grpc.max_metadata_size": MAX_METADATA_BYTES,
+        "grpc.absolute_max_metadata_size": MAX_METADATA_BYTES,
+        "grpc.max_concurrent_streams": 8,
+        "grpc.keepalive_time_ms": 30_000,
+        "grpc.keepalive_timeout_ms": 10_000,
+        "grpc.keepalive_permit_without_calls": 1,
+        "grpc.max_connection_idle_ms": 300_000,
+    }
+    # 0: grpc's own defaults (no limit) rather than a limit of zero.
+    assert set(dict(ConnectionLimits().server_options())) == {
+        "grpc.max_metadata_size",
+        "grpc.absolute_max_metadata_size",
+    }
