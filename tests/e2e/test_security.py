@@ -1,4 +1,4 @@
-"""Security against a running TLS cluster (FAULTS SEC-1, SEC-2, SEC-3, SEC-4):
+"""Security against a running TLS cluster (FAULTS SEC-1, SEC-2, SEC-3):
 handshakes refused without a valid certificate, rotation without restart,
 roles per scope at the gateway, internal RPCs closed to client identities and
 open per RPC only to the service identities allowed to call it."""
@@ -440,6 +440,19 @@ def test_the_command_line_speaks_tls_with_certificates_and_tokens(
     refused = quire(*as_writer, "--token", token, "ledger", "append", ledger, "x")
     assert refused.returncode == 1
     assert "PERMISSION_DENIED [PERMISSION_DENIED_ROLE]" in refused.stderr and "Traceback" not in refused.stderr
+    # Cluster commands reach internal services as the operator's service identity.
+    as_operator = ["--registry", tls_cluster.registry_target, "--placement", tls_cluster.placement_target]
+    as_operator += ["--tls-ca", str(bundle.ca), "--tls-cert", str(bundle.cert("operator"))]
+    as_operator += ["--tls-key", str(bundle.key("operator"))]
+    listed = quire(*as_operator, "bookie", "list", "-o", "json")
+    assert listed.returncode == 0 and tls_cluster.bookie_id("bookie-1") in listed.stdout, listed.stderr
+    weights = quire(*as_operator, "placement", "weights")
+    assert weights.returncode == 0, weights.stderr
+    as_gateway = [*as_operator[:4], "--tls-ca", str(bundle.ca), "--tls-cert", str(bundle.cert("gateway"))]
+    as_gateway += ["--tls-key", str(bundle.key("gateway"))]
+    refused = quire(*as_gateway, "placement", "weights")  # GetPlacementWeights is the operator's
+    assert refused.returncode != 0 and "SERVICE_IDENTITY_REQUIRED" in refused.stderr, refused.stderr
+    assert "Traceback" not in refused.stderr
     plaintext = quire("ledger", "read", ledger)
     # A plaintext client cannot even connect to a TLS gateway: unavailable, exit status 3.
     assert plaintext.returncode == 3 and "UNAVAILABLE" in plaintext.stderr and "Traceback" not in plaintext.stderr
