@@ -373,6 +373,17 @@ def test_a_certificate_with_several_names_is_not_judged_by_the_first(
     refused = refusal(lambda: registry_call(tls_cluster, bundle, two_common_names, list_bookies))
     assert refused.code() == grpc.StatusCode.PERMISSION_DENIED
     assert "several common names" in (refused.details() or "")
+    # At the gateway, a client certificate is not mapped to roles by whichever common name comes first.
+    cert, key = client_authority(bundle).issue("client-reader", hosts=(), more_common_names=("client-admin",))
+    tls_dir = tls_cluster.data_dir / "two-common-names"
+    tls_dir.mkdir(exist_ok=True)
+    (tls_dir / "cert.pem").write_bytes(cert)
+    (tls_dir / "key.pem").write_bytes(key)
+    tls = ClientTls(bundle.ca, tls_dir / "cert.pem", tls_dir / "key.pem")
+    with QuireClient(tls_cluster.gateway_target, tls_cluster.registry_target, timeout=30, tls=tls) as ambiguous:
+        with pytest.raises(UnauthenticatedError) as unauthenticated:
+            ambiguous.create_ledger(scope_id=7)
+    assert "several common names (client-admin, client-reader)" in unauthenticated.value.message
     # The same name twice (common name and URI) is one identity.
     repeated = authority.issue("quire-service:gateway", hosts=(), uris=("quire-service:gateway",))
     assert len(registry_call(tls_cluster, bundle, repeated, list_bookies).bookies) == 3

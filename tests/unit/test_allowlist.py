@@ -83,3 +83,30 @@ def test_several_or_disagreeing_names_are_refused_whatever_comes_first(
         assert identity.service is None and why in identity.ambiguous
     repeated = judged(bundle, service_ca.issue("quire-service:gateway", uris=("quire-service:gateway",))[0])
     assert repeated.service == "gateway" and not repeated.ambiguous
+
+
+def tls_env(monkeypatch: pytest.MonkeyPatch, bundle: CertBundle, service: str) -> None:
+    monkeypatch.delenv("QUIRE_INSECURE_PLAINTEXT_DEV", raising=False)
+    for name, value in bundle.service_env(service).items():
+        monkeypatch.setenv(name, value)
+
+
+def test_the_settings_name_a_bad_client_ca_or_allow_list_switch(
+    monkeypatch: pytest.MonkeyPatch, bundle: CertBundle
+) -> None:
+    from quire_common.config import ConfigError
+    from quire_common.security import TlsSettings
+
+    tls_env(monkeypatch, bundle, "gateway")
+    settings = TlsSettings.from_env()
+    assert settings.client_ca_path == bundle.client_ca and settings.allowlist_enabled
+    monkeypatch.setenv("QUIRE_TLS_CLIENT_CA", str(bundle.directory / "missing.pem"))
+    with pytest.raises(ConfigError, match=r"QUIRE_TLS_CLIENT_CA=.*no such file"):
+        TlsSettings.from_env()
+    tls_env(monkeypatch, bundle, "registry")
+    monkeypatch.delenv("QUIRE_TLS_CLIENT_CA")
+    monkeypatch.setenv("QUIRE_RPC_ALLOWLIST_ENABLED", "perhaps")
+    with pytest.raises(ConfigError, match="QUIRE_RPC_ALLOWLIST_ENABLED"):
+        TlsSettings.from_env()
+    monkeypatch.setenv("QUIRE_RPC_ALLOWLIST_ENABLED", "false")
+    assert not TlsSettings.from_env().allowlist_enabled

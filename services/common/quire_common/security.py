@@ -127,7 +127,10 @@ def _observe_certificates(_: CallbackOptions) -> list[Observation]:
     if not settings.enabled:
         return []
     observations = []
-    for role, path in (("service", settings.cert_path), ("ca", settings.ca_path)):
+    files = [("service", settings.cert_path), ("ca", settings.ca_path)]
+    if settings.client_ca_path is not None:  # the gateway's
+        files.append(("client_ca", settings.client_ca_path))
+    for role, path in files:
         assert path is not None
         try:
             key = (path, os.stat(path).st_mtime_ns)
@@ -148,7 +151,8 @@ meter("quire.tls").create_observable_gauge(
     "quire.tls.certificate.not_after",
     callbacks=[_observe_certificates],
     unit="s",
-    description="When this process's TLS certificate (certificate=service) or CA (certificate=ca) expires, Unix time",
+    description="When this process's TLS certificate (certificate=service), its CA (certificate=ca) or the "
+    "gateway's client CA (certificate=client_ca) expires, Unix time",
 )
 
 
