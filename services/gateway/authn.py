@@ -19,24 +19,29 @@ from typing import Any
 
 import grpc
 
+from quire_common.allowlist import GATEWAY
 from quire_common.auth import AuthSettings, Principal
 from quire_common.call_limits import NO_IDLE_LIMIT, CallsPerCaller, RequestIdle
 from quire_common.errors import PermissionDenied, Reason, Unauthenticated
-from quire_common.security import SERVICE_IDENTITY_PREFIX, guard_handler, peer_common_name
+from quire_common.security import SERVICE_IDENTITY_PREFIX, guard_handler, peer_common_name, peer_identity
 from quire_gateway.peers import FORWARDED_BY
 from quire_gateway.policy import required_permission
 
 _PUBLIC_PREFIXES = ("/quire.gateway.",)
-GATEWAY_IDENTITY = SERVICE_IDENTITY_PREFIX + "gateway"
+GATEWAY_IDENTITY = SERVICE_IDENTITY_PREFIX + GATEWAY
 
 
 def require_gateway_identity(context: grpc.aio.ServicerContext, method: str) -> None:
-    name = peer_common_name(context)
-    if name is None:
+    """A relayed write comes from the gateway's service identity: issued by
+    the service CA, never by the client CA, whatever name it carries."""
+    identity = peer_identity(context)
+    if identity is None:
         raise Unauthenticated(f"{method} relayed without a certificate; only {GATEWAY_IDENTITY!r} may relay writes")
-    if name != GATEWAY_IDENTITY:
+    if identity.service != GATEWAY:
+        why = f" ({identity.why_not_service})" if identity.service is None else ""
         raise PermissionDenied(
-            f"{method} relayed by {name!r}: only {GATEWAY_IDENTITY!r} may relay writes to a ledger's owner",
+            f"{method} relayed by {identity.describe()}{why}: only {GATEWAY_IDENTITY!r} may relay writes to a "
+            "ledger's owner",
             Reason.SERVICE_IDENTITY_REQUIRED,
         )
 

@@ -258,8 +258,11 @@ class PodProcess:
                     if ref.get("optional"):
                         continue
                     raise PodError(f"{self.name}: {kind} {ref['name']} does not exist (the pod would not start)")
-                for key, content in files.items():
-                    (target / key).write_bytes(content if isinstance(content, bytes) else content.encode())
+                # `items` mounts the listed keys alone, each at its path.
+                paths = {item["key"]: item["path"] for item in ref.get("items", [])} or {key: key for key in files}
+                for key, path in paths.items():
+                    content = files[key]
+                    (target / path).write_bytes(content if isinstance(content, bytes) else content.encode())
 
     def command(self) -> list[str]:
         args = [self.localize(expand(arg, self.env)) for arg in self.container.get("args", [])]

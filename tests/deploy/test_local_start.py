@@ -175,6 +175,8 @@ def test_a_ledger_round_trips_through_the_gateway_and_metrics_are_scraped(cluste
         directory.mkdir(exist_ok=True)
         for key, content in cluster.secrets["quire-client-admin-tls"].items():
             (directory / key).write_bytes(content)
+        # Its ca.crt is the client CA; the gateway's certificate is the service CA's.
+        (directory / "ca.crt").write_bytes(cluster.secrets["quire-gateway-tls"]["ca.crt"])
         monitor = named(cluster.manifests, "PodMonitor", "quire-gateway")["spec"]["podMetricsEndpoints"][0]
         (port,) = [
             p["containerPort"] for p in gateway["spec"]["containers"][0]["ports"] if p["name"] == monitor["port"]

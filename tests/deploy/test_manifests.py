@@ -20,7 +20,7 @@ from quire.bookie.v1 import bookie_pb2
 from quire.gateway.v1 import ledger_pb2
 from quire.placement.v1 import placement_pb2
 from quire.registry.v1 import registry_pb2
-from quire_client.devcerts import kubernetes_identities
+from quire_client.devcerts import KUBERNETES_CLIENT_SECRETS, kubernetes_identities
 from tests.deploy.kustomize import KustomizeError, Manifest, pod_spec, render
 
 pytestmark = pytest.mark.deploy
@@ -313,7 +313,8 @@ def test_quire_services_mount_their_tls_secret_and_dev_runs_plaintext(rendered: 
     ):
         spec = named(rendered, kind, name)["spec"]["template"]["spec"]
         secrets = {v["secret"]["secretName"] for v in spec["volumes"] if "secret" in v}
-        assert secrets == {f"{name}-tls"}, name
+        # The gateway also trusts the client CA (its certificate only); internal services do not.
+        assert secrets == {f"{name}-tls"} | ({"quire-client-ca"} if name == "quire-gateway" else set()), name
         (container,) = spec["containers"]
         assert any(m["mountPath"] == "/etc/quire/tls" for m in container["volumeMounts"]), name
         assert env_value(container, "QUIRE_TLS_CERT")["valueFrom"]["configMapKeyRef"]["key"] == "QUIRE_TLS_CERT"
@@ -543,6 +544,15 @@ def test_production_credentials_tls_secrets_and_etcd_tls_are_all_provided() -> N
         assert certificate_covers(issued[f"{host}-tls"], host), host
     for i in range(5):
         assert certificate_covers(issued["quire-bookie-tls"], f"quire-bookie-{i}.quire-bookie.{namespace}.svc")
+    # The gateway alone trusts the client CA: its certificate only, never its key.
+    (client_ca,) = [v for v in gateway["volumes"] if v.get("secret", {}).get("secretName") == "quire-client-ca"]
+    assert client_ca["secret"]["items"] == [{"key": "ca.crt", "path": "ca.crt"}]
+    (mount,) = [m for m in gateway["containers"][0]["volumeMounts"] if m["name"] == client_ca["name"]]
+    assert config["QUIRE_TLS_CLIENT_CA"] == mount["mountPath"] + "/ca.crt"
+    assert named(manifests, "Certificate", "quire-client-ca")["spec"]["isCA"]
+    for workload, spec in workloads(manifests):
+        if workload["metadata"]["name"] != "quire-gateway":
+            assert client_ca not in spec.get("volumes", []), workload["metadata"]["name"]
     operator = issued["quire-operator-tls"]
     assert operator["spec"]["commonName"].startswith("quire-service:")
     assert roles[operator["spec"]["commonName"]] == {"*": ["reader"]}  # the init Job lists ledgers
@@ -565,10 +575,11 @@ def test_custom_resources_have_the_fields_their_operators_need() -> None:
         assert spec["issuerRef"]["kind"] == "Issuer" and spec["issuerRef"]["name"] in issuers
         assert spec["secretName"] and spec["commonName"]
         assert set(spec.get("usages", [])) <= {"server auth", "client auth", "digital signature", "key encipherment"}
-    assert (
-        issuers["quire-ca"]["spec"]["ca"]["secretName"]
-        == named(manifests, "Certificate", "quire-ca")["spec"]["secretName"]
-    )
+    # Two CAs: services (and etcd) from one, applications' client certificates from the other.
+    for ca in ("quire-service-ca", "quire-client-ca"):
+        certificate = named(manifests, "Certificate", ca)
+        assert certificate["spec"]["isCA"] and certificate["spec"]["issuerRef"]["name"] == "quire-selfsigned"
+        assert issuers[ca]["spec"]["ca"]["secretName"] == certificate["spec"]["secretName"] == ca
     for monitor in of_kind(manifests, "PodMonitor"):
         assert monitor["metadata"]["namespace"] == "quire"
 
@@ -583,3 +594,12 @@ def test_cert_manager_and_quire_dev_certs_issue_the_same_identities() -> None:
     }
     expected = {name: (cn, sorted(hosts)) for name, (cn, hosts) in kubernetes_identities("quire").items()}
     assert issued == expected
+    # The client CA issues exactly the client Secrets in both ways, the service CA the rest.
+    issuers = {
+        c["spec"]["secretName"]: c["spec"]["issuerRef"]["name"]
+        for c in of_kind(manifests, "Certificate")
+        if not c["spec"].get("isCA")
+    }
+    assert issuers == {
+        name: "quire-client-ca" if name in KUBERNETES_CLIENT_SECRETS else "quire-service-ca" for name in expected
+    }

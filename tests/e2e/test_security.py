@@ -1,6 +1,7 @@
 """Security against a running TLS cluster (FAULTS SEC-1, SEC-2, SEC-3):
 handshakes refused without a valid certificate, rotation without restart,
-roles per scope at the gateway, internal RPCs closed to client identities."""
+roles per scope at the gateway, internal RPCs closed to client identities and
+open per RPC only to the service identities allowed to call it."""
 
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent import futures
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -29,7 +31,7 @@ from quire_client import (
     UnauthenticatedError,
 )
 from quire_client.cluster import LocalCluster, Ports, free_port
-from quire_client.devcerts import Authority, CertBundle, write_dev_certs
+from quire_client.devcerts import Authority, CertBundle, load_authority, write_dev_certs
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 PROBE_PORT = free_port()
@@ -130,28 +132,27 @@ def test_handshakes_refused_without_a_valid_certificate(
     ca_file = tmp_path / "ca.pem"
     ca_file.write_bytes(ca.pem())
     # The cluster's CA, for certificates that fail for another reason.
-    from cryptography.hazmat.primitives.serialization import load_pem_private_key
-    from cryptography.x509 import load_pem_x509_certificate
-
-    cluster_ca = Authority(
-        load_pem_private_key((bundle.directory / "ca-key.pem").read_bytes(), None),  # type: ignore[arg-type]
-        load_pem_x509_certificate(bundle.ca.read_bytes()),
-    )
+    cluster_ca = service_authority(bundle)
     foreign = ca.issue("quire-service:gateway")
     expired = cluster_ca.issue("quire-service:gateway", not_after=now - datetime.timedelta(hours=1))
     wrong_name_server, wrong_name_key = cluster_ca.issue("quire-service:bookie", hosts=("elsewhere.example",))
-    valid = (bundle.cert("client-admin").read_bytes(), bundle.key("client-admin").read_bytes())
+    client = (bundle.cert("client-admin").read_bytes(), bundle.key("client-admin").read_bytes())
+    operator = (bundle.cert("operator").read_bytes(), bundle.key("operator").read_bytes())
 
     for name, process in tls_cluster.processes.items():
         target = process.health_target
         if target is None:
             continue
+        # Client certificates (the client CA) get through the gateways' handshake only.
+        valid = client if name.startswith("gateway") else operator
         assert not health_ok(target, None), f"{name} accepted plaintext"
         assert not health_ok(target, creds(bundle.ca)), f"{name} accepted a client without a certificate"
         assert not health_ok(target, creds(bundle.ca, *foreign)), f"{name} accepted a foreign CA's certificate"
         assert not health_ok(target, creds(bundle.ca, *expired)), f"{name} accepted an expired certificate"
         assert not health_ok(target, creds(ca_file, *valid)), f"{name} was trusted though signed by another CA"
         assert health_ok(target, creds(bundle.ca, *valid)), f"{name} refused a valid certificate"
+        if not name.startswith("gateway"):
+            assert not health_ok(target, creds(bundle.ca, *client)), f"{name} accepted the client CA"
 
     # A server whose certificate names another host is refused by clients,
     # though its CA is trusted: a valid client hangs up on it.
@@ -220,7 +221,7 @@ def test_roles_are_refused_exactly_what_they_lack(tls_cluster: LocalCluster, bun
         with pytest.raises(UnauthenticatedError):
             forger.create_ledger()
 
-    # A CA-issued certificate with no role mapping is not a credential.
+    # A certificate from the cluster's CAs with no role mapping is not a credential.
     with client_for(tls_cluster, bundle, "placement") as unmapped:
         with pytest.raises(UnauthenticatedError):
             unmapped.create_ledger()
@@ -244,20 +245,172 @@ def test_the_plaintext_probe_port_answers_health_and_nothing_else(tls_cluster: L
     assert not health_ok(tls_cluster.bookie_id("bookie-1"), None)  # the main port stays TLS-only
 
 
-def test_internal_rpcs_refuse_client_identities(tls_cluster: LocalCluster, bundle: CertBundle) -> None:
-    valid = creds(bundle.ca, bundle.cert("client-admin").read_bytes(), bundle.key("client-admin").read_bytes())
-    with grpc.secure_channel(tls_cluster.registry_target, valid) as channel:
-        stub = registry_pb2_grpc.RegistryServiceStub(channel)
-        with pytest.raises(grpc.RpcError) as refused:
-            stub.ListBookies(registry_pb2.ListBookiesRequest(), timeout=5)
-        assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED
-        assert "service identities" in (refused.value.details() or "")
-    service = creds(bundle.ca, bundle.cert("gateway").read_bytes(), bundle.key("gateway").read_bytes())
-    with grpc.secure_channel(tls_cluster.registry_target, service) as channel:
-        response = registry_pb2_grpc.RegistryServiceStub(channel).ListBookies(
-            registry_pb2.ListBookiesRequest(), timeout=5
+def service_authority(bundle: CertBundle) -> Authority:
+    return load_authority(bundle.ca, bundle.directory / "ca-key.pem")
+
+
+def client_authority(bundle: CertBundle) -> Authority:
+    return load_authority(bundle.client_ca, bundle.directory / "client-ca-key.pem")
+
+
+def registry_call(
+    cluster: LocalCluster, bundle: CertBundle, identity: tuple[bytes, bytes], call: Callable[[Any], Any]
+) -> Any:
+    """`call(registry stub)` over mutual TLS with `identity` (certificate, key)."""
+    with grpc.secure_channel(cluster.registry_target, creds(bundle.ca, *identity)) as channel:
+        return call(registry_pb2_grpc.RegistryServiceStub(channel))
+
+
+def refusal(call: Callable[[], Any]) -> grpc.RpcError:
+    with pytest.raises(grpc.RpcError) as refused:
+        call()
+    return refused.value
+
+
+def list_bookies(stub: Any) -> Any:
+    return stub.ListBookies(registry_pb2.ListBookiesRequest(), timeout=10)
+
+
+@pytest.fixture(scope="module")
+def ledger_in_scope_7(tls_cluster: LocalCluster, bundle: CertBundle) -> Any:
+    with client_for(tls_cluster, bundle, "client-admin") as admin:
+        return admin.create_ledger(scope_id=7, password=b"secret")
+
+
+def test_internal_rpcs_refuse_client_certificates(tls_cluster: LocalCluster, bundle: CertBundle) -> None:
+    # The client CA is not trusted by internal services: refused at the handshake.
+    client = (bundle.cert("client-admin").read_bytes(), bundle.key("client-admin").read_bytes())
+    refused = refusal(lambda: registry_call(tls_cluster, bundle, client, list_bookies))
+    assert refused.code() == grpc.StatusCode.UNAVAILABLE
+    # A client-CA certificate that names itself a service is no service, at the handshake of an internal
+    # service, nor where the client CA is trusted: the gateway's relay.
+    posing = client_authority(bundle).issue("quire-service:gateway", hosts=())
+    refused = refusal(lambda: registry_call(tls_cluster, bundle, posing, list_bookies))
+    assert refused.code() == grpc.StatusCode.UNAVAILABLE
+    from quire.gateway.v1 import ledger_pb2, ledger_pb2_grpc
+
+    with client_for(tls_cluster, bundle, "client-admin") as admin:
+        created = admin.create_ledger(scope_id=7)
+    with grpc.secure_channel(tls_cluster.gateway_target, creds(bundle.ca, *posing)) as channel:
+        refused = refusal(
+            lambda: ledger_pb2_grpc.LedgerServiceStub(channel).AddEntry(
+                ledger_pb2.AddEntryRequest(ledger_id=created.ledger_id, payload=b"client CA posing as a gateway"),
+                metadata=(("quire-forwarded-by", "gateway-x"),),
+                timeout=10,
+            )
         )
-        assert len(response.bookies) == 3
+    assert refused.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert "the service CA (QUIRE_TLS_CA) did not issue it" in (refused.details() or "")
+
+
+def test_each_internal_rpc_answers_only_the_services_allowed_to_call_it(
+    tls_cluster: LocalCluster, bundle: CertBundle, ledger_in_scope_7: Any
+) -> None:
+    def identity(name: str) -> tuple[bytes, bytes]:
+        return bundle.cert(name).read_bytes(), bundle.key(name).read_bytes()
+
+    assert len(registry_call(tls_cluster, bundle, identity("gateway"), list_bookies).bookies) == 3
+    assert len(registry_call(tls_cluster, bundle, identity("operator"), list_bookies).bookies) == 3
+    # A bookie registers itself; it has no business listing the others.
+    refused = refusal(lambda: registry_call(tls_cluster, bundle, identity("bookie"), list_bookies))
+    assert refused.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert "accepts calls from quire-service:gateway, quire-service:operator, quire-service:placement" in (
+        refused.details() or ""
+    )
+    assert "not from quire-service:bookie" in (refused.details() or "")
+
+    def read_metadata(stub: Any) -> Any:
+        return stub.GetLedgerMetadata(
+            registry_pb2.GetLedgerMetadataRequest(ledger_id=ledger_in_scope_7.ledger_id), timeout=10
+        )
+
+    assert registry_call(tls_cluster, bundle, identity("gateway"), read_metadata).metadata.password == b"secret"
+    # A service identity Quire never issued, from the service CA: refused, not judged by its prefix.
+    forged = service_authority(bundle).issue("quire-service:not-a-real-service", hosts=())
+    refused = refusal(lambda: registry_call(tls_cluster, bundle, forged, read_metadata))
+    assert refused.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert "not from quire-service:not-a-real-service" in (refused.details() or "")
+    # Placement may not create ledgers' metadata, the operator may not fence on a bookie.
+    refused = refusal(
+        lambda: registry_call(
+            tls_cluster,
+            bundle,
+            identity("placement"),
+            lambda stub: stub.CreateLedgerMetadata(registry_pb2.CreateLedgerMetadataRequest(), timeout=10),
+        )
+    )
+    assert refused.code() == grpc.StatusCode.PERMISSION_DENIED
+    from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
+
+    bookie_target = tls_cluster.bookie_id("bookie-1")
+    with grpc.secure_channel(bookie_target, creds(bundle.ca, *identity("operator"))) as channel:
+        stub = bookie_pb2_grpc.BookieServiceStub(channel)
+        assert stub.GetBookieInfo(bookie_pb2.GetBookieInfoRequest(), timeout=10).total_disk_bytes > 0
+        refused = refusal(
+            lambda: stub.FenceLedger(
+                bookie_pb2.FenceLedgerRequest(ledger_id=ledger_in_scope_7.ledger_id, master_key=b"x"), timeout=10
+            )
+        )
+    assert refused.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert "FenceLedger accepts calls from quire-service:gateway, not from quire-service:operator" in (
+        refused.details() or ""
+    )
+
+
+def test_a_certificate_with_several_names_is_not_judged_by_the_first(
+    tls_cluster: LocalCluster, bundle: CertBundle
+) -> None:
+    authority = service_authority(bundle)
+    two_services = authority.issue("quire-service:gateway", hosts=(), uris=("quire-service:bookie",))
+    refused = refusal(lambda: registry_call(tls_cluster, bundle, two_services, list_bookies))
+    assert refused.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert "several service names (quire-service:bookie, quire-service:gateway)" in (refused.details() or "")
+    disagreeing = authority.issue("client-admin", hosts=(), uris=("quire-service:gateway",))
+    refused = refusal(lambda: registry_call(tls_cluster, bundle, disagreeing, list_bookies))
+    assert refused.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert "its names disagree" in (refused.details() or "")
+    two_common_names = authority.issue("quire-service:gateway", hosts=(), more_common_names=("client-admin",))
+    refused = refusal(lambda: registry_call(tls_cluster, bundle, two_common_names, list_bookies))
+    assert refused.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert "several common names" in (refused.details() or "")
+    # At the gateway, a client certificate is not mapped to roles by whichever common name comes first.
+    cert, key = client_authority(bundle).issue("client-reader", hosts=(), more_common_names=("client-admin",))
+    tls_dir = tls_cluster.data_dir / "two-common-names"
+    tls_dir.mkdir(exist_ok=True)
+    (tls_dir / "cert.pem").write_bytes(cert)
+    (tls_dir / "key.pem").write_bytes(key)
+    tls = ClientTls(bundle.ca, tls_dir / "cert.pem", tls_dir / "key.pem")
+    with QuireClient(tls_cluster.gateway_target, tls_cluster.registry_target, timeout=30, tls=tls) as ambiguous:
+        with pytest.raises(UnauthenticatedError) as unauthenticated:
+            ambiguous.create_ledger(scope_id=7)
+    assert "several common names (client-admin, client-reader)" in unauthenticated.value.message
+    # The same name twice (common name and URI) is one identity.
+    repeated = authority.issue("quire-service:gateway", hosts=(), uris=("quire-service:gateway",))
+    assert len(registry_call(tls_cluster, bundle, repeated, list_bookies).bookies) == 3
+
+
+def test_with_the_allow_list_off_any_service_identity_reads_ledger_metadata(
+    tls_cluster: LocalCluster, bundle: CertBundle, ledger_in_scope_7: Any
+) -> None:
+    """Positive control: QUIRE_RPC_ALLOWLIST_ENABLED=false on the registry lets
+    the forged identity the allow-list refuses read a ledger's password."""
+    forged = service_authority(bundle).issue("quire-service:not-a-real-service", hosts=())
+
+    def read_metadata(stub: Any) -> Any:
+        return stub.GetLedgerMetadata(
+            registry_pb2.GetLedgerMetadataRequest(ledger_id=ledger_in_scope_7.ledger_id), timeout=10
+        )
+
+    registry = tls_cluster.processes["registry"]
+    registry.env["QUIRE_RPC_ALLOWLIST_ENABLED"] = "false"
+    try:
+        tls_cluster.restart("registry")
+        assert registry_call(tls_cluster, bundle, forged, read_metadata).metadata.password == b"secret"
+    finally:
+        del registry.env["QUIRE_RPC_ALLOWLIST_ENABLED"]
+        tls_cluster.restart("registry")
+    refused = refusal(lambda: registry_call(tls_cluster, bundle, forged, read_metadata))
+    assert refused.code() == grpc.StatusCode.PERMISSION_DENIED
 
 
 def test_admin_http_needs_the_admin_role_over_https(tls_cluster: LocalCluster, bundle: CertBundle) -> None:
@@ -298,6 +451,19 @@ def test_the_command_line_speaks_tls_with_certificates_and_tokens(
     refused = quire(*as_writer, "--token", token, "ledger", "append", ledger, "x")
     assert refused.returncode == 1
     assert "PERMISSION_DENIED [PERMISSION_DENIED_ROLE]" in refused.stderr and "Traceback" not in refused.stderr
+    # Cluster commands reach internal services as the operator's service identity.
+    as_operator = ["--registry", tls_cluster.registry_target, "--placement", tls_cluster.placement_target]
+    as_operator += ["--tls-ca", str(bundle.ca), "--tls-cert", str(bundle.cert("operator"))]
+    as_operator += ["--tls-key", str(bundle.key("operator"))]
+    listed = quire(*as_operator, "bookie", "list", "-o", "json")
+    assert listed.returncode == 0 and tls_cluster.bookie_id("bookie-1") in listed.stdout, listed.stderr
+    weights = quire(*as_operator, "placement", "weights")
+    assert weights.returncode == 0, weights.stderr
+    as_gateway = [*as_operator[:4], "--tls-ca", str(bundle.ca), "--tls-cert", str(bundle.cert("gateway"))]
+    as_gateway += ["--tls-key", str(bundle.key("gateway"))]
+    refused = quire(*as_gateway, "placement", "weights")  # GetPlacementWeights is the operator's
+    assert refused.returncode != 0 and "SERVICE_IDENTITY_REQUIRED" in refused.stderr, refused.stderr
+    assert "Traceback" not in refused.stderr
     plaintext = quire("ledger", "read", ledger)
     # A plaintext client cannot even connect to a TLS gateway: unavailable, exit status 3.
     assert plaintext.returncode == 3 and "UNAVAILABLE" in plaintext.stderr and "Traceback" not in plaintext.stderr

@@ -46,6 +46,14 @@ def test_the_service_certificate_and_ca_expiry_are_reported(tmp_path, monkeypatc
     assert observed()["service"] == expiry.timestamp()
 
 
+def test_the_gateway_also_reports_its_client_ca(tmp_path, monkeypatch, fresh_settings):
+    bundle = write_dev_certs(tmp_path / "certs")
+    monkeypatch.delenv("QUIRE_INSECURE_PLAINTEXT_DEV", raising=False)
+    for name, value in bundle.service_env("gateway").items():
+        monkeypatch.setenv(name, value)
+    assert observed()["client_ca"] == not_after(bundle.client_ca)
+
+
 def test_plaintext_mode_reports_no_certificate(monkeypatch, fresh_settings):
     monkeypatch.setenv("QUIRE_INSECURE_PLAINTEXT_DEV", "true")
     assert observed() == {}

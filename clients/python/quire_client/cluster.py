@@ -28,7 +28,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from quire_client.balancer import HaproxyBalancer
-from quire_client.devcerts import CertBundle
+from quire_client.devcerts import OPERATOR, CertBundle
 
 _ISSUED_PORTS: set[int] = set()
 
@@ -76,12 +76,12 @@ class ClusterError(RuntimeError):
 
 def tooling_channel(target: str, tls: CertBundle | None) -> grpc.Channel:
     """The cluster runner's own channel: plaintext in development mode, else
-    mutual TLS as the gateway's service identity (health probes and the
+    mutual TLS as the operator's service identity (health probes and the
     registry's bookie listing, which is internal)."""
     if tls is None:
         return grpc.insecure_channel(target)
     credentials = grpc.ssl_channel_credentials(
-        tls.ca.read_bytes(), tls.key("gateway").read_bytes(), tls.cert("gateway").read_bytes()
+        tls.ca.read_bytes(), tls.key(OPERATOR).read_bytes(), tls.cert(OPERATOR).read_bytes()
     )
     return grpc.secure_channel(target, credentials)
 

@@ -1,16 +1,23 @@
 """Throwaway certificates for local clusters and tests (`quire dev certs`).
 
-A CA, one certificate per service with the common name
-`quire-service:<name>` (server and client use, SANs localhost and
-127.0.0.1), client certificates per role, the role mapping the gateway reads
-for them, and an HS256 secret for bearer tokens. Never for production: the
-CA key sits next to the certificates.
+Two CAs: the service CA (`ca.pem`) issues one certificate per service with
+the common name `quire-service:<name>` (server and client use, SANs localhost
+and 127.0.0.1) and the operator's client-only `quire-service:operator`; the
+client CA (`client-ca.pem`) issues the client certificates per role. Every
+process and client trusts the service CA for the servers it dials; only the
+gateway's listener also trusts the client CA, and a certificate from the
+client CA is never a service, whatever name it carries (docs/security.md).
+Also the role mapping the gateway reads for client certificates, and an
+HS256 secret for bearer tokens. Never for production: the CA keys sit next to
+the certificates.
 
 With a Kubernetes namespace, it also writes under `kubernetes/` one directory
 per Secret the manifests in deploy/kubernetes mount (tls.crt, tls.key, ca.crt:
-cert-manager's layout), with the identities and DNS names of
-`kubernetes_identities`, plus `quire-auth/jwt.key` and a scraper's admin token
-in `quire-metrics-token/token`: the manual way to the Secrets
+cert-manager's layout, ca.crt being the issuing CA), with the identities and
+DNS names of `kubernetes_identities`, the client CA's certificate in
+`quire-client-ca/ca.crt` (the gateway mounts that key alone), plus
+`quire-auth/jwt.key` and a scraper's admin token in
+`quire-metrics-token/token`: the manual way to the Secrets
 components/cert-manager would otherwise issue (deploy/README.md).
 """
 
@@ -31,6 +38,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 SERVICES = ("gateway", "registry", "placement", "bookie")
+# The service identity of tooling that calls internal RPCs (the command line's
+# cluster commands, the cluster runner): client use only.
+OPERATOR = "operator"
 CLIENT_ROLES = ("reader", "writer", "admin")
 _DAY = datetime.timedelta(days=1)
 
@@ -69,19 +79,24 @@ class Authority:
         hosts: tuple[str, ...] = ("localhost", "127.0.0.1"),
         not_before: datetime.datetime | None = None,
         not_after: datetime.datetime | None = None,
+        uris: tuple[str, ...] = (),
+        more_common_names: tuple[str, ...] = (),
     ) -> tuple[bytes, bytes]:
-        """(certificate PEM, private key PEM) for server and client use."""
+        """(certificate PEM, private key PEM) for server and client use.
+        `uris` and `more_common_names`: further names (tests of certificates
+        that carry several)."""
         key = ec.generate_private_key(ec.SECP256R1())
         now = datetime.datetime.now(datetime.UTC)
-        names: list[x509.GeneralName] = []
+        names: list[x509.GeneralName] = [x509.UniformResourceIdentifier(uri) for uri in uris]
         for host in hosts:
             try:
                 names.append(x509.IPAddress(IPv4Address(host)))
             except ValueError:
                 names.append(x509.DNSName(host))
+        subject = [x509.NameAttribute(NameOID.COMMON_NAME, cn) for cn in (common_name, *more_common_names)]
         builder = (
             x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
+            .subject_name(x509.Name(subject))
             .issuer_name(self.cert.subject)
             .public_key(key.public_key())
             .serial_number(x509.random_serial_number())
@@ -110,7 +125,13 @@ class CertBundle:
 
     @property
     def ca(self) -> Path:
+        """The service CA: what every process and client trusts for servers and services."""
         return self.directory / "ca.pem"
+
+    @property
+    def client_ca(self) -> Path:
+        """The client CA: trusted by the gateway's listener only, never for a service identity."""
+        return self.directory / "client-ca.pem"
 
     def cert(self, name: str) -> Path:
         return self.directory / f"{name}.pem"
@@ -128,11 +149,14 @@ class CertBundle:
 
     def service_env(self, service: str) -> dict[str, str]:
         """The QUIRE_TLS_* settings for one service's process."""
-        return {
+        env = {
             "QUIRE_TLS_CERT": str(self.cert(service)),
             "QUIRE_TLS_KEY": str(self.key(service)),
             "QUIRE_TLS_CA": str(self.ca),
         }
+        if service == "gateway":
+            env["QUIRE_TLS_CLIENT_CA"] = str(self.client_ca)
+        return env
 
     def auth_env(self) -> dict[str, str]:
         return {
@@ -174,19 +198,32 @@ def kubernetes_identities(namespace: str) -> dict[str, tuple[str, tuple[str, ...
     }
 
 
+# The Secrets of `kubernetes_identities` the client CA issues; the service CA issues the others.
+KUBERNETES_CLIENT_SECRETS = frozenset({"quire-client-admin-tls"})
+
+
 def write_kubernetes_secrets(
-    out: Path, namespace: str, authority: Authority, jwt_secret: bytes, token_ttl_seconds: float = 365 * 86400
+    out: Path,
+    namespace: str,
+    service_ca: Authority,
+    client_ca: Authority,
+    jwt_secret: bytes,
+    token_ttl_seconds: float = 365 * 86400,
 ) -> Path:
     """The Secrets' files for a cluster in `namespace`, one directory per Secret
     (`kubectl create secret generic NAME --from-file=DIRECTORY`)."""
     root = out / "kubernetes"
     for secret, (common_name, hosts) in kubernetes_identities(namespace).items():
+        authority = client_ca if secret in KUBERNETES_CLIENT_SECRETS else service_ca
         directory = root / secret
         directory.mkdir(parents=True, exist_ok=True)
         cert, key = authority.issue(common_name, hosts=hosts)
         write_file(directory / "tls.crt", cert)
         write_file(directory / "tls.key", key, private=True)
         write_file(directory / "ca.crt", authority.pem())
+    # The gateway trusts client certificates through this key alone (the CA's key stays out of the cluster).
+    (root / "quire-client-ca").mkdir(exist_ok=True)
+    write_file(root / "quire-client-ca" / "ca.crt", client_ca.pem())
     (root / "quire-auth").mkdir(exist_ok=True)
     write_file(root / "quire-auth" / "jwt.key", jwt_secret, private=True)
     (root / "quire-metrics-token").mkdir(exist_ok=True)
@@ -196,27 +233,44 @@ def write_kubernetes_secrets(
     return root
 
 
+def write_authority(certificate: Path, key: Path, authority: Authority) -> None:
+    write_file(certificate, authority.pem())
+    write_file(key, authority.key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ), private=True)  # fmt: skip
+
+
+def load_authority(certificate: Path, key: Path) -> Authority:
+    """An Authority written by `write_authority` (tests issue more certificates from it)."""
+    private_key = serialization.load_pem_private_key(key.read_bytes(), None)
+    assert isinstance(private_key, ec.EllipticCurvePrivateKey)
+    return Authority(private_key, x509.load_pem_x509_certificate(certificate.read_bytes()))
+
+
 def write_dev_certs(out: Path, kubernetes_namespace: str | None = None) -> CertBundle:
     out.mkdir(parents=True, exist_ok=True)
     bundle = CertBundle(out)
-    authority = Authority.create()
-    write_file(bundle.ca, authority.pem())
-    write_file(out / "ca-key.pem", authority.key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    ), private=True)  # fmt: skip
+    service_ca = Authority.create("Quire development service CA")
+    client_ca = Authority.create("Quire development client CA")
+    write_authority(bundle.ca, out / "ca-key.pem", service_ca)
+    write_authority(bundle.client_ca, out / "client-ca-key.pem", client_ca)
     for service in SERVICES:
-        cert, key = authority.issue(f"quire-service:{service}")
+        cert, key = service_ca.issue(f"quire-service:{service}")
         write_file(bundle.cert(service), cert)
         write_file(bundle.key(service), key, private=True)
-    mapping: dict[str, dict[str, list[str]]] = {}
+    cert, key = service_ca.issue(f"quire-service:{OPERATOR}", hosts=())
+    write_file(bundle.cert(OPERATOR), cert)
+    write_file(bundle.key(OPERATOR), key, private=True)
+    # The operator lists ledgers at the gateway like the init Job (deploy/kubernetes).
+    mapping: dict[str, dict[str, list[str]]] = {f"quire-service:{OPERATOR}": {"*": ["reader"]}}
     for role in CLIENT_ROLES:
         name = f"client-{role}"
-        cert, key = authority.issue(name, hosts=())
+        cert, key = client_ca.issue(name, hosts=())
         write_file(bundle.cert(name), cert)
         write_file(bundle.key(name), key, private=True)
         mapping[name] = {"*": [role]}
     write_file(bundle.client_roles, (json.dumps(mapping, indent=2) + "\n").encode())
     write_file(bundle.jwt_secret, secrets.token_hex(32).encode() + b"\n", private=True)
     if kubernetes_namespace:
-        write_kubernetes_secrets(out, kubernetes_namespace, authority, bundle.jwt_secret.read_bytes())
+        write_kubernetes_secrets(out, kubernetes_namespace, service_ca, client_ca, bundle.jwt_secret.read_bytes())
     return bundle

@@ -5,11 +5,14 @@ it into server credentials (reloaded from disk when the files change) and
 `quire_common.channels` into client credentials. Plaintext is allowed only
 with QUIRE_INSECURE_PLAINTEXT_DEV=true, which logs a warning.
 
-Service identity: a service's certificate has the common name
-`quire-service:<name>` (`quire dev certs` issues them). Internal services
-(registry, placement, bookies) accept only such peers; see
-`ServiceIdentityInterceptor`. Health checks and reflection stay open so that
-probes work (they still need a TLS client certificate from the CA).
+Service identity: a service's certificate carries the name
+`quire-service:<name>`, and counts only when the service CA (QUIRE_TLS_CA)
+issued it and no other name on it disagrees (`PeerIdentity`). Client
+certificates come from a separate CA (QUIRE_TLS_CLIENT_CA) that only the
+gateway's listener trusts. Internal services (registry, placement, bookies)
+accept each RPC only from the identities quire_common.allowlist lists for it;
+see `ServiceIdentityInterceptor`. Health checks and reflection stay open so
+that probes work (they still need a certificate from a trusted CA).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import Any
 import grpc
 from opentelemetry.metrics import CallbackOptions, Observation
 
+from quire_common.allowlist import allowed_callers
 from quire_common.call_limits import NO_IDLE_LIMIT, RequestIdle
 from quire_common.config import ConfigError, env_bool, env_str
 from quire_common.errors import InvalidArgument, PermissionDenied, Reason, Unauthenticated
@@ -47,6 +51,12 @@ class TlsSettings:
     # Overrides the name checked against the server certificate's SAN
     # (QUIRE_TLS_SERVER_NAME); empty: the target's host.
     server_name: str = ""
+    # The CA of client certificates (QUIRE_TLS_CLIENT_CA): trusted by the
+    # gateway's listener next to QUIRE_TLS_CA, never for a service identity.
+    client_ca_path: Path | None = None
+    # QUIRE_RPC_ALLOWLIST_ENABLED: false accepts any service identity for
+    # any internal RPC (the allow-list's positive control).
+    allowlist_enabled: bool = True
 
     @property
     def enabled(self) -> bool:
@@ -65,6 +75,9 @@ class TlsSettings:
                 "certificate, key and CA paths (`quire dev certs` makes a throwaway set), or set "
                 "QUIRE_INSECURE_PLAINTEXT_DEV=true for a development cluster"
             )
+        client_ca = env_str("QUIRE_TLS_CLIENT_CA", "")
+        if client_ca:
+            paths["QUIRE_TLS_CLIENT_CA"] = client_ca
         for name, value in paths.items():
             if not Path(value).is_file():
                 raise ConfigError(f"{name}={value!r}: no such file")
@@ -74,16 +87,25 @@ class TlsSettings:
             Path(paths["QUIRE_TLS_CA"]),
             False,
             env_str("QUIRE_TLS_SERVER_NAME", ""),
+            Path(client_ca) if client_ca else None,
+            env_bool("QUIRE_RPC_ALLOWLIST_ENABLED", True),
         )
 
-    def read(self) -> tuple[bytes, bytes, bytes]:
-        """(certificate chain, private key, CA) as they are on disk now."""
+    def read(self, with_client_ca: bool = False) -> tuple[bytes, bytes, bytes]:
+        """(certificate chain, private key, CA) as they are on disk now; with
+        `with_client_ca`, the CAs a listener open to clients trusts."""
         assert self.cert_path and self.key_path and self.ca_path, "TLS is off"
-        return self.cert_path.read_bytes(), self.key_path.read_bytes(), self.ca_path.read_bytes()
+        ca = self.ca_path.read_bytes()
+        if with_client_ca and self.client_ca_path is not None:
+            ca = ca.rstrip(b"\n") + b"\n" + self.client_ca_path.read_bytes()
+        return self.cert_path.read_bytes(), self.key_path.read_bytes(), ca
 
     def mtimes(self) -> tuple[int, ...]:
         assert self.cert_path and self.key_path and self.ca_path, "TLS is off"
-        return tuple(os.stat(p).st_mtime_ns for p in (self.cert_path, self.key_path, self.ca_path))
+        paths = [self.cert_path, self.key_path, self.ca_path]
+        if self.client_ca_path is not None:
+            paths.append(self.client_ca_path)
+        return tuple(os.stat(p).st_mtime_ns for p in paths)
 
 
 def certificate_not_after(pem: bytes) -> float:
@@ -106,7 +128,10 @@ def _observe_certificates(_: CallbackOptions) -> list[Observation]:
     if not settings.enabled:
         return []
     observations = []
-    for role, path in (("service", settings.cert_path), ("ca", settings.ca_path)):
+    files = [("service", settings.cert_path), ("ca", settings.ca_path)]
+    if settings.client_ca_path is not None:  # the gateway's
+        files.append(("client_ca", settings.client_ca_path))
+    for role, path in files:
         assert path is not None
         try:
             key = (path, os.stat(path).st_mtime_ns)
@@ -127,7 +152,8 @@ meter("quire.tls").create_observable_gauge(
     "quire.tls.certificate.not_after",
     callbacks=[_observe_certificates],
     unit="s",
-    description="When this process's TLS certificate (certificate=service) or CA (certificate=ca) expires, Unix time",
+    description="When this process's TLS certificate (certificate=service), its CA (certificate=ca) or the "
+    "gateway's client CA (certificate=client_ca) expires, Unix time",
 )
 
 
@@ -140,11 +166,15 @@ def tls_settings() -> TlsSettings:
     return settings
 
 
-def server_credentials(settings: TlsSettings, require_client_cert: bool) -> grpc.ServerCredentials:
+def server_credentials(
+    settings: TlsSettings, require_client_cert: bool, trust_client_ca: bool = False
+) -> grpc.ServerCredentials:
     """Credentials whose certificate, key and CA are read again from disk for
     new connections once any of the files changes (rotation without restart).
-    A half-written set (unreadable or mismatched) keeps the previous one."""
-    cert, key, ca = settings.read()
+    A half-written set (unreadable or mismatched) keeps the previous one.
+    `trust_client_ca`: the gateway's listener also accepts certificates from
+    QUIRE_TLS_CLIENT_CA; internal services' listeners accept the service CA only."""
+    cert, key, ca = settings.read(trust_client_ca)
     state = {"mtimes": settings.mtimes()}
 
     def fetch() -> grpc.ServerCertificateConfiguration | None:
@@ -152,7 +182,7 @@ def server_credentials(settings: TlsSettings, require_client_cert: bool) -> grpc
             mtimes = settings.mtimes()
             if mtimes == state["mtimes"]:
                 return None
-            new_cert, new_key, new_ca = settings.read()
+            new_cert, new_key, new_ca = settings.read(trust_client_ca)
         except OSError as exc:
             log.warning("TLS files unreadable, keeping the current certificate: %s", exc)
             return None
@@ -178,26 +208,146 @@ def channel_options(settings: TlsSettings) -> list[tuple[str, str]]:
 # -- peer identity -------------------------------------------------------------------
 
 
-def peer_common_name(context: grpc.aio.ServicerContext) -> str | None:
-    """The verified client certificate's common name, or None without one."""
+@dataclass(frozen=True)
+class PeerIdentity:
+    """What a verified peer certificate says about its holder. Every name it
+    carries is considered (subject common names, URI and DNS SANs), so that
+    no identity rests on whichever name happens to come first."""
+
+    common_name: str | None  # the subject's common name (None without one)
+    service: str | None  # `<name>` of a `quire-service:<name>` the service CA issued
+    why_not_service: str  # when `service` is None: why (for refusals)
+    ambiguous: str  # when not empty: why the certificate cannot be judged at all
+
+    def describe(self) -> str:
+        return repr(self.common_name) if self.common_name is not None else "a certificate without a common name"
+
+
+def _issued_by_any(cert: Any, authorities: list[Any]) -> bool:
+    from cryptography.exceptions import InvalidSignature
+
+    for authority in authorities:
+        if cert.issuer != authority.subject:
+            continue
+        try:
+            cert.verify_directly_issued_by(authority)
+            return True
+        except (InvalidSignature, ValueError, TypeError):
+            continue
+    return False
+
+
+def read_peer_identity(cert_pem: bytes, service_authorities: list[Any]) -> PeerIdentity:
+    """The identity of a (handshake-verified) certificate. It is a service
+    identity when its only `quire-service:` name agrees with every other
+    identity name it carries (common names, URI SANs) and one of
+    `service_authorities` (the service CA's certificates) signed it directly."""
+    from cryptography import x509
+    from cryptography.x509.oid import NameOID
+
+    cert = x509.load_pem_x509_certificate(cert_pem)
+    common_names = [str(a.value) for a in cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)]
+    try:
+        sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        uris = [str(u) for u in sans.get_values_for_type(x509.UniformResourceIdentifier)]
+        dns_names = [str(d) for d in sans.get_values_for_type(x509.DNSName)]
+    except x509.ExtensionNotFound:
+        uris, dns_names = [], []
+    identity_names = set(common_names) | set(uris)
+    service_names = {n for n in identity_names | set(dns_names) if n.startswith(SERVICE_IDENTITY_PREFIX)}
+    common_name = common_names[0] if len(set(common_names)) == 1 else None
+    ambiguous = ""
+    if len(set(common_names)) > 1:
+        ambiguous = f"it carries several common names ({', '.join(sorted(set(common_names)))})"
+    elif len(service_names) > 1:
+        ambiguous = f"it carries several service names ({', '.join(sorted(service_names))})"
+    elif service_names and identity_names - service_names:
+        ambiguous = f"its names disagree ({', '.join(sorted(identity_names | service_names))})"
+    if ambiguous:
+        return PeerIdentity(common_name, None, ambiguous, ambiguous)
+    if not service_names:
+        return PeerIdentity(common_name, None, f"it carries no {SERVICE_IDENTITY_PREFIX}<name>", "")
+    if not _issued_by_any(cert, service_authorities):
+        return PeerIdentity(common_name, None, "the service CA (QUIRE_TLS_CA) did not issue it", "")
+    (name,) = service_names
+    return PeerIdentity(common_name, name.removeprefix(SERVICE_IDENTITY_PREFIX), "", "")
+
+
+# Every service CA certificate this process has trusted, newest last: a
+# connection established before a rotation keeps the certificate it was opened
+# with (and passed the handshake with), so an earlier service CA still names
+# who holds it; a new connection from that CA fails the handshake already.
+_service_authorities_seen: list[Any] = []
+_service_ca_file: dict[str, tuple[Path, int]] = {}
+_identity_cache: dict[bytes, PeerIdentity] = {}
+
+
+def _service_authorities(settings: TlsSettings) -> list[Any]:
+    """The service CA's certificates, read again when the file changes, with
+    those of the files before it (a few rotations back)."""
+    from cryptography import x509
+
+    assert settings.ca_path is not None, "TLS is off"
+    key = (settings.ca_path, os.stat(settings.ca_path).st_mtime_ns)
+    if _service_ca_file.get("read") != key:
+        for authority in x509.load_pem_x509_certificates(settings.ca_path.read_bytes()):
+            if authority not in _service_authorities_seen:
+                _service_authorities_seen.append(authority)
+        del _service_authorities_seen[:-8]
+        _service_ca_file["read"] = key
+        _identity_cache.clear()
+    return _service_authorities_seen
+
+
+def peer_identity(context: grpc.aio.ServicerContext) -> PeerIdentity | None:
+    """The verified peer certificate's identity, or None without one. Parsed
+    once per certificate (and service CA file), not once per call."""
     auth = context.auth_context()
-    names = auth.get("x509_common_name") if auth else None
-    return names[0].decode("utf-8", "replace") if names else None
+    pems = auth.get("x509_pem_cert") if auth else None
+    if not pems:
+        return None
+    authorities = _service_authorities(tls_settings())
+    identity = _identity_cache.get(pems[0])
+    if identity is None:
+        if len(_identity_cache) > 1024:  # many peers: start over
+            _identity_cache.clear()
+        identity = _identity_cache[pems[0]] = read_peer_identity(pems[0], authorities)
+    return identity
 
 
-def is_service_identity(common_name: str | None) -> bool:
-    return common_name is not None and common_name.startswith(SERVICE_IDENTITY_PREFIX)
+def peer_common_name(context: grpc.aio.ServicerContext) -> str | None:
+    """The verified client certificate's common name, or None without one. A
+    certificate whose names cannot be judged (several common names, several
+    or disagreeing service names) is refused."""
+    identity = peer_identity(context)
+    if identity is None:
+        return None
+    if identity.ambiguous:
+        raise Unauthenticated(f"the client certificate is refused: {identity.ambiguous}")
+    return identity.common_name
 
 
-def require_service_identity(context: grpc.aio.ServicerContext, method: str) -> None:
-    name = peer_common_name(context)
-    if name is None:
-        raise Unauthenticated(f"{method} needs a service certificate; none was presented")
-    if not is_service_identity(name):
+def require_service_identity(context: grpc.aio.ServicerContext, method: str, check_allowlist: bool = True) -> str:
+    """The caller's service name, if it may call `method` (a full method name)."""
+    short = method.rsplit("/", 1)[-1]
+    identity = peer_identity(context)
+    if identity is None:
+        raise Unauthenticated(f"{short} needs a service certificate; none was presented")
+    if identity.service is None:
         raise PermissionDenied(
-            f"{method} is internal: it accepts only service identities ({SERVICE_IDENTITY_PREFIX}<name>), not {name!r}",
+            f"{short} is internal: it accepts only service identities ({SERVICE_IDENTITY_PREFIX}<name> from the "
+            f"service CA), not {identity.describe()}: {identity.why_not_service}",
             Reason.SERVICE_IDENTITY_REQUIRED,
         )
+    if check_allowlist:
+        allowed = allowed_callers(method)
+        if identity.service not in allowed:
+            callers = ", ".join(SERVICE_IDENTITY_PREFIX + name for name in sorted(allowed)) or "no service"
+            raise PermissionDenied(
+                f"{short} accepts calls from {callers}, not from {SERVICE_IDENTITY_PREFIX}{identity.service}",
+                Reason.SERVICE_IDENTITY_REQUIRED,
+            )
+    return identity.service
 
 
 def guard_handler(
@@ -268,8 +418,13 @@ def guard_handler(
 
 
 class ServiceIdentityInterceptor(grpc.aio.ServerInterceptor):
-    """Internal services: every /quire.* call must come from a peer whose
-    certificate carries a service identity. Health and reflection pass."""
+    """Internal services: every /quire.* call must come from a service
+    identity that quire_common.allowlist lists for its method (any service
+    identity with `check_allowlist` false). Only the peer's certificate is
+    read, never the message. Health and reflection pass."""
+
+    def __init__(self, check_allowlist: bool = True) -> None:
+        self.check_allowlist = check_allowlist
 
     async def intercept_service(
         self,
@@ -280,8 +435,7 @@ class ServiceIdentityInterceptor(grpc.aio.ServerInterceptor):
         method = handler_call_details.method
         if handler is None or not method.startswith("/quire."):
             return handler
-        name = method.rsplit("/", 1)[-1]
-        return guard_handler(handler, lambda context: require_service_identity(context, name))
+        return guard_handler(handler, lambda context: require_service_identity(context, method, self.check_allowlist))
 
 
 HEALTH_METHOD_PREFIX = "/grpc.health.v1."

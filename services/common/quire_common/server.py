@@ -195,7 +195,8 @@ def create_server(
     `register` adds the service's servicers and returns their full names, which
     are published through health and reflection (reflection only with
     QUIRE_REFLECTION_ENABLED). With TLS on (quire_common.security), an
-    `internal` service accepts only peers with a service identity; the gateway
+    `internal` service accepts only the service identities its methods allow
+    (quire_common.allowlist) and only the service CA at the handshake; the gateway
     passes internal=False, its own `auth_interceptors` and whether a client
     certificate is required at the handshake. An address that cannot be bound
     (taken, or not a local address) is a ConfigError naming `address_setting`.
@@ -209,7 +210,7 @@ def create_server(
     if tls.enabled and probe_port:
         interceptors.append(ProbePortInterceptor())
     if tls.enabled and internal:
-        interceptors.append(ServiceIdentityInterceptor())
+        interceptors.append(ServiceIdentityInterceptor(tls.allowlist_enabled))
     interceptors.extend(auth_interceptors)
     fault_rules = fault_rules_from_env()  # test-only; empty in production
     if fault_rules:
@@ -231,7 +232,8 @@ def create_server(
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     if env_bool("QUIRE_REFLECTION_ENABLED", True):
         _enable_reflection(server, [*service_names, health.SERVICE_NAME])
-    credentials = server_credentials(tls, require_client_cert) if tls.enabled else None
+    # Client certificates (QUIRE_TLS_CLIENT_CA) get through the gateway's handshake only.
+    credentials = server_credentials(tls, require_client_cert, trust_client_ca=not internal) if tls.enabled else None
     port = _bind(server, address, address_setting, credentials)
     if probe_port:
         # Kubernetes' gRPC probes cannot speak TLS: a plaintext port for them

@@ -41,9 +41,9 @@ def smoke(settings: Globals, entries: int, size: int) -> int:
     help="also write the Secrets deploy/kubernetes mounts, for a cluster in this namespace (OUT/kubernetes/)",
 )
 def certs(out: str, kubernetes_namespace: str | None) -> None:
-    """Write a throwaway CA, service and client certificates, and a token secret."""
+    """Write throwaway service and client CAs, their certificates, and a token secret."""
     bundle = write_dev_certs(Path(out), kubernetes_namespace)
-    click.echo(f"throwaway CA, service and client certificates in {bundle.directory}")
+    click.echo(f"throwaway service and client CAs and their certificates in {bundle.directory}")
     if kubernetes_namespace:
         click.echo(
             f"  Kubernetes Secrets:   for d in {bundle.directory}/kubernetes/*; do kubectl -n "
@@ -53,6 +53,10 @@ def certs(out: str, kubernetes_namespace: str | None) -> None:
     click.echo(
         f"  as a client:          quire --tls-ca {bundle.ca} --tls-cert {bundle.cert('client-admin')} "
         f"--tls-key {bundle.key('client-admin')} ledger list"
+    )
+    click.echo(
+        f"  as the operator:      quire --tls-ca {bundle.ca} --tls-cert {bundle.cert('operator')} "
+        f"--tls-key {bundle.key('operator')} bookie list"
     )
 
 
