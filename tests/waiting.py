@@ -20,7 +20,7 @@ EVENT_DEADLINE_SECONDS = 180.0
 
 def wait_until(
     what: str,
-    condition: Callable[[], T],
+    condition: Callable[[], T | None],
     *,
     deadline_seconds: float = EVENT_DEADLINE_SECONDS,
     poll_seconds: float = 0.1,
