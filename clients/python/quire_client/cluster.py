@@ -23,12 +23,15 @@ import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from quire_client.balancer import HaproxyBalancer
-from quire_client.devcerts import CertBundle
+
+if TYPE_CHECKING:  # devcerts needs cryptography, which a client-only install lacks
+    from quire_client.devcerts import CertBundle
 
 _ISSUED_PORTS: set[int] = set()
 

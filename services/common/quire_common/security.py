@@ -25,8 +25,8 @@ from typing import Any
 import grpc
 from opentelemetry.metrics import CallbackOptions, Observation
 
+from quire_api.errors import PermissionDenied, Reason, Unauthenticated
 from quire_common.config import ConfigError, env_bool, env_str
-from quire_common.errors import PermissionDenied, Reason, Unauthenticated
 from quire_common.telemetry import meter
 
 log = logging.getLogger(__name__)
