@@ -45,7 +45,7 @@ SERVER_MODULES = [
 
 CLIENT_SCRIPT = """
 import json, sys
-import quire_client, quire_client.cli
+import quire_client, quire_client.cli, quire_client.testing, quire_client.smoke, quire_client.bench
 from quire_api.ids import LedgerId
 from quire_client import QuireClient
 
