@@ -25,19 +25,26 @@ gen: setup ## regenerate Python code and docs/api.md from protos/
 
 gen-check: setup ## fail if the generated code or docs/api.md is stale
 	@rm -rf build/gen-check && $(PY) scripts/gen_protos.py build/gen-check
-	@diff -r -x __pycache__ build/gen-check services/common/generated >/dev/null \
+	@diff -r -x __pycache__ build/gen-check api/python/generated >/dev/null \
 		|| (echo "generated code is stale: run 'make gen' and commit" >&2; exit 1)
 	@$(PY) scripts/gen_api_docs.py build/api.md
 	@diff build/api.md docs/api.md >/dev/null \
 		|| (echo "docs/api.md is stale: run 'make gen' and commit" >&2; exit 1)
 	@echo "generated code and docs/api.md are current"
 
-fmt: setup ## format the Python code
-	$(VENV)/bin/ruff format services clients tests scripts
-	$(VENV)/bin/ruff check --fix services clients tests scripts
+lock: setup ## recompile requirements/lock.txt (exact pins for make setup, the image and CI) from the pyproject.toml files and requirements/dev.in
+	$(VENV)/bin/uv pip compile requirements/lock.in -o requirements/lock.txt --universal --python-version 3.11 \
+		--no-emit-package quire-api --no-emit-package quire-client --no-emit-package quire \
+		--custom-compile-command "make lock" --quiet
+	$(PY) scripts/check_lock.py
 
-lint: setup ## ruff, buf lint and buf breaking against the last release's protos
-	$(VENV)/bin/ruff check services clients tests scripts
+fmt: setup ## format the Python code
+	$(VENV)/bin/ruff format api services clients tests scripts
+	$(VENV)/bin/ruff check --fix api services clients tests scripts
+
+lint: setup ## ruff, the lock file against every pyproject.toml, buf lint and buf breaking against the last release's protos
+	$(VENV)/bin/ruff check api services clients tests scripts
+	$(PY) scripts/check_lock.py
 	@if [ -x $(BUF) ]; then $(BUF) lint && echo "buf lint: clean"; else echo "buf not installed; skipping proto lint"; fi
 	@if [ -x $(BUF) ]; then $(BUF) breaking --against $(PROTO_BASELINE) \
 		&& echo "buf breaking: compatible with $(PROTO_BASELINE)"; \
@@ -49,7 +56,7 @@ proto-baseline: setup ## freeze protos/ as a release's compatibility baseline (R
 	@echo "now set PROTO_BASELINE in the Makefile to protos/releases/v$(RELEASE).binpb and commit both"
 
 typecheck: setup ## mypy
-	$(VENV)/bin/mypy services/common/quire_common services/registry services/bookie services/placement services/gateway services/telemetry clients/python/quire_client tests/faults
+	$(VENV)/bin/mypy api/python/quire_api services/common/quire_common services/registry services/bookie services/placement services/gateway services/telemetry clients/python/quire_client tests/faults
 
 test: setup gen-check ## run the whole test suite (unit, integration, end-to-end)
 	$(PY) -m pytest tests
@@ -108,4 +115,4 @@ test-container: setup ## the testcontainers tests against the image (make image 
 clean: ## remove local cluster data and build output
 	rm -rf $(DATA_DIR) build
 
-.PHONY: help setup gen gen-check fmt lint typecheck test test-faults soak test-unit fuzz certs run bench bench-bookie bench-telemetry check clean image image-telemetry test-deploy test-monitoring test-container test-node
+.PHONY: help setup gen gen-check lock fmt lint typecheck test test-faults soak test-unit fuzz certs run bench bench-bookie bench-telemetry check clean image image-telemetry test-deploy test-monitoring test-container test-node

@@ -22,7 +22,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-VERSION="$(sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml | head -n 1)"
+VERSION="$(sed -n 's/^version = "\(.*\)"/\1/p' services/pyproject.toml | head -n 1)"
 # QUIRE_IMAGE_TELEMETRY=true: the same image plus PySpark and Java, for the
 # telemetry stage (quire-telemetry:latest); the services' image stays lean.
 WITH_TELEMETRY="${QUIRE_IMAGE_TELEMETRY:-false}"

@@ -6,7 +6,7 @@ protoc (from grpc_tools) compiles protos/quire into a FileDescriptorSet with
 source info; its comments become the reference. The codes and reasons each
 gateway call returns come from CALL_ERRORS below, the one table of them, and
 every pair must be a row of docs/errors.md's table; the retryable reasons
-listed there must be quire_common.errors.RETRY_DELAYS. `make gen-check`
+listed there must be quire_api.errors.RETRY_DELAYS. `make gen-check`
 renders into a temporary file and compares, so the reference cannot drift
 from the protos or the error catalogue.
 """
@@ -26,9 +26,9 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROTO_ROOT = ROOT / "protos"
 ERRORS_DOC = ROOT / "docs" / "errors.md"
 DEFAULT_OUTPUT = ROOT / "docs" / "api.md"
-sys.path.insert(0, str(ROOT / "services" / "common"))
+sys.path.insert(0, str(ROOT / "api" / "python"))
 
-from quire_common.errors import RETRY_DELAYS  # noqa: E402
+from quire_api.errors import RETRY_DELAYS  # noqa: E402
 
 # What any gateway call can return, whatever it does.
 EVERY_CALL = [

@@ -1,4 +1,4 @@
-"""Generate the Python code for protos/ into services/common/generated/.
+"""Generate the Python code for protos/ into api/python/generated/ (the quire-api distribution).
 
 Usage: python scripts/gen_protos.py [OUTPUT_DIR]
 
@@ -18,7 +18,7 @@ from grpc_tools import protoc
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROTO_ROOT = ROOT / "protos"
-DEFAULT_OUTPUT = ROOT / "services" / "common" / "generated"
+DEFAULT_OUTPUT = ROOT / "api" / "python" / "generated"
 
 
 def generate(output: pathlib.Path) -> None:

@@ -54,10 +54,21 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PYTHON" -m venv "$VENV"
 fi
 stamp="$VENV/.installed"
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+# The three distributions, editable, with every extra, and the development tools,
+# all at the exact versions of requirements/lock.txt (`make lock`).
+inputs=(requirements/lock.txt requirements/dev.in api/python/pyproject.toml clients/python/pyproject.toml services/pyproject.toml)
+stale=false
+[ -f "$stamp" ] || stale=true
+for input in "${inputs[@]}"; do [ "$input" -nt "$stamp" ] && stale=true; done
+if [ "$stale" = true ]; then
   echo "setup: installing Quire and its development tools into $VENV"
   "$VENV/bin/python" -m pip install -q --upgrade pip
-  "$VENV/bin/python" -m pip install -q -e '.[dev]'
+  # Before the split the whole repository was one editable distribution, `quire` at the root.
+  if "$VENV/bin/python" -m pip show quire 2>/dev/null | grep -q "^Editable project location: $PWD\$"; then
+    "$VENV/bin/python" -m pip uninstall -q -y quire
+  fi
+  "$VENV/bin/python" -m pip install -q -c requirements/lock.txt \
+    -e ./api/python -e './clients/python[testing,certs]' -e './services[telemetry]' -r requirements/dev.in
   touch "$stamp"
 fi
 

@@ -17,6 +17,7 @@ from grpc_health.v1 import health_pb2
 
 from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
 from quire.common.v1 import common_pb2
+from quire_api.errors import DataLoss, Reason
 from quire_bookie.admin import render_metrics, status
 from quire_bookie.bookie import Bookie
 from quire_bookie.collector import LedgerCollector
@@ -27,7 +28,6 @@ from quire_bookie.registration import RegistrationKeeper, RegistryCookies
 from quire_bookie.servicer import BookieServicer
 from quire_bookie.storage import DamagedJournal
 from quire_common.admin_http import AdminServer
-from quire_common.errors import DataLoss, Reason
 from quire_common.server import create_server, mark_serving
 from quire_common.service import run_service
 from quire_common.telemetry import set_instance

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from quire_api.errors import QuireError
+from quire_api.ids import LedgerId
 from quire_bookie.bookie import Bookie
-from quire_common.errors import QuireError
-from quire_common.ids import LedgerId
 from quire_common.telemetry import tracer, tracing_enabled
 
 _tracer = tracer(__name__)

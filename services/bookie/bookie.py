@@ -13,12 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from quire_bookie.disk import DiskUsage, ReadOnlyPolicy, measure
-from quire_bookie.faults import FaultyStore, StorageFaults
-from quire_bookie.journal import FlushStats, GroupCommitter
-from quire_bookie.storage import NO_ENTRY, EntryStore, LedgerState
-from quire_common.entry import check_keyless_digest, header_ids
-from quire_common.errors import (
+from quire_api.errors import (
     DataLoss,
     FailedPrecondition,
     InvalidArgument,
@@ -27,7 +22,12 @@ from quire_common.errors import (
     Reason,
     ResourceExhausted,
 )
-from quire_common.ids import LedgerId
+from quire_api.ids import LedgerId
+from quire_bookie.disk import DiskUsage, ReadOnlyPolicy, measure
+from quire_bookie.faults import FaultyStore, StorageFaults
+from quire_bookie.journal import FlushStats, GroupCommitter
+from quire_bookie.storage import NO_ENTRY, EntryStore, LedgerState
+from quire_common.entry import check_keyless_digest, header_ids
 from quire_common.tasks import cancel_and_wait
 from quire_common.telemetry import duration_histogram, meter, record_sample
 

@@ -11,8 +11,8 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
+from quire_api.ids import LedgerId
 from quire_bookie.bookie import Bookie
-from quire_common.ids import LedgerId
 from quire_common.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)

@@ -6,12 +6,12 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
+from quire_api.errors import InvalidArgument
+from quire_api.ids import validate_bookie_id
 from quire_bookie.bookie import BookieSettings
 from quire_bookie.disk import ReadOnlyPolicy
 from quire_bookie.faults import StorageFaults
 from quire_common.config import ConfigError, env_bool, env_float, env_int, env_str
-from quire_common.errors import InvalidArgument
-from quire_common.ids import validate_bookie_id
 
 log = logging.getLogger(__name__)
 

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from quire_api.errors import AlreadyExists, Unavailable
 from quire_common.config import ConfigError
-from quire_common.errors import AlreadyExists, Unavailable
 
 log = logging.getLogger(__name__)
 

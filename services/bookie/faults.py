@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from quire_api.ids import LedgerId
 from quire_bookie.storage import EntryStore, LedgerState, entry_key
-from quire_common.ids import LedgerId
 
 log = logging.getLogger(__name__)
 

@@ -13,10 +13,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from quire_api.errors import InvalidArgument
+from quire_api.ids import LedgerId
 from quire_bookie.storage import NO_ENTRY, EntryStore, LedgerState
 from quire_common.entry import DIGEST_SIZES, Digester, DigestMismatch, DigestType, parse_header, unpack_entry
-from quire_common.errors import InvalidArgument
-from quire_common.ids import LedgerId
 
 LAST_ENTRY_ID = (1 << 63) - 1
 

@@ -24,8 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
-from quire_bookie.storage import EntryStore, LedgerState, is_disk_full
-from quire_common.errors import (
+from quire_api.errors import (
     FailedPrecondition,
     PermissionDenied,
     QuireError,
@@ -33,7 +32,8 @@ from quire_common.errors import (
     ResourceExhausted,
     Unavailable,
 )
-from quire_common.ids import LedgerId
+from quire_api.ids import LedgerId
+from quire_bookie.storage import EntryStore, LedgerState, is_disk_full
 from quire_common.telemetry import tracer
 
 T = TypeVar("T")

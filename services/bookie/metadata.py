@@ -6,9 +6,9 @@ from __future__ import annotations
 import grpc
 
 from quire.registry.v1 import registry_pb2, registry_pb2_grpc
+from quire_api.errors import NotFound
+from quire_api.ids import LedgerId, ledger_id_to_proto
 from quire_common.channels import call, open_channel
-from quire_common.errors import NotFound
-from quire_common.ids import LedgerId, ledger_id_to_proto
 
 
 class RegistryLedgerLookup:

@@ -13,9 +13,9 @@ import grpc
 
 from quire.common.v1 import common_pb2
 from quire.registry.v1 import registry_pb2, registry_pb2_grpc
+from quire_api.errors import NotFound
 from quire_bookie.cookie import Cookie
 from quire_common.channels import call, open_channel
-from quire_common.errors import NotFound
 from quire_common.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)

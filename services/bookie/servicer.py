@@ -8,10 +8,10 @@ import grpc
 from opentelemetry import trace
 
 from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
+from quire_api.errors import InvalidArgument, QuireError
+from quire_api.ids import LedgerId, ledger_id_from_proto
 from quire_bookie.add_stream import AddOutcome, AddStreamSession, StreamedAdd
 from quire_bookie.bookie import Bookie
-from quire_common.errors import InvalidArgument, QuireError
-from quire_common.ids import LedgerId, ledger_id_from_proto
 
 
 class BookieServicer(bookie_pb2_grpc.BookieServiceServicer):

@@ -49,8 +49,8 @@ from rocksdict import (
     WriteOptions,
 )
 
-from quire_common.errors import DataLoss, Reason
-from quire_common.ids import LedgerId
+from quire_api.errors import DataLoss, Reason
+from quire_api.ids import LedgerId
 
 log = logging.getLogger(__name__)
 

@@ -8,12 +8,12 @@ import socket
 from dataclasses import dataclass
 
 from quire.gateway.v1 import blob_pb2, blob_pb2_grpc, ledger_pb2, ledger_pb2_grpc
+from quire_api.errors import QuireError
 from quire_common.admin_http import start_admin_server
 from quire_common.auth import AuthSettings
 from quire_common.bookies import BookieDirectory
 from quire_common.call_limits import CallsPerCaller, ConnectionLimits, RequestIdle
 from quire_common.config import ConfigError, env_bool, env_float, env_int, env_str
-from quire_common.errors import QuireError
 from quire_common.security import check_client_auth_mode, tls_settings
 from quire_common.server import create_server, mark_not_serving, mark_serving, serve_until_signalled
 from quire_common.service import run_service

@@ -35,11 +35,9 @@ from dataclasses import dataclass, field
 
 from quire.common.v1 import common_pb2
 from quire.registry.v1 import registry_pb2
-from quire_common.bookies import BookieDirectory
-from quire_common.entry import Digester, DigestType, master_key, unpack_entry
-from quire_common.errors import QuireError, Reason, Unavailable
-from quire_common.ids import LedgerId
-from quire_common.replication import (
+from quire_api.errors import QuireError, Reason, Unavailable
+from quire_api.ids import LedgerId
+from quire_api.replication import (
     LostReplica,
     count_held,
     entries_held,
@@ -50,6 +48,8 @@ from quire_common.replication import (
     repairable_replicas,
     set_marker,
 )
+from quire_common.bookies import BookieDirectory
+from quire_common.entry import Digester, DigestType, master_key, unpack_entry
 from quire_gateway.leadership import RoleHolder
 from quire_gateway.recovery import read_last_add_confirmed
 from quire_gateway.remote import Remote

@@ -19,10 +19,10 @@ from typing import Any
 
 import grpc
 
+from quire_api.errors import PermissionDenied, Reason, Unauthenticated
 from quire_common.allowlist import GATEWAY
 from quire_common.auth import AuthSettings, Principal
 from quire_common.call_limits import NO_IDLE_LIMIT, CallsPerCaller, RequestIdle
-from quire_common.errors import PermissionDenied, Reason, Unauthenticated
 from quire_common.security import SERVICE_IDENTITY_PREFIX, guard_handler, peer_common_name, peer_identity
 from quire_gateway.peers import FORWARDED_BY
 from quire_gateway.policy import required_permission

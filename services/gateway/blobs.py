@@ -24,8 +24,8 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from quire_common.errors import InvalidArgument, QuireError, Reason
-from quire_common.ids import LedgerId
+from quire_api.errors import InvalidArgument, QuireError, Reason
+from quire_api.ids import LedgerId
 from quire_gateway.ledgers import CreateSpec, LedgerManager
 
 log = logging.getLogger(__name__)

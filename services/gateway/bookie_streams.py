@@ -28,9 +28,9 @@ import grpc
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
+from quire_api.errors import QuireError, Reason, Unavailable
+from quire_api.ids import LedgerId, ledger_id_to_proto
 from quire_common.channels import error_from_rpc, error_from_status
-from quire_common.errors import QuireError, Reason, Unavailable
-from quire_common.ids import LedgerId, ledger_id_to_proto
 from quire_common.telemetry import tracing_enabled
 
 log = logging.getLogger(__name__)

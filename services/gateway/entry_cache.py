@@ -22,7 +22,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from quire.common.v1 import common_pb2
-from quire_common.ids import LedgerId
+from quire_api.ids import LedgerId
 
 DEFAULT_ENTRY_CACHE_BYTES = 64 * 1024 * 1024
 # Per cached entry beyond its payload: key, value tuple and dict slot.

@@ -43,8 +43,7 @@ from typing import Any
 from opentelemetry.trace import SpanContext
 
 from quire.common.v1 import common_pb2
-from quire_common.entry import V2_HEADER_SIZE, Digester, DigestType, master_key, pack_entry
-from quire_common.errors import (
+from quire_api.errors import (
     Aborted,
     FailedPrecondition,
     QuireError,
@@ -52,9 +51,10 @@ from quire_common.errors import (
     ResourceExhausted,
     Unavailable,
 )
-from quire_common.ids import LedgerId
-from quire_common.limits import MAX_ENTRY_PAYLOAD_BYTES
-from quire_common.replication import add_marker
+from quire_api.ids import LedgerId
+from quire_api.limits import MAX_ENTRY_PAYLOAD_BYTES
+from quire_api.replication import add_marker
+from quire_common.entry import V2_HEADER_SIZE, Digester, DigestType, master_key, pack_entry
 from quire_common.telemetry import batch_span, current_span_context, tracer, tracing_enabled
 from quire_gateway import metrics
 from quire_gateway.entry_cache import EntryCache, incarnation

@@ -14,7 +14,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from quire_common.errors import QuireError
+from quire_api.errors import QuireError
 from quire_gateway.remote import Remote
 
 log = logging.getLogger(__name__)

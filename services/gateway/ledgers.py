@@ -15,8 +15,7 @@ from google.protobuf import timestamp_pb2
 
 from quire.common.v1 import common_pb2
 from quire.registry.v1 import registry_pb2
-from quire_common.entry import DigestType
-from quire_common.errors import (
+from quire_api.errors import (
     FailedPrecondition,
     InvalidArgument,
     NotFound,
@@ -25,7 +24,8 @@ from quire_common.errors import (
     QuireError,
     Reason,
 )
-from quire_common.ids import LedgerId, ledger_id_to_proto, validate_request_id
+from quire_api.ids import LedgerId, ledger_id_to_proto, validate_request_id
+from quire_common.entry import DigestType
 from quire_common.quorum import validate_quorum
 from quire_common.telemetry import tracer, tracing_enabled
 from quire_gateway import metrics

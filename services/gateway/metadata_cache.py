@@ -56,8 +56,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from quire.common.v1 import common_pb2
-from quire_common.errors import NotFound
-from quire_common.ids import LedgerId
+from quire_api.errors import NotFound
+from quire_api.ids import LedgerId
 from quire_common.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from quire_api.ids import ledger_id_from_proto
 from quire_common.auth import ADMIN, READ, WRITE
-from quire_common.ids import ledger_id_from_proto
 from quire_gateway.blobs import decode_blob_id
 
 _LEDGER_READS = {

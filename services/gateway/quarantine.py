@@ -17,7 +17,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TypeVar
 
-from quire_common.errors import Reason, Unavailable
+from quire_api.errors import Reason, Unavailable
 
 log = logging.getLogger(__name__)
 

@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from quire.common.v1 import common_pb2
+from quire_api.errors import Aborted, PermissionDenied, QuireError, Reason, Unavailable
+from quire_api.ids import LedgerId
 from quire_common.entry import Digester, DigestType, master_key, parse_header, unpack_entry
-from quire_common.errors import Aborted, PermissionDenied, QuireError, Reason, Unavailable
-from quire_common.ids import LedgerId
 from quire_common.tasks import let_finish
 from quire_common.telemetry import tracer
 from quire_gateway import metrics

@@ -5,9 +5,9 @@ readers that find a damaged copy and by the auditor's scrub."""
 from __future__ import annotations
 
 from quire.common.v1 import common_pb2
-from quire_common.errors import Aborted
-from quire_common.ids import LedgerId
-from quire_common.replication import add_marker
+from quire_api.errors import Aborted
+from quire_api.ids import LedgerId
+from quire_api.replication import add_marker
 from quire_gateway.remote import Remote
 
 # Conflicts with writers, recoveries and other flaggers before giving up.

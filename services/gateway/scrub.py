@@ -24,10 +24,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from quire.common.v1 import common_pb2
+from quire_api.errors import DataLoss, QuireError
+from quire_api.ids import LedgerId
+from quire_api.replication import entries_held, segment_end
 from quire_common.entry import Digester, DigestType, unpack_entry
-from quire_common.errors import DataLoss, QuireError
-from quire_common.ids import LedgerId
-from quire_common.replication import entries_held, segment_end
 from quire_gateway import metrics
 from quire_gateway.quorums import replicas_of
 from quire_gateway.remote import Remote

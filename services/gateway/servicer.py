@@ -11,9 +11,9 @@ from contextlib import contextmanager
 import grpc
 
 from quire.gateway.v1 import blob_pb2, blob_pb2_grpc, ledger_pb2, ledger_pb2_grpc
-from quire_common.errors import InvalidArgument, QuireError
-from quire_common.ids import LedgerId, ledger_id_from_proto
-from quire_common.limits import MAX_REPLY_BYTES
+from quire_api.errors import InvalidArgument, QuireError
+from quire_api.ids import LedgerId, ledger_id_from_proto
+from quire_api.limits import MAX_REPLY_BYTES
 from quire_common.telemetry import tracer, tracing_enabled
 from quire_gateway.blobs import BlobStore
 from quire_gateway.forwarding import Forwarder

@@ -17,7 +17,7 @@ import asyncio
 import hashlib
 
 from quire.common.v1 import common_pb2
-from quire_common.errors import Reason, Unavailable
+from quire_api.errors import Reason, Unavailable
 from quire_gateway.leadership import RoleHolder
 from quire_gateway.remote import Remote
 

@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 
 from opentelemetry import metrics
 
-from quire_common.ids import validate_bookie_id
+from quire_api.ids import validate_bookie_id
 from quire_common.quorum import validate_quorum
 from quire_placement import policy
 from quire_placement.policy import BookieNode, Placement, PolicySettings

@@ -24,7 +24,7 @@ import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from quire_common.errors import InvalidArgument, Reason, Unavailable
+from quire_api.errors import InvalidArgument, Reason, Unavailable
 from quire_placement.weights import weighted_pick, weighted_sample
 
 DEFAULT_RACK = "/default-rack"

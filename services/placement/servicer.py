@@ -5,7 +5,7 @@ from __future__ import annotations
 import grpc
 
 from quire.placement.v1 import placement_pb2, placement_pb2_grpc
-from quire_common.errors import InvalidArgument
+from quire_api.errors import InvalidArgument
 from quire_placement.placement import Placer
 
 

@@ -6,8 +6,8 @@ import asyncio
 import logging
 
 from quire.registry.v1 import registry_pb2, registry_pb2_grpc
+from quire_api.errors import Unavailable
 from quire_common.admin_http import start_admin_server
-from quire_common.errors import Unavailable
 from quire_common.server import create_server, mark_serving, serve_until_signalled
 from quire_common.service import run_service
 from quire_registry.config import RegistryConfig

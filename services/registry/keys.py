@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from quire_common.ids import LedgerId
+from quire_api.ids import LedgerId
 
 
 class Keys:

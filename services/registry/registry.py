@@ -17,8 +17,8 @@ from google.protobuf.message import DecodeError
 
 from quire.common.v1 import common_pb2
 from quire.registry.v1 import registry_pb2
-from quire_common.bookies import effective_service_info, validate_service_info
-from quire_common.errors import (
+from quire_api.bookie_addresses import effective_service_info, validate_service_info
+from quire_api.errors import (
     Aborted,
     AlreadyExists,
     DataLoss,
@@ -28,7 +28,7 @@ from quire_common.errors import (
     Reason,
     Unavailable,
 )
-from quire_common.ids import (
+from quire_api.ids import (
     U64_MAX,
     LedgerId,
     new_scoped_ledger_id,

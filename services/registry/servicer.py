@@ -8,8 +8,8 @@ from collections.abc import AsyncIterator
 import grpc
 
 from quire.registry.v1 import registry_pb2, registry_pb2_grpc
-from quire_common.errors import InvalidArgument
-from quire_common.ids import LedgerId, ledger_id_from_proto
+from quire_api.errors import InvalidArgument
+from quire_api.ids import LedgerId, ledger_id_from_proto
 from quire_registry.leadership import Leadership
 from quire_registry.registry import IdMode, Registration, Registry
 

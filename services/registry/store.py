@@ -23,8 +23,8 @@ import grpc
 from etcd3aio import prefix_range_end
 from etcd3aio._protobuf import Compare, RequestOp, WatchCreateRequest, WatchRequest, WatchResponse
 
+from quire_api.errors import QuireError, Reason, ResourceExhausted, Unavailable
 from quire_common.config import ConfigError
-from quire_common.errors import QuireError, Reason, ResourceExhausted, Unavailable
 from quire_common.telemetry import duration_histogram, meter, tracer
 
 log = logging.getLogger(__name__)

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from quire.registry.v1 import registry_pb2
+from quire_api.ids import LedgerId
 from quire_client import QuireClient
 from quire_client.testing.pytest_plugin import quire_test_image, require_container_support
-from quire_common.ids import LedgerId
 
 pytestmark = pytest.mark.container
 

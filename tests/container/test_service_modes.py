@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 import yaml
 
+from quire_api.ids import LedgerId
 from quire_client import QuireClient
 from quire_client.cluster import free_port
 from quire_client.testing.health import wait_until_serving
 from quire_client.testing.pytest_plugin import quire_test_image, require_container_support
-from quire_common.ids import LedgerId
 
 pytestmark = pytest.mark.container
 

@@ -139,7 +139,7 @@ CLIENT = """
 import json, ssl, sys, urllib.request
 from pathlib import Path
 from quire_client.client import ClientTls, QuireClient
-from quire_common.ids import ledger_id_from_proto
+from quire_api.ids import ledger_id_from_proto
 given = json.loads(sys.argv[1])
 tls = context = None
 if given["tls"]:

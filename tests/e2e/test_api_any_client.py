@@ -17,10 +17,10 @@ from grpc_status import rpc_status
 
 from quire.common.v1 import common_pb2
 from quire.gateway.v1 import blob_pb2, blob_pb2_grpc, ledger_pb2, ledger_pb2_grpc
+from quire_api.ids import LedgerId, ledger_id_to_proto
+from quire_api.limits import MAX_ENTRY_PAYLOAD_BYTES
 from quire_client import QuireClient, ResourceExhaustedError, UnavailableError
 from quire_client.cluster import LocalCluster
-from quire_common.ids import LedgerId, ledger_id_to_proto
-from quire_common.limits import MAX_ENTRY_PAYLOAD_BYTES
 from tests.e2e.conftest import running_cluster
 
 

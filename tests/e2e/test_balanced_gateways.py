@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 
 from quire.common.v1 import common_pb2
+from quire_api.ids import LedgerId, ledger_id_from_proto
 from quire_client import QuireClient
 from quire_client.client import QuireClientError
 from quire_client.cluster import LocalCluster, Ports
-from quire_common.ids import LedgerId, ledger_id_from_proto
 
 pytestmark = [
     pytest.mark.e2e,

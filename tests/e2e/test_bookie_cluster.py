@@ -13,10 +13,10 @@ import pytest
 
 from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
 from quire.registry.v1 import registry_pb2
+from quire_api.ids import LedgerId, ledger_id_to_proto
 from quire_client import QuireClient
 from quire_client.cluster import LocalCluster, Ports, grpc_serving
 from quire_common.entry import Digester, DigestType, master_key, pack_entry
-from quire_common.ids import LedgerId, ledger_id_to_proto
 
 pytestmark = pytest.mark.e2e
 

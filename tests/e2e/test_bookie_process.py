@@ -13,9 +13,9 @@ import grpc
 import pytest
 
 from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
+from quire_api.ids import LedgerId, ledger_id_to_proto
 from quire_client.cluster import StandaloneBookie, free_port
 from quire_common.entry import Digester, DigestType, master_key, pack_entry
-from quire_common.ids import LedgerId, ledger_id_to_proto
 
 pytestmark = pytest.mark.e2e
 

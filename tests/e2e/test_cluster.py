@@ -10,8 +10,8 @@ import grpc
 import pytest
 
 from quire.common.v1 import common_pb2
+from quire_api.ids import LedgerId
 from quire_client import QuireClientError
-from quire_common.ids import LedgerId
 
 pytestmark = pytest.mark.e2e
 

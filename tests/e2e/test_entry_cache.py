@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
+from quire_api.ids import LedgerId
 from quire_client import QuireClient
 from quire_client.cluster import LocalCluster
-from quire_common.ids import LedgerId
 from tests.e2e.conftest import running_cluster
 
 pytestmark = pytest.mark.e2e

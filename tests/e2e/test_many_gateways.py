@@ -12,9 +12,9 @@ import pytest
 
 from quire.common.v1 import common_pb2
 from quire.gateway.v1 import ledger_pb2
+from quire_api.ids import LedgerId, ledger_id_to_proto
 from quire_client import QuireClient
 from quire_client.cluster import LocalCluster
-from quire_common.ids import LedgerId, ledger_id_to_proto
 from tests.e2e.conftest import running_cluster
 
 PASSWORD = b"secret"

@@ -16,9 +16,9 @@ import pytest
 
 from quire.common.v1 import common_pb2
 from quire.registry.v1 import registry_pb2
+from quire_api.ids import LedgerId, ledger_id_to_proto
 from quire_client import NotFoundError, QuireClient
 from quire_client.cluster import LocalCluster
-from quire_common.ids import LedgerId, ledger_id_to_proto
 from quire_gateway.blobs import decode_blob_id
 from tests.e2e.conftest import running_cluster
 

@@ -91,7 +91,7 @@ def client_for(
 def test_writes_relayed_to_the_owner_are_authorized_where_they_arrive(
     tls_cluster: LocalCluster, bundle: CertBundle
 ) -> None:
-    from quire_common.ids import LedgerId
+    from quire_api.ids import LedgerId
 
     with client_for(tls_cluster, bundle, "client-admin") as admin:
         created = admin.create_ledger(scope_id=7)
@@ -169,7 +169,7 @@ def test_handshakes_refused_without_a_valid_certificate(
 def test_roles_are_refused_exactly_what_they_lack(tls_cluster: LocalCluster, bundle: CertBundle) -> None:
     with client_for(tls_cluster, bundle, "client-admin") as admin:
         ledger = admin.create_ledger(scope_id=7)
-        from quire_common.ids import LedgerId
+        from quire_api.ids import LedgerId
 
         ledger_id = LedgerId(ledger.ledger_id.scope_id, ledger.ledger_id.ledger_id)
         admin.add_entry(ledger_id, b"by admin")

@@ -11,10 +11,10 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
 from quire.registry.v1 import registry_pb2, registry_pb2_grpc
+from quire_api.ids import LedgerId, ledger_id_to_proto
 from quire_client import QuireClient
 from quire_client.cluster import LocalCluster, tooling_channel
 from quire_common.entry import Digester, DigestType, master_key, pack_entry, unpack_entry
-from quire_common.ids import LedgerId, ledger_id_to_proto
 from tests.faults.checker import Verdict, check, read_back
 from tests.faults.history import History
 from tests.faults.report import Scenario

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from quire_api.ids import LedgerId
 from quire_client.cluster import LocalCluster
-from quire_common.ids import LedgerId
 from tests.faults.history import History
 from tests.faults.lab import fault_cluster
 from tests.faults.report import Scenario

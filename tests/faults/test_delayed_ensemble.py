@@ -11,9 +11,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from quire_api.ids import LedgerId
+from quire_api.replication import markers
 from quire_client.cluster import LocalCluster
-from quire_common.ids import LedgerId
-from quire_common.replication import markers
 from tests.faults.history import History
 from tests.faults.lab import fault_cluster
 from tests.faults.report import Scenario

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pytest
 
+from quire_api.ids import LedgerId
 from quire_client import QuireClientError
 from quire_client.cluster import LocalCluster, free_port
-from quire_common.ids import LedgerId
 from tests.faults.history import History
 from tests.faults.lab import fault_cluster
 from tests.faults.report import Scenario

@@ -18,9 +18,9 @@ from collections.abc import Iterator
 import pytest
 
 from quire.common.v1 import common_pb2
+from quire_api.ids import LedgerId
 from quire_client import QuireClient, QuireClientError
 from quire_client.cluster import LocalCluster
-from quire_common.ids import LedgerId
 from tests.faults.lab import fault_cluster
 from tests.faults.report import Scenario
 

@@ -13,8 +13,8 @@ import pytest
 
 from quire.common.v1 import common_pb2
 from quire.registry.v1 import registry_pb2, registry_pb2_grpc
+from quire_api.ids import LedgerId
 from quire_client.cluster import LocalCluster, StandaloneBookie, tooling_channel
-from quire_common.ids import LedgerId
 from tests.faults.history import History
 from tests.faults.lab import fault_cluster
 from tests.faults.report import Scenario

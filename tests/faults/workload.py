@@ -13,8 +13,8 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
+from quire_api.ids import LedgerId
 from quire_client import QuireClient, QuireClientError
-from quire_common.ids import LedgerId
 from tests.faults.history import History, check_payload, make_payload
 
 

@@ -14,6 +14,8 @@ import struct
 from google.protobuf.message import DecodeError
 
 from quire.common.v1 import common_pb2
+from quire_api.errors import QuireError
+from quire_api.ids import LedgerId, ledger_id_from_proto, parse_host_port, validate_bookie_id
 from quire_common.entry import (
     Digester,
     DigestType,
@@ -23,8 +25,6 @@ from quire_common.entry import (
     parse_header,
     unpack_entry,
 )
-from quire_common.errors import QuireError
-from quire_common.ids import LedgerId, ledger_id_from_proto, parse_host_port, validate_bookie_id
 from quire_gateway.blobs import decode_blob_id, encode_blob_id
 from quire_registry.registry import validate_metadata
 

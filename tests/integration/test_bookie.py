@@ -10,14 +10,7 @@ import pytest
 from google.rpc import error_details_pb2, status_pb2
 
 from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
-from quire_bookie import inspect
-from quire_bookie.bookie import Bookie, BookieSettings
-from quire_bookie.collector import LedgerCollector
-from quire_bookie.disk import ReadOnlyPolicy
-from quire_bookie.servicer import BookieServicer
-from quire_bookie.storage import EntryStore
-from quire_common.entry import Digester, DigestType, master_key, pack_entry
-from quire_common.errors import (
+from quire_api.errors import (
     FailedPrecondition,
     InvalidArgument,
     NotFound,
@@ -26,8 +19,15 @@ from quire_common.errors import (
     ResourceExhausted,
     Unavailable,
 )
-from quire_common.ids import LedgerId, ledger_id_to_proto
-from quire_common.rpc_status import STATUS_DETAILS_KEY
+from quire_api.ids import LedgerId, ledger_id_to_proto
+from quire_api.rpc_status import STATUS_DETAILS_KEY
+from quire_bookie import inspect
+from quire_bookie.bookie import Bookie, BookieSettings
+from quire_bookie.collector import LedgerCollector
+from quire_bookie.disk import ReadOnlyPolicy
+from quire_bookie.servicer import BookieServicer
+from quire_bookie.storage import EntryStore
+from quire_common.entry import Digester, DigestType, master_key, pack_entry
 from quire_common.server import create_server
 
 pytestmark = pytest.mark.integration

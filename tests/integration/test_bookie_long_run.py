@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from quire_api.ids import LedgerId
 from quire_bookie.bookie import Bookie
 from quire_bookie.storage import ALL_MEMTABLES_BYTES, MAX_OPEN_FILES, MEMTABLE_BYTES
 from quire_common.entry import master_key
-from quire_common.ids import LedgerId
 from tests.integration.test_bookie import packed
 
 pytestmark = pytest.mark.integration

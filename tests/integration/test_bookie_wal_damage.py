@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from quire_api.errors import DataLoss
+from quire_api.ids import LedgerId
 from quire_bookie.storage import DamagedJournal, EntryStore, LedgerState, wal_whole_records_end
 from quire_client.cli import main as cli_main
-from quire_common.errors import DataLoss
-from quire_common.ids import LedgerId
 from tests.faults.audit import WAL_HEADER_BYTES, wal_record_starts
 
 pytestmark = pytest.mark.integration
@@ -117,7 +117,7 @@ WRITER = """
 import os, sys
 from pathlib import Path
 from quire_bookie.storage import EntryStore, LedgerState
-from quire_common.ids import LedgerId
+from quire_api.ids import LedgerId
 store, ledger = EntryStore(Path(sys.argv[1])), LedgerId(3, 4)
 state = store.load_states().get(ledger, LedgerState())
 next_id = state.last_entry_id + 1

@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from quire_common.errors import InvalidArgument
+from quire_api.errors import InvalidArgument
 from quire_registry.keys import Keys
 from quire_registry.leadership import Leadership
 from quire_registry.store import EtcdStore

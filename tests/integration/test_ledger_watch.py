@@ -13,8 +13,8 @@ import pytest
 from quire.common.v1 import common_pb2
 from quire.registry.v1 import registry_pb2 as R
 from quire.registry.v1 import registry_pb2_grpc
+from quire_api.ids import LedgerId, ledger_id_to_proto
 from quire_common.channels import open_channel
-from quire_common.ids import LedgerId, ledger_id_to_proto
 from quire_registry.registry import IdMode
 
 pytestmark = pytest.mark.integration

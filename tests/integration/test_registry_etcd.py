@@ -9,8 +9,8 @@ import pytest
 
 from quire.common.v1 import common_pb2
 from quire.registry.v1 import registry_pb2
-from quire_common.errors import Aborted, AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
-from quire_common.ids import LedgerId
+from quire_api.errors import Aborted, AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
+from quire_api.ids import LedgerId
 from quire_registry.registry import IdMode, Registry
 from quire_registry.store import EtcdStore
 

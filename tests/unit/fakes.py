@@ -7,8 +7,8 @@ import asyncio
 from dataclasses import dataclass, field
 
 from quire.common.v1 import common_pb2
-from quire_common.errors import Aborted, FailedPrecondition, NotFound, Reason, Unavailable
-from quire_common.ids import LedgerId
+from quire_api.errors import Aborted, FailedPrecondition, NotFound, Reason, Unavailable
+from quire_api.ids import LedgerId
 
 
 @dataclass

@@ -5,7 +5,7 @@ import pathlib
 
 import pytest
 
-from quire_common.errors import RETRY_DELAYS
+from quire_api.errors import RETRY_DELAYS
 
 SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "scripts" / "gen_api_docs.py"
 

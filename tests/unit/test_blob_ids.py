@@ -4,8 +4,8 @@ import re
 
 import pytest
 
-from quire_common.errors import InvalidArgument
-from quire_common.ids import LedgerId
+from quire_api.errors import InvalidArgument
+from quire_api.ids import LedgerId
 from quire_gateway.blobs import BlobRef, decode_blob_id, encode_blob_id
 
 

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from quire.common.v1 import common_pb2
-from quire_common.ids import LedgerId
+from quire_api.ids import LedgerId
 from quire_gateway.blobs import BlobSettings, BlobStore, decode_blob_id
 from quire_gateway.reads import ReadEntry
 

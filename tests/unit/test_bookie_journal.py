@@ -7,10 +7,10 @@ import threading
 
 import pytest
 
+from quire_api.errors import FailedPrecondition, PermissionDenied, Reason, ResourceExhausted, Unavailable
+from quire_api.ids import LedgerId
 from quire_bookie.journal import AddOp, FenceOp, GroupCommitter, LacOp, apply
 from quire_bookie.storage import LedgerState
-from quire_common.errors import FailedPrecondition, PermissionDenied, Reason, ResourceExhausted, Unavailable
-from quire_common.ids import LedgerId
 
 LEDGER = LedgerId(1, 1)
 KEY = b"k" * 20

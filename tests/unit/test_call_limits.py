@@ -7,8 +7,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from quire_api.errors import DeadlineExceeded, ResourceExhausted
 from quire_common.call_limits import MAX_METADATA_BYTES, CallsPerCaller, ConnectionLimits, RequestIdle
-from quire_common.errors import DeadlineExceeded, ResourceExhausted
 
 
 async def messages(*gaps: float) -> AsyncIterator[int]:

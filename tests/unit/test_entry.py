@@ -5,6 +5,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from quire_api.errors import InvalidArgument
+from quire_api.ids import U64_MAX, LedgerId
 from quire_common.entry import (
     V2_HEADER_SIZE,
     Digester,
@@ -18,8 +20,6 @@ from quire_common.entry import (
     parse_header,
     unpack_entry,
 )
-from quire_common.errors import InvalidArgument
-from quire_common.ids import U64_MAX, LedgerId
 
 V1_HELLO_HEADER = bytes.fromhex("00000000000000010000000000000000ffffffffffffffff0000000000000005")
 

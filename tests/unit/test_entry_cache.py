@@ -4,7 +4,7 @@ incarnations of a ledger id kept apart, runs stop at the first gap."""
 from __future__ import annotations
 
 from quire.common.v1 import common_pb2
-from quire_common.ids import LedgerId
+from quire_api.ids import LedgerId
 from quire_gateway.entry_cache import ENTRY_OVERHEAD_BYTES, EntryCache, incarnation
 
 LEDGER = LedgerId(1, 2)

@@ -2,8 +2,8 @@ import grpc
 from grpc_status import rpc_status
 
 from quire.common.v1 import common_pb2
-from quire_common.errors import ERROR_CLASSES_BY_CODE, Reason
-from quire_common.rpc_status import status_for
+from quire_api.errors import ERROR_CLASSES_BY_CODE, Reason
+from quire_api.rpc_status import status_for
 
 
 def test_reason_catalogue_is_the_proto_enum():
@@ -21,7 +21,7 @@ def test_every_error_class_maps_to_a_real_status_code():
 
 
 def test_retryability_is_a_property_of_the_reason_not_of_the_code():
-    from quire_common.errors import Reason, ResourceExhausted, Unavailable
+    from quire_api.errors import Reason, ResourceExhausted, Unavailable
 
     assert not ResourceExhausted("too big", Reason.ENTRY_TOO_LARGE).retryable
     assert ResourceExhausted("busy", Reason.OVERLOADED).retryable
@@ -32,7 +32,7 @@ def test_retryability_is_a_property_of_the_reason_not_of_the_code():
 def test_retry_info_is_sent_only_for_retryable_reasons():
     from google.rpc import error_details_pb2
 
-    from quire_common.errors import Reason, ResourceExhausted
+    from quire_api.errors import Reason, ResourceExhausted
 
     def retry_infos(error):
         found = []
@@ -63,9 +63,9 @@ class _FailedCall(grpc.RpcError):
 
 
 def test_client_and_services_decode_the_same_status():
+    from quire_api.errors import Reason, ResourceExhausted, Unavailable
     from quire_client.errors import ResourceExhaustedError, UnavailableError, translate
     from quire_common.channels import error_from_rpc
-    from quire_common.errors import Reason, ResourceExhausted, Unavailable
 
     sent = Unavailable("not enough bookies", Reason.NOT_ENOUGH_BOOKIES, needed="3", available="1")
     call = _FailedCall(status_for(sent))

@@ -19,7 +19,7 @@ def _differences(left: Path, right: Path) -> list[str]:
 
 def test_generated_code_matches_the_protos(tmp_path):
     subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_protos.py"), str(tmp_path / "gen")], check=True)
-    assert _differences(tmp_path / "gen", ROOT / "services" / "common" / "generated") == [], (
+    assert _differences(tmp_path / "gen", ROOT / "api" / "python" / "generated") == [], (
         "generated code is stale: run `make gen` and commit"
     )
 

@@ -2,8 +2,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from quire_common.errors import InvalidArgument
-from quire_common.ids import (
+from quire_api.errors import InvalidArgument
+from quire_api.ids import (
     U64_MAX,
     LedgerId,
     new_scoped_ledger_id,
@@ -82,8 +82,8 @@ def test_a_request_may_name_a_ledger_by_its_qualified_name():
     import pytest as _pytest
 
     from quire.common.v1 import common_pb2
-    from quire_common.errors import InvalidArgument
-    from quire_common.ids import LedgerId, ledger_id_from_proto
+    from quire_api.errors import InvalidArgument
+    from quire_api.ids import LedgerId, ledger_id_from_proto
 
     ledger = LedgerId(2**60 + 3, 2**63 + 5)  # both halves beyond 2^53
     by_name = common_pb2.LedgerId(qualified_name=ledger.qualified_name)

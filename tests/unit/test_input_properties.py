@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from quire_api.errors import InvalidArgument
+from quire_api.ids import LedgerId, validate_bookie_id
 from quire_common.entry import Digester, DigestType, pack_entry, unpack_entry
-from quire_common.errors import InvalidArgument
-from quire_common.ids import LedgerId, validate_bookie_id
 from quire_gateway.blobs import BlobRef, decode_blob_id, encode_blob_id
 from tests.fuzz.targets import entry_codec, ids, metadata_decoding
 

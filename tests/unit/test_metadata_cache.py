@@ -10,8 +10,8 @@ from collections.abc import AsyncGenerator, Callable
 import pytest
 
 from quire.common.v1 import common_pb2
-from quire_common.errors import NotFound, Unavailable
-from quire_common.ids import LedgerId
+from quire_api.errors import NotFound, Unavailable
+from quire_api.ids import LedgerId
 from quire_gateway.ledgers import LedgerManager
 from quire_gateway.metadata_cache import ChangeKind, LedgerMetadataCache, MetadataChange
 

@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from quire_common.errors import InvalidArgument, Unavailable
+from quire_api.errors import InvalidArgument, Unavailable
 from quire_common.quorum import validate_quorum
 from quire_placement.policy import (
     BookieNode,

@@ -6,7 +6,7 @@ import contextlib
 
 import pytest
 
-from quire_common.errors import Unavailable
+from quire_api.errors import Unavailable
 from quire_placement.tracker import WeightSettings, WeightTracker
 
 

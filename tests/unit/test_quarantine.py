@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from quire_common.errors import Reason, Unavailable
+from quire_api.errors import Reason, Unavailable
 from quire_gateway.handle import WriteHandle
 from quire_gateway.quarantine import Quarantine, choose_avoiding
 from tests.unit.fakes import FakeRemote, new_metadata

@@ -8,9 +8,9 @@ import time
 import pytest
 
 from quire.common.v1 import common_pb2
+from quire_api.errors import InvalidArgument, NotFound, OutOfRange, PermissionDenied
+from quire_api.ids import LedgerId
 from quire_common.entry import Digester, DigestType, pack_entry
-from quire_common.errors import InvalidArgument, NotFound, OutOfRange, PermissionDenied
-from quire_common.ids import LedgerId
 from quire_gateway import ledgers
 from quire_gateway.ledgers import LedgerManager
 from quire_gateway.quorums import replicas_of

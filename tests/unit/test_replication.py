@@ -1,4 +1,4 @@
-"""Under-replication planning (quire_common.replication) and the test-only fault rules."""
+"""Under-replication planning (quire_api.replication) and the test-only fault rules."""
 
 from __future__ import annotations
 
@@ -6,9 +6,7 @@ import grpc
 import pytest
 
 from quire.common.v1 import common_pb2
-from quire_common.config import ConfigError
-from quire_common.faults import parse_fault_rules
-from quire_common.replication import (
+from quire_api.replication import (
     add_marker,
     count_held,
     entries_held,
@@ -19,6 +17,8 @@ from quire_common.replication import (
     repairable_replicas,
     set_marker,
 )
+from quire_common.config import ConfigError
+from quire_common.faults import parse_fault_rules
 
 
 def metadata() -> common_pb2.LedgerMetadata:

@@ -1,7 +1,7 @@
 """Every read reply fits a client at gRPC's default 4 MiB receive limit."""
 
 from quire.gateway.v1 import ledger_pb2
-from quire_common.limits import DEFAULT_CLIENT_MESSAGE_BYTES, MAX_ENTRY_PAYLOAD_BYTES, MAX_REPLY_BYTES
+from quire_api.limits import DEFAULT_CLIENT_MESSAGE_BYTES, MAX_ENTRY_PAYLOAD_BYTES, MAX_REPLY_BYTES
 from quire_gateway.handle import WriteSettings
 from quire_gateway.reads import ReadEntry
 from quire_gateway.servicer import batched_by_bytes

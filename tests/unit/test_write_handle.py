@@ -8,8 +8,8 @@ import asyncio
 import pytest
 
 from quire.common.v1 import common_pb2
-from quire_common.errors import FailedPrecondition, Reason, ResourceExhausted, Unavailable
-from quire_common.ids import LedgerId
+from quire_api.errors import FailedPrecondition, Reason, ResourceExhausted, Unavailable
+from quire_api.ids import LedgerId
 from quire_gateway.handle import WriteHandle, WriteSettings
 from quire_gateway.quorums import replicas_of
 from tests.unit.fakes import FakeRemote, new_metadata
@@ -159,7 +159,7 @@ async def test_adds_beyond_the_waiting_cap_are_refused_at_once():
 
 
 def test_which_bookie_errors_call_for_a_replacement():
-    from quire_common.errors import PermissionDenied, ResourceExhausted
+    from quire_api.errors import PermissionDenied, ResourceExhausted
     from quire_gateway.handle import replaceable
 
     assert replaceable(Unavailable("down", Reason.BOOKIE_UNAVAILABLE))

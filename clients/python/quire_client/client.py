@@ -27,6 +27,10 @@ from quire.common.v1 import common_pb2
 from quire.gateway.v1 import blob_pb2, blob_pb2_grpc, ledger_pb2, ledger_pb2_grpc
 from quire.placement.v1 import placement_pb2, placement_pb2_grpc
 from quire.registry.v1 import registry_pb2, registry_pb2_grpc
+from quire_api.bookie_addresses import bookie_rpc_address
+from quire_api.errors import InvalidArgument
+from quire_api.ids import U64_MAX, LedgerId, ledger_id_to_proto, validate_bookie_id, validate_request_id
+from quire_api.replication import LostReplica, lost_replicas, marked_replicas
 
 # The error classes live in quire_client.errors; importable from here as before.
 from quire_client.errors import (  # noqa: F401
@@ -46,10 +50,6 @@ from quire_client.errors import (  # noqa: F401
     UnimplementedError,
 )
 from quire_client.errors import translate as _translate
-from quire_common.bookies import bookie_rpc_address
-from quire_common.errors import InvalidArgument
-from quire_common.ids import U64_MAX, LedgerId, ledger_id_to_proto, validate_bookie_id, validate_request_id
-from quire_common.replication import LostReplica, lost_replicas, marked_replicas
 
 _CREATE_RETRY_SECONDS = 0.5  # times the attempt number: a create retried after a lost answer
 

@@ -23,12 +23,15 @@ import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from quire_client.balancer import HaproxyBalancer
-from quire_client.devcerts import OPERATOR, CertBundle
+
+if TYPE_CHECKING:  # devcerts needs cryptography, which a client-only install lacks
+    from quire_client.devcerts import CertBundle
 
 _ISSUED_PORTS: set[int] = set()
 
@@ -80,6 +83,8 @@ def tooling_channel(target: str, tls: CertBundle | None) -> grpc.Channel:
     registry's bookie listing, which is internal)."""
     if tls is None:
         return grpc.insecure_channel(target)
+    from quire_client.devcerts import OPERATOR  # a CertBundle means cryptography is installed
+
     credentials = grpc.ssl_channel_credentials(
         tls.ca.read_bytes(), tls.key(OPERATOR).read_bytes(), tls.cert(OPERATOR).read_bytes()
     )

@@ -1,16 +1,16 @@
 """The errors the Python client raises: one class per gRPC code, each a
-subclass of the services' own class for that code (quire_common.errors), so
-`except quire_common.errors.NotFound` and `except NotFoundError` catch the same
-answers. Statuses are decoded by quire_common.rpc_status, the decoder the
+subclass of the services' own class for that code (quire_api.errors), so
+`except quire_api.errors.NotFound` and `except NotFoundError` catch the same
+answers. Statuses are decoded by quire_api.rpc_status, the decoder the
 services use between themselves."""
 
 from __future__ import annotations
 
 import grpc
 
-from quire_common import errors as common
-from quire_common.errors import retry_delay_for
-from quire_common.rpc_status import CallStatus, call_status
+from quire_api import errors as common
+from quire_api.errors import retry_delay_for
+from quire_api.rpc_status import CallStatus, call_status
 
 _LEDGER_FENCED = common.Reason.LEDGER_FENCED
 _LEDGER_CLOSED = common.Reason.LEDGER_CLOSED
@@ -147,7 +147,7 @@ ERRORS_BY_CODE: dict[grpc.StatusCode, type[QuireClientError]] = {
 def error_from_status(status: CallStatus) -> QuireClientError:
     """The client error for a decoded status. With details, the RetryInfo
     decides retryability (its absence means final); without, the reason's
-    entry in quire_common.errors.RETRY_DELAYS does."""
+    entry in quire_api.errors.RETRY_DELAYS does."""
     error_class = ERRORS_BY_CODE.get(status.code, QuireClientError)
     error = error_class(status.code, status.reason, status.message, status.metadata, status.retry_delay)
     if status.has_details and status.retry_delay is None:

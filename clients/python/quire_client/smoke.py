@@ -12,8 +12,8 @@ import os
 import time
 from dataclasses import dataclass, field
 
+from quire_api.ids import LedgerId
 from quire_client.client import QuireClient, QuireClientError
-from quire_common.ids import LedgerId
 
 
 def percentile(samples: list[float], fraction: float) -> float:

@@ -36,7 +36,15 @@ import time
 from pathlib import Path
 
 from quire_client.cluster import ClusterError, LocalCluster, Ports
-from quire_common.config import ConfigError, env_float, env_int, env_str
+from quire_client.optional import SERVER, MissingPackage, import_for
+
+try:
+    # Standalone runs the services: it needs the server package, and reads its settings as they do.
+    config = import_for("quire_common.config", "standalone mode", SERVER)
+except MissingPackage as missing:
+    print(f"quire standalone: cannot start: {missing}", file=sys.stderr)
+    sys.exit(2)
+ConfigError, env_float, env_int, env_str = config.ConfigError, config.env_float, config.env_int, config.env_str
 
 READY_LINE = "quire standalone: ready"
 

@@ -1,1 +1,1 @@
-"""Quire's shared runtime: ids, entry codec, errors, config, telemetry, server bootstrap."""
+"""Quire's shared server runtime: entry codec, config, channels, telemetry, security, server bootstrap."""

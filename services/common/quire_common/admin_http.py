@@ -24,9 +24,9 @@ import ssl
 from collections.abc import Callable
 from typing import Any
 
+from quire_api.errors import PermissionDenied, Unauthenticated
 from quire_common.auth import ADMIN, AuthSettings
 from quire_common.config import ConfigError, env_bool
-from quire_common.errors import PermissionDenied, Unauthenticated
 from quire_common.security import tls_settings
 from quire_common.telemetry import prometheus_text
 

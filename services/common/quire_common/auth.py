@@ -18,8 +18,8 @@ from typing import Any
 
 import jwt
 
+from quire_api.errors import PermissionDenied, Reason, Unauthenticated
 from quire_common.config import ConfigError, env_bool, env_str
-from quire_common.errors import PermissionDenied, Reason, Unauthenticated
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from collections.abc import AsyncIterable, AsyncIterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from quire_common.errors import DeadlineExceeded, ResourceExhausted
+from quire_api.errors import DeadlineExceeded, ResourceExhausted
 
 T = TypeVar("T")
 

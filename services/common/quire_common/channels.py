@@ -10,8 +10,8 @@ from typing import TypeVar
 import grpc
 from opentelemetry.instrumentation.grpc import aio_client_interceptors
 
-from quire_common.errors import ERROR_CLASSES_BY_CODE, QuireError, Reason, Unavailable
-from quire_common.rpc_status import call_status
+from quire_api.errors import ERROR_CLASSES_BY_CODE, QuireError, Reason, Unavailable
+from quire_api.rpc_status import call_status
 from quire_common.security import channel_credentials, channel_options, tls_settings
 from quire_common.telemetry import tracing_enabled
 

@@ -19,8 +19,8 @@ from enum import IntEnum
 
 import google_crc32c
 
-from quire_common.errors import DataLoss, InvalidArgument, Reason
-from quire_common.ids import LedgerId
+from quire_api.errors import DataLoss, InvalidArgument, Reason
+from quire_api.ids import LedgerId
 
 V2_FLAG = 0x80
 V2_MINOR_VERSION = 0

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 
-# Experiment names are those of the pinned grpcio (pyproject.toml); an unknown
+# Experiment names are those of the locked grpcio (requirements/lock.txt); an unknown
 # name is logged by gRPC and ignored, never fatal.
 LEGACY_IO_EXPERIMENTS = (
     "-event_engine_client,-event_engine_listener,-event_engine_for_all_other_endpoints,-event_engine_callback_cq"

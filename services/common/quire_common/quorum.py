@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from quire_common.errors import InvalidArgument, Reason
+from quire_api.errors import InvalidArgument, Reason
 
 
 def validate_quorum(ensemble: int, write_quorum: int, ack_quorum: int) -> None:

@@ -28,10 +28,10 @@ from typing import Any
 import grpc
 from opentelemetry.metrics import CallbackOptions, Observation
 
+from quire_api.errors import InvalidArgument, PermissionDenied, Reason, Unauthenticated
 from quire_common.allowlist import allowed_callers
 from quire_common.call_limits import NO_IDLE_LIMIT, RequestIdle
 from quire_common.config import ConfigError, env_bool, env_str
-from quire_common.errors import InvalidArgument, PermissionDenied, Reason, Unauthenticated
 from quire_common.telemetry import meter
 
 log = logging.getLogger(__name__)

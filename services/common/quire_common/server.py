@@ -20,11 +20,11 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2, reflection_pb2_grpc
 from opentelemetry.instrumentation.grpc import aio_server_interceptor
 
+from quire_api.errors import InvalidArgument, QuireError
+from quire_api.rpc_status import grpc_status_for
 from quire_common.call_limits import ConnectionLimits
 from quire_common.config import ConfigError, env_bool, env_int
-from quire_common.errors import InvalidArgument, QuireError
 from quire_common.faults import FaultInjectionInterceptor, fault_rules_from_env
-from quire_common.rpc_status import grpc_status_for
 from quire_common.security import ProbePortInterceptor, ServiceIdentityInterceptor, server_credentials, tls_settings
 from quire_common.telemetry import tracing_enabled
 

@@ -8,8 +8,8 @@ import sys
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from quire_api.errors import QuireError
 from quire_common.config import ConfigError
-from quire_common.errors import QuireError
 from quire_common.logs import setup_logging
 from quire_common.settings import check_own_settings
 from quire_common.telemetry import setup_telemetry, shutdown_telemetry

@@ -15,9 +15,9 @@ import pytest
 from quire.common.v1 import common_pb2
 from quire.gateway.v1 import ledger_pb2
 from quire.registry.v1 import registry_pb2
+from quire_api.ids import LedgerId
 from quire_client.cli import quire
 from quire_client.client import QuireClientError
-from quire_common.ids import LedgerId
 
 
 @dataclass

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from quire_common.ids import LedgerId
+from quire_api.ids import LedgerId
 
 
 def test_list_in_table_and_json(run, fake):

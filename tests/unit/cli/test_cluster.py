@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from quire_client import devcerts
 from quire_client.cli import cluster as cluster_cli
 from quire_client.cluster import ClusterError
 
@@ -24,7 +25,7 @@ class RefusingCluster:
 
 def test_up_passes_gateways_bookies_data_dir_and_tls(run, monkeypatch, tmp_path):
     monkeypatch.setattr(cluster_cli, "LocalCluster", RefusingCluster)
-    monkeypatch.setattr(cluster_cli, "CertBundle", lambda directory: ("bundle", directory))
+    monkeypatch.setattr(devcerts, "CertBundle", lambda directory: ("bundle", directory))
     result = run(
         "cluster", "up", "--gateways", "3", "--tls", str(tmp_path), "--bookies", "4", "--data-dir", str(tmp_path / "d")
     )

@@ -7,8 +7,8 @@ import json
 import grpc
 import yaml
 
+from quire_api.ids import LedgerId
 from quire_client.client import QuireClientError
-from quire_common.ids import LedgerId
 
 LEDGER = LedgerId(7, 42).qualified_name
 

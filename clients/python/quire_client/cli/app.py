@@ -9,11 +9,12 @@ from typing import Any
 import click
 from click.shell_completion import get_completion_class
 
+from quire_api.errors import QuireError
 from quire_client.cli import blob, bookie, cluster, context, dev, ledger, placement, recovery
 from quire_client.cli.common import EXIT_CODES_HELP, ExitCode, Globals, option, report_error
 from quire_client.client import QuireClientError
 from quire_client.cluster import ClusterError
-from quire_common.errors import QuireError
+from quire_client.optional import MissingPackage
 
 
 class QuireGroup(click.Group):
@@ -29,6 +30,9 @@ class QuireGroup(click.Group):
             return report_error(exc.code, exc.reason, exc.message)
         except ClusterError as exc:
             return report_error("UNAVAILABLE", "", str(exc))
+        except MissingPackage as exc:
+            click.echo(f"error: {exc}", err=True)
+            return ExitCode.USAGE
 
 
 EPILOG = (
@@ -55,7 +59,7 @@ EPILOG = (
         "max_content_width": 110,
     },
 )
-@click.version_option(package_name="quire", prog_name="quire", message="%(prog)s %(version)s")
+@click.version_option(package_name="quire-client", prog_name="quire", message="%(prog)s %(version)s")
 @option(
     "--context",
     "context_name",

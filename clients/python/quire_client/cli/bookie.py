@@ -10,6 +10,9 @@ import click
 from google.protobuf import json_format
 
 from quire.registry.v1 import registry_pb2
+from quire_api.bookie_addresses import bookie_rpc_address, legacy_address
+from quire_api.errors import QuireError
+from quire_api.ids import LedgerId
 from quire_client.cli.common import (
     ExitCode,
     Globals,
@@ -23,9 +26,7 @@ from quire_client.cli.common import (
 )
 from quire_client.cli.recovery import under_replicated_rows
 from quire_client.client import QuireClientError
-from quire_common.bookies import bookie_rpc_address, legacy_address
-from quire_common.errors import QuireError
-from quire_common.ids import LedgerId
+from quire_client.optional import SERVER, import_for
 
 BOOKIE_STATES = {
     "rw": registry_pb2.BOOKIE_STATE_WRITABLE,
@@ -160,9 +161,9 @@ def inspect(
     Lists ledgers (default), dumps a ledger's entries (--ledger), or checks
     digests (--verify; exit status 1 when a digest is bad). Opens the database
     read-only and never writes to it."""
-    # Imported here: only this command needs RocksDB and the bookie's storage layout.
-    from quire_bookie import inspect as bookie_inspect
-    from quire_bookie.storage import DamagedJournal
+    # Imported here: only this command needs RocksDB and the bookie's storage layout (the server package).
+    bookie_inspect = import_for("quire_bookie.inspect", "`quire bookie inspect`", SERVER)
+    DamagedJournal = import_for("quire_bookie.storage", "`quire bookie inspect`", SERVER).DamagedJournal
 
     secret = password.encode() if password is not None else None
     try:

@@ -10,7 +10,7 @@ import click
 
 from quire_client.cli.common import option
 from quire_client.cluster import LocalCluster, Ports
-from quire_client.devcerts import CertBundle
+from quire_client.optional import CERTS, SERVER, import_for
 
 
 @click.group()
@@ -69,11 +69,13 @@ def _summary(cluster: LocalCluster, ports: Ports, tls: str | None) -> str:
 @option("--tls", default=None, help="a `quire dev certs` directory: mutual TLS and authentication")
 def up(data_dir: str, bookies: int, gateways: int, tls: str | None) -> None:
     """Start etcd and every service locally until Ctrl-C."""
+    import_for("quire_common.server", "`quire cluster up`", SERVER)
+    devcerts = import_for("quire_client.devcerts", "`quire cluster up --tls`", CERTS) if tls else None
     ports = Ports(bookies=[3181 + i for i in range(bookies)])
     local = LocalCluster(
         Path(data_dir),
         ports,
-        tls=CertBundle(Path(tls)) if tls else None,
+        tls=devcerts.CertBundle(Path(tls)) if devcerts and tls else None,
         gateways=gateways,
         balancer=gateways > 1,
     )

@@ -18,8 +18,8 @@ from click.decorators import FC
 from google.protobuf import json_format
 
 from quire.common.v1 import common_pb2
+from quire_api.ids import LedgerId
 from quire_client.client import ClientTls, QuireClient
-from quire_common.ids import LedgerId
 
 
 class ExitCode(IntEnum):

@@ -8,7 +8,7 @@ import click
 
 from quire_client import smoke as smoke_check
 from quire_client.cli.common import ExitCode, Globals, option, pass_globals
-from quire_client.devcerts import CertBundle, write_dev_certs
+from quire_client.optional import CERTS, import_for
 
 
 @click.group(
@@ -42,7 +42,8 @@ def smoke(settings: Globals, entries: int, size: int) -> int:
 )
 def certs(out: str, kubernetes_namespace: str | None) -> None:
     """Write throwaway service and client CAs, their certificates, and a token secret."""
-    bundle = write_dev_certs(Path(out), kubernetes_namespace)
+    devcerts = import_for("quire_client.devcerts", "`quire dev certs`", CERTS)
+    bundle = devcerts.write_dev_certs(Path(out), kubernetes_namespace)
     click.echo(f"throwaway service and client CAs and their certificates in {bundle.directory}")
     if kubernetes_namespace:
         click.echo(
@@ -71,4 +72,5 @@ def token(certs_dir: str, subject: str, role: tuple[str, ...], ttl_seconds: floa
     for grant in role:
         scope, _, name = grant.rpartition("=")
         roles.setdefault(scope or "*", []).append(name)
-    click.echo(CertBundle(Path(certs_dir)).token(subject, roles, ttl_seconds))
+    devcerts = import_for("quire_client.devcerts", "`quire dev token`", CERTS)
+    click.echo(devcerts.CertBundle(Path(certs_dir)).token(subject, roles, ttl_seconds))

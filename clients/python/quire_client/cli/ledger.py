@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from quire.common.v1 import common_pb2
+from quire_api.ids import LedgerId
 from quire_client.cli.common import (
     Globals,
     ledger_name,
@@ -24,7 +25,6 @@ from quire_client.cli.common import (
     state_name,
     structured,
 )
-from quire_common.ids import LedgerId
 
 DIGESTS = {"crc32": 1, "hmac": 2, "crc32c": 3, "dummy": 4}
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from quire_client.cli.common import ExitCode, Globals, meter, option, pass_globals
+from quire_client.optional import SERVER, import_for
 
 
 @click.group()
@@ -44,6 +45,7 @@ def analyze(
     except ImportError:
         click.echo("error: the telemetry stage needs PySpark: pip install 'quire[telemetry]'", err=True)
         return ExitCode.USAGE
+    import_for("quire_telemetry.stage", "`quire telemetry analyze`", SERVER)
     from quire_telemetry.publish import publish_load_factors
     from quire_telemetry.stage import Report, window_seconds
     from quire_telemetry.stage import analyze as run_analysis

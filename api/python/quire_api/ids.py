@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 
 from quire.common.v1 import common_pb2
-from quire_common.errors import InvalidArgument, Reason
+from quire_api.errors import InvalidArgument, Reason
 
 U64_MAX = (1 << 64) - 1
 

@@ -17,7 +17,7 @@ from google.protobuf import any_pb2, duration_pb2
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
-from quire_common.errors import ERROR_DOMAIN, QuireError
+from quire_api.errors import ERROR_DOMAIN, QuireError
 
 STATUS_DETAILS_KEY = "grpc-status-details-bin"
 

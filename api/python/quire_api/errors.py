@@ -2,7 +2,7 @@
 
 Domain code raises these; one server interceptor (quire_common.server) turns
 them into a gRPC status with a google.rpc.ErrorInfo detail, and a
-google.rpc.RetryInfo when the reason is retryable (quire_common.rpc_status).
+google.rpc.RetryInfo when the reason is retryable (quire_api.rpc_status).
 The status code is kept as a name so that domain modules need no grpc import.
 The Python client's error classes derive from these, so callers and services
 share one hierarchy.
