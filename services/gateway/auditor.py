@@ -36,9 +36,10 @@ from dataclasses import dataclass, field
 from quire.common.v1 import common_pb2
 from quire.registry.v1 import registry_pb2
 from quire_common.bookies import BookieDirectory
-from quire_common.entry import Digester, DigestType, master_key, unpack_entry
+from quire_common.entry import Digester, unpack_entry
 from quire_common.errors import QuireError, Reason, Unavailable
 from quire_common.ids import LedgerId
+from quire_common.ledger_secrets import ledger_digester, ledger_master_key
 from quire_common.replication import (
     LostReplica,
     count_held,
@@ -387,12 +388,12 @@ class Auditor:
         """Copy entries `wanted` from digest-checked replicas on `sources` to
         `target` with recovery adds, in batches."""
         ledger_id = _ledger(metadata)
-        digester = Digester(metadata.digest_type or DigestType.CRC32C, metadata.password)
+        digester = ledger_digester(metadata)
         for start in range(0, len(wanted), COPY_BATCH_ENTRIES):
             batch = wanted[start : start + COPY_BATCH_ENTRIES]
             copies = await self._read_good(ledger_id, batch, sources, digester)
             await self.remote.add_entries(
-                target, ledger_id, master_key(metadata.password), sorted(copies.items()), recovery=True
+                target, ledger_id, ledger_master_key(metadata), sorted(copies.items()), recovery=True
             )
 
     async def _read_good(

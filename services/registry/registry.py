@@ -36,6 +36,7 @@ from quire_common.ids import (
     validate_bookie_id,
     validate_request_id,
 )
+from quire_common.ledger_secrets import needs_sealing, seal
 from quire_common.quorum import validate_quorum
 from quire_registry.keys import Keys
 from quire_registry.store import Delete, MetadataStore, Put, WatchBatch, WatchCompacted, WatchEvent
@@ -307,6 +308,7 @@ class Registry:
             earlier = await self._created_by(request_id, fingerprint)
             if earlier is not None:
                 return earlier
+        metadata = await sealed(metadata)
         attempts = _LEGACY_ID_ATTEMPTS if mode is IdMode.LEGACY else _ID_ATTEMPTS
         for _ in range(attempts):
             absent: list[bytes] = []
@@ -415,8 +417,7 @@ class Registry:
         self, ledger_id: LedgerId, metadata: common_pb2.LedgerMetadata, expected_version: int
     ) -> int:
         validate_metadata(metadata)
-        record = common_pb2.LedgerMetadata()
-        record.CopyFrom(metadata)
+        record = await sealed(metadata)  # a record from before LedgerSecrets loses its plaintext password here
         record.ledger_id.scope_id, record.ledger_id.ledger_id = ledger_id.scope_id, ledger_id.ledger_id
         key = self.keys.ledger(ledger_id)
         version = await self.store.compare_and_swap(key, record.SerializeToString(), expected_version)
@@ -523,6 +524,16 @@ class Registry:
                 log.error("%s; left out of the listing", exc.message)
         next_token = _encode_page_token(page[-1].key) if len(items) > size else ""
         return ledgers, next_token
+
+
+async def sealed(metadata: common_pb2.LedgerMetadata) -> common_pb2.LedgerMetadata:
+    """A copy of the record as etcd gets it: the ledger password replaced by
+    its secrets (ledger_secrets.py), so no metadata reader sees it."""
+    record = common_pb2.LedgerMetadata()
+    record.CopyFrom(metadata)
+    if needs_sealing(record):
+        await asyncio.to_thread(seal, record)
+    return record
 
 
 def validate_metadata(metadata: common_pb2.LedgerMetadata) -> None:
