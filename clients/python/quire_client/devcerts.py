@@ -119,6 +119,12 @@ class CertBundle:
         return self.directory / f"{name}-key.pem"
 
     @property
+    def etcd_ca(self) -> Path:
+        """The CA etcd trusts for client and peer certificates, and whose
+        certificate etcd presents: the service side's."""
+        return self.ca
+
+    @property
     def client_roles(self) -> Path:
         return self.directory / "client-roles.json"
 
@@ -196,6 +202,17 @@ def write_kubernetes_secrets(
     return root
 
 
+def write_etcd_certs(bundle: CertBundle, authority: Authority) -> None:
+    """etcd's own certificate (server and peer use, common name
+    `quire-etcd`); the registry presents its service certificate to etcd.
+    No certificate here is named `root`: with client certificates required,
+    etcd takes a certificate's common name as the user when no password is
+    given."""
+    cert, key = authority.issue("quire-etcd")
+    write_file(bundle.cert("etcd"), cert)
+    write_file(bundle.key("etcd"), key, private=True)
+
+
 def write_dev_certs(out: Path, kubernetes_namespace: str | None = None) -> CertBundle:
     out.mkdir(parents=True, exist_ok=True)
     bundle = CertBundle(out)
@@ -208,6 +225,7 @@ def write_dev_certs(out: Path, kubernetes_namespace: str | None = None) -> CertB
         cert, key = authority.issue(f"quire-service:{service}")
         write_file(bundle.cert(service), cert)
         write_file(bundle.key(service), key, private=True)
+    write_etcd_certs(bundle, authority)
     mapping: dict[str, dict[str, list[str]]] = {}
     for role in CLIENT_ROLES:
         name = f"client-{role}"
