@@ -15,8 +15,9 @@ import pytest
 
 from quire.common.v1 import common_pb2
 from quire_client import ClientTls, PermissionDeniedError, QuireClient
-from quire_client.cluster import ETCD_REGISTRY_USER, LocalCluster, Ports, etcd_command
+from quire_client.cluster import LocalCluster, Ports, etcd_command
 from quire_client.devcerts import CertBundle, write_dev_certs
+from quire_client.etcd_auth import REGISTRY_USER, EtcdAuthError, EtcdctlAccess, lock_down
 from quire_common.ids import LedgerId
 from quire_registry.keys import Keys
 from quire_registry.store import EtcdAccess, EtcdStore
@@ -58,7 +59,7 @@ def etcdctl(cluster: LocalCluster, bundle: CertBundle, *args: str, cert: str | N
 
 def registry_user(cluster: LocalCluster) -> str:
     password = (cluster.etcd_secrets_dir / "etcd-registry-password").read_text().strip()
-    return f"{ETCD_REGISTRY_USER}:{password}"
+    return f"{REGISTRY_USER}:{password}"
 
 
 def client(cluster: LocalCluster, bundle: CertBundle) -> QuireClient:
@@ -146,7 +147,7 @@ async def test_a_record_from_before_keeps_working_and_loses_its_password(
             ca=bundle.ca.read_bytes(),
             cert=bundle.cert("registry").read_bytes(),
             key=bundle.key("registry").read_bytes(),
-            user=ETCD_REGISTRY_USER,
+            user=REGISTRY_USER,
             password=registry_user(cluster).split(":", 1)[1],
         ),
         Keys(cluster.cluster_name).root,
@@ -192,3 +193,26 @@ def test_without_tls_etcd_stays_open(tmp_path: Path) -> None:
     finally:
         process.terminate()
         process.wait(timeout=15)
+
+
+def test_locking_down_again_is_harmless_and_needs_root(cluster: LocalCluster, bundle: CertBundle) -> None:
+    """What the production overlay's init step does on every registry pod start."""
+    secrets_dir = cluster.etcd_secrets_dir
+    root = (secrets_dir / "etcd-root-password").read_text().strip()
+    registry = (secrets_dir / "etcd-registry-password").read_text().strip()
+    access = EtcdctlAccess(
+        shutil.which("etcdctl") or "/usr/bin/etcdctl",
+        [f"https://127.0.0.1:{cluster.ports.etcd}"],
+        str(bundle.ca),
+        str(bundle.cert("registry")),
+        str(bundle.key("registry")),
+    )
+    assert lock_down(access, cluster.cluster_name, root, registry) == "authentication was on"
+    assert (
+        etcdctl(
+            cluster, bundle, "get", "/quire/local/", "--prefix", "--keys-only", user=registry_user(cluster)
+        ).returncode
+        == 0
+    )
+    with pytest.raises(EtcdAuthError, match="neither as root"):
+        lock_down(access, cluster.cluster_name, "not-the-root-password", registry)

@@ -31,6 +31,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from quire_client.balancer import HaproxyBalancer
 from quire_client.devcerts import CertBundle
+from quire_client.etcd_auth import REGISTRY_USER, EtcdAuthError, EtcdctlAccess, lock_down
 
 _ISSUED_PORTS: set[int] = set()
 
@@ -118,9 +119,6 @@ class EtcdTls:
             bundle.etcd_ca, bundle.cert("etcd"), bundle.key("etcd"), bundle.cert("registry"), bundle.key("registry")
         )
 
-    def client_flags(self) -> list[str]:
-        return [f"--cacert={self.ca}", f"--cert={self.client_cert}", f"--key={self.client_key}"]
-
 
 def etcd_command(
     binary: str,
@@ -166,23 +164,10 @@ def etcd_healthy(client_port: int, tls: EtcdTls | None = None) -> bool:
         return False
 
 
-ETCD_REGISTRY_USER = "quire-registry"
-
-
-def etcd_prefix(cluster: str) -> str:
-    """The registry's keys for a cluster (quire_registry.keys.Keys.root)."""
-    return f"/quire/{cluster}/"
-
-
 def lock_down_etcd(etcdctl: str, endpoint: str, tls: EtcdTls, cluster: str, secrets_dir: Path) -> None:
-    """Turn etcd's authentication on: user `root` (with the root role) under a
-    random password left in `secrets_dir/etcd-root-password` for an
-    operator and given to no service, and user `quire-registry` whose role may
-    read and write only the cluster's prefix, its password in
-    `secrets_dir/etcd-registry-password`. Done once per data directory."""
-    done = secrets_dir / "etcd-auth-enabled"
-    if done.exists():
-        return
+    """Authentication on, with passwords kept in `secrets_dir`: root's
+    (`etcd-root-password`) for an operator and no service, the registry's
+    (`etcd-registry-password`) for the registry alone."""
     secrets_dir.mkdir(parents=True, exist_ok=True)
     passwords = {}
     for user in ("root", "registry"):
@@ -191,29 +176,11 @@ def lock_down_etcd(etcdctl: str, endpoint: str, tls: EtcdTls, cluster: str, secr
             path.touch(mode=0o600)
             path.write_text(secrets.token_hex(24) + "\n")
         passwords[user] = path.read_text().strip()
-    role, prefix = f"quire-registry-{cluster}", etcd_prefix(cluster)
-    steps = [
-        ["user", "add", f"root:{passwords['root']}"],
-        ["role", "add", "root"],
-        ["user", "grant-role", "root", "root"],
-        ["role", "add", role],
-        ["role", "grant-permission", role, "readwrite", prefix, "--prefix=true"],
-        ["user", "add", f"{ETCD_REGISTRY_USER}:{passwords['registry']}"],
-        ["user", "grant-role", ETCD_REGISTRY_USER, role],
-        ["auth", "enable"],
-    ]
-    for step in steps:
-        result = subprocess.run(
-            [etcdctl, f"--endpoints=https://{endpoint}", *tls.client_flags(), *step],
-            env={**os.environ, "ETCDCTL_API": "3"},
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-        # A step done by an earlier, interrupted setup is not an error.
-        if result.returncode != 0 and "already exists" not in result.stderr:
-            raise ClusterError(f"etcd setup `etcdctl {step[0]} {step[1]}` failed: {result.stderr.strip()}")
-    done.touch()
+    access = EtcdctlAccess(etcdctl, [f"https://{endpoint}"], str(tls.ca), str(tls.client_cert), str(tls.client_key))
+    try:
+        lock_down(access, cluster, passwords["root"], passwords["registry"])
+    except EtcdAuthError as exc:
+        raise ClusterError(f"etcd setup failed: {exc}") from None
 
 
 @dataclass
@@ -424,7 +391,7 @@ class LocalCluster:
                 "QUIRE_ETCD_CA": str(self.etcd_tls.ca),
                 "QUIRE_ETCD_CERT": str(self.etcd_tls.client_cert),
                 "QUIRE_ETCD_KEY": str(self.etcd_tls.client_key),
-                "QUIRE_ETCD_USER": ETCD_REGISTRY_USER,
+                "QUIRE_ETCD_USER": REGISTRY_USER,
                 "QUIRE_ETCD_PASSWORD_FILE": str(self.etcd_secrets_dir / "etcd-registry-password"),
             }
         python = sys.executable
