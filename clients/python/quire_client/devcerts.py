@@ -9,8 +9,9 @@ CA key sits next to the certificates.
 With a Kubernetes namespace, it also writes under `kubernetes/` one directory
 per Secret the manifests in deploy/kubernetes mount (tls.crt, tls.key, ca.crt:
 cert-manager's layout), with the identities and DNS names of
-`kubernetes_identities`, plus `quire-auth/jwt.key` and a scraper's admin token
-in `quire-metrics-token/token`: the manual way to the Secrets
+`kubernetes_identities`, plus `quire-auth/jwt.key`, a scraper's admin token
+in `quire-metrics-token/token` and random etcd passwords in
+`quire-etcd-root/password` and `quire-etcd-registry/password`: the manual way to the Secrets
 components/cert-manager would otherwise issue (deploy/README.md).
 """
 
@@ -195,6 +196,10 @@ def write_kubernetes_secrets(
         write_file(directory / "ca.crt", authority.pem())
     (root / "quire-auth").mkdir(exist_ok=True)
     write_file(root / "quire-auth" / "jwt.key", jwt_secret, private=True)
+    # etcd's root (the registry pods' lock-down step only) and the registry's etcd user.
+    for secret in ("quire-etcd-root", "quire-etcd-registry"):
+        (root / secret).mkdir(exist_ok=True)
+        write_file(root / secret / "password", secrets.token_hex(24).encode() + b"\n", private=True)
     (root / "quire-metrics-token").mkdir(exist_ok=True)
     claims = {"sub": "prometheus", "roles": {"*": ["admin"]}, "exp": int(time.time() + token_ttl_seconds)}
     token = jwt.encode(claims, jwt_secret.strip(), algorithm="HS256")
