@@ -67,3 +67,14 @@ def test_what_clients_see_has_neither_form() -> None:
     for record in (old, new):
         shown = without_secrets(record)
         assert not shown.password and not shown.HasField("secrets")
+
+
+def test_kept_beside_the_secrets_for_the_previous_version_then_dropped() -> None:
+    record = legacy()
+    seal(record, keep_password=True)
+    assert record.password == PASSWORD and record.HasField("secrets")
+    assert not needs_sealing(record, keep_password=True)
+    assert password_matches(record, PASSWORD)
+    assert needs_sealing(record)
+    seal(record)
+    assert not record.password and password_matches(record, PASSWORD)

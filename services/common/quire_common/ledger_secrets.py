@@ -26,15 +26,20 @@ def _hash(password: bytes, salt: bytes, iterations: int) -> bytes:
     return hashlib.pbkdf2_hmac("sha256", password, salt, iterations)
 
 
-def needs_sealing(metadata: common_pb2.LedgerMetadata) -> bool:
-    """A plaintext password, or a record with neither form (its password is empty)."""
-    return bool(metadata.password) or not metadata.HasField("secrets")
+def needs_sealing(metadata: common_pb2.LedgerMetadata, keep_password: bool = False) -> bool:
+    """No secrets yet (a plaintext password, or a record with neither form:
+    its password is empty), or a plaintext password that is not to be kept."""
+    if not metadata.HasField("secrets"):
+        return True
+    return bool(metadata.password) and not keep_password
 
 
-def seal(metadata: common_pb2.LedgerMetadata) -> None:
-    """Replace the plaintext password by its secrets, in place, when
-    `needs_sealing` (slow: run it off the event loop)."""
-    if not needs_sealing(metadata):
+def seal(metadata: common_pb2.LedgerMetadata, *, keep_password: bool = False) -> None:
+    """Give the record its secrets and drop the plaintext password, in place,
+    when `needs_sealing` (slow: run it off the event loop). `keep_password`
+    leaves the password beside the secrets, for gateways of the previous
+    version during an upgrade (QUIRE_REGISTRY_KEEP_LEDGER_PASSWORDS)."""
+    if not needs_sealing(metadata, keep_password):
         return
     password = metadata.password
     salt = os.urandom(_SALT_BYTES)
@@ -46,7 +51,8 @@ def seal(metadata: common_pb2.LedgerMetadata) -> None:
         mac_key=mac_key(password) if metadata.digest_type == DigestType.HMAC else b"",
     )
     metadata.secrets.CopyFrom(secrets)
-    metadata.ClearField("password")
+    if not keep_password:
+        metadata.ClearField("password")
 
 
 def password_matches(metadata: common_pb2.LedgerMetadata, password: bytes) -> bool:
