@@ -270,7 +270,9 @@ class LocalCluster:
         """Without `tls` every service runs in plaintext development mode
         (QUIRE_INSECURE_PLAINTEXT_DEV); with it, mutual TLS between all of
         them and bearer-token or client-certificate authentication at the
-        gateway, from a `quire dev certs` bundle. `etcd_args` are extra etcd
+        gateway, from a `quire dev certs` bundle; etcd then requires client and
+        peer certificates and has authentication on (`lock_down_etcd`), and
+        only the registry is given an etcd user. `etcd_args` are extra etcd
         flags (e.g. `--quota-backend-bytes`).
 
         `hosts` gives a process (by name: "gateway", "registry", "placement",
