@@ -49,7 +49,8 @@ from quire_api.replication import (
     set_marker,
 )
 from quire_common.bookies import BookieDirectory
-from quire_common.entry import Digester, DigestType, master_key, unpack_entry
+from quire_common.entry import Digester, unpack_entry
+from quire_common.ledger_secrets import ledger_digester, ledger_master_key
 from quire_gateway.leadership import RoleHolder
 from quire_gateway.recovery import read_last_add_confirmed
 from quire_gateway.remote import Remote
@@ -387,12 +388,12 @@ class Auditor:
         """Copy entries `wanted` from digest-checked replicas on `sources` to
         `target` with recovery adds, in batches."""
         ledger_id = _ledger(metadata)
-        digester = Digester(metadata.digest_type or DigestType.CRC32C, metadata.password)
+        digester = ledger_digester(metadata)
         for start in range(0, len(wanted), COPY_BATCH_ENTRIES):
             batch = wanted[start : start + COPY_BATCH_ENTRIES]
             copies = await self._read_good(ledger_id, batch, sources, digester)
             await self.remote.add_entries(
-                target, ledger_id, master_key(metadata.password), sorted(copies.items()), recovery=True
+                target, ledger_id, ledger_master_key(metadata), sorted(copies.items()), recovery=True
             )
 
     async def _read_good(

@@ -54,7 +54,8 @@ from quire_api.errors import (
 from quire_api.ids import LedgerId
 from quire_api.limits import MAX_ENTRY_PAYLOAD_BYTES
 from quire_api.replication import add_marker
-from quire_common.entry import V2_HEADER_SIZE, Digester, DigestType, master_key, pack_entry
+from quire_common.entry import V2_HEADER_SIZE, pack_entry
+from quire_common.ledger_secrets import ledger_digester, ledger_master_key
 from quire_common.telemetry import batch_span, current_span_context, tracer, tracing_enabled
 from quire_gateway import metrics
 from quire_gateway.entry_cache import EntryCache, incarnation
@@ -149,8 +150,8 @@ class WriteHandle:
         self.write_quorum = metadata.write_quorum_size
         self._set_ensemble(list(metadata.ensembles[-1].bookie_ids))
         self.ack_quorum = metadata.ack_quorum_size
-        self.digester = Digester(metadata.digest_type or DigestType.CRC32C, metadata.password)
-        self.master_key = master_key(metadata.password)
+        self.digester = ledger_digester(metadata)
+        self.master_key = ledger_master_key(metadata)
         self.next_entry_id = 0
         self.last_add_confirmed = -1
         self.length = 0  # cumulative length of every entry submitted

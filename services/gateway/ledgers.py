@@ -4,7 +4,6 @@ delete, list. Domain code: no grpc here; requests arrive as plain values."""
 from __future__ import annotations
 
 import asyncio
-import hmac
 import logging
 import time
 from collections import OrderedDict
@@ -26,6 +25,7 @@ from quire_api.errors import (
 )
 from quire_api.ids import LedgerId, ledger_id_to_proto, validate_request_id
 from quire_common.entry import DigestType
+from quire_common.ledger_secrets import password_matches, without_secrets
 from quire_common.quorum import validate_quorum
 from quire_common.telemetry import tracer, tracing_enabled
 from quire_gateway import metrics
@@ -70,10 +70,8 @@ class CreateSpec:
 
 
 def public_metadata(metadata: common_pb2.LedgerMetadata) -> common_pb2.LedgerMetadata:
-    """A copy without the password, for anything returned to clients."""
-    copy = common_pb2.LedgerMetadata()
-    copy.CopyFrom(metadata)
-    copy.ClearField("password")
+    """A copy without the password or its secrets, for anything returned to clients."""
+    copy = without_secrets(metadata)
     # Both forms of the id, for clients that cannot hold 64-bit integers (common.proto).
     copy.ledger_id.qualified_name = LedgerId(copy.ledger_id.scope_id, copy.ledger_id.ledger_id).qualified_name
     return copy
@@ -189,7 +187,8 @@ class LedgerManager:
         its agreed end. The password is checked first, so a wrong one fences
         nothing."""
         metadata, version = await self.metadata(ledger_id)
-        if not hmac.compare_digest(metadata.password, password):
+        # A salted slow hash: checked off the event loop.
+        if not await asyncio.to_thread(password_matches, metadata, password):
             raise PermissionDenied(f"wrong password for ledger {ledger_id}", Reason.WRONG_PASSWORD)
         if recovery:
             closed = await Recovery(self.remote, ledger_id, metadata, version, self.recovery_settings).run()

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from quire.common.v1 import common_pb2
 from quire_api.errors import DataLoss, NotFound, QuireError, Reason, Unavailable
 from quire_api.ids import LedgerId
-from quire_common.entry import Digester, DigestType, parse_header, unpack_entry
+from quire_common.entry import parse_header, unpack_entry
+from quire_common.ledger_secrets import ledger_digester
 from quire_common.tasks import let_finish
 from quire_common.telemetry import tracer
 from quire_gateway import metrics
@@ -85,7 +86,7 @@ class EntryReader:
         self.ledger_id = ledger_id
         self.metadata = metadata
         self.settings = settings or ReadSettings()
-        self.digester = Digester(metadata.digest_type or DigestType.CRC32C, metadata.password)
+        self.digester = ledger_digester(metadata)
         # bookie -> (first, last) entry ids whose copy there was found damaged
         self.damaged: dict[str, tuple[int, int]] = {}
 

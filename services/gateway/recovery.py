@@ -34,7 +34,8 @@ from typing import TypeVar
 from quire.common.v1 import common_pb2
 from quire_api.errors import Aborted, PermissionDenied, QuireError, Reason, Unavailable
 from quire_api.ids import LedgerId
-from quire_common.entry import Digester, DigestType, master_key, parse_header, unpack_entry
+from quire_common.entry import parse_header, unpack_entry
+from quire_common.ledger_secrets import ledger_digester, ledger_master_key
 from quire_common.tasks import let_finish
 from quire_common.telemetry import tracer
 from quire_gateway import metrics
@@ -146,8 +147,8 @@ class Recovery:
         self.metadata = metadata
         self.version = version
         self.settings = settings
-        self.master_key = master_key(metadata.password)
-        self.digester = Digester(metadata.digest_type or DigestType.CRC32C, metadata.password)
+        self.master_key = ledger_master_key(metadata)
+        self.digester = ledger_digester(metadata)
         self._last_problem = ""
 
     async def run(self) -> common_pb2.LedgerMetadata:

@@ -27,7 +27,8 @@ from quire.common.v1 import common_pb2
 from quire_api.errors import DataLoss, QuireError
 from quire_api.ids import LedgerId
 from quire_api.replication import entries_held, segment_end
-from quire_common.entry import Digester, DigestType, unpack_entry
+from quire_common.entry import unpack_entry
+from quire_common.ledger_secrets import ledger_digester
 from quire_gateway import metrics
 from quire_gateway.quorums import replicas_of
 from quire_gateway.remote import Remote
@@ -156,7 +157,7 @@ class Scrubber:
             first = 0
         last = min(confirmed, first + self.settings.sample_entries - 1)
         self._sample_from[key] = last + 1
-        digester = Digester(metadata.digest_type or DigestType.CRC32C, metadata.password)
+        digester = ledger_digester(metadata)
         by_bookie: dict[str, list[int]] = {}
         for entry_id in range(first, last + 1):
             for bookie in replicas_of(metadata, entry_id):

@@ -50,9 +50,18 @@ async def main() -> None:
             "QUIRE_REGISTRY_FAULT_UNSAFE_NO_COMMIT_CHECK is set: a metadata write whose answer was lost is NOT "
             "recognised as committed (duplicate or orphaned ledgers, false errors); fault-suite use only"
         )
+    if config.keep_ledger_passwords:
+        log.warning(
+            "QUIRE_REGISTRY_KEEP_LEDGER_PASSWORDS is set: ledger records in etcd keep the plaintext password "
+            "for gateways of the previous version; unset it once every gateway is upgraded"
+        )
     store = await connect(config)
     registry = Registry(
-        store, config.cluster, config.bookie_ttl_seconds, recognise_request_ids=not config.unsafe_no_commit_check
+        store,
+        config.cluster,
+        config.bookie_ttl_seconds,
+        recognise_request_ids=not config.unsafe_no_commit_check,
+        keep_ledger_passwords=config.keep_ledger_passwords,
     )
 
     def register(server):  # type: ignore[no-untyped-def]

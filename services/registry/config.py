@@ -69,6 +69,9 @@ class RegistryConfig:
     # Fault-suite positive control only: a write whose answer was lost is not
     # recognised as committed, nor a repeated CreateLedger request_id.
     unsafe_no_commit_check: bool = False
+    # During an upgrade from 0.1 only: ledger records keep the plaintext password
+    # beside its secrets, for gateways that still read it.
+    keep_ledger_passwords: bool = False
 
     @classmethod
     def from_env(cls) -> RegistryConfig:
@@ -81,4 +84,5 @@ class RegistryConfig:
             etcd_timeout_seconds=env_float("QUIRE_ETCD_TIMEOUT_SECONDS", 5.0, minimum=0.1),
             etcd_access=etcd_access_from_env(),
             unsafe_no_commit_check=env_bool("QUIRE_REGISTRY_FAULT_UNSAFE_NO_COMMIT_CHECK", False),
+            keep_ledger_passwords=env_bool("QUIRE_REGISTRY_KEEP_LEDGER_PASSWORDS", False),
         )

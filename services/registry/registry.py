@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import functools
 import hashlib
 import json
 import logging
@@ -36,6 +37,7 @@ from quire_api.ids import (
     validate_bookie_id,
     validate_request_id,
 )
+from quire_common.ledger_secrets import needs_sealing, seal
 from quire_common.quorum import validate_quorum
 from quire_registry.keys import Keys
 from quire_registry.store import Delete, MetadataStore, Put, WatchBatch, WatchCompacted, WatchEvent
@@ -78,8 +80,12 @@ class Registry:
         cluster: str,
         default_ttl_seconds: int = 10,
         recognise_request_ids: bool = True,
+        keep_ledger_passwords: bool = False,
     ) -> None:
         self.store = store
+        # True only during an upgrade from a version that reads the plaintext password
+        # (QUIRE_REGISTRY_KEEP_LEDGER_PASSWORDS); stored records then show it.
+        self.keep_ledger_passwords = keep_ledger_passwords
         self.keys = Keys(cluster)
         self.default_ttl_seconds = default_ttl_seconds
         # False only as the fault suite's positive control (QUIRE_REGISTRY_FAULT_UNSAFE_NO_COMMIT_CHECK):
@@ -307,6 +313,7 @@ class Registry:
             earlier = await self._created_by(request_id, fingerprint)
             if earlier is not None:
                 return earlier
+        metadata = await sealed(metadata, self.keep_ledger_passwords)
         attempts = _LEGACY_ID_ATTEMPTS if mode is IdMode.LEGACY else _ID_ATTEMPTS
         for _ in range(attempts):
             absent: list[bytes] = []
@@ -415,8 +422,8 @@ class Registry:
         self, ledger_id: LedgerId, metadata: common_pb2.LedgerMetadata, expected_version: int
     ) -> int:
         validate_metadata(metadata)
-        record = common_pb2.LedgerMetadata()
-        record.CopyFrom(metadata)
+        # A record from before LedgerSecrets loses its plaintext password here.
+        record = await sealed(metadata, self.keep_ledger_passwords)
         record.ledger_id.scope_id, record.ledger_id.ledger_id = ledger_id.scope_id, ledger_id.ledger_id
         key = self.keys.ledger(ledger_id)
         version = await self.store.compare_and_swap(key, record.SerializeToString(), expected_version)
@@ -523,6 +530,16 @@ class Registry:
                 log.error("%s; left out of the listing", exc.message)
         next_token = _encode_page_token(page[-1].key) if len(items) > size else ""
         return ledgers, next_token
+
+
+async def sealed(metadata: common_pb2.LedgerMetadata, keep_password: bool = False) -> common_pb2.LedgerMetadata:
+    """A copy of the record as etcd gets it: the ledger password replaced by
+    its secrets (ledger_secrets.py), so no metadata reader sees it."""
+    record = common_pb2.LedgerMetadata()
+    record.CopyFrom(metadata)
+    if needs_sealing(record, keep_password):
+        await asyncio.to_thread(functools.partial(seal, record, keep_password=keep_password))
+    return record
 
 
 def validate_metadata(metadata: common_pb2.LedgerMetadata) -> None:

@@ -26,6 +26,7 @@ from etcd3aio._protobuf import Compare, RequestOp, WatchCreateRequest, WatchRequ
 from quire_api.errors import QuireError, Reason, ResourceExhausted, Unavailable
 from quire_common.config import ConfigError
 from quire_common.telemetry import duration_histogram, meter, tracer
+from quire_registry.etcd_probe import check_tls_settings
 
 log = logging.getLogger(__name__)
 _tracer = tracer(__name__)
@@ -186,7 +187,9 @@ def _key_value(kv) -> KeyValue:  # type: ignore[no-untyped-def]
 
 def _is_credentials_error(exc: Exception) -> bool:
     """etcd answers a wrong password with INVALID_ARGUMENT ("authentication
-    failed"), which etcd3aio passes through as a plain RPC error."""
+    failed") and a request without a user on a cluster with authentication
+    on with INVALID_ARGUMENT ("user name is empty"), which etcd3aio passes
+    through as plain RPC errors."""
     if isinstance(exc, etcd3aio.errors.EtcdUnauthenticatedError):
         return True
     return isinstance(exc, grpc.aio.AioRpcError) and exc.code() in (
@@ -269,6 +272,8 @@ class EtcdStore:
         )
         self._timeout = timeout_seconds
         self._endpoints = list(endpoints)
+        self._addresses = addresses
+        self._server_name = self._access.server_name or dialled_name
         self._prefix = prefix
         self._refresher: etcd3aio.auth.TokenRefresher | None = None
 
@@ -293,6 +298,7 @@ class EtcdStore:
                         f"etcd at {where} refused user {self._access.user!r}: wrong user or password, or auth "
                         f"is not enabled there (QUIRE_ETCD_USER, QUIRE_ETCD_PASSWORD_FILE): {_details(exc)}"
                     ) from None
+                await self._check_tls_settings()
                 raise Unavailable(f"etcd at {where} is unreachable: {exc}", Reason.METADATA_STORE_UNAVAILABLE) from None
         probe = self._prefix + b".connect-check"
         try:
@@ -301,20 +307,39 @@ class EtcdStore:
                 await self._kv.put(probe, b"", timeout=self._timeout)
                 await self._kv.delete(probe, timeout=self._timeout)
         except etcd3aio.errors.EtcdPermissionDeniedError:
+            if not self._access.user:
+                raise ConfigError(
+                    f"etcd at {where} has authentication on and QUIRE_ETCD_USER is not set (etcd took the "
+                    "client certificate's common name as the user, which may not use the cluster prefix "
+                    f"{self._prefix.decode(errors='replace')!r}): set QUIRE_ETCD_USER and QUIRE_ETCD_PASSWORD_FILE"
+                ) from None
             raise ConfigError(
                 f"etcd user {self._access.user!r} may not read and write the cluster prefix "
                 f"{self._prefix.decode(errors='replace')!r}: grant its role readwrite on that prefix "
                 "(or check QUIRE_CLUSTER)"
             ) from None
-        except etcd3aio.errors.EtcdUnauthenticatedError as exc:
-            raise ConfigError(
-                f"etcd at {where} requires authentication: set QUIRE_ETCD_USER and QUIRE_ETCD_PASSWORD_FILE ({exc})"
-            ) from None
         except Exception as exc:
+            # An answer that means "your settings are wrong" ends the start; anything else is waited out.
+            if _is_credentials_error(exc):
+                raise ConfigError(
+                    f"etcd at {where} refused the request as {self._access.user or 'an anonymous client'}: "
+                    f"{_details(exc)}; set QUIRE_ETCD_USER and QUIRE_ETCD_PASSWORD_FILE to a user whose role "
+                    f"may read and write {self._prefix.decode(errors='replace')!r}"
+                ) from None
+            await self._check_tls_settings()
             raise Unavailable(
                 f"etcd at {where} is unreachable: {exc}",
                 Reason.METADATA_STORE_UNAVAILABLE,
             ) from None
+
+    async def _check_tls_settings(self) -> None:
+        """After a failed connect: ConfigError if it failed because of the TLS settings."""
+        if not self._addresses:
+            return
+        access = self._access
+        await asyncio.to_thread(
+            check_tls_settings, self._addresses[0], self._server_name, access.ca, access.cert, access.key
+        )
 
     async def close(self) -> None:
         if self._refresher is not None:

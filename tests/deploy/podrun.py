@@ -18,7 +18,8 @@ What a pod gets, from its spec:
   (projected too) written out, emptyDirs and claims as directories, subPathExpr
   expanded;
 - `command`/`args`, or the image's entry point (deploy/image/quire-image-entrypoint)
-  with `args`, as the container runtime would.
+  with `args`, as the container runtime would;
+- its init containers, run to completion one after the other before it starts.
 
 The only rewrites, all in `PodProcess.localize`: an absolute path inside a
 mount (`/etc/quire/tls/tls.crt`) becomes that path under the pod's root, and
@@ -157,6 +158,10 @@ class Cluster:
             pod.stop()
 
 
+def containers_of(spec: Manifest) -> list[Manifest]:
+    return [*spec.get("initContainers", []), *spec["containers"]]
+
+
 def _selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
     return all(labels.get(key) == value for key, value in selector.items())
 
@@ -167,7 +172,8 @@ class PodProcess:
         template = workload["spec"]["template"]
         self.labels: dict[str, str] = template["metadata"].get("labels", {})
         self.spec: Manifest = template["spec"]
-        (self.container,) = [c for c in self.spec["containers"] if container in (None, c["name"])]
+        candidates = self.spec["containers"] if container is None else containers_of(self.spec)
+        (self.container,) = [c for c in candidates if container in (None, c["name"])]
         self.root = cluster.root / "pods" / name
         self.log = cluster.root / "logs" / f"{name}.log"
         self.popen: subprocess.Popen[bytes] | None = None
@@ -273,6 +279,8 @@ class PodProcess:
     # -- running it ---------------------------------------------------------------
 
     def start(self) -> None:
+        if self.container in self.spec["containers"]:
+            self._run_init_containers()
         self._write_volumes()
         self.log.parent.mkdir(parents=True, exist_ok=True)
         wrapped = with_cluster_names(self.cluster.hosts_file, self.command())
@@ -281,6 +289,20 @@ class PodProcess:
             self.popen = subprocess.Popen(
                 wrapped, env=env, cwd=self.root, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
             )
+
+    def _run_init_containers(self, timeout: float = 300.0) -> None:
+        """Each init container to completion, in order, before the pod's
+        container starts (as the kubelet does; it would retry a failed one)."""
+        for init in self.spec.get("initContainers", []):
+            step = PodProcess(self.cluster, self.workload, self.name, self.address, init["name"])
+            step.start()
+            assert step.popen is not None
+            try:
+                code = step.popen.wait(timeout)
+            finally:
+                step.stop()
+            if code != 0:
+                raise PodError(f"{self.name}: init container {init['name']} exited with {code}:\n{step.log_tail()}")
 
     def exited(self) -> int | None:
         assert self.popen is not None

@@ -202,6 +202,52 @@ def test_a_ledger_round_trips_through_the_gateway_and_metrics_are_scraped(cluste
     assert outcome["refused"] == (401 if tls_on(cluster) else None)
 
 
+def etcdctl(cluster: Cluster, args: list[str], user: str = "", tls: bool = True) -> subprocess.CompletedProcess[str]:
+    """etcdctl from a pod that is not the registry's, with the registry's certificate when `tls`."""
+    endpoint = named(cluster.manifests, "ConfigMap", "quire-config")["data"]["QUIRE_ETCD_ENDPOINTS"]
+    flags = [f"--endpoints={'https' if tls_on(cluster) else 'http'}://{endpoint}", "--dial-timeout=5s"]
+    if tls:
+        directory = cluster.root / "etcd-client"
+        directory.mkdir(exist_ok=True)
+        for key, content in cluster.secrets["quire-registry-tls"].items():
+            (directory / key).write_bytes(content)
+        flags += [
+            f"--cacert={directory / 'ca.crt'}",
+            f"--cert={directory / 'tls.crt'}",
+            f"--key={directory / 'tls.key'}",
+        ]
+    if user:
+        flags.append(f"--user={user}")
+    etcdctl_binary = shutil.which("etcdctl") or "/usr/bin/etcdctl"
+    return subprocess.run(
+        with_cluster_names(cluster.hosts_file, ["env", "ETCDCTL_API=3", etcdctl_binary, *flags, *args]),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_etcd_answers_only_the_registry_user_in_production_and_anyone_in_dev(cluster: Cluster) -> None:
+    """Production's etcd runs with TLS and authentication as rendered (the
+    registry pod's lock-down step turned it on); dev's is the open control."""
+    config = named(cluster.manifests, "ConfigMap", "quire-config")["data"]
+    prefix = f"/quire/{config['QUIRE_CLUSTER']}/"
+    if not tls_on(cluster):
+        anonymous = etcdctl(cluster, ["get", prefix, "--prefix", "--keys-only"], tls=False)
+        assert anonymous.returncode == 0 and prefix in anonymous.stdout, anonymous.stderr
+        return
+    assert etcdctl(cluster, ["get", prefix, "--prefix"], tls=False).returncode != 0
+    certificate_only = etcdctl(cluster, ["get", prefix, "--prefix"])
+    assert certificate_only.returncode != 0 and certificate_only.stdout == ""
+    password = cluster.secrets["quire-etcd-registry"]["password"].decode().strip()
+    user = f"{config['QUIRE_ETCD_USER']}:{password}"
+    assert etcdctl(cluster, ["get", prefix, "--prefix", "--keys-only"], user=user).returncode == 0
+    outside = etcdctl(cluster, ["get", "/", "--prefix", "--keys-only"], user=user)
+    assert outside.returncode != 0 and "permission denied" in outside.stderr
+    root = cluster.secrets["quire-etcd-root"]["password"].decode().strip()
+    assert "quire-registry" in etcdctl(cluster, ["user", "list"], user=f"root:{root}").stdout
+
+
 def test_control_without_a_credential_source_the_gateway_refuses_to_start(tmp_path: Path) -> None:
     """The check above can fail: with the overlay's credential settings taken out (as
     the production overlay once was), the gateway pod exits 2 naming what is missing."""

@@ -314,7 +314,10 @@ def test_quire_services_mount_their_tls_secret_and_dev_runs_plaintext(rendered: 
         spec = named(rendered, kind, name)["spec"]["template"]["spec"]
         secrets = {v["secret"]["secretName"] for v in spec["volumes"] if "secret" in v}
         # The gateway also trusts the client CA (its certificate only); internal services do not.
-        assert secrets == {f"{name}-tls"} | ({"quire-client-ca"} if name == "quire-gateway" else set()), name
+        # Production's registry also has its etcd password, and root's for its lock-down step only.
+        client_ca = {"quire-client-ca"} if name == "quire-gateway" else set()
+        etcd_auth = {"quire-etcd-root", "quire-etcd-registry"} if name == "quire-registry" and not dev else set()
+        assert secrets == {f"{name}-tls"} | client_ca | etcd_auth, name
         (container,) = spec["containers"]
         assert any(m["mountPath"] == "/etc/quire/tls" for m in container["volumeMounts"]), name
         assert env_value(container, "QUIRE_TLS_CERT")["valueFrom"]["configMapKeyRef"]["key"] == "QUIRE_TLS_CERT"
@@ -565,6 +568,50 @@ def test_production_credentials_tls_secrets_and_etcd_tls_are_all_provided() -> N
     assert certificate_covers(issued["quire-etcd-tls"], f"quire-etcd-2.quire-etcd.{namespace}.svc")
     assert etcd["readinessProbe"]["httpGet"]["port"] == 2381
     assert config["QUIRE_ETCD_CA"] and config["QUIRE_ETCD_CERT"] and config["QUIRE_ETCD_KEY"]
+
+
+def test_production_etcd_has_authentication_and_root_stays_out_of_the_registry() -> None:
+    manifests = render(KUBERNETES / "overlays" / "production")
+    config = named(manifests, "ConfigMap", "quire-config")["data"]
+    assert config["QUIRE_ETCD_USER"] == "quire-registry"
+    spec = named(manifests, "Deployment", "quire-registry")["spec"]["template"]["spec"]
+    (lock_down,) = spec["initContainers"]
+    assert lock_down["command"] == ["quire", "etcd", "lock-down"]
+    volumes = {v["name"]: v["secret"]["secretName"] for v in spec["volumes"] if "secret" in v}
+    mounted = {c["name"]: {volumes.get(m["name"]) for m in c["volumeMounts"]} for c in containers(spec)}
+    assert "quire-etcd-root" in mounted["etcd-auth"]
+    assert "quire-etcd-root" not in mounted["registry"]
+    (registry_password,) = [
+        m["mountPath"] for m in spec["containers"][0]["volumeMounts"] if volumes.get(m["name"]) == "quire-etcd-registry"
+    ]
+    assert config["QUIRE_ETCD_PASSWORD_FILE"].startswith(registry_password + "/")
+    # Both run by the registry pods only: the lock-down step and the registry find etcd through the Service.
+    args = lock_down["args"]
+    assert f"--endpoints=https://{config['QUIRE_ETCD_ENDPOINTS']}" in args
+    assert f"--registry-password-file={config['QUIRE_ETCD_PASSWORD_FILE']}" in args
+
+
+def test_only_the_registry_and_etcd_members_reach_etcd(rendered: list[Manifest]) -> None:
+    policy = named(rendered, "NetworkPolicy", "quire-etcd")["spec"]
+    etcd = named(rendered, "StatefulSet", "quire-etcd")
+    assert policy["podSelector"]["matchLabels"] == etcd["spec"]["selector"]["matchLabels"]
+    assert policy["policyTypes"] == ["Ingress"]
+    client_port = {2379}
+    allowed: dict[str, set[int]] = {}
+    for rule in policy["ingress"]:
+        ports = {p["port"] for p in rule["ports"]}
+        if "from" not in rule:
+            assert ports == {2381}, "only the metrics/health listener is open to every pod"
+            continue
+        for source in rule["from"]:
+            component = source["podSelector"]["matchLabels"]["app.kubernetes.io/component"]
+            allowed[component] = allowed.get(component, set()) | ports
+    assert allowed == {"registry": client_port, "etcd": {2379, 2380}}
+    # Every other workload (gateway, bookies, placement, jobs) is outside them.
+    for workload, _ in workloads(rendered):
+        component = template_labels(workload).get("app.kubernetes.io/component")
+        if component not in ("registry", "etcd"):
+            assert component not in allowed, workload["metadata"]["name"]
 
 
 def test_custom_resources_have_the_fields_their_operators_need() -> None:

@@ -183,3 +183,105 @@ def test_the_registry_exits_2_with_a_clear_message(secure_etcd: SecureEtcd, tmp_
     )
     assert result.returncode == 2
     assert "may not read and write the cluster prefix" in result.stderr
+
+
+# -- settings that do not match etcd end the start; an etcd that is down is waited for --
+
+
+@pytest.fixture(scope="module")
+def plaintext_auth_etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A plaintext etcd with authentication on (root only): the setup in
+    which etcd answers a request without a user INVALID_ARGUMENT "user name is empty"."""
+    from tests.conftest import EtcdProcess
+
+    process = EtcdProcess(tmp_path_factory.mktemp("auth-etcd"))
+    try:
+        import asyncio
+
+        asyncio.run(_enable_root_only(process.endpoint))
+        yield process.endpoint
+    finally:
+        process.stop()
+
+
+async def _enable_root_only(endpoint: str) -> None:
+    async with etcd3aio.Etcd3Client([endpoint]) as client:
+        assert client.auth is not None
+        await client.auth.user_add("root", "root-password")
+        await client.auth.role_add("root")
+        await client.auth.user_grant_role("root", "root")
+        await client.auth.auth_enable()
+
+
+async def test_no_user_on_a_plaintext_auth_cluster_is_a_setting_not_an_outage(plaintext_auth_etcd: str) -> None:
+    anonymous = EtcdStore([plaintext_auth_etcd], 5.0, EtcdAccess(), b"/quire/local/")
+    with pytest.raises(ConfigError, match=r"user name is empty.*QUIRE_ETCD_USER"):
+        await anonymous.connect()
+    await anonymous.close()
+
+
+def _with(access: EtcdAccess, **changes: object) -> EtcdAccess:
+    import dataclasses
+
+    return dataclasses.replace(access, **changes)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("case", "setting"),
+    [
+        ("plaintext client at the TLS port", "QUIRE_ETCD_CA is not set"),
+        ("a CA that did not sign etcd's certificate", "QUIRE_ETCD_CA"),
+        ("a server name etcd's certificate does not carry", "QUIRE_ETCD_SERVER_NAME"),
+        ("no client certificate", "QUIRE_ETCD_CERT/QUIRE_ETCD_KEY are not set"),
+        ("a client certificate from another CA", "QUIRE_ETCD_CERT"),
+        ("TLS at the plaintext port", "does not speak TLS but QUIRE_ETCD_CA is set"),
+    ],
+)
+async def test_tls_settings_etcd_refuses_end_the_start_naming_the_setting(
+    secure_etcd: SecureEtcd, etcd: object, case: str, setting: str
+) -> None:
+    other = Authority.create("another CA")
+    foreign_cert, foreign_key = other.issue("quire-service:registry")
+    good = secure_etcd.access("quire", PASSWORD)
+    endpoint = secure_etcd.endpoint
+    access = {
+        "plaintext client at the TLS port": EtcdAccess(user="quire", password=PASSWORD),
+        "a CA that did not sign etcd's certificate": _with(good, ca=other.pem()),
+        "a server name etcd's certificate does not carry": _with(good, server_name="elsewhere.example"),
+        "no client certificate": _with(good, cert=None, key=None),
+        "a client certificate from another CA": _with(good, cert=foreign_cert, key=foreign_key),
+        "TLS at the plaintext port": good,
+    }[case]
+    if case == "TLS at the plaintext port":
+        endpoint = etcd.endpoint  # type: ignore[attr-defined]
+    store = EtcdStore([endpoint], 3.0, access, b"/quire/local/")
+    with pytest.raises(ConfigError) as caught:
+        await store.connect()
+    await store.close()
+    assert setting in str(caught.value), f"{case}: {caught.value}"
+
+
+async def test_an_etcd_that_is_not_there_is_waited_for(secure_etcd: SecureEtcd) -> None:
+    """The control: nothing listening is not a setting to blame."""
+    from quire_api.errors import Unavailable
+
+    store = EtcdStore([f"127.0.0.1:{free_port()}"], 3.0, secure_etcd.access("quire", PASSWORD), b"/quire/local/")
+    with pytest.raises(Unavailable):
+        await store.connect()
+    await store.close()
+
+
+def test_the_registry_exits_2_without_a_user_on_an_auth_cluster(plaintext_auth_etcd: str) -> None:
+    env = dict(
+        os.environ,
+        QUIRE_INSECURE_PLAINTEXT_DEV="true",
+        QUIRE_REGISTRY_ADDRESS=f"127.0.0.1:{free_port()}",
+        QUIRE_REGISTRY_HTTP_PORT="0",
+        QUIRE_ETCD_ENDPOINTS=plaintext_auth_etcd,
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "quire_registry"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 2, result.stderr
+    assert "QUIRE_ETCD_USER" in result.stderr
+    assert "unreachable" not in result.stderr and "Traceback" not in result.stderr

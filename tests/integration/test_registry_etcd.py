@@ -404,3 +404,28 @@ async def test_a_cookie_is_deleted_only_when_unregistered_and_unchanged(registry
         await registry.get_cookie(bookie_id)
     with pytest.raises(NotFound):
         await registry.delete_cookie(bookie_id, version)
+
+
+async def test_ledger_records_in_etcd_hold_no_password_unless_kept(registry):
+    """What etcd holds, read straight from it. The control: with
+    QUIRE_REGISTRY_KEEP_LEDGER_PASSWORDS (an upgrade's window) the password shows."""
+    password = b"only-the-client-knows-this"
+    given = metadata()
+    given.password = password
+    registry.keep_ledger_passwords = True
+    kept, version = await registry.create_ledger(IdMode.FRESH, given)
+    ledger_id = LedgerId(kept.ledger_id.scope_id, kept.ledger_id.ledger_id)
+    key = registry.keys.ledger(ledger_id)
+    raw = await registry.store.get(key)
+    assert password in raw.value and kept.HasField("secrets")
+
+    registry.keep_ledger_passwords = False
+    closed = common_pb2.LedgerMetadata()
+    closed.CopyFrom(kept)
+    closed.state = common_pb2.LEDGER_STATE_CLOSED
+    await registry.update_ledger(ledger_id, closed, version)  # the next write drops it
+    raw = await registry.store.get(key)
+    assert password not in raw.value
+    fresh, _ = await registry.create_ledger(IdMode.FRESH, given)
+    raw = await registry.store.get(registry.keys.ledger(LedgerId(fresh.ledger_id.scope_id, fresh.ledger_id.ledger_id)))
+    assert password not in raw.value and not fresh.password

@@ -13,9 +13,11 @@ from __future__ import annotations
 import json
 import os
 import random
+import secrets
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -29,6 +31,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from quire_client.balancer import HaproxyBalancer
+from quire_client.etcd_auth import REGISTRY_USER, EtcdAuthError, EtcdctlAccess, lock_down
 
 if TYPE_CHECKING:  # devcerts needs cryptography, which a client-only install lacks
     from quire_client.devcerts import CertBundle
@@ -103,25 +106,86 @@ def grpc_serving(target: str, service: str = "", tls: CertBundle | None = None) 
         return False
 
 
+@dataclass(frozen=True)
+class EtcdTls:
+    """etcd over TLS: its own certificate (server and peer), the CA it
+    requires client and peer certificates from, and a certificate of that CA
+    for tooling (health checks, setting up users)."""
+
+    ca: Path
+    cert: Path
+    key: Path
+    client_cert: Path
+    client_key: Path
+
+    @classmethod
+    def from_bundle(cls, bundle: CertBundle) -> EtcdTls:
+        return cls(
+            bundle.etcd_ca, bundle.cert("etcd"), bundle.key("etcd"), bundle.cert("registry"), bundle.key("registry")
+        )
+
+
 def etcd_command(
-    binary: str, name: str, data_dir: Path, client_port: int, peer_port: int, extra_args: Sequence[str] = ()
+    binary: str,
+    name: str,
+    data_dir: Path,
+    client_port: int,
+    peer_port: int,
+    extra_args: Sequence[str] = (),
+    tls: EtcdTls | None = None,
 ) -> list[str]:
-    """A single-member etcd on loopback; `extra_args` go last (a space quota, say)."""
-    client, peer = f"http://127.0.0.1:{client_port}", f"http://127.0.0.1:{peer_port}"
+    """A single-member etcd on loopback; `extra_args` go last (a space quota,
+    say). With `tls`, clients and peers need certificates of its CA."""
+    scheme = "https" if tls is not None else "http"
+    client, peer = f"{scheme}://127.0.0.1:{client_port}", f"{scheme}://127.0.0.1:{peer_port}"
+    secure: list[str] = []
+    if tls is not None:
+        secure = [
+            "--cert-file", str(tls.cert), "--key-file", str(tls.key),
+            "--trusted-ca-file", str(tls.ca), "--client-cert-auth",
+            "--peer-cert-file", str(tls.cert), "--peer-key-file", str(tls.key),
+            "--peer-trusted-ca-file", str(tls.ca), "--peer-client-cert-auth",
+        ]  # fmt: skip
     return [
         binary, "--name", name, "--data-dir", str(data_dir),
         "--listen-client-urls", client, "--advertise-client-urls", client,
         "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-        "--initial-cluster", f"{name}={peer}", "--log-level", "warn", *extra_args,
+        "--initial-cluster", f"{name}={peer}", "--log-level", "warn", *secure, *extra_args,
     ]  # fmt: skip
 
 
-def etcd_healthy(client_port: int) -> bool:
+def etcd_healthy(client_port: int, tls: EtcdTls | None = None) -> bool:
+    context = None
+    if tls is not None:
+        context = ssl.create_default_context(cafile=str(tls.ca))
+        context.load_cert_chain(str(tls.client_cert), str(tls.client_key))
+    scheme = "https" if tls is not None else "http"
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{client_port}/health", timeout=1) as response:
+        with urllib.request.urlopen(
+            f"{scheme}://127.0.0.1:{client_port}/health", timeout=1, context=context
+        ) as response:
             return bool(json.loads(response.read()).get("health") == "true")
     except (OSError, ValueError):
         return False
+
+
+def lock_down_etcd(etcdctl: str, endpoint: str, tls: EtcdTls, cluster: str, secrets_dir: Path) -> None:
+    """Authentication on, with passwords kept in `secrets_dir`: root's
+    (`etcd-root-password`) for an operator and no service, the registry's
+    (`etcd-registry-password`) for the registry alone."""
+    secrets_dir.mkdir(parents=True, exist_ok=True)
+    passwords = {}
+    for user in ("root", "registry"):
+        path = secrets_dir / f"etcd-{user}-password"
+        if not path.exists():
+            path.touch(mode=0o600)
+            path.write_text(secrets.token_hex(24) + "\n")
+        passwords[user] = path.read_text().strip()
+    access = EtcdctlAccess(etcdctl, [f"https://{endpoint}"], str(tls.ca), str(tls.client_cert), str(tls.client_key))
+    try:
+        lock_down(access, cluster, passwords["root"], passwords["registry"])
+    except EtcdAuthError as exc:
+        raise ClusterError(f"etcd setup failed: {exc}") from None
 
 
 @dataclass
@@ -212,7 +276,9 @@ class LocalCluster:
         """Without `tls` every service runs in plaintext development mode
         (QUIRE_INSECURE_PLAINTEXT_DEV); with it, mutual TLS between all of
         them and bearer-token or client-certificate authentication at the
-        gateway, from a `quire dev certs` bundle. `etcd_args` are extra etcd
+        gateway, from a `quire dev certs` bundle; etcd then requires client and
+        peer certificates and has authentication on (`lock_down_etcd`), and
+        only the registry is given an etcd user. `etcd_args` are extra etcd
         flags (e.g. `--quota-backend-bytes`). `bookie_env` and `gateway_env`
         add settings for single processes, by name.
 
@@ -233,6 +299,8 @@ class LocalCluster:
         self.hosts = hosts or {}
         self.command_prefix = command_prefix or {}
         self.tls = tls
+        # With TLS, etcd too: client and peer certificates required, and authentication on.
+        self.etcd_tls = EtcdTls.from_bundle(tls) if tls is not None else None
         self.ports = ports or Ports()
         self.cluster_name = cluster_name
         self.extra_env = extra_env or {}
@@ -246,6 +314,12 @@ class LocalCluster:
         self.gateway_names = ["gateway"] + [f"gateway-{i}" for i in range(2, gateways + 1)]
         self.balancer_requested = balancer
         self._define()
+
+    @property
+    def etcd_secrets_dir(self) -> Path:
+        """Where the etcd users' passwords are kept (with TLS): root's for an
+        operator, the registry's for the registry alone."""
+        return self.data_dir / "etcd-auth"
 
     def host(self, name: str) -> str:
         """The address process `name` listens on."""
@@ -316,10 +390,20 @@ class LocalCluster:
                 self.ports.etcd,
                 self.ports.etcd_peer,
                 self.etcd_args,
+                self.etcd_tls,
             ),
             self._env(),
             None,
         )
+        etcd_access: dict[str, str] = {}
+        if self.etcd_tls is not None:
+            etcd_access = {
+                "QUIRE_ETCD_CA": str(self.etcd_tls.ca),
+                "QUIRE_ETCD_CERT": str(self.etcd_tls.client_cert),
+                "QUIRE_ETCD_KEY": str(self.etcd_tls.client_key),
+                "QUIRE_ETCD_USER": REGISTRY_USER,
+                "QUIRE_ETCD_PASSWORD_FILE": str(self.etcd_secrets_dir / "etcd-registry-password"),
+            }
         python = sys.executable
         self._add(
             "registry",
@@ -328,6 +412,7 @@ class LocalCluster:
                 "registry",
                 QUIRE_REGISTRY_ADDRESS=self.registry_target,
                 QUIRE_REGISTRY_HTTP_PORT=str(self.ports.registry_http),
+                **etcd_access,
             ),
             self.registry_target,
         )
@@ -401,9 +486,23 @@ class LocalCluster:
             )
         if not Path(self.etcd_binary).exists():
             raise ClusterError(f"etcd not found at {self.etcd_binary}; install Debian's etcd-server (make setup)")
+        if self.etcd_tls is not None and not self.etcd_tls.cert.exists():
+            raise ClusterError(
+                f"{self.etcd_tls.cert} is missing: certificates from before etcd ran with TLS; "
+                "run `quire dev certs` again"
+            )
         (self.data_dir / "logs").mkdir(parents=True, exist_ok=True)
         try:
             self.start_process("etcd", timeout)
+            if self.etcd_tls is not None:
+                etcdctl = shutil.which("etcdctl") or str(Path(self.etcd_binary).with_name("etcdctl"))
+                lock_down_etcd(
+                    etcdctl,
+                    f"127.0.0.1:{self.ports.etcd}",
+                    self.etcd_tls,
+                    self.cluster_name,
+                    self.etcd_secrets_dir,
+                )
             self.start_process("registry", timeout)
             self.start_process("placement", timeout)
             for name in self.bookie_names:
@@ -470,7 +569,7 @@ class LocalCluster:
 
     def _is_healthy(self, process: _Process) -> bool:
         if process.health_target is None:
-            return etcd_healthy(self.ports.etcd)
+            return etcd_healthy(self.ports.etcd, self.etcd_tls)
         return grpc_serving(process.health_target, tls=self.tls)
 
     def wait_bookies_registered(self, count: int, timeout: float = 60.0) -> None:

@@ -16,8 +16,9 @@ per Secret the manifests in deploy/kubernetes mount (tls.crt, tls.key, ca.crt:
 cert-manager's layout, ca.crt being the issuing CA), with the identities and
 DNS names of `kubernetes_identities`, the client CA's certificate in
 `quire-client-ca/ca.crt` (the gateway mounts that key alone), plus
-`quire-auth/jwt.key` and a scraper's admin token in
-`quire-metrics-token/token`: the manual way to the Secrets
+`quire-auth/jwt.key`, a scraper's admin token in `quire-metrics-token/token`
+and random etcd passwords in `quire-etcd-root/password` and
+`quire-etcd-registry/password`: the manual way to the Secrets
 components/cert-manager would otherwise issue (deploy/README.md).
 """
 
@@ -140,6 +141,12 @@ class CertBundle:
         return self.directory / f"{name}-key.pem"
 
     @property
+    def etcd_ca(self) -> Path:
+        """The CA etcd trusts for client and peer certificates, and whose
+        certificate etcd presents: the service side's."""
+        return self.ca
+
+    @property
     def client_roles(self) -> Path:
         return self.directory / "client-roles.json"
 
@@ -226,6 +233,10 @@ def write_kubernetes_secrets(
     write_file(root / "quire-client-ca" / "ca.crt", client_ca.pem())
     (root / "quire-auth").mkdir(exist_ok=True)
     write_file(root / "quire-auth" / "jwt.key", jwt_secret, private=True)
+    # etcd's root (the registry pods' lock-down step only) and the registry's etcd user.
+    for secret in ("quire-etcd-root", "quire-etcd-registry"):
+        (root / secret).mkdir(exist_ok=True)
+        write_file(root / secret / "password", secrets.token_hex(24).encode() + b"\n", private=True)
     (root / "quire-metrics-token").mkdir(exist_ok=True)
     claims = {"sub": "prometheus", "roles": {"*": ["admin"]}, "exp": int(time.time() + token_ttl_seconds)}
     token = jwt.encode(claims, jwt_secret.strip(), algorithm="HS256")
@@ -247,6 +258,17 @@ def load_authority(certificate: Path, key: Path) -> Authority:
     return Authority(private_key, x509.load_pem_x509_certificate(certificate.read_bytes()))
 
 
+def write_etcd_certs(bundle: CertBundle, authority: Authority) -> None:
+    """etcd's own certificate (server and peer use, common name
+    `quire-etcd`, from the service CA); the registry presents its service
+    certificate to etcd. No certificate here is named `root`: with client
+    certificates required, etcd takes a certificate's common name as the user
+    when no password is given."""
+    cert, key = authority.issue("quire-etcd")
+    write_file(bundle.cert("etcd"), cert)
+    write_file(bundle.key("etcd"), key, private=True)
+
+
 def write_dev_certs(out: Path, kubernetes_namespace: str | None = None) -> CertBundle:
     out.mkdir(parents=True, exist_ok=True)
     bundle = CertBundle(out)
@@ -261,6 +283,7 @@ def write_dev_certs(out: Path, kubernetes_namespace: str | None = None) -> CertB
     cert, key = service_ca.issue(f"quire-service:{OPERATOR}", hosts=())
     write_file(bundle.cert(OPERATOR), cert)
     write_file(bundle.key(OPERATOR), key, private=True)
+    write_etcd_certs(bundle, service_ca)
     # The operator lists ledgers at the gateway like the init Job (deploy/kubernetes).
     mapping: dict[str, dict[str, list[str]]] = {f"quire-service:{OPERATOR}": {"*": ["reader"]}}
     for role in CLIENT_ROLES:

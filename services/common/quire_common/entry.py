@@ -54,16 +54,22 @@ def master_key(password: bytes) -> bytes:
     return hashlib.sha1(b"ledger" + password).digest()
 
 
-class Digester:
-    """Computes one ledger's entry digests."""
+def mac_key(password: bytes) -> bytes:
+    """SHA1("mac" + password): the key of a ledger's HMAC digests."""
+    return hashlib.sha1(b"mac" + password).digest()
 
-    def __init__(self, digest_type: DigestType | int, password: bytes = b"") -> None:
+
+class Digester:
+    """Computes one ledger's entry digests, from the password or from the
+    HMAC key derived from it (`key`, as a ledger record keeps it)."""
+
+    def __init__(self, digest_type: DigestType | int, password: bytes = b"", *, key: bytes | None = None) -> None:
         try:
             self.digest_type = DigestType(digest_type)
         except ValueError:
             raise InvalidArgument(f"unknown digest type {digest_type}") from None
         self.size = DIGEST_SIZES[self.digest_type]
-        self._mac_key = hashlib.sha1(b"mac" + password).digest()
+        self._mac_key = key if key is not None else mac_key(password)
 
     def compute(self, header: bytes, payload: bytes) -> bytes:
         kind = self.digest_type

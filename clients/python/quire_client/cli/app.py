@@ -10,7 +10,7 @@ import click
 from click.shell_completion import get_completion_class
 
 from quire_api.errors import QuireError
-from quire_client.cli import blob, bookie, cluster, context, dev, ledger, placement, recovery
+from quire_client.cli import blob, bookie, cluster, context, dev, etcd, ledger, placement, recovery
 from quire_client.cli.common import EXIT_CODES_HELP, ExitCode, Globals, option, report_error
 from quire_client.client import QuireClientError
 from quire_client.cluster import ClusterError
@@ -128,6 +128,7 @@ quire.add_command(recovery.recovery)
 quire.add_command(placement.placement)
 quire.add_command(cluster.cluster)
 quire.add_command(dev.dev)
+quire.add_command(etcd.etcd)
 quire.add_command(_telemetry_group())
 quire.add_command(_bench_group())
 quire.add_command(context.context)

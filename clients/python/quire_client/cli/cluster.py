@@ -39,10 +39,12 @@ def _summary(cluster: LocalCluster, ports: Ports, tls: str | None) -> str:
         hint = (
             f"\nmutual TLS and authentication on; as a client:\n  quire --tls-ca {tls}/ca.pem "
             f"--tls-cert {tls}/client-admin.pem --tls-key {tls}/client-admin-key.pem ledger list\n"
+            f"etcd: TLS with client certificates and authentication; root's password (for you, no service) in "
+            f"{cluster.etcd_secrets_dir / 'etcd-root-password'}\n"
         )
     return (
         "\nQuire is running:\n"
-        f"  etcd       127.0.0.1:{ports.etcd}\n"
+        f"  etcd       {'https' if tls else 'http'}://127.0.0.1:{ports.etcd}\n"
         f"{gateways}"
         f"  registry   {cluster.registry_target}\n"
         f"  placement  127.0.0.1:{ports.placement}\n"

@@ -126,7 +126,7 @@ class Ensemble(_message.Message):
     def __init__(self, first_entry_id: _Optional[int] = ..., bookie_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class LedgerMetadata(_message.Message):
-    __slots__ = ("ledger_id", "format_version", "ensemble_size", "write_quorum_size", "ack_quorum_size", "state", "last_entry_id", "length", "digest_type", "password", "ensembles", "custom_metadata", "create_time", "create_request_id", "owner")
+    __slots__ = ("ledger_id", "format_version", "ensemble_size", "write_quorum_size", "ack_quorum_size", "state", "last_entry_id", "length", "digest_type", "password", "ensembles", "custom_metadata", "create_time", "create_request_id", "owner", "secrets")
     class CustomMetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -149,6 +149,7 @@ class LedgerMetadata(_message.Message):
     CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
     CREATE_REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     OWNER_FIELD_NUMBER: _ClassVar[int]
+    SECRETS_FIELD_NUMBER: _ClassVar[int]
     ledger_id: LedgerId
     format_version: int
     ensemble_size: int
@@ -164,7 +165,22 @@ class LedgerMetadata(_message.Message):
     create_time: _timestamp_pb2.Timestamp
     create_request_id: str
     owner: LedgerOwner
-    def __init__(self, ledger_id: _Optional[_Union[LedgerId, _Mapping]] = ..., format_version: _Optional[int] = ..., ensemble_size: _Optional[int] = ..., write_quorum_size: _Optional[int] = ..., ack_quorum_size: _Optional[int] = ..., state: _Optional[_Union[LedgerState, str]] = ..., last_entry_id: _Optional[int] = ..., length: _Optional[int] = ..., digest_type: _Optional[_Union[DigestType, str]] = ..., password: _Optional[bytes] = ..., ensembles: _Optional[_Iterable[_Union[Ensemble, _Mapping]]] = ..., custom_metadata: _Optional[_Mapping[str, str]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., create_request_id: _Optional[str] = ..., owner: _Optional[_Union[LedgerOwner, _Mapping]] = ...) -> None: ...
+    secrets: LedgerSecrets
+    def __init__(self, ledger_id: _Optional[_Union[LedgerId, _Mapping]] = ..., format_version: _Optional[int] = ..., ensemble_size: _Optional[int] = ..., write_quorum_size: _Optional[int] = ..., ack_quorum_size: _Optional[int] = ..., state: _Optional[_Union[LedgerState, str]] = ..., last_entry_id: _Optional[int] = ..., length: _Optional[int] = ..., digest_type: _Optional[_Union[DigestType, str]] = ..., password: _Optional[bytes] = ..., ensembles: _Optional[_Iterable[_Union[Ensemble, _Mapping]]] = ..., custom_metadata: _Optional[_Mapping[str, str]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., create_request_id: _Optional[str] = ..., owner: _Optional[_Union[LedgerOwner, _Mapping]] = ..., secrets: _Optional[_Union[LedgerSecrets, _Mapping]] = ...) -> None: ...
+
+class LedgerSecrets(_message.Message):
+    __slots__ = ("password_salt", "password_iterations", "password_hash", "master_key", "mac_key")
+    PASSWORD_SALT_FIELD_NUMBER: _ClassVar[int]
+    PASSWORD_ITERATIONS_FIELD_NUMBER: _ClassVar[int]
+    PASSWORD_HASH_FIELD_NUMBER: _ClassVar[int]
+    MASTER_KEY_FIELD_NUMBER: _ClassVar[int]
+    MAC_KEY_FIELD_NUMBER: _ClassVar[int]
+    password_salt: bytes
+    password_iterations: int
+    password_hash: bytes
+    master_key: bytes
+    mac_key: bytes
+    def __init__(self, password_salt: _Optional[bytes] = ..., password_iterations: _Optional[int] = ..., password_hash: _Optional[bytes] = ..., master_key: _Optional[bytes] = ..., mac_key: _Optional[bytes] = ...) -> None: ...
 
 class LedgerOwner(_message.Message):
     __slots__ = ("gateway", "address", "session_id")
