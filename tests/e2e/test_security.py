@@ -324,7 +324,7 @@ def test_each_internal_rpc_answers_only_the_services_allowed_to_call_it(
             registry_pb2.GetLedgerMetadataRequest(ledger_id=ledger_in_scope_7.ledger_id), timeout=10
         )
 
-    assert registry_call(tls_cluster, bundle, identity("gateway"), read_metadata).metadata.password == b"secret"
+    assert registry_call(tls_cluster, bundle, identity("gateway"), read_metadata).metadata.secrets.master_key
     # A service identity Quire never issued, from the service CA: refused, not judged by its prefix.
     forged = service_authority(bundle).issue("quire-service:not-a-real-service", hosts=())
     refused = refusal(lambda: registry_call(tls_cluster, bundle, forged, read_metadata))
@@ -393,7 +393,7 @@ def test_with_the_allow_list_off_any_service_identity_reads_ledger_metadata(
     tls_cluster: LocalCluster, bundle: CertBundle, ledger_in_scope_7: Any
 ) -> None:
     """Positive control: QUIRE_RPC_ALLOWLIST_ENABLED=false on the registry lets
-    the forged identity the allow-list refuses read a ledger's password."""
+    the forged identity the allow-list refuses read a ledger's keys."""
     forged = service_authority(bundle).issue("quire-service:not-a-real-service", hosts=())
 
     def read_metadata(stub: Any) -> Any:
@@ -405,10 +405,11 @@ def test_with_the_allow_list_off_any_service_identity_reads_ledger_metadata(
     registry.env["QUIRE_RPC_ALLOWLIST_ENABLED"] = "false"
     try:
         tls_cluster.restart("registry")
-        assert registry_call(tls_cluster, bundle, forged, read_metadata).metadata.password == b"secret"
+        assert registry_call(tls_cluster, bundle, forged, read_metadata).metadata.secrets.master_key
     finally:
         del registry.env["QUIRE_RPC_ALLOWLIST_ENABLED"]
         tls_cluster.restart("registry")
+        tls_cluster.wait_bookies_registered(len(tls_cluster.bookie_names))  # later tests place ledgers
     refused = refusal(lambda: registry_call(tls_cluster, bundle, forged, read_metadata))
     assert refused.code() == grpc.StatusCode.PERMISSION_DENIED
 
