@@ -15,8 +15,9 @@ set -uo pipefail
 
 PIDFILE="${QUIRE_DOCKERD_PIDFILE:-/run/quire-dockerd.pid}"
 LOG="${QUIRE_DOCKERD_LOG:-/var/log/quire-dockerd.log}"
-# A loaded machine can take more than a minute to bring dockerd up.
-WAIT_SECONDS="${QUIRE_DOCKERD_WAIT_SECONDS:-180}"
+# A loaded machine can take minutes to bring dockerd up (over 180 s seen while
+# three virtualenvs were being built).
+WAIT_SECONDS="${QUIRE_DOCKERD_WAIT_SECONDS:-300}"
 
 say() { echo "docker engine: $*"; }
 
