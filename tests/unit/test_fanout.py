@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import pytest
 
@@ -32,7 +33,10 @@ async def hang(started: asyncio.Event, ended: list[str]) -> int:
     return -1
 
 
-def collect() -> tuple[dict[str, int], dict[str, QuireError], object]:
+Take = Callable[[str, int | None, QuireError | None], None]
+
+
+def collect() -> tuple[dict[str, int], dict[str, QuireError], Take]:
     answers: dict[str, int] = {}
     errors: dict[str, QuireError] = {}
 
@@ -50,7 +54,7 @@ async def test_every_answer_and_failure_is_taken_when_none_suffices() -> None:
     answers, errors, take = collect()
     enough = await ask_all(
         {"a": answer(1), "b": fail(Unavailable("down")), "c": answer(3)},
-        take,  # type: ignore[arg-type]
+        take,
         lambda: False,
         cancel_rest=True,
     )
@@ -67,7 +71,7 @@ async def test_it_returns_once_enough_and_cancels_the_rest_only_when_asked(cance
     slow = hang(started, ended)
     enough = await ask_all(
         {"fast": answer(1), "slow": slow},
-        take,  # type: ignore[arg-type]
+        take,
         lambda: len(answers) >= 1,
         cancel_rest=cancel_rest,
     )
@@ -91,7 +95,7 @@ async def test_answers_arriving_together_are_all_taken_before_enough_is_asked() 
         return len(answers) >= 1
 
     calls = {"a": answer(1, together), "b": answer(2, together)}
-    task = asyncio.ensure_future(ask_all(calls, take, enough, cancel_rest=True))  # type: ignore[arg-type]
+    task = asyncio.ensure_future(ask_all(calls, take, enough, cancel_rest=True))
     await asyncio.sleep(0)
     together.set()
     assert await task
@@ -115,11 +119,11 @@ async def test_an_error_take_raises_ends_the_fan_out() -> None:
 
 
 async def test_a_bug_in_a_call_is_not_taken_as_an_answer() -> None:
-    _, errors, take = collect()
+    _, _, take = collect()
     with pytest.raises(ZeroDivisionError):
         await ask_all(
             {"bug": fail(ZeroDivisionError()), "gone": fail(NotFound("x"))},
-            take,  # type: ignore[arg-type]
+            take,
             lambda: False,
             cancel_rest=True,
         )
