@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import signal
 
 from grpc_health.v1 import health_pb2
 
@@ -28,7 +27,7 @@ from quire_bookie.registration import RegistrationKeeper, RegistryCookies
 from quire_bookie.servicer import BookieServicer
 from quire_bookie.storage import DamagedJournal
 from quire_common.admin_http import AdminServer
-from quire_common.server import create_server, mark_serving
+from quire_common.server import create_server, mark_serving, stop_gracefully, stop_signal
 from quire_common.service import run_service
 from quire_common.telemetry import set_instance
 
@@ -98,10 +97,7 @@ async def main() -> None:
             "only up to the damage and the bookie starts WITHOUT the acknowledged entries after it (fault "
             "injection: a positive control, never in production)"
         )
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    stop = stop_signal()
 
     # Identity first: never open, let alone serve, data that is not this bookie's.
     if not config.standalone:
@@ -198,20 +194,23 @@ async def main() -> None:
                 f"; read-only: {bookie.read_only_reason}" if bookie.read_only else "",
             )
             await stop.wait()
-        log.info("stopping: health NOT_SERVING, draining for up to %.1fs", SHUTDOWN_GRACE_SECONDS)
-        await health.enter_graceful_shutdown()
     finally:
-        if collector is not None:
-            await collector.stop()
-        if lookup is not None:
-            await lookup.close()
-        if keeper is not None:
-            await keeper.stop()
-        bookie.begin_shutdown()  # add streams answer what they queued, then end
-        await server.stop(SHUTDOWN_GRACE_SECONDS)  # in-flight adds finish (their syncs included)
-        if admin is not None:
-            await admin.stop()
-        await bookie.close()  # syncs whatever is still queued, then closes RocksDB
+
+        async def quiesce() -> None:
+            if collector is not None:
+                await collector.stop()
+            if lookup is not None:
+                await lookup.close()
+            if keeper is not None:
+                await keeper.stop()
+            bookie.begin_shutdown()  # add streams answer what they queued, then end
+
+        async def release() -> None:  # once in-flight adds have finished (their syncs included)
+            if admin is not None:
+                await admin.stop()
+            await bookie.close()  # syncs whatever is still queued, then closes RocksDB
+
+        await stop_gracefully(server, health, SHUTDOWN_GRACE_SECONDS, before_server=quiesce, after_server=release)
         log.info("bookie %s stopped", config.bookie_id)
 
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from quire_api.backoff import Backoff
 from quire_api.errors import AlreadyExists, Unavailable
 from quire_common.config import ConfigError
 
@@ -166,15 +167,13 @@ async def _create(registry: CookieRegistry, bookie_id: str, cookie: Cookie, wait
 
 async def _with_retries(operation, wait_seconds: float):  # type: ignore[no-untyped-def]
     """Retry while the registry is unreachable, up to `wait_seconds`."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + wait_seconds
-    delay = 0.2
+    pauses = Backoff(first_seconds=0.2, longest_seconds=2.0, within_seconds=wait_seconds).pauses()
     while True:
         try:
             return await operation()
         except Unavailable as exc:
-            if loop.time() + delay > deadline:
+            pause = next(pauses, None)
+            if pause is None:
                 raise Unavailable(f"cannot check this bookie's cookie: {exc}") from None
             log.warning("registry unreachable for the cookie check (%s); retrying", exc)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 2.0)
+            await asyncio.sleep(pause)

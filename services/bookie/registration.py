@@ -13,10 +13,14 @@ import grpc
 
 from quire.common.v1 import common_pb2
 from quire.registry.v1 import registry_pb2, registry_pb2_grpc
+from quire_api.backoff import Backoff
 from quire_api.errors import NotFound
 from quire_bookie.cookie import Cookie
 from quire_common.channels import call, open_channel
 from quire_common.tasks import cancel_and_wait
+
+# Between registration sessions while the registry is away.
+_RECONNECT = Backoff(first_seconds=0.2, longest_seconds=2.0)
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +104,7 @@ class RegistrationKeeper:
                 pass
 
     async def _run(self) -> None:
-        backoff = 0.2
+        pauses = _RECONNECT.pauses()
         while True:
             async with open_channel(self._target) as channel:
                 stub = registry_pb2_grpc.RegistryServiceStub(channel)
@@ -110,9 +114,8 @@ class RegistrationKeeper:
                             log.info("registered as %s (ttl %ds)", self._bookie_id, response.ttl_seconds)
                         self._lease_id = response.lease_id
                         self.registered.set()
-                        backoff = 0.2
+                        pauses = _RECONNECT.pauses()
                 except grpc.aio.AioRpcError as exc:
                     self.registered.clear()
                     log.warning("registration session ended: %s %s", exc.code().name, exc.details())
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, 2.0)
+            await asyncio.sleep(next(pauses))

@@ -52,6 +52,7 @@ from quire_common.bookies import BookieDirectory
 from quire_common.entry import Digester, unpack_entry
 from quire_common.ledger_secrets import ledger_digester, ledger_master_key
 from quire_gateway.leadership import RoleHolder
+from quire_gateway.metadata_updates import update_metadata
 from quire_gateway.recovery import read_last_add_confirmed
 from quire_gateway.remote import Remote
 from quire_gateway.scrub import Scrubber, ScrubSettings, ScrubStats
@@ -324,13 +325,17 @@ class Auditor:
         )  # fmt: skip
         survivors = [b for b in ensemble if b != replica.bookie_id and b in registered]
         await self._copy(current, wanted, survivors, replacement)
-        updated = common_pb2.LedgerMetadata()
-        updated.CopyFrom(current)
-        del updated.ensembles[replica.segment].bookie_ids[:]
-        updated.ensembles[replica.segment].bookie_ids.extend(
-            replacement if b == replica.bookie_id else b for b in ensemble
-        )
-        await self.remote.update_ledger_metadata(ledger_id, updated, version)
+
+        def name_replacement(latest: common_pb2.LedgerMetadata) -> common_pb2.LedgerMetadata | None:
+            # A closed ledger's segment does not change: only another repair moves the lost bookie.
+            segment = latest.ensembles[replica.segment].bookie_ids
+            if segment[replica.position] != replica.bookie_id:
+                return None
+            segment[replica.position] = replacement
+            return latest
+
+        if not (await update_metadata(self.remote, ledger_id, name_replacement, (current, version))).changed:
+            return False  # someone else repaired it meanwhile
         log.info(
             "ledger %s segment %d: %d entries copied from lost bookie %s's replicas to %s",
             ledger_id, replica.segment, len(wanted), replica.bookie_id, replacement,
@@ -373,12 +378,22 @@ class Auditor:
                     ledger_id, replica.segment, len(wanted), bookie,
                 )  # fmt: skip
             done.add(bookie)
-        updated = common_pb2.LedgerMetadata()
-        updated.CopyFrom(current)
-        for bookie in done:
-            set_marker(updated, bookie, marker_after_repair(current, bookie, confirmed))
-        if updated != current:
-            await self.remote.update_ledger_metadata(ledger_id, updated, version)
+        repaired_markers = markers(current)
+        kept = {bookie: marker_after_repair(current, bookie, confirmed) for bookie in done}
+
+        def drop_repaired(latest: common_pb2.LedgerMetadata) -> common_pb2.LedgerMetadata | None:
+            # Only a marker as it was repaired goes: one widened meanwhile covers entries not copied.
+            if latest.state == common_pb2.LEDGER_STATE_IN_RECOVERY:
+                return None
+            before = common_pb2.LedgerMetadata()
+            before.CopyFrom(latest)
+            now = markers(latest)
+            for bookie, marker in kept.items():
+                if now.get(bookie) == repaired_markers.get(bookie):
+                    set_marker(latest, bookie, marker)
+            return latest if latest != before else None
+
+        await update_metadata(self.remote, ledger_id, drop_repaired, (current, version))
         self.state.repaired_segments += repaired
         return repaired
 

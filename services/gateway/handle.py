@@ -43,8 +43,8 @@ from typing import Any
 from opentelemetry.trace import SpanContext
 
 from quire.common.v1 import common_pb2
+from quire_api.backoff import Backoff
 from quire_api.errors import (
-    Aborted,
     FailedPrecondition,
     QuireError,
     Reason,
@@ -59,6 +59,7 @@ from quire_common.ledger_secrets import ledger_digester, ledger_master_key
 from quire_common.telemetry import batch_span, current_span_context, tracer, tracing_enabled
 from quire_gateway import metrics
 from quire_gateway.entry_cache import EntryCache, incarnation
+from quire_gateway.metadata_updates import update_metadata
 from quire_gateway.quarantine import Quarantine, choose_avoiding
 from quire_gateway.quorums import write_set
 from quire_gateway.remote import Remote
@@ -308,8 +309,9 @@ class WriteHandle:
             self._pump(bookie_id)
 
     async def _send_once(self, bookie_id: str, entries: list[tuple[int, bytes]]) -> None:
-        deadline = asyncio.get_running_loop().time() + self.settings.bookie_retry_seconds
-        delay = 0.05
+        pauses = Backoff(
+            first_seconds=0.05, longest_seconds=1.0, within_seconds=self.settings.bookie_retry_seconds
+        ).pauses()
         while True:
             try:
                 with self._bookie_add_span(bookie_id, entries):
@@ -322,11 +324,11 @@ class WriteHandle:
                     )
                 break
             except Unavailable as exc:
-                if asyncio.get_running_loop().time() + delay > deadline:
+                pause = next(pauses, None)
+                if pause is None:
                     self._bookie_failed(bookie_id, exc)
                     return
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 1.0)
+                await asyncio.sleep(pause)
             except QuireError as exc:
                 self._bookie_failed(bookie_id, exc)
                 return
@@ -493,26 +495,22 @@ class WriteHandle:
         await self._update_metadata(change)
 
     async def _update_metadata(self, change: Callable[[common_pb2.LedgerMetadata], object]) -> None:
-        """Apply `change` to the ledger's metadata by compare-and-swap,
-        re-reading it on a conflict; refused once the ledger is closed or a
-        recovery has taken it over."""
-        metadata, version = self.metadata, self.version
-        while True:
+        """Apply `change` to the ledger's metadata by compare-and-swap
+        (metadata_updates); refused once the ledger is closed or a recovery
+        has taken it over."""
+
+        def while_writing(metadata: common_pb2.LedgerMetadata) -> common_pb2.LedgerMetadata:
             if metadata.state == common_pb2.LEDGER_STATE_CLOSED:
                 raise FailedPrecondition(f"ledger {self.ledger_id} was closed", Reason.LEDGER_CLOSED)
             if metadata.state == common_pb2.LEDGER_STATE_IN_RECOVERY:
                 raise FailedPrecondition(
                     f"ledger {self.ledger_id} is fenced: a recovery has taken it over", Reason.LEDGER_FENCED
                 )
-            updated = common_pb2.LedgerMetadata()
-            updated.CopyFrom(metadata)
-            change(updated)
-            try:
-                self.version = await self.remote.update_ledger_metadata(self.ledger_id, updated, version)
-                self.metadata = updated
-                return
-            except Aborted:
-                metadata, version = await self.remote.get_ledger_metadata(self.ledger_id)
+            change(metadata)
+            return metadata
+
+        result = await update_metadata(self.remote, self.ledger_id, while_writing, (self.metadata, self.version))
+        self.metadata, self.version = result.metadata, result.version
 
     def _advance(self) -> None:
         """Move the LAC over every consecutive entry that has its ack quorum
@@ -595,8 +593,8 @@ class WriteHandle:
         (the LAC) in the metadata with compare-and-swap."""
         self.closed = True
         await self._idle.wait()
-        metadata, version = self.metadata, self.version
-        while True:
+
+        def closing(metadata: common_pb2.LedgerMetadata) -> common_pb2.LedgerMetadata | None:
             if metadata.state == common_pb2.LEDGER_STATE_IN_RECOVERY:
                 raise FailedPrecondition(f"ledger {self.ledger_id} is being recovered", Reason.LEDGER_FENCED)
             if metadata.state == common_pb2.LEDGER_STATE_CLOSED:
@@ -605,22 +603,20 @@ class WriteHandle:
                         f"ledger {self.ledger_id} was closed elsewhere at entry {metadata.last_entry_id}",
                         Reason.LEDGER_CLOSED,
                     )
-                return metadata
-            updated = common_pb2.LedgerMetadata()
-            updated.CopyFrom(metadata)
-            updated.state = common_pb2.LEDGER_STATE_CLOSED
-            updated.last_entry_id = self.last_add_confirmed
-            updated.length = self.confirmed_length
-            try:
-                with _tracer.start_as_current_span(
-                    "quire.gateway.close_metadata", attributes={"quire.ledger": self.ledger_id.qualified_name}
-                ):
-                    self.version = await self.remote.update_ledger_metadata(self.ledger_id, updated, version)
-                self.metadata = updated
-                log.info("ledger %s closed at entry %d", self.ledger_id, self.last_add_confirmed)
-                return updated
-            except Aborted:
-                metadata, version = await self.remote.get_ledger_metadata(self.ledger_id)
+                return None  # closed here already, at the same end
+            metadata.state = common_pb2.LEDGER_STATE_CLOSED
+            metadata.last_entry_id = self.last_add_confirmed
+            metadata.length = self.confirmed_length
+            return metadata
+
+        with _tracer.start_as_current_span(
+            "quire.gateway.close_metadata", attributes={"quire.ledger": self.ledger_id.qualified_name}
+        ):
+            result = await update_metadata(self.remote, self.ledger_id, closing, (self.metadata, self.version))
+        if result.changed:
+            self.metadata, self.version = result.metadata, result.version
+            log.info("ledger %s closed at entry %d", self.ledger_id, self.last_add_confirmed)
+        return result.metadata
 
     def abandon(self, error: QuireError) -> None:
         """Fail whatever is pending and stop (the ledger was deleted)."""

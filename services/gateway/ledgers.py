@@ -14,6 +14,7 @@ from google.protobuf import timestamp_pb2
 
 from quire.common.v1 import common_pb2
 from quire.registry.v1 import registry_pb2
+from quire_api.backoff import Backoff
 from quire_api.errors import (
     FailedPrecondition,
     InvalidArgument,
@@ -453,11 +454,9 @@ class LedgerManager:
         """Return once the LAC may have moved past `known_lac` (or the ledger
         closed), or after a while anyway. Today a poll of the bookies with a
         short backoff; a bookie-side long-poll replaces this one method."""
-        delay = 0.01
-        deadline = asyncio.get_running_loop().time() + self.read_settings.tail_wait_seconds
-        while asyncio.get_running_loop().time() < deadline:
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 0.2)
+        polls = Backoff(first_seconds=0.01, longest_seconds=0.2, within_seconds=self.read_settings.tail_wait_seconds)
+        for pause in polls.pauses():
+            await asyncio.sleep(pause)
             metadata, _ = await self.metadata(ledger_id)
             if metadata.state == common_pb2.LEDGER_STATE_CLOSED:
                 return

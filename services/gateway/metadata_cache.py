@@ -49,13 +49,13 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-import random
 from collections import OrderedDict
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from quire.common.v1 import common_pb2
+from quire_api.backoff import Backoff
 from quire_api.errors import NotFound
 from quire_api.ids import LedgerId
 from quire_common.tasks import cancel_and_wait
@@ -65,7 +65,7 @@ log = logging.getLogger(__name__)
 DEFAULT_CAPACITY = 10_000
 HEARTBEAT_SECONDS = 2.0  # asked of the registry: PROGRESS at least this often
 SILENCE_SECONDS = 3 * HEARTBEAT_SECONDS  # nothing heard for this long: the stream counts as broken
-_BACKOFF_SECONDS = (0.2, 5.0)
+_RECONNECT = Backoff(first_seconds=0.2, longest_seconds=5.0)
 
 
 class ChangeKind(enum.Enum):
@@ -298,7 +298,7 @@ class LedgerMetadataCache:
     async def _follow(self) -> None:
         """Follow the watch for ever: resume where the last stream ended,
         reconnect with a backoff when it breaks or falls silent."""
-        backoff = _BACKOFF_SECONDS[0]
+        pauses = _RECONNECT.pauses()
         while True:
             self._requested = self.revision + 1 if self.revision else 0
             stream = self._source.watch_ledger_metadata(self._requested, self._heartbeat)
@@ -308,7 +308,7 @@ class LedgerMetadataCache:
                     if not self.connected:
                         log.info("ledger metadata watch %s at revision %d", change.kind.value, change.revision)
                     self.apply(change)
-                    backoff = _BACKOFF_SECONDS[0]
+                    pauses = _RECONNECT.pauses()
             except asyncio.CancelledError:
                 raise
             except StopAsyncIteration:
@@ -320,14 +320,14 @@ class LedgerMetadataCache:
             finally:
                 self.disconnected()
                 await stream.aclose()
+            pause = next(pauses)
             log.warning(
                 "ledger metadata watch broke (%s); metadata of open ledgers is read from the registry "
                 "until it is back; retrying in %.1fs",
                 reason,
-                backoff,
+                pause,
             )
-            await asyncio.sleep(backoff + random.uniform(0, backoff / 2))
-            backoff = min(backoff * 2, _BACKOFF_SECONDS[1])
+            await asyncio.sleep(pause)
 
     # -- reporting ---------------------------------------------------------------
 

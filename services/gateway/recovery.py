@@ -32,20 +32,24 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from quire.common.v1 import common_pb2
-from quire_api.errors import Aborted, PermissionDenied, QuireError, Reason, Unavailable
+from quire_api.backoff import Backoff
+from quire_api.errors import PermissionDenied, QuireError, Reason, Unavailable
 from quire_api.ids import LedgerId
 from quire_common.entry import parse_header, unpack_entry
+from quire_common.fanout import ask_all
 from quire_common.ledger_secrets import ledger_digester, ledger_master_key
-from quire_common.tasks import let_finish
 from quire_common.telemetry import tracer
 from quire_gateway import metrics
 from quire_gateway.handle import replaceable
+from quire_gateway.metadata_updates import Update, update_metadata
 from quire_gateway.quorums import covered, entry_missing, replicas_of
 from quire_gateway.remote import Remote
 
 log = logging.getLogger(__name__)
 _tracer = tracer(__name__)
 T = TypeVar("T")
+# Between tries of a recovery step; the recovery timeout bounds the whole.
+_STEP_RETRY = Backoff(first_seconds=0.05, longest_seconds=1.0)
 
 
 @dataclass(frozen=True)
@@ -70,28 +74,24 @@ async def until_covered(
     outstanding keep running to their deadlines (fences: the more bookies
     fenced the better; never cancelled, see let_finish)."""
     ensemble = list(metadata.ensembles[-1].bookie_ids)
-    tasks = {asyncio.ensure_future(ask(bookie)): position for position, bookie in enumerate(ensemble)}
     answered: dict[int, tuple[int, int]] = {}
     failures: list[str] = []
-    outstanding = set(tasks)
-    try:
-        while outstanding:
-            done, outstanding = await asyncio.wait(outstanding, return_when=asyncio.FIRST_COMPLETED)
-            for task in done:
-                position = tasks[task]
-                error = task.exception()
-                if isinstance(error, PermissionDenied):
-                    raise error
-                if error is not None:
-                    if not isinstance(error, QuireError):
-                        raise error
-                    failures.append(f"{ensemble[position]}: {error}")
-                    continue
-                answered[position] = task.result()
-            if covered(len(ensemble), metadata.write_quorum_size, metadata.ack_quorum_size, answered):
-                return list(answered.values())
-    finally:
-        let_finish(outstanding)  # nobody awaits them any more; they end by their deadlines
+
+    def take(position: int, answer: tuple[int, int] | None, error: QuireError | None) -> None:
+        if isinstance(error, PermissionDenied):
+            raise error
+        if error is not None:
+            failures.append(f"{ensemble[position]}: {error}")
+        elif answer is not None:
+            answered[position] = answer
+
+    if await ask_all(
+        {position: ask(bookie) for position, bookie in enumerate(ensemble)},
+        take,
+        lambda: covered(len(ensemble), metadata.write_quorum_size, metadata.ack_quorum_size, answered),
+        cancel_rest=False,  # the more bookies fenced the better
+    ):
+        return list(answered.values())
     raise Unavailable(
         f"{what}: only {len(answered)} of the {len(ensemble)} bookies of the last ensemble answered, "
         f"too few to cover it (E={metadata.ensemble_size} W={metadata.write_quorum_size} "
@@ -174,15 +174,14 @@ class Recovery:
     async def _retrying(self, step: Callable[[], Awaitable[T]]) -> T:
         """Run one step of recovery again while bookies are unavailable: every
         step is idempotent, and the recovery timeout bounds the whole."""
-        delay = 0.05
+        pauses = _STEP_RETRY.pauses()
         while True:
             try:
                 return await step()
             except Unavailable as exc:
                 self._last_problem = str(exc)
                 log.info("ledger %s recovery: %s; trying again", self.ledger_id, exc)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 1.0)
+                await asyncio.sleep(next(pauses))
 
     async def _run(self) -> common_pb2.LedgerMetadata:
         if self.metadata.state == common_pb2.LEDGER_STATE_CLOSED:
@@ -208,15 +207,14 @@ class Recovery:
 
     async def _mark_in_recovery(self) -> bool:
         """OPEN -> IN_RECOVERY. False if the ledger turned out closed."""
-        while self.metadata.state == common_pb2.LEDGER_STATE_OPEN:
-            updated = common_pb2.LedgerMetadata()
-            updated.CopyFrom(self.metadata)
-            updated.state = common_pb2.LEDGER_STATE_IN_RECOVERY
-            try:
-                self.version = await self.remote.update_ledger_metadata(self.ledger_id, updated, self.version)
-                self.metadata = updated
-            except Aborted:
-                self.metadata, self.version = await self.remote.get_ledger_metadata(self.ledger_id)
+
+        def take_over(metadata: common_pb2.LedgerMetadata) -> common_pb2.LedgerMetadata | None:
+            if metadata.state != common_pb2.LEDGER_STATE_OPEN:
+                return None  # in recovery already (recovery is idempotent), or closed
+            metadata.state = common_pb2.LEDGER_STATE_IN_RECOVERY
+            return metadata
+
+        await self._update_metadata(take_over)
         return self.metadata.state != common_pb2.LEDGER_STATE_CLOSED
 
     async def _fence(self) -> int:
@@ -243,22 +241,15 @@ class Recovery:
             for bookie in replicas_of(self.metadata, entry_id):
                 by_bookie.setdefault(bookie, []).append(entry_id)
         outcome = {e: _Copies() for e in entry_ids}
-        tasks = {
-            asyncio.ensure_future(
-                self.remote.read_entries(b, self.ledger_id, by_bookie[b], self.settings.bookie_timeout_seconds)
-            ): b
-            for b in by_bookie
-        }
-        outstanding = set(tasks)
-        try:
-            while outstanding:
-                done, outstanding = await asyncio.wait(outstanding, return_when=asyncio.FIRST_COMPLETED)
-                for task in done:
-                    self._fold(outcome, tasks[task], by_bookie[tasks[task]], task)
-                if all(copies.good is not None for copies in outcome.values()):
-                    break
-        finally:
-            let_finish(outstanding)
+        await ask_all(
+            {
+                b: self.remote.read_entries(b, self.ledger_id, ids, self.settings.bookie_timeout_seconds)
+                for b, ids in by_bookie.items()
+            },
+            lambda bookie, answer, error: self._fold(outcome, bookie, by_bookie[bookie], answer, error),
+            lambda: all(copies.good is not None for copies in outcome.values()),
+            cancel_rest=False,
+        )
         return outcome
 
     def _fold(
@@ -266,18 +257,16 @@ class Recovery:
         outcome: dict[int, _Copies],
         bookie: str,
         entry_ids: list[int],
-        task: asyncio.Future[tuple[dict[int, bytes], set[int]]],
+        answer: tuple[dict[int, bytes], set[int]] | None,
+        error: QuireError | None,
     ) -> None:
         """Add one bookie's answer (or failure) to what is known of each entry."""
-        error = task.exception()
-        if error is not None and not isinstance(error, QuireError):
-            raise error
         for entry_id in entry_ids:
             copies = outcome[entry_id]
-            if error is not None:
+            if answer is None:
                 copies.problems.append(f"{bookie}: {error}")
                 continue
-            found, missing = task.result()
+            found, missing = answer
             if entry_id in found:
                 if copies.good is not None:
                     continue
@@ -350,44 +339,35 @@ class Recovery:
         for item in found:
             for bookie in replicas_of(self.metadata, item.entry_id):
                 by_bookie.setdefault(bookie, []).append((item.entry_id, item.data))
-        tasks = {
-            asyncio.ensure_future(
-                self.remote.add_entries(
-                    b,
-                    self.ledger_id,
-                    self.master_key,
-                    by_bookie[b],
-                    recovery=True,
-                    timeout_seconds=self.settings.bookie_timeout_seconds,
-                )
-            ): b
-            for b in by_bookie
-        }
         acks = {item.entry_id: 0 for item in found}
         failed: list[str] = []
         problems: list[str] = []
-        outstanding = set(tasks)
-        try:
-            while outstanding:
-                done, outstanding = await asyncio.wait(outstanding, return_when=asyncio.FIRST_COMPLETED)
-                for task in done:
-                    bookie = tasks[task]
-                    error = task.exception()
-                    if error is not None:
-                        if not isinstance(error, QuireError):
-                            raise error
-                        problems.append(f"{bookie}: {error}")
-                        if replaceable(error):
-                            failed.append(bookie)
-                        continue
-                    for entry_id, _ in by_bookie[bookie]:
-                        acks[entry_id] += 1
-                if all(n >= self.metadata.ack_quorum_size for n in acks.values()):
-                    break
-        finally:
-            for task in outstanding:
-                task.cancel()
-                task.add_done_callback(lambda t: t.cancelled() or t.exception())
+
+        def take(bookie: str, _: object, error: QuireError | None) -> None:
+            if error is not None:
+                problems.append(f"{bookie}: {error}")
+                if replaceable(error):
+                    failed.append(bookie)
+                return
+            for entry_id, _data in by_bookie[bookie]:
+                acks[entry_id] += 1
+
+        await ask_all(
+            {
+                b: self.remote.add_entries(
+                    b,
+                    self.ledger_id,
+                    self.master_key,
+                    entries,
+                    recovery=True,
+                    timeout_seconds=self.settings.bookie_timeout_seconds,
+                )
+                for b, entries in by_bookie.items()
+            },
+            take,
+            lambda: all(n >= self.metadata.ack_quorum_size for n in acks.values()),
+            cancel_rest=True,
+        )
         short = [e for e, n in acks.items() if n < self.metadata.ack_quorum_size]
         return short, failed, problems
 
@@ -400,33 +380,37 @@ class Recovery:
         for bookie in broken:
             replacement = await self.remote.replace_bookie(self.metadata, ensemble, bookie, broken)
             ensemble = [replacement if b == bookie else b for b in ensemble]
-        while True:
-            if self.metadata.state == common_pb2.LEDGER_STATE_CLOSED:
-                return False
-            updated = common_pb2.LedgerMetadata()
-            updated.CopyFrom(self.metadata)
-            if updated.ensembles[-1].first_entry_id >= first_entry_id:
+
+        def replace(metadata: common_pb2.LedgerMetadata) -> common_pb2.LedgerMetadata | None:
+            if metadata.state == common_pb2.LEDGER_STATE_CLOSED:
+                return None
+            if metadata.ensembles[-1].first_entry_id >= first_entry_id:
                 # Nothing confirmed in the last ensemble yet: replace it in place.
-                updated.ensembles[-1].first_entry_id = min(updated.ensembles[-1].first_entry_id, first_entry_id)
-                del updated.ensembles[-1].bookie_ids[:]
-                updated.ensembles[-1].bookie_ids.extend(ensemble)
+                metadata.ensembles[-1].first_entry_id = min(metadata.ensembles[-1].first_entry_id, first_entry_id)
+                del metadata.ensembles[-1].bookie_ids[:]
+                metadata.ensembles[-1].bookie_ids.extend(ensemble)
             else:
-                updated.ensembles.append(common_pb2.Ensemble(first_entry_id=first_entry_id, bookie_ids=ensemble))
-            try:
-                self.version = await self.remote.update_ledger_metadata(self.ledger_id, updated, self.version)
-            except Aborted:
-                self.metadata, self.version = await self.remote.get_ledger_metadata(self.ledger_id)
-                continue
-            self.metadata = updated
-            log.info(
-                "ledger %s recovery: %s replaced from entry %d; ensemble now %s",
-                self.ledger_id,
-                ", ".join(broken),
-                first_entry_id,
-                " ".join(ensemble),
-            )
-            metrics.ensemble_changes.add(len(broken))
-            return True
+                metadata.ensembles.append(common_pb2.Ensemble(first_entry_id=first_entry_id, bookie_ids=ensemble))
+            return metadata
+
+        if not await self._update_metadata(replace):
+            return False
+        log.info(
+            "ledger %s recovery: %s replaced from entry %d; ensemble now %s",
+            self.ledger_id,
+            ", ".join(broken),
+            first_entry_id,
+            " ".join(ensemble),
+        )
+        metrics.ensemble_changes.add(len(broken))
+        return True
+
+    async def _update_metadata(self, update: Update) -> bool:
+        """Apply `update` by compare-and-swap (metadata_updates) and keep what
+        the registry holds now; whether `update` changed anything."""
+        result = await update_metadata(self.remote, self.ledger_id, update, (self.metadata, self.version))
+        self.metadata, self.version = result.metadata, result.version
+        return result.changed
 
     async def _length_at(self, entry_id: int) -> int:
         """The ledger's length up to `entry_id`, from that entry's header."""
@@ -442,23 +426,19 @@ class Recovery:
         return parse_header(copies.good).length
 
     async def _close(self, last_entry_id: int, length: int) -> common_pb2.LedgerMetadata:
-        while True:
-            if self.metadata.state == common_pb2.LEDGER_STATE_CLOSED:
-                if self.metadata.last_entry_id != last_entry_id:
-                    log.info(
-                        "ledger %s was closed by another recovery at entry %d (this one found %d); its end stands",
-                        self.ledger_id,
-                        self.metadata.last_entry_id,
-                        last_entry_id,
-                    )
-                return self.metadata
-            updated = common_pb2.LedgerMetadata()
-            updated.CopyFrom(self.metadata)
-            updated.state = common_pb2.LEDGER_STATE_CLOSED
-            updated.last_entry_id = last_entry_id
-            updated.length = length
-            try:
-                self.version = await self.remote.update_ledger_metadata(self.ledger_id, updated, self.version)
-                self.metadata = updated
-            except Aborted:
-                self.metadata, self.version = await self.remote.get_ledger_metadata(self.ledger_id)
+        def close(metadata: common_pb2.LedgerMetadata) -> common_pb2.LedgerMetadata | None:
+            if metadata.state == common_pb2.LEDGER_STATE_CLOSED:
+                return None  # by another recovery (or the writer): its end stands
+            metadata.state = common_pb2.LEDGER_STATE_CLOSED
+            metadata.last_entry_id = last_entry_id
+            metadata.length = length
+            return metadata
+
+        if not await self._update_metadata(close) and self.metadata.last_entry_id != last_entry_id:
+            log.info(
+                "ledger %s was closed by another recovery at entry %d (this one found %d); its end stands",
+                self.ledger_id,
+                self.metadata.last_entry_id,
+                last_entry_id,
+            )
+        return self.metadata

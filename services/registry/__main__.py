@@ -6,6 +6,7 @@ import asyncio
 import logging
 
 from quire.registry.v1 import registry_pb2, registry_pb2_grpc
+from quire_api.backoff import Backoff
 from quire_api.errors import Unavailable
 from quire_common.admin_http import start_admin_server
 from quire_common.server import create_server, mark_serving, serve_until_signalled
@@ -24,7 +25,7 @@ async def connect(config: RegistryConfig) -> EtcdStore:
     """A connected store, waiting as long as it takes for etcd to answer (a
     whole cluster may start in any order). A wrong setting (credentials, the
     prefix's permissions) is a ConfigError and ends the start at once."""
-    delay = 0.2
+    pauses = Backoff(first_seconds=0.2, longest_seconds=5.0).pauses()
     while True:
         store = EtcdStore(
             config.etcd_endpoints,
@@ -38,9 +39,9 @@ async def connect(config: RegistryConfig) -> EtcdStore:
             return store
         except Unavailable as exc:
             await store.close()
-            log.warning("waiting for etcd (not serving until it answers); retry in %.1fs: %s", delay, exc)
-        await asyncio.sleep(delay)
-        delay = min(delay * 2, 5.0)
+            pause = next(pauses)
+            log.warning("waiting for etcd (not serving until it answers); retry in %.1fs: %s", pause, exc)
+            await asyncio.sleep(pause)
 
 
 async def main() -> None:

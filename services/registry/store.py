@@ -23,6 +23,7 @@ import grpc
 from etcd3aio import prefix_range_end
 from etcd3aio._protobuf import Compare, RequestOp, WatchCreateRequest, WatchRequest, WatchResponse
 
+from quire_api.backoff import Backoff
 from quire_api.errors import QuireError, Reason, ResourceExhausted, Unavailable
 from quire_common.config import ConfigError
 from quire_common.telemetry import duration_histogram, meter, tracer
@@ -35,7 +36,7 @@ _etcd_latency = duration_histogram(
 )
 
 # A watch stream that failed (etcd restarting) is opened again after this, doubling up to the cap.
-WATCH_RETRY_SECONDS = (0.25, 5.0)
+WATCH_RETRY = Backoff(first_seconds=0.25, longest_seconds=5.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +129,6 @@ class MetadataStore(Protocol):
 
 # Attempts of one write transaction: the first, and two more after a lost answer.
 WRITE_ATTEMPTS = 3
-_WRITE_BACKOFF_SECONDS = (0.05, 0.2)
 
 
 def committed_already(ops: Sequence[Put | Delete], current: dict[bytes, KeyValue | None]) -> bool:
@@ -442,7 +442,10 @@ class EtcdStore:
         # The attempts share one deadline, as etcd3aio's did: a hung etcd costs the caller the
         # etcd timeout once, not once per attempt.
         deadline = time.monotonic() + self._timeout
-        for attempt in range(WRITE_ATTEMPTS):
+        pauses = Backoff(
+            first_seconds=0.05, longest_seconds=0.2, attempts=WRITE_ATTEMPTS - 1, within_seconds=self._timeout
+        ).pauses()
+        for _ in range(WRITE_ATTEMPTS):
             try:
                 response = await self._guard(
                     "transaction",
@@ -450,8 +453,8 @@ class EtcdStore:
                     first_key,
                 )
             except Unavailable:
-                pause = _WRITE_BACKOFF_SECONDS[attempt] if attempt + 1 < WRITE_ATTEMPTS else 0.0
-                if not pause or time.monotonic() + pause >= deadline:
+                pause = next(pauses, None)
+                if pause is None:
                     raise
                 answer_lost = True
                 await asyncio.sleep(pause)
@@ -556,7 +559,7 @@ class EtcdStore:
         service = self._client.watch
         assert service is not None
         next_revision = start_revision
-        delay, max_delay = WATCH_RETRY_SECONDS
+        pauses = WATCH_RETRY.pauses()
         while True:
             create = WatchCreateRequest(
                 key=prefix, range_end=prefix_range_end(prefix), start_revision=next_revision,
@@ -571,15 +574,14 @@ class EtcdStore:
                     elif response.header.revision > 0 and (not response.created or next_revision == 0):
                         # Progress (delivered up to there), or a watch from "now" that started there.
                         next_revision = response.header.revision + 1
-                    delay = WATCH_RETRY_SECONDS[0]
+                    pauses = WATCH_RETRY.pauses()
                     yield response
                 return
             except grpc.aio.AioRpcError as exc:
                 if exc.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
                     raise
                 log.warning("etcd watch broke (%s); watching again from revision %d", exc.code().name, next_revision)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, max_delay)
+                await asyncio.sleep(next(pauses))
             finally:
                 call_over.set()
                 call.cancel()

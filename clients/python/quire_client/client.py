@@ -27,6 +27,7 @@ from quire.common.v1 import common_pb2
 from quire.gateway.v1 import blob_pb2, blob_pb2_grpc, ledger_pb2, ledger_pb2_grpc
 from quire.placement.v1 import placement_pb2, placement_pb2_grpc
 from quire.registry.v1 import registry_pb2, registry_pb2_grpc
+from quire_api.backoff import Backoff
 from quire_api.bookie_addresses import bookie_rpc_address
 from quire_api.errors import InvalidArgument
 from quire_api.ids import U64_MAX, LedgerId, ledger_id_to_proto, validate_bookie_id, validate_request_id
@@ -51,19 +52,18 @@ from quire_client.errors import (  # noqa: F401
 )
 from quire_client.errors import translate as _translate
 
-_CREATE_RETRY_SECONDS = 0.5  # times the attempt number: a create retried after a lost answer
+_CREATE_RETRY = Backoff(first_seconds=0.5, longest_seconds=2.0)  # a create retried after a lost answer
 
 
 _UNEXPECTED_ENTRY_ID = "ERROR_REASON_UNEXPECTED_ENTRY_ID"
-_RESUME_BACKOFF_SECONDS = (0.1, 2.0)  # first and longest pause between attempts of a resumed session
+_RESUME_BACKOFF = Backoff(first_seconds=0.1, longest_seconds=2.0)  # between attempts of a resumed session
 
 
 def _backoff(attempt: int, suggested: float | None = None) -> float:
     """The pause before attempt `attempt` + 1 of a resumed session (write,
-    read or tail): doubling from the first pause up to the longest, and never
-    shorter than the delay the service suggested (RetryInfo), if any."""
-    pause = min(_RESUME_BACKOFF_SECONDS[0] * 2 ** (attempt - 1), _RESUME_BACKOFF_SECONDS[1])
-    return max(pause, suggested or 0.0)
+    read or tail), never shorter than the delay the service suggested
+    (RetryInfo), if any."""
+    return max(_RESUME_BACKOFF.pause(attempt), suggested or 0.0)
 
 
 @dataclass(frozen=True)
@@ -260,7 +260,7 @@ class QuireClient:
             except (UnavailableError, DeadlineExceededError) as exc:
                 if attempt == attempts or exc.reason == "ERROR_REASON_NOT_ENOUGH_BOOKIES":  # that one is definite
                     raise
-                time.sleep(_CREATE_RETRY_SECONDS * attempt)
+                time.sleep(_CREATE_RETRY.pause(attempt))
         raise AssertionError("unreachable")
 
     def open_ledger(

@@ -14,18 +14,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 from collections.abc import Callable
 
 import grpc
 
 from quire.bookie.v1 import bookie_pb2_grpc
 from quire.registry.v1 import registry_pb2, registry_pb2_grpc
+from quire_api.backoff import Backoff
 from quire_api.bookie_addresses import bookie_rpc_address, legacy_address
 from quire_api.errors import NotFound
 from quire_api.ids import validate_bookie_id
 from quire_common.channels import call, open_channel
 from quire_common.tasks import cancel_and_wait
+
+# Between watches of the bookie list while the registry is away.
+_RECONNECT = Backoff(first_seconds=0.2, longest_seconds=5.0)
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +117,7 @@ class BookieDirectory:
         await self._channel.close()
 
     async def _follow(self) -> None:
-        backoff = 0.2
+        pauses = _RECONNECT.pauses()
         while True:
             try:
                 async for event in self._stub.WatchBookies(registry_pb2.WatchBookiesRequest()):
@@ -123,14 +126,13 @@ class BookieDirectory:
                     if event.type != registry_pb2.BOOKIE_EVENT_TYPE_SNAPSHOT:
                         for listener in self._listeners:
                             listener()
-                    backoff = 0.2
+                    pauses = _RECONNECT.pauses()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # the registry went away; relist when it is back
-                log.warning("bookie watch broke (%s); retrying in %.1fs", exc, backoff)
+                log.warning("bookie watch broke (%s); retrying", exc)
             self.view.reset()
-            await asyncio.sleep(backoff + random.uniform(0, backoff / 2))
-            backoff = min(backoff * 2, 5.0)
+            await asyncio.sleep(next(pauses))
 
     def _on_event(self, event: registry_pb2.WatchBookiesResponse) -> None:
         bookie_id = event.record.bookie_id

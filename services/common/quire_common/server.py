@@ -261,13 +261,35 @@ async def serve_until_signalled(
     on_stop: Callable[[], Awaitable[None]] | None = None,
 ) -> None:
     """Wait for SIGTERM or SIGINT, then drain and stop."""
+    await stop_signal().wait()
+    await stop_gracefully(server, health_servicer, grace_seconds, after_server=on_stop)
+
+
+def stop_signal() -> asyncio.Event:
+    """An event set by SIGTERM or SIGINT: a service that must also stop
+    while it starts (waiting for the registry) waits for it itself."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
+    return stop
+
+
+async def stop_gracefully(
+    server: grpc.aio.Server,
+    health_servicer: health.aio.HealthServicer,
+    grace_seconds: float,
+    before_server: Callable[[], Awaitable[None]] | None = None,
+    after_server: Callable[[], Awaitable[None]] | None = None,
+) -> None:
+    """Health NOT_SERVING first (balancers stop sending), then
+    `before_server` (background work that feeds the server), then the server
+    stops taking calls and lets those in flight finish for up to
+    `grace_seconds`, then `after_server` (what those calls used)."""
     log.info("stopping: health NOT_SERVING, draining for up to %.1fs", grace_seconds)
     await health_servicer.enter_graceful_shutdown()
+    if before_server is not None:
+        await before_server()
     await server.stop(grace_seconds)
-    if on_stop is not None:
-        await on_stop()
+    if after_server is not None:
+        await after_server()
