@@ -1408,7 +1408,10 @@ def bad_settings(cluster: LocalCluster) -> list[BadSetting]:
         ),
         BadSetting("registry", "unknown log level", {"QUIRE_LOG_LEVEL": "verbose"}, "QUIRE_LOG_LEVEL"),
         BadSetting(
-            "bookie", "below minimum", {"QUIRE_BOOKIE_MAX_LONG_POLL_SECONDS": "-1"}, "QUIRE_BOOKIE_MAX_LONG_POLL_SECONDS"
+            "bookie",
+            "below minimum",
+            {"QUIRE_BOOKIE_MAX_LONG_POLL_SECONDS": "-1"},
+            "QUIRE_BOOKIE_MAX_LONG_POLL_SECONDS",
         ),
         # A renamed setting's old name is still read, and checked under that name.
         BadSetting(

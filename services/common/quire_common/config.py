@@ -173,20 +173,3 @@ def renamed_in_use(cls: type, environ: Mapping[str, str] | None = None) -> list[
         for meta, _ in declared_settings(cls)
         if meta.renamed_from is not None and environ.get(meta.renamed_from.name, "").strip()
     ]
-
-
-# The standalone mode (quire_client.standalone) reads its few variables with
-# these; services declare theirs with `setting` instead.
-def env_str(name: str, default: str) -> str:
-    return os.environ.get(name, default)
-
-
-def env_int(name: str, default: int, *, minimum: int | None = None, maximum: int | None = None) -> int:
-    raw = os.environ.get(name, "").strip()
-    meta = Setting(name, "", "", "", minimum=minimum, maximum=maximum)
-    return int(_parse(meta, raw, int, name)) if raw else default
-
-
-def env_float(name: str, default: float, *, minimum: float | None = None) -> float:
-    raw = os.environ.get(name, "").strip()
-    return float(_parse(Setting(name, "", "", "", minimum=minimum), raw, float, name)) if raw else default
