@@ -29,7 +29,8 @@ INTRO = """\
 run `make gen`. -->
 
 Every setting is an environment variable, read and validated once at start into the service's settings
-object; a bad value stops the service with a message naming the variable (exit status 2, no traceback).
+object; a bad value stops the service with a message naming the variable (exit status 2, no traceback),
+and an empty one counts as unset.
 A listen address or port that is taken — by another Quire service too: the gRPC servers bind without
 `SO_REUSEPORT`, so two services can never share a port silently — stops the start the same way.
 A misspelt name under a service's own prefixes (the registry's `QUIRE_REGISTRY_` and `QUIRE_ETCD_`, the

@@ -123,9 +123,9 @@ def _base_type(hint: Any) -> Any:
 
 def _read(meta: Setting, kind: Any, environ: Mapping[str, str]) -> tuple[bool, Any]:
     """(found, value) of one setting, under its name or its old name."""
-    raw = environ.get(meta.env)
-    if raw is not None and (raw.strip() or kind is str):
-        return True, _parse(meta, raw.strip() if kind is not str else raw, kind, meta.env)
+    raw = environ.get(meta.env, "")
+    if raw.strip():  # empty counts as unset
+        return True, _parse(meta, raw if kind is str else raw.strip(), kind, meta.env)
     old = meta.renamed_from
     if old is not None and (old_raw := environ.get(old.name, "").strip()):
         value = _parse(Setting(old.name, "", "", ""), old_raw, float, old.name) * old.scale
