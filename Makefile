@@ -19,18 +19,22 @@ help: ## list the targets
 setup: ## install etcd, the virtualenv with Quire and its dev tools, and buf
 	@bash scripts/setup.sh
 
-gen: setup ## regenerate Python code and docs/api.md from protos/
+gen: setup ## regenerate Python code and docs/api.md from protos/, docs/configuration.md from the settings
 	$(PY) scripts/gen_protos.py
 	$(PY) scripts/gen_api_docs.py
+	$(PY) scripts/gen_config_docs.py
 
-gen-check: setup ## fail if the generated code or docs/api.md is stale
+gen-check: setup ## fail if the generated code, docs/api.md or docs/configuration.md is stale
 	@rm -rf build/gen-check && $(PY) scripts/gen_protos.py build/gen-check
 	@diff -r -x __pycache__ build/gen-check api/python/generated >/dev/null \
 		|| (echo "generated code is stale: run 'make gen' and commit" >&2; exit 1)
 	@$(PY) scripts/gen_api_docs.py build/api.md
 	@diff build/api.md docs/api.md >/dev/null \
 		|| (echo "docs/api.md is stale: run 'make gen' and commit" >&2; exit 1)
-	@echo "generated code and docs/api.md are current"
+	@$(PY) scripts/gen_config_docs.py build/configuration.md
+	@diff build/configuration.md docs/configuration.md >/dev/null \
+		|| (echo "docs/configuration.md is stale: run 'make gen' and commit" >&2; exit 1)
+	@echo "generated code, docs/api.md and docs/configuration.md are current"
 
 lock: setup ## recompile requirements/lock.txt (exact pins for make setup, the image and CI) from the pyproject.toml files and requirements/dev.in
 	$(VENV)/bin/uv pip compile requirements/lock.in -o requirements/lock.txt --universal --python-version 3.11 \

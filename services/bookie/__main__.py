@@ -25,6 +25,7 @@ from quire_bookie.cookie import check_cookie
 from quire_bookie.metadata import RegistryLedgerLookup
 from quire_bookie.registration import RegistrationKeeper, RegistryCookies
 from quire_bookie.servicer import BookieServicer
+from quire_bookie.settings import BookieEnv
 from quire_bookie.storage import DamagedJournal
 from quire_common.admin_http import AdminServer
 from quire_common.server import create_server, mark_serving, stop_gracefully, stop_signal
@@ -78,13 +79,13 @@ def damaged_journal_way_out(config: BookieConfig) -> str:
     )
 
 
-async def main() -> None:
-    config = BookieConfig.from_env()
+async def main(settings: BookieEnv) -> None:
+    config = BookieConfig.from_settings(settings)
     set_instance(config.bookie_id)  # telemetry records name this bookie
     if config.storage.fault_sync_delay_seconds:
         log.warning(
-            "QUIRE_BOOKIE_FAULT_SYNC_DELAY_MS is set: every synced write is slowed by %.0f ms (fault injection)",
-            config.storage.fault_sync_delay_seconds * 1000,
+            "QUIRE_BOOKIE_FAULT_SYNC_DELAY_SECONDS is set: every synced write is slowed by %g s (fault injection)",
+            config.storage.fault_sync_delay_seconds,
         )
     if config.unsafe_no_sync:
         log.warning(
@@ -120,7 +121,9 @@ async def main() -> None:
         bookie_pb2_grpc.add_BookieServiceServicer_to_server(BookieServicer(bookie), server)
         return [SERVICE_NAME]
 
-    server, port, health = create_server(config.listen_address, register, address_setting="QUIRE_BOOKIE_PORT")
+    server, port, health = create_server(
+        config.listen_address, register, address_setting="QUIRE_BOOKIE_PORT", settings=settings.common.server
+    )
     for name in ("", SERVICE_NAME, WRITABLE_HEALTH, DURABLE_HEALTH):
         await health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
     admin: AdminServer | None = None
@@ -136,6 +139,7 @@ async def main() -> None:
                 config.http_port,
                 lambda: status(bookie, config.bookie_id),
                 lambda: render_metrics(bookie, config.bookie_id),
+                settings.common,
             )
             await admin.start()
 
@@ -215,4 +219,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    run_service("bookie", main)
+    run_service("bookie", BookieEnv, main)

@@ -1,8 +1,8 @@
-"""Bookie settings (QUIRE_BOOKIE_*, QUIRE_REGISTRY_TARGET)."""
+"""The bookie's configuration: its settings (quire_bookie.settings) checked
+and turned into what the bookie's code takes."""
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,9 +11,8 @@ from quire_api.ids import validate_bookie_id
 from quire_bookie.bookie import BookieSettings
 from quire_bookie.disk import ReadOnlyPolicy
 from quire_bookie.faults import StorageFaults
-from quire_common.config import ConfigError, env_bool, env_float, env_int, env_str
-
-log = logging.getLogger(__name__)
+from quire_bookie.settings import BookieEnv
+from quire_common.config import ConfigError, load_settings
 
 HTTP_PORT_OFFSET = 5000  # 3181 -> 8181, as DESIGN section 8 says
 
@@ -42,79 +41,71 @@ class BookieConfig:
         return not self.storage.sync
 
     @classmethod
-    def from_env(cls) -> BookieConfig:
-        port = env_int("QUIRE_BOOKIE_PORT", 3181, minimum=1, maximum=65535)
-        advertised_host = env_str("QUIRE_BOOKIE_ADVERTISED_HOST", "127.0.0.1")
-        bookie_id = env_str("QUIRE_BOOKIE_ID", "") or f"{advertised_host}:{port}"
+    def from_settings(cls, env: BookieEnv) -> BookieConfig:
+        port = env.port
+        bookie_id = env.bookie_id or f"{env.advertised_host}:{port}"
         try:
             validate_bookie_id(bookie_id)
         except InvalidArgument as exc:
             raise ConfigError(f"QUIRE_BOOKIE_ID: {exc}") from None
         default_http = port + HTTP_PORT_OFFSET if port + HTTP_PORT_OFFSET <= 65535 else 0
-        read_only_usage = _fraction("QUIRE_BOOKIE_READ_ONLY_USAGE", 0.95)
-        writable_usage = _fraction("QUIRE_BOOKIE_WRITABLE_USAGE", 0.90)
-        if writable_usage > read_only_usage:
+        for name, usage in (
+            ("QUIRE_BOOKIE_READ_ONLY_USAGE", env.read_only_usage),
+            ("QUIRE_BOOKIE_WRITABLE_USAGE", env.writable_usage),
+        ):
+            if not 0 < usage <= 1:
+                raise ConfigError(f"{name}={usage} must be a fraction in (0, 1]")
+        if env.writable_usage > env.read_only_usage:
             raise ConfigError(
-                f"QUIRE_BOOKIE_WRITABLE_USAGE={writable_usage} must not exceed "
-                f"QUIRE_BOOKIE_READ_ONLY_USAGE={read_only_usage}"
+                f"QUIRE_BOOKIE_WRITABLE_USAGE={env.writable_usage} must not exceed "
+                f"QUIRE_BOOKIE_READ_ONLY_USAGE={env.read_only_usage}"
             )
-        autorecovery = env_str("QUIRE_BOOKIE_AUTORECOVERY", "").strip().lower()
-        if autorecovery:
-            autorecovery = "true" if env_bool("QUIRE_BOOKIE_AUTORECOVERY", False) else "false"
+        if env.fault_lose_unsynced_writes and not env.unsafe_no_sync_loses_data:
+            raise ConfigError(
+                "QUIRE_BOOKIE_FAULT_LOSE_UNSYNCED_WRITES needs QUIRE_BOOKIE_UNSAFE_NO_SYNC_LOSES_DATA=true "
+                "(a synced write cannot be lost)"
+            )
         storage = BookieSettings(
-            max_entry_bytes=env_int("QUIRE_BOOKIE_MAX_ENTRY_BYTES", 5 * 1024 * 1024, minimum=1024),
-            max_read_bytes=env_int("QUIRE_BOOKIE_MAX_READ_BYTES", 4 * 1024 * 1024, minimum=1024),
-            max_read_entries=env_int("QUIRE_BOOKIE_MAX_READ_ENTRIES", 10_000, minimum=1),
-            group_commit_max_bytes=env_int("QUIRE_BOOKIE_GROUP_COMMIT_MAX_BYTES", 4 * 1024 * 1024, minimum=4096),
-            group_commit_max_delay_seconds=env_int("QUIRE_BOOKIE_GROUP_COMMIT_MAX_DELAY_MS", 0, minimum=0, maximum=1000)
-            / 1000,
-            sync=not env_bool("QUIRE_BOOKIE_UNSAFE_NO_SYNC_LOSES_DATA", False),
-            capacity_bytes=env_int("QUIRE_BOOKIE_CAPACITY_BYTES", 0, minimum=0),
-            read_only=ReadOnlyPolicy(read_only_usage, writable_usage, env_bool("QUIRE_BOOKIE_FORCE_READ_ONLY", False)),
-            disk_check_interval_seconds=env_int("QUIRE_BOOKIE_DISK_CHECK_INTERVAL_MS", 5000, minimum=50) / 1000,
-            max_long_poll_seconds=env_int("QUIRE_BOOKIE_MAX_LONG_POLL_MS", 30_000, minimum=0) / 1000,
-            verify_digests=env_bool("QUIRE_BOOKIE_VERIFY_DIGESTS", True),
-            fault_sync_delay_seconds=env_int("QUIRE_BOOKIE_FAULT_SYNC_DELAY_MS", 0, minimum=0, maximum=60_000) / 1000,
-            fault_storage=_storage_faults(),
-            fault_unsafe_wal_point_in_time_recovery=env_bool(
-                "QUIRE_BOOKIE_FAULT_UNSAFE_WAL_POINT_IN_TIME_RECOVERY", False
+            max_entry_bytes=env.max_entry_bytes,
+            max_read_bytes=env.max_read_bytes,
+            max_read_entries=env.max_read_entries,
+            group_commit_max_bytes=env.group_commit_max_bytes,
+            group_commit_max_delay_seconds=env.group_commit_max_delay_seconds,
+            sync=not env.unsafe_no_sync_loses_data,
+            capacity_bytes=env.capacity_bytes,
+            read_only=ReadOnlyPolicy(env.read_only_usage, env.writable_usage, env.force_read_only),
+            disk_check_interval_seconds=env.disk_check_interval_seconds,
+            max_long_poll_seconds=env.max_long_poll_seconds,
+            verify_digests=env.verify_digests,
+            fault_sync_delay_seconds=env.fault_sync_delay_seconds,
+            fault_storage=StorageFaults(
+                Path(env.fault_write_eio_file) if env.fault_write_eio_file else None,
+                Path(env.fault_read_eio_file) if env.fault_read_eio_file else None,
+                env.fault_lose_unsynced_writes,
             ),
+            fault_unsafe_wal_point_in_time_recovery=env.fault_unsafe_wal_point_in_time_recovery,
         )
         return cls(
-            listen_address=f"{env_str('QUIRE_BOOKIE_LISTEN_HOST', '127.0.0.1')}:{port}",
-            advertised_host=advertised_host,
+            listen_address=f"{env.listen_host}:{port}",
+            advertised_host=env.advertised_host,
             port=port,
-            advertised_port=env_int("QUIRE_BOOKIE_ADVERTISED_PORT", port, minimum=1, maximum=65535),
-            http_port=env_int("QUIRE_BOOKIE_HTTP_PORT", default_http, minimum=0, maximum=65535),
+            advertised_port=env.advertised_port if env.advertised_port is not None else port,
+            http_port=env.http_port if env.http_port is not None else default_http,
             bookie_id=bookie_id,
-            data_dir=Path(env_str("QUIRE_BOOKIE_DATA_DIR", f"data/bookie-{port}")).resolve(),
-            registry_target=env_str("QUIRE_REGISTRY_TARGET", "127.0.0.1:7001"),
-            registration_ttl_seconds=env_int("QUIRE_BOOKIE_TTL_SECONDS", 10, minimum=2, maximum=300),
-            rack=env_str("QUIRE_BOOKIE_RACK", ""),
-            region=env_str("QUIRE_BOOKIE_REGION", ""),
-            autorecovery=autorecovery,
-            standalone=env_bool("QUIRE_BOOKIE_STANDALONE", False),
-            gc_interval_seconds=env_float("QUIRE_BOOKIE_GC_INTERVAL_SECONDS", 300.0, minimum=0.0),
-            gc_recheck_seconds=env_float("QUIRE_BOOKIE_GC_RECHECK_SECONDS", 10.0, minimum=0.0),
+            data_dir=Path(env.data_dir or f"data/bookie-{port}").resolve(),
+            registry_target=env.registry_target,
+            registration_ttl_seconds=env.ttl_seconds,
+            rack=env.rack,
+            region=env.region,
+            autorecovery="" if env.autorecovery is None else str(env.autorecovery).lower(),
+            standalone=env.standalone,
+            gc_interval_seconds=env.gc_interval_seconds,
+            gc_recheck_seconds=env.gc_recheck_seconds,
             storage=storage,
         )
 
-
-def _storage_faults() -> StorageFaults:
-    """Test-only storage faults (services/bookie/faults.py)."""
-    write_eio = env_str("QUIRE_BOOKIE_FAULT_WRITE_EIO_FILE", "")
-    read_eio = env_str("QUIRE_BOOKIE_FAULT_READ_EIO_FILE", "")
-    lose = env_bool("QUIRE_BOOKIE_FAULT_LOSE_UNSYNCED_WRITES", False)
-    if lose and not env_bool("QUIRE_BOOKIE_UNSAFE_NO_SYNC_LOSES_DATA", False):
-        raise ConfigError(
-            "QUIRE_BOOKIE_FAULT_LOSE_UNSYNCED_WRITES needs QUIRE_BOOKIE_UNSAFE_NO_SYNC_LOSES_DATA=true "
-            "(a synced write cannot be lost)"
-        )
-    return StorageFaults(Path(write_eio) if write_eio else None, Path(read_eio) if read_eio else None, lose)
-
-
-def _fraction(name: str, default: float) -> float:
-    value = env_float(name, default, minimum=0.0)
-    if not 0 < value <= 1:
-        raise ConfigError(f"{name}={value} must be a fraction in (0, 1]")
-    return value
+    @classmethod
+    def from_env(cls) -> BookieConfig:
+        """From the process's environment (tools and tests; the service reads
+        its settings once in run_service)."""
+        return cls.from_settings(load_settings(BookieEnv))

@@ -19,6 +19,7 @@ from quire_placement.config import PlacementConfig
 from quire_placement.placement import Placer
 from quire_placement.remote import BookieInfoClient, RegistryLoadFactors
 from quire_placement.servicer import PlacementServicer
+from quire_placement.settings import PlacementEnv
 from quire_placement.tracker import WeightTracker
 
 log = logging.getLogger("quire_placement")
@@ -28,8 +29,8 @@ _poll_failures = metrics.get_meter("quire.placement").create_counter(
 )
 
 
-async def main() -> None:
-    config = PlacementConfig.from_env()
+async def main(settings: PlacementEnv) -> None:
+    config = PlacementConfig.from_settings(settings)
     # The live view of the registered bookies, fed by the registry's watch.
     directory = BookieDirectory(config.registry_target, resolver_enabled=config.resolver_enabled)
     directory.start()
@@ -57,7 +58,9 @@ async def main() -> None:
         placement_pb2_grpc.add_PlacementServiceServicer_to_server(PlacementServicer(placer), server)
         return [SERVICE_NAME]
 
-    server, port, health = create_server(config.address, register, address_setting="QUIRE_PLACEMENT_ADDRESS")
+    server, port, health = create_server(
+        config.address, register, address_setting="QUIRE_PLACEMENT_ADDRESS", settings=settings.common.server
+    )
     await mark_not_serving(health, [SERVICE_NAME])  # until the registry answers
     # The admin endpoint first: a port it cannot use stops the start before gRPC serves anything.
     admin = await start_admin_server(
@@ -71,6 +74,7 @@ async def main() -> None:
             "writable_bookies": sorted(directory.view.writable()),
             "unknown_bookie_ids": tracker.unknown(),
         },
+        common=settings.common,
     )
     await server.start()
     if not directory.view.complete:
@@ -98,4 +102,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    run_service("placement", main)
+    run_service("placement", PlacementEnv, main)

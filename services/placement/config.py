@@ -1,11 +1,12 @@
-"""Placement settings (QUIRE_PLACEMENT_*, QUIRE_REGISTRY_TARGET, QUIRE_RESOLVER_ENABLED)."""
+"""Placement's configuration: its settings (quire_placement.settings) turned
+into what the placement code takes."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from quire_common.config import ConfigError, env_bool, env_float, env_int, env_list, env_str
-from quire_placement.policy import POLICIES, PolicySettings
+from quire_placement.policy import PolicySettings
+from quire_placement.settings import PlacementEnv
 from quire_placement.tracker import WeightSettings
 
 
@@ -19,34 +20,27 @@ class PlacementConfig:
     weights: WeightSettings
 
     @classmethod
-    def from_env(cls) -> PlacementConfig:
-        policy = env_str("QUIRE_PLACEMENT_POLICY", "default")
-        if policy not in POLICIES:
-            raise ConfigError(f"QUIRE_PLACEMENT_POLICY={policy!r} is not one of {', '.join(POLICIES)}")
+    def from_settings(cls, env: PlacementEnv) -> PlacementConfig:
         return cls(
-            address=env_str("QUIRE_PLACEMENT_ADDRESS", "127.0.0.1:7002"),
-            http_port=env_int("QUIRE_PLACEMENT_HTTP_PORT", 8002, minimum=0, maximum=65535),
-            registry_target=env_str("QUIRE_REGISTRY_TARGET", "127.0.0.1:7001"),
-            resolver_enabled=env_bool("QUIRE_RESOLVER_ENABLED", True),
+            address=env.address,
+            http_port=env.http_port,
+            registry_target=env.registry_target,
+            resolver_enabled=env.resolver_enabled,
             policy=PolicySettings(
-                policy=policy,
-                min_racks_per_write_quorum=env_int("QUIRE_PLACEMENT_MIN_RACKS_PER_WRITE_QUORUM", 2, minimum=1),
-                enforce_min_racks=env_bool("QUIRE_PLACEMENT_ENFORCE_MIN_RACKS", False),
-                regions=tuple(env_list("QUIRE_PLACEMENT_REGIONS", [])),
-                local_region=env_str("QUIRE_PLACEMENT_LOCAL_REGION", ""),
-                min_regions_for_durability=env_int("QUIRE_PLACEMENT_MIN_REGIONS_FOR_DURABILITY", 2, minimum=1),
-                enforce_durability=env_bool("QUIRE_PLACEMENT_ENFORCE_DURABILITY", False),
+                policy=env.policy,
+                min_racks_per_write_quorum=env.min_racks_per_write_quorum,
+                enforce_min_racks=env.enforce_min_racks,
+                regions=env.regions,
+                local_region=env.local_region,
+                min_regions_for_durability=env.min_regions_for_durability,
+                enforce_durability=env.enforce_durability,
             ),
             weights=WeightSettings(
-                enabled=env_bool("QUIRE_PLACEMENT_DISK_WEIGHT_ENABLED", False),
-                info_interval_seconds=env_float("QUIRE_PLACEMENT_BOOKIE_INFO_INTERVAL_SECONDS", 60.0, minimum=0.1),
-                info_retry_interval_seconds=env_float(
-                    "QUIRE_PLACEMENT_BOOKIE_INFO_RETRY_INTERVAL_SECONDS", 10.0, minimum=0.1
-                ),
-                info_timeout_seconds=env_float("QUIRE_PLACEMENT_BOOKIE_INFO_TIMEOUT_SECONDS", 5.0, minimum=0.1),
-                max_weight_multiple=env_float("QUIRE_PLACEMENT_BOOKIE_MAX_WEIGHT_MULTIPLE", 3.0),
-                load_factor_max_age_seconds=env_float(
-                    "QUIRE_PLACEMENT_LOAD_FACTOR_MAX_AGE_SECONDS", 900.0, minimum=1.0
-                ),
+                enabled=env.disk_weight_enabled,
+                info_interval_seconds=env.bookie_info_interval_seconds,
+                info_retry_interval_seconds=env.bookie_info_retry_interval_seconds,
+                info_timeout_seconds=env.bookie_info_timeout_seconds,
+                max_weight_multiple=env.bookie_max_weight_multiple,
+                load_factor_max_age_seconds=env.load_factor_max_age_seconds,
             ),
         )

@@ -15,6 +15,7 @@ from quire_registry.config import RegistryConfig
 from quire_registry.keys import Keys
 from quire_registry.registry import Registry
 from quire_registry.servicer import RegistryServicer
+from quire_registry.settings import RegistryEnv
 from quire_registry.store import EtcdStore
 
 log = logging.getLogger("quire_registry")
@@ -44,8 +45,8 @@ async def connect(config: RegistryConfig) -> EtcdStore:
             await asyncio.sleep(pause)
 
 
-async def main() -> None:
-    config = RegistryConfig.from_env()
+async def main(settings: RegistryEnv) -> None:
+    config = RegistryConfig.from_settings(settings)
     if config.unsafe_no_commit_check:
         log.warning(
             "QUIRE_REGISTRY_FAULT_UNSAFE_NO_COMMIT_CHECK is set: a metadata write whose answer was lost is NOT "
@@ -69,13 +70,16 @@ async def main() -> None:
         registry_pb2_grpc.add_RegistryServiceServicer_to_server(RegistryServicer(registry), server)
         return [SERVICE_NAME]
 
-    server, port, health = create_server(config.address, register, address_setting="QUIRE_REGISTRY_ADDRESS")
+    server, port, health = create_server(
+        config.address, register, address_setting="QUIRE_REGISTRY_ADDRESS", settings=settings.common.server
+    )
     # The admin endpoint first: a port it cannot use stops the start before gRPC serves anything.
     admin = await start_admin_server(
         "QUIRE_REGISTRY_HTTP_PORT",
         config.address,
         config.http_port,
         lambda: {"service": "registry", "cluster": config.cluster, "etcd": config.etcd_endpoints},
+        common=settings.common,
     )
     await server.start()
     await mark_serving(health, [SERVICE_NAME])
@@ -96,4 +100,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    run_service("registry", main)
+    run_service("registry", RegistryEnv, main)

@@ -1,16 +1,17 @@
-"""Registry settings (QUIRE_REGISTRY_*, QUIRE_ETCD_*, QUIRE_CLUSTER)."""
+"""The registry's configuration: its settings (quire_registry.settings)
+checked and turned into what the registry's code takes."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from quire_common.config import ConfigError, env_bool, env_float, env_int, env_list, env_str
+from quire_common.config import ConfigError
+from quire_registry.settings import RegistryEnv
 from quire_registry.store import EtcdAccess
 
 
-def _read(name: str) -> bytes | None:
-    path = env_str(name, "")
+def _read(name: str, path: str) -> bytes | None:
     if not path:
         return None
     try:
@@ -19,32 +20,33 @@ def _read(name: str) -> bytes | None:
         raise ConfigError(f"{name}={path!r}: {exc.strerror or exc}") from None
 
 
-def etcd_access_from_env() -> EtcdAccess:
+def etcd_access(env: RegistryEnv) -> EtcdAccess:
     """QUIRE_ETCD_CA / _CERT / _KEY / _SERVER_NAME, QUIRE_ETCD_USER and
     QUIRE_ETCD_PASSWORD_FILE (a file, so the password stays out of the
     environment and process listings)."""
-    ca, cert, key = _read("QUIRE_ETCD_CA"), _read("QUIRE_ETCD_CERT"), _read("QUIRE_ETCD_KEY")
+    ca = _read("QUIRE_ETCD_CA", env.etcd_ca)
+    cert = _read("QUIRE_ETCD_CERT", env.etcd_cert)
+    key = _read("QUIRE_ETCD_KEY", env.etcd_key)
     if (cert is None) != (key is None):
         raise ConfigError("QUIRE_ETCD_CERT and QUIRE_ETCD_KEY go together")
     if cert is not None and ca is None:
         raise ConfigError("QUIRE_ETCD_CERT needs QUIRE_ETCD_CA (a client certificate is only sent over TLS)")
-    user = env_str("QUIRE_ETCD_USER", "")
-    password = _read("QUIRE_ETCD_PASSWORD_FILE")
-    if user and password is None:
+    password = _read("QUIRE_ETCD_PASSWORD_FILE", env.etcd_password_file)
+    if env.etcd_user and password is None:
         raise ConfigError("QUIRE_ETCD_USER needs QUIRE_ETCD_PASSWORD_FILE")
     return EtcdAccess(
         ca=ca,
         cert=cert,
         key=key,
-        server_name=env_str("QUIRE_ETCD_SERVER_NAME", "") or None,
-        user=user,
+        server_name=env.etcd_server_name or None,
+        user=env.etcd_user,
         password=password.decode().strip() if password is not None else "",
     )
 
 
-def etcd_endpoints_from_env() -> list[str]:
+def etcd_endpoints(env: RegistryEnv) -> list[str]:
     """QUIRE_ETCD_ENDPOINTS: comma-separated host:port pairs (no scheme)."""
-    endpoints = env_list("QUIRE_ETCD_ENDPOINTS", ["127.0.0.1:2379"])
+    endpoints = list(env.etcd_endpoints)
     if not endpoints:
         raise ConfigError("QUIRE_ETCD_ENDPOINTS names no endpoint (give host:port pairs separated by commas)")
     for endpoint in endpoints:
@@ -74,15 +76,15 @@ class RegistryConfig:
     keep_ledger_passwords: bool = False
 
     @classmethod
-    def from_env(cls) -> RegistryConfig:
+    def from_settings(cls, env: RegistryEnv) -> RegistryConfig:
         return cls(
-            address=env_str("QUIRE_REGISTRY_ADDRESS", "127.0.0.1:7001"),
-            http_port=env_int("QUIRE_REGISTRY_HTTP_PORT", 8001, minimum=0, maximum=65535),
-            etcd_endpoints=etcd_endpoints_from_env(),
-            cluster=env_str("QUIRE_CLUSTER", "local"),
-            bookie_ttl_seconds=env_int("QUIRE_BOOKIE_TTL_SECONDS", 10, minimum=2, maximum=300),
-            etcd_timeout_seconds=env_float("QUIRE_ETCD_TIMEOUT_SECONDS", 5.0, minimum=0.1),
-            etcd_access=etcd_access_from_env(),
-            unsafe_no_commit_check=env_bool("QUIRE_REGISTRY_FAULT_UNSAFE_NO_COMMIT_CHECK", False),
-            keep_ledger_passwords=env_bool("QUIRE_REGISTRY_KEEP_LEDGER_PASSWORDS", False),
+            address=env.address,
+            http_port=env.http_port,
+            etcd_endpoints=etcd_endpoints(env),
+            cluster=env.cluster,
+            bookie_ttl_seconds=env.bookie_ttl_seconds,
+            etcd_timeout_seconds=env.etcd_timeout_seconds,
+            etcd_access=etcd_access(env),
+            unsafe_no_commit_check=env.fault_unsafe_no_commit_check,
+            keep_ledger_passwords=env.keep_ledger_passwords,
         )

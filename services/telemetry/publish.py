@@ -3,13 +3,14 @@ placement reads them."""
 
 from __future__ import annotations
 
-import os
 import time
 
 import grpc
 
 from quire.registry.v1 import registry_pb2, registry_pb2_grpc
+from quire_common.config import load_settings
 from quire_common.security import TlsSettings, channel_credentials, channel_options
+from quire_common.settings import TlsEnv
 
 
 def publish_load_factors(registry_target: str, factors: dict[str, float], computed_at: float | None = None) -> int:
@@ -22,7 +23,8 @@ def publish_load_factors(registry_target: str, factors: dict[str, float], comput
         weight.computed_at.FromMicroseconds(int((computed_at or time.time()) * 1e6))
     # The registry is internal: with QUIRE_TLS_* set, this job presents a
     # service certificate like any other service; without, plaintext (dev).
-    tls = TlsSettings.from_env() if os.environ.get("QUIRE_TLS_CERT") else None
+    env = load_settings(TlsEnv)
+    tls = TlsSettings.from_settings(env) if env.cert else None
     if tls is not None and tls.enabled:
         channel = grpc.secure_channel(registry_target, channel_credentials(tls), options=channel_options(tls))
     else:

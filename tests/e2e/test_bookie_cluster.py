@@ -43,7 +43,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
                 "QUIRE_BOOKIE_CAPACITY_BYTES": str(CAPACITY),
                 "QUIRE_BOOKIE_READ_ONLY_USAGE": "0.5",
                 "QUIRE_BOOKIE_WRITABLE_USAGE": "0.3",
-                "QUIRE_BOOKIE_DISK_CHECK_INTERVAL_MS": "200",
+                "QUIRE_BOOKIE_DISK_CHECK_INTERVAL_SECONDS": "0.2",
             },
         },
     )

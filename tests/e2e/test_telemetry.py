@@ -31,11 +31,11 @@ def observed_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Local
         extra_env={
             "QUIRE_TELEMETRY_DIR": str(data / "telemetry"),
             "QUIRE_TELEMETRY_METRICS_INTERVAL_SECONDS": "1",
-            "QUIRE_BOOKIE_DISK_CHECK_INTERVAL_MS": "500",
+            "QUIRE_BOOKIE_DISK_CHECK_INTERVAL_SECONDS": "0.5",
             "QUIRE_BOOKIE_TTL_SECONDS": "3",
             "QUIRE_PLACEMENT_BOOKIE_INFO_INTERVAL_SECONDS": "1",
         },
-        bookie_env={SLOW: {"QUIRE_BOOKIE_FAULT_SYNC_DELAY_MS": "30"}},
+        bookie_env={SLOW: {"QUIRE_BOOKIE_FAULT_SYNC_DELAY_SECONDS": "0.03"}},
     )
     local.start()
     try:

@@ -30,7 +30,7 @@ FAST_SETTINGS = {
     "QUIRE_GATEWAY_ADD_TIMEOUT_SECONDS": "2",
     "QUIRE_GATEWAY_RECOVERY_TIMEOUT_SECONDS": "20",
     "QUIRE_GATEWAY_RECOVERY_BOOKIE_TIMEOUT_SECONDS": "1",
-    "QUIRE_BOOKIE_DISK_CHECK_INTERVAL_MS": "200",
+    "QUIRE_BOOKIE_DISK_CHECK_INTERVAL_SECONDS": "0.2",
     # The scrub would repair what other rows damage on purpose before they
     # look; the rows about it turn it on.
     "QUIRE_AUDITOR_SCRUB_ENTRIES_PER_SECOND": "0",

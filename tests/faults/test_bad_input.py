@@ -1402,6 +1402,24 @@ def bad_settings(cluster: LocalCluster) -> list[BadSetting]:
             "QUIRE_BOOKIE_HTTP_PORT",
         ),
         BadSetting("bookie", "port taken", {"QUIRE_BOOKIE_PORT": str(cluster.ports.gateway)}, "QUIRE_BOOKIE_PORT"),
+        # Shared settings read before anything else starts (telemetry, logs).
+        BadSetting(
+            "gateway", "wrong type", {"QUIRE_TELEMETRY_FILE_MAX_BYTES": "abc"}, "QUIRE_TELEMETRY_FILE_MAX_BYTES"
+        ),
+        BadSetting("registry", "unknown log level", {"QUIRE_LOG_LEVEL": "verbose"}, "QUIRE_LOG_LEVEL"),
+        BadSetting(
+            "bookie",
+            "below minimum",
+            {"QUIRE_BOOKIE_MAX_LONG_POLL_SECONDS": "-1"},
+            "QUIRE_BOOKIE_MAX_LONG_POLL_SECONDS",
+        ),
+        # A renamed setting's old name is still read, and checked under that name.
+        BadSetting(
+            "bookie",
+            "old name, wrong type",
+            {"QUIRE_BOOKIE_GROUP_COMMIT_MAX_DELAY_MS": "soon"},
+            "QUIRE_BOOKIE_GROUP_COMMIT_MAX_DELAY_MS",
+        ),
         # Unknown keys under a service's own prefix (misspelt settings).
         BadSetting(
             "gateway",

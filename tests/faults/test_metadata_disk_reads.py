@@ -204,7 +204,7 @@ def test_dsk5_slow_disk(cluster: LocalCluster, scenario: Scenario) -> None:
     # A member of the first ledger's ensemble (Qw = E: it gets every entry), restarted slow.
     slow = next(n for n in cluster.bookie_names if cluster.bookie_id(n) == metadata.ensembles[0].bookie_ids[0])
     process = cluster.processes[slow]
-    process.env["QUIRE_BOOKIE_FAULT_SYNC_DELAY_MS"] = "50"
+    process.env["QUIRE_BOOKIE_FAULT_SYNC_DELAY_SECONDS"] = "0.05"
     cluster.restart(slow)
     cluster.wait_bookies_registered(4)
     try:
@@ -220,7 +220,7 @@ def test_dsk5_slow_disk(cluster: LocalCluster, scenario: Scenario) -> None:
             )
             finish(scenario, client, history, ledgers)
     finally:
-        del process.env["QUIRE_BOOKIE_FAULT_SYNC_DELAY_MS"]
+        del process.env["QUIRE_BOOKIE_FAULT_SYNC_DELAY_SECONDS"]
         cluster.restart(slow)
         cluster.wait_bookies_registered(4)
     assert scenario.figures["slow_bookie_sync_p99_s"] >= 0.05  # visible in the slow bookie's metrics
@@ -425,7 +425,7 @@ def test_dsk3_sudden_enospc_on_the_wal(tmp_path: Path, scenario: Scenario) -> No
                 "QUIRE_BOOKIE_DATA_DIR": str(disk / full),
                 "QUIRE_BOOKIE_READ_ONLY_USAGE": "1.0",
                 "QUIRE_BOOKIE_WRITABLE_USAGE": "1.0",
-                "QUIRE_BOOKIE_DISK_CHECK_INTERVAL_MS": "600000",
+                "QUIRE_BOOKIE_DISK_CHECK_INTERVAL_SECONDS": "600",
             }
         }
         with fault_cluster(tmp_path, bookies=4, bookie_env=env) as local, client_for(local) as client:

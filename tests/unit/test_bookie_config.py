@@ -29,7 +29,7 @@ def test_custom_settings(monkeypatch):
     for name, value in {
         "QUIRE_BOOKIE_ID": "bookie-0.quire.svc",
         "QUIRE_BOOKIE_HTTP_PORT": "0",
-        "QUIRE_BOOKIE_GROUP_COMMIT_MAX_DELAY_MS": "5",
+        "QUIRE_BOOKIE_GROUP_COMMIT_MAX_DELAY_SECONDS": "0.005",
         "QUIRE_BOOKIE_CAPACITY_BYTES": "1048576",
         "QUIRE_BOOKIE_FORCE_READ_ONLY": "true",
         "QUIRE_BOOKIE_AUTORECOVERY": "yes",
@@ -49,7 +49,10 @@ def test_custom_settings(monkeypatch):
         ("QUIRE_BOOKIE_ID", "ReadOnly", "readonly"),
         ("QUIRE_BOOKIE_READ_ONLY_USAGE", "1.5", "QUIRE_BOOKIE_READ_ONLY_USAGE"),
         ("QUIRE_BOOKIE_WRITABLE_USAGE", "0.99", "must not exceed"),
+        ("QUIRE_BOOKIE_GROUP_COMMIT_MAX_DELAY_SECONDS", "soon", "QUIRE_BOOKIE_GROUP_COMMIT_MAX_DELAY_SECONDS"),
+        ("QUIRE_BOOKIE_GROUP_COMMIT_MAX_DELAY_SECONDS", "2", "QUIRE_BOOKIE_GROUP_COMMIT_MAX_DELAY_SECONDS"),
         ("QUIRE_BOOKIE_GROUP_COMMIT_MAX_DELAY_MS", "soon", "QUIRE_BOOKIE_GROUP_COMMIT_MAX_DELAY_MS"),
+        ("QUIRE_BOOKIE_GROUP_COMMIT_MAX_DELAY_MS", "2000", "QUIRE_BOOKIE_GROUP_COMMIT_MAX_DELAY_MS"),
         ("QUIRE_BOOKIE_AUTORECOVERY", "maybe", "QUIRE_BOOKIE_AUTORECOVERY"),
     ],
 )
@@ -63,3 +66,14 @@ def test_the_damaged_journal_control_is_off_unless_set(monkeypatch):
     assert not BookieConfig.from_env().storage.fault_unsafe_wal_point_in_time_recovery
     monkeypatch.setenv("QUIRE_BOOKIE_FAULT_UNSAFE_WAL_POINT_IN_TIME_RECOVERY", "true")
     assert BookieConfig.from_env().storage.fault_unsafe_wal_point_in_time_recovery
+
+
+def test_a_renamed_setting_still_reads_its_old_name_in_the_old_unit(monkeypatch):
+    monkeypatch.setenv("QUIRE_BOOKIE_GROUP_COMMIT_MAX_DELAY_MS", "5")
+    monkeypatch.setenv("QUIRE_BOOKIE_DISK_CHECK_INTERVAL_MS", "250")
+    config = BookieConfig.from_env()
+    assert config.storage.group_commit_max_delay_seconds == 0.005
+    assert config.storage.disk_check_interval_seconds == 0.25
+    # The new name wins over the old one.
+    monkeypatch.setenv("QUIRE_BOOKIE_GROUP_COMMIT_MAX_DELAY_SECONDS", "0.002")
+    assert BookieConfig.from_env().storage.group_commit_max_delay_seconds == 0.002

@@ -121,7 +121,10 @@ def main(args: argparse.Namespace) -> None:
         if args.target:
             target = args.target  # a bookie started elsewhere, e.g. under a profiler
         else:
-            env = {"QUIRE_BOOKIE_GROUP_COMMIT_MAX_DELAY_MS": str(args.max_delay_ms), "QUIRE_BOOKIE_HTTP_PORT": "0"}
+            env = {
+                "QUIRE_BOOKIE_GROUP_COMMIT_MAX_DELAY_SECONDS": str(args.max_delay_ms / 1000),
+                "QUIRE_BOOKIE_HTTP_PORT": "0",
+            }
             bookie = stack.enter_context(StandaloneBookie(scratch_dir / "bookie", env=env))
             target = bookie.target
             print(f"bookie pid {bookie.popen.pid if bookie.popen else '?'} at {target}", flush=True)

@@ -33,7 +33,9 @@ import signal
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from quire_client.cluster import ClusterError, LocalCluster, Ports
 from quire_client.optional import SERVER, MissingPackage, import_for
@@ -44,37 +46,90 @@ try:
 except MissingPackage as missing:
     print(f"quire standalone: cannot start: {missing}", file=sys.stderr)
     sys.exit(2)
-ConfigError, env_float, env_int, env_str = config.ConfigError, config.env_float, config.env_int, config.env_str
+ConfigError, setting = config.ConfigError, config.setting
 
 READY_LINE = "quire standalone: ready"
+STANDALONE = "standalone"
 
 
-def ports_from_env() -> Ports:
-    bookies = env_int("QUIRE_STANDALONE_BOOKIES", 3, minimum=1, maximum=32)
-    bookie_ports = port_list("QUIRE_STANDALONE_BOOKIE_PORTS", bookies) or [3181 + i for i in range(bookies)]
-    # Empty: LocalCluster gives each bookie its port + 5000 (3181 -> 8181).
-    bookie_http_ports = port_list("QUIRE_STANDALONE_BOOKIE_HTTP_PORTS", bookies)
+def _port(env: str, default: int, doc: str) -> Any:
+    return setting(env, default, doc, services=STANDALONE, section=STANDALONE, minimum=1, maximum=65535)
 
-    def port(name: str, default: int) -> int:
-        return env_int(name, default, minimum=1, maximum=65535)
 
-    return Ports(
-        etcd=port("QUIRE_STANDALONE_ETCD_PORT", 2379),
-        etcd_peer=port("QUIRE_STANDALONE_ETCD_PEER_PORT", 2380),
-        gateway=port("QUIRE_STANDALONE_GATEWAY_PORT", 7000),
-        registry=port("QUIRE_STANDALONE_REGISTRY_PORT", 7001),
-        placement=port("QUIRE_STANDALONE_PLACEMENT_PORT", 7002),
-        bookies=bookie_ports,
-        bookie_http=bookie_http_ports,
-        gateway_http=port("QUIRE_STANDALONE_GATEWAY_HTTP_PORT", 8000),
-        registry_http=port("QUIRE_STANDALONE_REGISTRY_HTTP_PORT", 8001),
-        placement_http=port("QUIRE_STANDALONE_PLACEMENT_HTTP_PORT", 8002),
+@dataclass(frozen=True)
+class StandaloneEnv:
+    bookies: int = setting(
+        "QUIRE_STANDALONE_BOOKIES",
+        3,
+        "number of bookies",
+        services=STANDALONE,
+        section=STANDALONE,
+        minimum=1,
+        maximum=32,
+    )
+    bind_host: str = setting(
+        "QUIRE_STANDALONE_BIND_HOST",
+        "0.0.0.0",
+        "where the gateway, registry, placement and etcd listen",
+        services=STANDALONE,
+        section=STANDALONE,
+    )
+    data_dir: str = setting(
+        "QUIRE_STANDALONE_DATA_DIR", "data/standalone", "data and logs", services=STANDALONE, section=STANDALONE
+    )
+    start_timeout_seconds: float = setting(
+        "QUIRE_STANDALONE_START_TIMEOUT_SECONDS",
+        120.0,
+        "how long the cluster may take to start",
+        services=STANDALONE,
+        section=STANDALONE,
+        unit="seconds",
+        minimum=1,
+    )
+    etcd_port: int = _port("QUIRE_STANDALONE_ETCD_PORT", 2379, "etcd's client port")
+    etcd_peer_port: int = _port("QUIRE_STANDALONE_ETCD_PEER_PORT", 2380, "etcd's peer port")
+    gateway_port: int = _port("QUIRE_STANDALONE_GATEWAY_PORT", 7000, "the gateway's port")
+    registry_port: int = _port("QUIRE_STANDALONE_REGISTRY_PORT", 7001, "the registry's port")
+    placement_port: int = _port("QUIRE_STANDALONE_PLACEMENT_PORT", 7002, "placement's port")
+    gateway_http_port: int = _port("QUIRE_STANDALONE_GATEWAY_HTTP_PORT", 8000, "the gateway's admin HTTP port")
+    registry_http_port: int = _port("QUIRE_STANDALONE_REGISTRY_HTTP_PORT", 8001, "the registry's admin HTTP port")
+    placement_http_port: int = _port("QUIRE_STANDALONE_PLACEMENT_HTTP_PORT", 8002, "placement's admin HTTP port")
+    bookie_ports: str = setting(
+        "QUIRE_STANDALONE_BOOKIE_PORTS", "", "one port per bookie", services=STANDALONE, section=STANDALONE
+    )
+    bookie_http_ports: str = setting(
+        "QUIRE_STANDALONE_BOOKIE_HTTP_PORTS",
+        "",
+        "one admin HTTP port per bookie",
+        services=STANDALONE,
+        section=STANDALONE,
     )
 
 
-def port_list(name: str, count: int) -> list[int]:
-    """A comma-separated list of `count` ports from `name`, or [] when unset."""
-    listed = env_str(name, "")
+def ports_from_env(env: StandaloneEnv | None = None) -> Ports:
+    env = config.load_settings(StandaloneEnv) if env is None else env
+    bookies = env.bookies
+    bookie_ports = port_list("QUIRE_STANDALONE_BOOKIE_PORTS", env.bookie_ports, bookies) or [
+        3181 + i for i in range(bookies)
+    ]
+    # Empty: LocalCluster gives each bookie its port + 5000 (3181 -> 8181).
+    bookie_http_ports = port_list("QUIRE_STANDALONE_BOOKIE_HTTP_PORTS", env.bookie_http_ports, bookies)
+    return Ports(
+        etcd=env.etcd_port,
+        etcd_peer=env.etcd_peer_port,
+        gateway=env.gateway_port,
+        registry=env.registry_port,
+        placement=env.placement_port,
+        bookies=bookie_ports,
+        bookie_http=bookie_http_ports,
+        gateway_http=env.gateway_http_port,
+        registry_http=env.registry_http_port,
+        placement_http=env.placement_http_port,
+    )
+
+
+def port_list(name: str, listed: str, count: int) -> list[int]:
+    """The comma-separated list of `count` ports `listed` (setting `name`), or [] when unset."""
     if not listed:
         return []
     try:
@@ -142,10 +197,11 @@ class LogFollower(threading.Thread):
 
 def main() -> int:
     try:
-        ports = ports_from_env()
-        bind_host = env_str("QUIRE_STANDALONE_BIND_HOST", "0.0.0.0")
-        data_dir = Path(env_str("QUIRE_STANDALONE_DATA_DIR", "data/standalone"))
-        timeout = env_float("QUIRE_STANDALONE_START_TIMEOUT_SECONDS", 120.0, minimum=1.0)
+        env = config.load_settings(StandaloneEnv)
+        ports = ports_from_env(env)
+        bind_host = env.bind_host
+        data_dir = Path(env.data_dir)
+        timeout = env.start_timeout_seconds
     except ConfigError as exc:
         print(f"quire standalone: cannot start: {exc}", file=sys.stderr)
         return 2

@@ -26,8 +26,9 @@ from typing import Any
 
 from quire_api.errors import PermissionDenied, Unauthenticated
 from quire_common.auth import ADMIN, AuthSettings
-from quire_common.config import ConfigError, env_bool
+from quire_common.config import ConfigError
 from quire_common.security import tls_settings
+from quire_common.settings import CommonEnv, common_settings
 from quire_common.telemetry import prometheus_text
 
 log = logging.getLogger(__name__)
@@ -53,9 +54,11 @@ class AdminServer:
         port: int,
         status: Callable[[], dict[str, Any]],
         extra_metrics: Callable[[], str] | None = None,
+        common: CommonEnv | None = None,
     ) -> None:
         """`setting` names the variable that chose the port, for the message
-        when it cannot be used."""
+        when it cannot be used; `common` defaults to the process's settings."""
+        common = common_settings() if common is None else common
         self._setting = setting
         self._host, self._port = host, port
         self._status = status
@@ -63,8 +66,8 @@ class AdminServer:
         self._server: asyncio.Server | None = None
         self._watcher: asyncio.Task[None] | None = None
         self.port = 0
-        self.enabled = env_bool("QUIRE_ADMIN_HTTP_ENABLED", True)
-        self.metrics_enabled = env_bool("QUIRE_METRICS_ENABLED", True)
+        self.enabled = common.admin.enabled
+        self.metrics_enabled = common.admin.metrics_enabled
         tls = tls_settings()
         self._ssl: ssl.SSLContext | None = None
         if tls.enabled:
@@ -73,7 +76,7 @@ class AdminServer:
             self._ssl.load_cert_chain(tls.cert_path, tls.key_path)
         # Only the token part of the auth settings applies here: certificates
         # are not asked for on this endpoint.
-        auth = AuthSettings.from_env(tls.enabled, require_credentials=False)
+        auth = AuthSettings.from_settings(common.auth, tls.enabled, require_credentials=False)
         self._verifier = auth.verifier
         self._auth_required = tls.enabled or auth.verifier is not None
         if self.enabled and self._auth_required and self._verifier is None:
@@ -195,12 +198,13 @@ async def start_admin_server(
     port: int,
     status: Callable[[], dict[str, Any]],
     extra_metrics: Callable[[], str] | None = None,
+    common: CommonEnv | None = None,
 ) -> AdminServer | None:
     """The admin endpoint on the gRPC listener's host, or None when `port` is
     0 (turned off)."""
     if not port:
         return None
-    server = AdminServer(setting, grpc_address.rsplit(":", 1)[0], port, status, extra_metrics)
+    server = AdminServer(setting, grpc_address.rsplit(":", 1)[0], port, status, extra_metrics, common)
     if not server.enabled:
         return None
     await server.start()

@@ -19,7 +19,8 @@ from typing import Any
 import jwt
 
 from quire_api.errors import PermissionDenied, Reason, Unauthenticated
-from quire_common.config import ConfigError, env_bool, env_str
+from quire_common.config import ConfigError
+from quire_common.settings import AuthEnv
 
 log = logging.getLogger(__name__)
 
@@ -134,10 +135,10 @@ class AuthSettings:
     cert_roles: Mapping[str, Mapping[str, frozenset[str]]]
 
     @classmethod
-    def from_env(cls, tls_enabled: bool, require_credentials: bool = True) -> AuthSettings:
-        enabled = env_bool("QUIRE_AUTH_ENABLED", tls_enabled)
-        key_path = env_str("QUIRE_AUTH_JWT_KEY_FILE", "")
-        algorithm = env_str("QUIRE_AUTH_JWT_ALGORITHM", "HS256")
+    def from_settings(cls, env: AuthEnv, tls_enabled: bool, require_credentials: bool = True) -> AuthSettings:
+        enabled = tls_enabled if env.enabled is None else env.enabled
+        key_path = env.jwt_key_file
+        algorithm = env.jwt_algorithm
         verifier = None
         if key_path:
             try:
@@ -148,8 +149,8 @@ class AuthSettings:
                 key = key.strip()
                 if len(key) < 32:
                     raise ConfigError("QUIRE_AUTH_JWT_KEY_FILE: an HS256 secret needs at least 32 bytes")
-            verifier = TokenVerifier(key, algorithm, env_str("QUIRE_AUTH_JWT_AUDIENCE", ""))
-        cert_roles = load_cert_roles(env_str("QUIRE_AUTH_CLIENT_CERT_ROLES", "")) if require_credentials else {}
+            verifier = TokenVerifier(key, algorithm, env.jwt_audience)
+        cert_roles = load_cert_roles(env.client_cert_roles) if require_credentials else {}
         if require_credentials and enabled and verifier is None and not cert_roles:
             raise ConfigError(
                 "QUIRE_AUTH_ENABLED is on but no credentials can be accepted: set QUIRE_AUTH_JWT_KEY_FILE "

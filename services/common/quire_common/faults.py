@@ -19,7 +19,7 @@ from typing import Any
 
 import grpc
 
-from quire_common.config import ConfigError, env_str
+from quire_common.config import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +62,8 @@ def parse_fault_rules(text: str) -> list[FaultRule]:
         raise ConfigError(f"{FAULT_RULES_VARIABLE}: {exc}") from None
 
 
-def fault_rules_from_env() -> list[FaultRule]:
-    text = env_str(FAULT_RULES_VARIABLE, "")
+def fault_rules_from_settings(text: str) -> list[FaultRule]:
+    """The rules QUIRE_FAULT_INJECTION_RULES holds (`text`), with a loud warning."""
     if not text:
         return []
     rules = parse_fault_rules(text)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import sys
 import time
 
 from opentelemetry import trace
+
+from quire_common.settings import LogEnv
 
 
 class JsonLineFormatter(logging.Formatter):
@@ -33,10 +34,10 @@ class JsonLineFormatter(logging.Formatter):
         return json.dumps(line)
 
 
-def setup_logging(service: str) -> None:
-    """Configure the root logger once; QUIRE_LOG_LEVEL sets the level."""
+def setup_logging(service: str, settings: LogEnv) -> None:
+    """Configure the root logger once, at QUIRE_LOG_LEVEL."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonLineFormatter(service))
     root = logging.getLogger()
     root.handlers[:] = [handler]
-    root.setLevel(os.environ.get("QUIRE_LOG_LEVEL", "INFO").upper())
+    root.setLevel(settings.level.upper())

@@ -1,6 +1,6 @@
 """Transport security for every listener and channel, in one place.
 
-`TlsSettings.from_env()` reads QUIRE_TLS_* once; `quire_common.server` turns
+`tls_settings()` checks the process's QUIRE_TLS_* settings once; `quire_common.server` turns
 it into server credentials (reloaded from disk when the files change) and
 `quire_common.channels` into client credentials. Plaintext is allowed only
 with QUIRE_INSECURE_PLAINTEXT_DEV=true, which logs a warning.
@@ -31,15 +31,13 @@ from opentelemetry.metrics import CallbackOptions, Observation
 from quire_api.errors import InvalidArgument, PermissionDenied, Reason, Unauthenticated
 from quire_common.allowlist import allowed_callers
 from quire_common.call_limits import NO_IDLE_LIMIT, RequestIdle
-from quire_common.config import ConfigError, env_bool, env_str
+from quire_common.config import ConfigError, load_settings
+from quire_common.settings import TlsEnv, common_settings
 from quire_common.telemetry import meter
 
 log = logging.getLogger(__name__)
 
 SERVICE_IDENTITY_PREFIX = "quire-service:"
-# grpc's Python API can require a client certificate or not ask for one; it
-# cannot ask for one and accept its absence.
-CLIENT_AUTH_MODES = ("require", "none")
 
 
 @dataclass(frozen=True)
@@ -63,11 +61,10 @@ class TlsSettings:
         return not self.plaintext_dev
 
     @classmethod
-    def from_env(cls) -> TlsSettings:
-        plaintext = env_bool("QUIRE_INSECURE_PLAINTEXT_DEV", False)
-        paths = {name: env_str(name, "") for name in ("QUIRE_TLS_CERT", "QUIRE_TLS_KEY", "QUIRE_TLS_CA")}
-        if plaintext:
+    def from_settings(cls, env: TlsEnv) -> TlsSettings:
+        if env.plaintext_dev:
             return cls(None, None, None, True)
+        paths = {"QUIRE_TLS_CERT": env.cert, "QUIRE_TLS_KEY": env.key, "QUIRE_TLS_CA": env.ca}
         missing = [name for name, value in paths.items() if not value]
         if missing:
             raise ConfigError(
@@ -75,21 +72,25 @@ class TlsSettings:
                 "certificate, key and CA paths (`quire dev certs` makes a throwaway set), or set "
                 "QUIRE_INSECURE_PLAINTEXT_DEV=true for a development cluster"
             )
-        client_ca = env_str("QUIRE_TLS_CLIENT_CA", "")
-        if client_ca:
-            paths["QUIRE_TLS_CLIENT_CA"] = client_ca
+        if env.client_ca:
+            paths["QUIRE_TLS_CLIENT_CA"] = env.client_ca
         for name, value in paths.items():
             if not Path(value).is_file():
                 raise ConfigError(f"{name}={value!r}: no such file")
         return cls(
-            Path(paths["QUIRE_TLS_CERT"]),
-            Path(paths["QUIRE_TLS_KEY"]),
-            Path(paths["QUIRE_TLS_CA"]),
+            Path(env.cert),
+            Path(env.key),
+            Path(env.ca),
             False,
-            env_str("QUIRE_TLS_SERVER_NAME", ""),
-            Path(client_ca) if client_ca else None,
-            env_bool("QUIRE_RPC_ALLOWLIST_ENABLED", True),
+            env.server_name,
+            Path(env.client_ca) if env.client_ca else None,
+            env.allowlist_enabled,
         )
+
+    @classmethod
+    def from_env(cls) -> TlsSettings:
+        """From the process's environment (tools and tests)."""
+        return cls.from_settings(load_settings(TlsEnv))
 
     def read(self, with_client_ca: bool = False) -> tuple[bytes, bytes, bytes]:
         """(certificate chain, private key, CA) as they are on disk now; with
@@ -159,8 +160,9 @@ meter("quire.tls").create_observable_gauge(
 
 @functools.cache
 def tls_settings() -> TlsSettings:
-    """The process's settings, read once (tests reset with cache_clear)."""
-    settings = TlsSettings.from_env()
+    """The process's settings (quire_common.settings.common_settings), checked
+    once (tests reset with cache_clear)."""
+    settings = TlsSettings.from_settings(common_settings().tls)
     if settings.plaintext_dev:
         log.warning("QUIRE_INSECURE_PLAINTEXT_DEV=true: no TLS, no authentication; for development only")
     return settings
@@ -464,9 +466,3 @@ class ProbePortInterceptor(grpc.aio.ServerInterceptor):
         if handler is None or handler_call_details.method.startswith(HEALTH_METHOD_PREFIX):
             return handler
         return guard_handler(handler, require_tls_transport)
-
-
-def check_client_auth_mode(name: str, value: str) -> str:
-    if value not in CLIENT_AUTH_MODES:
-        raise ConfigError(f"{name}={value!r}: use one of {', '.join(CLIENT_AUTH_MODES)}")
-    return value

@@ -23,9 +23,10 @@ from opentelemetry.instrumentation.grpc import aio_server_interceptor
 from quire_api.errors import InvalidArgument, QuireError
 from quire_api.rpc_status import grpc_status_for
 from quire_common.call_limits import ConnectionLimits
-from quire_common.config import ConfigError, env_bool, env_int
-from quire_common.faults import FaultInjectionInterceptor, fault_rules_from_env
+from quire_common.config import ConfigError
+from quire_common.faults import FaultInjectionInterceptor, fault_rules_from_settings
 from quire_common.security import ProbePortInterceptor, ServiceIdentityInterceptor, server_credentials, tls_settings
+from quire_common.settings import ServerEnv, common_settings
 from quire_common.telemetry import tracing_enabled
 
 log = logging.getLogger(__name__)
@@ -189,6 +190,7 @@ def create_server(
     auth_interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
     address_setting: str = "address",
     connection_limits: ConnectionLimits | None = None,
+    settings: ServerEnv | None = None,
 ) -> tuple[grpc.aio.Server, int, health.aio.HealthServicer]:
     """Build a server listening on `address` (port 0 picks one).
 
@@ -201,9 +203,11 @@ def create_server(
     certificate is required at the handshake. An address that cannot be bound
     (taken, or not a local address) is a ConfigError naming `address_setting`.
     `connection_limits` bound what one client connection may hold (the gateway's).
+    `settings` default to the process's (quire_common.settings.common_settings).
     """
     tls = tls_settings()
-    probe_port = env_int("QUIRE_HEALTH_PROBE_PORT", 0, minimum=0, maximum=65535)
+    settings = common_settings().server if settings is None else settings
+    probe_port = settings.health_probe_port
     interceptors: list[grpc.aio.ServerInterceptor] = [aio_server_interceptor()] if tracing_enabled() else []
     # Error mapping outermost, so that the checks' QuireErrors become statuses.
     interceptors.append(ErrorMappingInterceptor())
@@ -212,7 +216,7 @@ def create_server(
     if tls.enabled and internal:
         interceptors.append(ServiceIdentityInterceptor(tls.allowlist_enabled))
     interceptors.extend(auth_interceptors)
-    fault_rules = fault_rules_from_env()  # test-only; empty in production
+    fault_rules = fault_rules_from_settings(settings.fault_injection_rules)  # test-only; empty in production
     if fault_rules:
         interceptors.append(FaultInjectionInterceptor(fault_rules))
     server = grpc.aio.server(
@@ -230,7 +234,7 @@ def create_server(
     service_names = list(register(server))
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    if env_bool("QUIRE_REFLECTION_ENABLED", True):
+    if settings.reflection_enabled:
         _enable_reflection(server, [*service_names, health.SERVICE_NAME])
     # Client certificates (QUIRE_TLS_CLIENT_CA) get through the gateway's handshake only.
     credentials = server_credentials(tls, require_client_cert, trust_client_ca=not internal) if tls.enabled else None

@@ -6,30 +6,50 @@ import asyncio
 import logging
 import sys
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import Any, NoReturn, Protocol, TypeVar
 
 from quire_api.errors import QuireError
-from quire_common.config import ConfigError
+from quire_common.config import ConfigError, load_settings, renamed_in_use
 from quire_common.logs import setup_logging
-from quire_common.settings import check_own_settings
+from quire_common.settings import CommonEnv, check_own_settings, use_common_settings
 from quire_common.telemetry import setup_telemetry, shutdown_telemetry
 
 log = logging.getLogger(__name__)
 
 
-def run_service(name: str, amain: Callable[[], Coroutine[Any, Any, None]]) -> None:
-    """Telemetry first, then logging, then the service's async main. A bad
-    or misspelt setting, or an unreachable dependency at start, exits with a
-    one-line message and status 2, not a traceback."""
-    setup_telemetry(name)
-    setup_logging(name)
+class ServiceSettings(Protocol):
+    @property
+    def common(self) -> CommonEnv: ...
+
+
+S = TypeVar("S", bound=ServiceSettings)
+
+
+def _cannot_start(name: str, exc: Exception) -> NoReturn:
+    print(f"{name}: cannot start: {exc}", file=sys.stderr)
+    sys.exit(2)
+
+
+def run_service(name: str, settings_type: type[S], amain: Callable[[S], Coroutine[Any, Any, None]]) -> None:
+    """Read the service's settings once, then telemetry, logging and the
+    service's async main, which is given them. A bad or misspelt setting, or
+    an unreachable dependency at start, exits with a one-line message naming
+    it and status 2, not a traceback."""
     try:
+        settings = load_settings(settings_type)
         check_own_settings(name)
-        asyncio.run(amain())
+    except ConfigError as exc:
+        _cannot_start(name, exc)
+    use_common_settings(settings.common)
+    setup_telemetry(name, settings.common.telemetry)
+    setup_logging(name, settings.common.logs)
+    for warning in renamed_in_use(settings_type):
+        log.warning("%s", warning)
+    try:
+        asyncio.run(amain(settings))
     except (ConfigError, QuireError) as exc:
         log.error("%s cannot start: %s", name, exc)
-        print(f"{name}: cannot start: {exc}", file=sys.stderr)
-        sys.exit(2)
+        _cannot_start(name, exc)
     except KeyboardInterrupt:
         pass
     finally:

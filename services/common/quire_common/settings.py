@@ -1,154 +1,42 @@
-"""Every QUIRE_* setting a Quire service reads, so a misspelt one is caught
-at start instead of silently ignored.
+"""The settings every service shares (TLS, authentication, the gRPC server,
+the admin endpoint, telemetry, logs), and the catalog of every QUIRE_* name.
+
+Each service's own settings object (quire_registry.settings, quire_bookie.
+settings, quire_placement.settings, quire_gateway.settings) holds a
+`CommonEnv` beside its own fields; it is read once at start by
+quire_common.service.run_service and passed to the service's main.
 
 A service refuses to start when the environment holds a variable under one
 of its own prefixes (the gateway's QUIRE_GATEWAY_ and QUIRE_AUDITOR_, ...)
 that no Quire service reads, naming it and the closest real setting. Other
 QUIRE_* variables are left alone: one environment often serves several
-services and tools. A unit test keeps this list equal to the names the
-services' code uses.
+services and tools. The catalog is derived from the declarations.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
+import importlib
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
-from quire_common.config import ConfigError
+from quire_common.config import ConfigError, declared_settings, load_settings, setting
 
-KNOWN_SETTINGS = frozenset(
-    {
-        "QUIRE_ADMIN_HTTP_ENABLED",
-        "QUIRE_AUDITOR_INTERVAL_SECONDS",
-        "QUIRE_AUDITOR_LEASE_SECONDS",
-        "QUIRE_AUDITOR_LOST_BOOKIE_DELAY_SECONDS",
-        "QUIRE_AUDITOR_SCRUB_BYTES_PER_SECOND",
-        "QUIRE_AUDITOR_SCRUB_ENTRIES_PER_SECOND",
-        "QUIRE_AUDITOR_SCRUB_PASS_INTERVAL_SECONDS",
-        "QUIRE_AUDITOR_SCRUB_SAMPLE_ENTRIES",
-        "QUIRE_AUTH_CLIENT_CERT_ROLES",
-        "QUIRE_AUTH_ENABLED",
-        "QUIRE_AUTH_JWT_ALGORITHM",
-        "QUIRE_AUTH_JWT_AUDIENCE",
-        "QUIRE_AUTH_JWT_KEY_FILE",
-        "QUIRE_BOOKIE_ADVERTISED_HOST",
-        "QUIRE_BOOKIE_ADVERTISED_PORT",
-        "QUIRE_BOOKIE_AUTORECOVERY",
-        "QUIRE_BOOKIE_CAPACITY_BYTES",
-        "QUIRE_BOOKIE_DATA_DIR",
-        "QUIRE_BOOKIE_DISK_CHECK_INTERVAL_MS",
-        "QUIRE_BOOKIE_FAULT_LOSE_UNSYNCED_WRITES",
-        "QUIRE_BOOKIE_FAULT_READ_EIO_FILE",
-        "QUIRE_BOOKIE_FAULT_SYNC_DELAY_MS",
-        "QUIRE_BOOKIE_FAULT_UNSAFE_WAL_POINT_IN_TIME_RECOVERY",
-        "QUIRE_BOOKIE_FAULT_WRITE_EIO_FILE",
-        "QUIRE_BOOKIE_FORCE_READ_ONLY",
-        "QUIRE_BOOKIE_GC_INTERVAL_SECONDS",
-        "QUIRE_BOOKIE_GC_RECHECK_SECONDS",
-        "QUIRE_BOOKIE_GROUP_COMMIT_MAX_BYTES",
-        "QUIRE_BOOKIE_GROUP_COMMIT_MAX_DELAY_MS",
-        "QUIRE_BOOKIE_HTTP_PORT",
-        "QUIRE_BOOKIE_ID",
-        "QUIRE_BOOKIE_LISTEN_HOST",
-        "QUIRE_BOOKIE_MAX_ENTRY_BYTES",
-        "QUIRE_BOOKIE_MAX_LONG_POLL_MS",
-        "QUIRE_BOOKIE_MAX_READ_BYTES",
-        "QUIRE_BOOKIE_MAX_READ_ENTRIES",
-        "QUIRE_BOOKIE_PORT",
-        "QUIRE_BOOKIE_RACK",
-        "QUIRE_BOOKIE_READ_ONLY_USAGE",
-        "QUIRE_BOOKIE_REGION",
-        "QUIRE_BOOKIE_STANDALONE",
-        "QUIRE_BOOKIE_TTL_SECONDS",
-        "QUIRE_BOOKIE_UNSAFE_NO_SYNC_LOSES_DATA",
-        "QUIRE_BOOKIE_VERIFY_DIGESTS",
-        "QUIRE_BOOKIE_WRITABLE_USAGE",
-        "QUIRE_CLUSTER",
-        "QUIRE_ETCD_CA",
-        "QUIRE_ETCD_CERT",
-        "QUIRE_ETCD_ENDPOINTS",
-        "QUIRE_ETCD_KEY",
-        "QUIRE_ETCD_PASSWORD_FILE",
-        "QUIRE_ETCD_SERVER_NAME",
-        "QUIRE_ETCD_TIMEOUT_SECONDS",
-        "QUIRE_ETCD_USER",
-        "QUIRE_FAULT_INJECTION_RULES",
-        "QUIRE_GATEWAY_ADDRESS",
-        "QUIRE_GATEWAY_FAULT_UNSAFE_AUTH_AFTER_READ",
-        "QUIRE_GATEWAY_MAX_CONNECTION_IDLE_SECONDS",
-        "QUIRE_GATEWAY_KEEPALIVE_SECONDS",
-        "QUIRE_GATEWAY_MAX_STREAMS_PER_CONNECTION",
-        "QUIRE_GATEWAY_MAX_CALLS_PER_CALLER",
-        "QUIRE_GATEWAY_STREAM_IDLE_SECONDS",
-        "QUIRE_GATEWAY_REQUEST_IDLE_SECONDS",
-        "QUIRE_GATEWAY_PEER_TLS_NAME",
-        "QUIRE_GATEWAY_FAULT_UNSAFE_IGNORE_OWNER_SESSION",
-        "QUIRE_GATEWAY_SESSION_SECONDS",
-        "QUIRE_GATEWAY_ADVERTISED_ADDRESS",
-        "QUIRE_GATEWAY_ADD_TIMEOUT_SECONDS",
-        "QUIRE_GATEWAY_BLOB_LEDGERS_PER_SCOPE",
-        "QUIRE_GATEWAY_BLOB_LEDGER_MAX_AGE_SECONDS",
-        "QUIRE_GATEWAY_BLOB_LEDGER_MAX_BYTES",
-        "QUIRE_GATEWAY_BOOKIE_QUARANTINE_SECONDS",
-        "QUIRE_GATEWAY_BOOKIE_RETRY_SECONDS",
-        "QUIRE_GATEWAY_DELAY_ENSEMBLE_CHANGE",
-        "QUIRE_GATEWAY_EXPLICIT_LAC_SECONDS",
-        "QUIRE_GATEWAY_DEPENDENCY_CHECK_SECONDS",
-        "QUIRE_GATEWAY_ENTRY_CACHE_BYTES",
-        "QUIRE_GATEWAY_FAULT_UNSAFE_NO_REPAIR_MARKS",
-        "QUIRE_GATEWAY_FAULT_UNSAFE_SKIP_DIGEST_CHECK",
-        "QUIRE_GATEWAY_HTTP_PORT",
-        "QUIRE_GATEWAY_MAX_CALLS_PER_BOOKIE",
-        "QUIRE_GATEWAY_MAX_ENTRY_BYTES",
-        "QUIRE_GATEWAY_MAX_INFLIGHT_BYTES",
-        "QUIRE_GATEWAY_MAX_WAITING_BYTES",
-        "QUIRE_GATEWAY_METADATA_CACHE_LEDGERS",
-        "QUIRE_GATEWAY_NAME",
-        "QUIRE_GATEWAY_RECOVERY_BOOKIE_TIMEOUT_SECONDS",
-        "QUIRE_GATEWAY_RECOVERY_TIMEOUT_SECONDS",
-        "QUIRE_GATEWAY_SPECULATIVE_READ_SECONDS",
-        "QUIRE_GATEWAY_TLS_CLIENT_AUTH",
-        "QUIRE_HEALTH_PROBE_PORT",
-        "QUIRE_INSECURE_PLAINTEXT_DEV",
-        "QUIRE_LOG_LEVEL",
-        "QUIRE_METRICS_ENABLED",
-        "QUIRE_METRICS_PROMETHEUS",
-        "QUIRE_PLACEMENT_ADDRESS",
-        "QUIRE_PLACEMENT_BOOKIE_INFO_INTERVAL_SECONDS",
-        "QUIRE_PLACEMENT_BOOKIE_INFO_RETRY_INTERVAL_SECONDS",
-        "QUIRE_PLACEMENT_BOOKIE_INFO_TIMEOUT_SECONDS",
-        "QUIRE_PLACEMENT_BOOKIE_MAX_WEIGHT_MULTIPLE",
-        "QUIRE_PLACEMENT_DISK_WEIGHT_ENABLED",
-        "QUIRE_PLACEMENT_ENFORCE_DURABILITY",
-        "QUIRE_PLACEMENT_ENFORCE_MIN_RACKS",
-        "QUIRE_PLACEMENT_HTTP_PORT",
-        "QUIRE_PLACEMENT_LOAD_FACTOR_MAX_AGE_SECONDS",
-        "QUIRE_PLACEMENT_LOCAL_REGION",
-        "QUIRE_PLACEMENT_MIN_RACKS_PER_WRITE_QUORUM",
-        "QUIRE_PLACEMENT_MIN_REGIONS_FOR_DURABILITY",
-        "QUIRE_PLACEMENT_POLICY",
-        "QUIRE_PLACEMENT_REGIONS",
-        "QUIRE_PLACEMENT_TARGET",
-        "QUIRE_REFLECTION_ENABLED",
-        "QUIRE_REGISTRY_ADDRESS",
-        "QUIRE_REGISTRY_FAULT_UNSAFE_NO_COMMIT_CHECK",
-        "QUIRE_REGISTRY_HTTP_PORT",
-        "QUIRE_REGISTRY_KEEP_LEDGER_PASSWORDS",
-        "QUIRE_REGISTRY_TARGET",
-        "QUIRE_RESOLVER_ENABLED",
-        "QUIRE_RPC_ALLOWLIST_ENABLED",
-        "QUIRE_TELEMETRY_DIR",
-        "QUIRE_TELEMETRY_FILE_MAX_BYTES",
-        "QUIRE_TELEMETRY_MAX_TOTAL_BYTES",
-        "QUIRE_TELEMETRY_METRICS_INTERVAL_SECONDS",
-        "QUIRE_TLS_CA",
-        "QUIRE_TLS_CERT",
-        "QUIRE_TLS_CLIENT_CA",
-        "QUIRE_TLS_KEY",
-        "QUIRE_TLS_SERVER_NAME",
-    }
-)
+SECURITY = "Security (docs/security.md)"
+EVERY_SERVICE = "Every service, or several"
+ALL = "all"
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+# Each service's settings object, by the name run_service is given.
+SERVICE_SETTINGS = {
+    "registry": "quire_registry.settings:RegistryEnv",
+    "bookie": "quire_bookie.settings:BookieEnv",
+    "placement": "quire_placement.settings:PlacementEnv",
+    "gateway": "quire_gateway.settings:GatewayEnv",
+}
 
 # The prefixes each service owns: an unknown name under one of them is a mistake.
 OWN_PREFIXES = {
@@ -159,12 +47,316 @@ OWN_PREFIXES = {
 }
 
 
+# Settings more than one service reads, declared here once.
+def registry_target_setting() -> Any:
+    return setting(
+        "QUIRE_REGISTRY_TARGET",
+        "127.0.0.1:7001",
+        "where the registry is",
+        services="bookie, placement, gateway",
+        section=EVERY_SERVICE,
+    )
+
+
+def resolver_enabled_setting() -> Any:
+    return setting(
+        "QUIRE_RESOLVER_ENABLED",
+        True,
+        "resolve BookieIds through their registered BookieServiceInfo; `false` parses `host:port` ids only "
+        "(legacy clusters)",
+        services="placement, gateway",
+        section=EVERY_SERVICE,
+    )
+
+
+def bookie_ttl_setting() -> Any:
+    return setting(
+        "QUIRE_BOOKIE_TTL_SECONDS",
+        10,
+        "lease TTL of a bookie registration (the bookie heartbeats every third of it)",
+        services="registry, bookie",
+        section=EVERY_SERVICE,
+        unit="seconds",
+        minimum=2,
+        maximum=300,
+    )
+
+
+@dataclass(frozen=True)
+class TlsEnv:
+    plaintext_dev: bool = setting(
+        "QUIRE_INSECURE_PLAINTEXT_DEV",
+        False,
+        "`true`: no TLS and (by default) no authentication anywhere, with a warning in the log; for development "
+        "only. `quire cluster up` / `make run` and the test suite set it unless TLS is asked for",
+        services=ALL,
+        section=SECURITY,
+    )
+    cert: str = setting(
+        "QUIRE_TLS_CERT",
+        "",
+        "PEM certificate chain of this service; its name `quire-service:<name>` (common name, and any URI SAN "
+        "must agree) is the service identity",
+        services=ALL,
+        section=SECURITY,
+        default_doc="— (required unless plaintext dev)",
+    )
+    key: str = setting(
+        "QUIRE_TLS_KEY",
+        "",
+        "PEM private key",
+        services=ALL,
+        section=SECURITY,
+        default_doc="— (required unless plaintext dev)",
+    )
+    ca: str = setting(
+        "QUIRE_TLS_CA",
+        "",
+        "PEM bundle of the service CA: verifies the servers a process dials and the peers an internal service "
+        "accepts, and is the only issuer whose certificates are service identities",
+        services=ALL,
+        section=SECURITY,
+        default_doc="— (required unless plaintext dev)",
+    )
+    client_ca: str = setting(
+        "QUIRE_TLS_CLIENT_CA",
+        "",
+        "PEM bundle of the client CA: the gateway's listener also accepts its certificates (mapped to roles), "
+        "never as a service identity; internal services ignore it",
+        services="gateway",
+        section=SECURITY,
+        default_doc="— (client certificates then come from `QUIRE_TLS_CA`)",
+    )
+    server_name: str = setting(
+        "QUIRE_TLS_SERVER_NAME",
+        "",
+        "name checked against servers' certificates (`grpc.ssl_target_name_override`), when certificates do not "
+        "name the addresses used",
+        services=ALL,
+        section=SECURITY,
+        default_doc="the target's host",
+    )
+    allowlist_enabled: bool = setting(
+        "QUIRE_RPC_ALLOWLIST_ENABLED",
+        True,
+        "`false`: any service identity may call any internal RPC, as before the per-RPC allow-list "
+        "(docs/security.md); the allow-list's positive control, not for production",
+        services="registry, placement, bookie",
+        section=SECURITY,
+    )
+
+
+@dataclass(frozen=True)
+class AuthEnv:
+    enabled: bool | None = setting(
+        "QUIRE_AUTH_ENABLED",
+        None,
+        "authenticate and authorize every LedgerService / BlobService call",
+        services="gateway",
+        section=SECURITY,
+        default_doc="on with TLS, off in plaintext dev",
+    )
+    jwt_key_file: str = setting(
+        "QUIRE_AUTH_JWT_KEY_FILE",
+        "",
+        "HS256 shared secret (≥ 32 bytes) or RS256/ES256 PEM public key for bearer tokens; read at start",
+        services="gateway, admin HTTP of all",
+        section=SECURITY,
+    )
+    jwt_algorithm: str = setting(
+        "QUIRE_AUTH_JWT_ALGORITHM",
+        "HS256",
+        "the one algorithm accepted (`none` never)",
+        services="gateway, admin HTTP of all",
+        section=SECURITY,
+        choices=("HS256", "RS256", "ES256"),
+    )
+    jwt_audience: str = setting(
+        "QUIRE_AUTH_JWT_AUDIENCE",
+        "",
+        "when set, tokens must carry this `aud`",
+        services="gateway, admin HTTP of all",
+        section=SECURITY,
+    )
+    client_cert_roles: str = setting(
+        "QUIRE_AUTH_CLIENT_CERT_ROLES",
+        "",
+        'JSON file `{"<certificate common name>": {"<scope>" or "*": ["reader" \\| "writer" \\| "admin", '
+        "...]}}`; read at start",
+        services="gateway",
+        section=SECURITY,
+    )
+
+
+@dataclass(frozen=True)
+class ServerEnv:
+    """What quire_common.server.create_server reads."""
+
+    health_probe_port: int = setting(
+        "QUIRE_HEALTH_PROBE_PORT",
+        0,
+        "a second, plaintext port that answers only `grpc.health.v1` (every other call there is refused "
+        "UNAUTHENTICATED): for Kubernetes' native gRPC probes, which cannot speak TLS; `0`: none",
+        services=ALL,
+        section=SECURITY,
+        minimum=0,
+        maximum=65535,
+    )
+    reflection_enabled: bool = setting(
+        "QUIRE_REFLECTION_ENABLED",
+        True,
+        "serve gRPC server reflection (`grpc.reflection.v1` and `v1alpha`)",
+        services=ALL,
+        section=SECURITY,
+    )
+    fault_injection_rules: str = setting(
+        "QUIRE_FAULT_INJECTION_RULES",
+        "",
+        "fault injection (tests only): JSON rules rejecting, dropping or delaying chosen RPCs (docs/faults.md); "
+        "logs a loud warning",
+        services=ALL,
+        section=EVERY_SERVICE,
+    )
+
+
+@dataclass(frozen=True)
+class AdminEnv:
+    """What quire_common.admin_http reads besides the service's port."""
+
+    enabled: bool = setting(
+        "QUIRE_ADMIN_HTTP_ENABLED",
+        True,
+        "serve the admin HTTP endpoint at all (its port variable `0` also turns it off)",
+        services=ALL,
+        section=SECURITY,
+    )
+    metrics_enabled: bool = setting(
+        "QUIRE_METRICS_ENABLED", True, "serve `/metrics` on the admin endpoint", services=ALL, section=SECURITY
+    )
+
+
+@dataclass(frozen=True)
+class TelemetryEnv:
+    directory: str = setting(
+        "QUIRE_TELEMETRY_DIR",
+        "",
+        "write spans, metric points and samples as rotated JSON lines to "
+        "`<dir>/<service>-<pid>-<kind>.<n>.jsonl` (docs/telemetry.md); unset (and no OTLP endpoint), no gRPC "
+        "tracing interceptors are installed",
+        services=ALL,
+        section=EVERY_SERVICE,
+    )
+    file_max_bytes: int = setting(
+        "QUIRE_TELEMETRY_FILE_MAX_BYTES",
+        64 << 20,
+        "a telemetry file is rotated at this size",
+        services=ALL,
+        section=EVERY_SERVICE,
+        unit="bytes",
+        minimum=4096,
+    )
+    max_total_bytes: int = setting(
+        "QUIRE_TELEMETRY_MAX_TOTAL_BYTES",
+        512 << 20,
+        "the oldest rotated telemetry files of a kind are deleted beyond this total",
+        services=ALL,
+        section=EVERY_SERVICE,
+        unit="bytes",
+        minimum=4096,
+    )
+    metrics_interval_seconds: float = setting(
+        "QUIRE_TELEMETRY_METRICS_INTERVAL_SECONDS",
+        10.0,
+        "how often metric points are exported (to files and OTLP)",
+        services=ALL,
+        section=EVERY_SERVICE,
+        unit="seconds",
+        minimum=0.1,
+    )
+    prometheus: bool = setting(
+        "QUIRE_METRICS_PROMETHEUS",
+        True,
+        "keep a Prometheus reader, for `/metrics` on the admin endpoint",
+        services=ALL,
+        section=EVERY_SERVICE,
+    )
+
+
+@dataclass(frozen=True)
+class LogEnv:
+    level: str = setting(
+        "QUIRE_LOG_LEVEL",
+        "INFO",
+        "log level (`DEBUG`, `INFO`, `WARNING`, `ERROR` or `CRITICAL`, any case); logs are JSON lines on stderr "
+        "with trace and span ids",
+        services=ALL,
+        section=EVERY_SERVICE,
+    )
+
+    def __post_init__(self) -> None:
+        if self.level.upper() not in LOG_LEVELS:
+            raise ConfigError(f"QUIRE_LOG_LEVEL={self.level!r} is not one of {', '.join(LOG_LEVELS)}")
+
+
+@dataclass(frozen=True)
+class CommonEnv:
+    """What every service reads beside its own settings."""
+
+    logs: LogEnv = dataclasses.field(default_factory=LogEnv)
+    telemetry: TelemetryEnv = dataclasses.field(default_factory=TelemetryEnv)
+    tls: TlsEnv = dataclasses.field(default_factory=TlsEnv)
+    auth: AuthEnv = dataclasses.field(default_factory=AuthEnv)
+    server: ServerEnv = dataclasses.field(default_factory=ServerEnv)
+    admin: AdminEnv = dataclasses.field(default_factory=AdminEnv)
+
+
+_process_common: CommonEnv | None = None
+
+
+def use_common_settings(common: CommonEnv) -> None:
+    """Make `common` the process's shared settings (run_service, at start)."""
+    global _process_common
+    _process_common = common
+
+
+def common_settings() -> CommonEnv:
+    """The shared settings run_service read at start; in a process that runs
+    no service (tools, in-process test servers), read from the environment
+    now (callers keep what they derive from it)."""
+    return _process_common if _process_common is not None else load_settings(CommonEnv)
+
+
+def service_settings_type(service: str) -> type:
+    """The settings dataclass of `service` (imported on demand: common code
+    does not import the services)."""
+    module, _, name = SERVICE_SETTINGS[service].partition(":")
+    return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
+
+
+def known_settings() -> frozenset[str]:
+    """Every name a Quire service reads, old names of renamed settings included."""
+    names: set[str] = set()
+    for service in SERVICE_SETTINGS:
+        for meta, _ in declared_settings(service_settings_type(service)):
+            names.add(meta.env)
+            if meta.renamed_from is not None:
+                names.add(meta.renamed_from.name)
+    return frozenset(names)
+
+
+def __getattr__(name: str) -> frozenset[str]:
+    if name == "KNOWN_SETTINGS":  # computed on first use: the services' modules import this one
+        return known_settings()
+    raise AttributeError(name)
+
+
 def check_own_settings(service: str, environ: Mapping[str, str] | None = None) -> None:
     """ConfigError naming the first variable under `service`'s prefixes that
     no Quire service reads (and the setting it most resembles)."""
     prefixes = OWN_PREFIXES.get(service, ())
+    known = known_settings()
     for name in sorted(os.environ if environ is None else environ):
-        if name.startswith(prefixes) and name not in KNOWN_SETTINGS:
-            close = difflib.get_close_matches(name, sorted(KNOWN_SETTINGS), n=1, cutoff=0.8)
+        if name.startswith(prefixes) and name not in known:
+            close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.8)
             hint = f"; did you mean {close[0]}?" if close else "; docs/configuration.md lists the settings"
             raise ConfigError(f"{name} is not a setting of the {service}{hint}")

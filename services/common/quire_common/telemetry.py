@@ -45,7 +45,8 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
-from quire_common.config import env_bool, env_float, env_int
+from quire_common.config import TRUE_WORDS
+from quire_common.settings import TelemetryEnv
 
 log = logging.getLogger(__name__)
 
@@ -213,16 +214,16 @@ def _otlp_configured(signal: str) -> bool:
     )
 
 
-def setup_telemetry(service: str) -> None:
-    """Install the tracer and meter providers for this process (idempotent)."""
+def setup_telemetry(service: str, settings: TelemetryEnv) -> None:
+    """Install the tracer and meter providers for this process (idempotent).
+    OTEL_SDK_DISABLED and OTEL_EXPORTER_OTLP_* are OpenTelemetry's own variables."""
     global _tracer_provider, _meter_provider, _samples, _service, _configured
-    if _configured or env_bool("OTEL_SDK_DISABLED", False):
+    if _configured or os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() in TRUE_WORDS:
         return
     _service = service
     resource = Resource.create({"service.name": service})
-    directory = os.environ.get("QUIRE_TELEMETRY_DIR")
-    file_bytes = env_int("QUIRE_TELEMETRY_FILE_MAX_BYTES", 64 << 20, minimum=4096)
-    total_bytes = env_int("QUIRE_TELEMETRY_MAX_TOTAL_BYTES", 512 << 20, minimum=4096)
+    directory = settings.directory
+    file_bytes, total_bytes = settings.file_max_bytes, settings.max_total_bytes
 
     def sink(kind: str) -> RotatingJsonLines:
         assert directory
@@ -233,7 +234,7 @@ def setup_telemetry(service: str) -> None:
     # tracing_enabled() keeps the gRPC tracing interceptors out.
     tracer_provider = TracerProvider(resource=resource) if export_traces else None
     readers: list[MetricReader] = []
-    interval_ms = env_float("QUIRE_TELEMETRY_METRICS_INTERVAL_SECONDS", 10.0, minimum=0.1) * 1000
+    interval_ms = settings.metrics_interval_seconds * 1000
     if directory:
         assert tracer_provider is not None
         tracer_provider.add_span_processor(
@@ -251,7 +252,7 @@ def setup_telemetry(service: str) -> None:
         from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
 
         readers.append(PeriodicExportingMetricReader(OTLPMetricExporter(), export_interval_millis=interval_ms))
-    if env_bool("QUIRE_METRICS_PROMETHEUS", True):
+    if settings.prometheus:
         from opentelemetry.exporter.prometheus import PrometheusMetricReader
 
         readers.append(PrometheusMetricReader())
