@@ -101,7 +101,7 @@ class BookieConfig:
 
 
 def _storage_faults() -> StorageFaults:
-    """Test-only storage faults (services/bookie/faults.py)."""
+    """Test-only storage faults (services/bookie/quire_bookie/faults.py)."""
     write_eio = env_str("QUIRE_BOOKIE_FAULT_WRITE_EIO_FILE", "")
     read_eio = env_str("QUIRE_BOOKIE_FAULT_READ_EIO_FILE", "")
     lose = env_bool("QUIRE_BOOKIE_FAULT_LOSE_UNSYNCED_WRITES", False)
