@@ -4,7 +4,7 @@ from itertools import combinations
 
 import pytest
 
-from quire_gateway.quorums import covered, entry_missing, write_set
+from quire_gateway.quorum_rules import covered, entry_missing, write_set
 
 
 def brute_force_covered(ensemble: int, write_quorum: int, ack_quorum: int, answered: set[int]) -> bool:

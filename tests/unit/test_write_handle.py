@@ -11,7 +11,7 @@ from quire.common.v1 import common_pb2
 from quire_api.errors import FailedPrecondition, Reason, ResourceExhausted, Unavailable
 from quire_api.ids import LedgerId
 from quire_gateway.handle import WriteHandle, WriteSettings
-from quire_gateway.quorums import replicas_of
+from quire_gateway.quorum_rules import replicas_of
 from tests.unit.fakes import FakeRemote, new_metadata
 
 LEDGER = LedgerId(1, 2)

@@ -11,7 +11,7 @@ from quire.gateway.v1 import blob_pb2, blob_pb2_grpc, ledger_pb2, ledger_pb2_grp
 from quire_api.errors import QuireError
 from quire_common.admin_http import start_admin_server
 from quire_common.auth import AuthSettings
-from quire_common.bookies import BookieDirectory
+from quire_common.bookie_resolver import BookieDirectory
 from quire_common.call_limits import CallsPerCaller, ConnectionLimits, RequestIdle
 from quire_common.config import ConfigError, env_bool, env_float, env_int, env_str
 from quire_common.security import check_client_auth_mode, tls_settings

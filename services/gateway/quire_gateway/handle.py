@@ -60,7 +60,7 @@ from quire_common.telemetry import batch_span, current_span_context, tracer, tra
 from quire_gateway import metrics
 from quire_gateway.entry_cache import EntryCache, incarnation
 from quire_gateway.quarantine import Quarantine, choose_avoiding
-from quire_gateway.quorums import write_set
+from quire_gateway.quorum_rules import write_set
 from quire_gateway.remote import Remote
 
 __all__ = ["WriteHandle", "WriteSettings", "replaceable", "write_set"]

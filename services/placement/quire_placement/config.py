@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from quire_common.config import ConfigError, env_bool, env_float, env_int, env_list, env_str
-from quire_placement.policy import POLICIES, PolicySettings
+from quire_placement.placement_policies import POLICIES, PolicySettings
 from quire_placement.tracker import WeightSettings
 
 
