@@ -1,4 +1,4 @@
-"""The coverage rule and the missing rule of recovery (DESIGN section 6)."""
+"""The coverage rule and the missing rule of recovery (docs/architecture.md, "A recovery open")."""
 
 from itertools import combinations
 

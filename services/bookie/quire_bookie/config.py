@@ -15,7 +15,7 @@ from quire_common.config import ConfigError, env_bool, env_float, env_int, env_s
 
 log = logging.getLogger(__name__)
 
-HTTP_PORT_OFFSET = 5000  # 3181 -> 8181, as DESIGN section 8 says
+HTTP_PORT_OFFSET = 5000  # 3181 -> 8181, the default docs/configuration.md gives QUIRE_BOOKIE_HTTP_PORT
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """The write handle: one open ledger being written through this gateway.
 
-Entry e goes to the ensemble members (e + i) mod E for i in 0..W-1 (DESIGN
-section 6). An entry completes when A of its write set have it durably AND
+Entry e goes to the ensemble members (e + i) mod E for i in 0..W-1 (docs/architecture.md,
+"An append, step by step"). An entry completes when A of its write set have it durably AND
 every earlier entry has completed; the LAC then moves to it. Each entry is
 packed (format V2, the ledger's digest) with the LAC as it stood when packed.
 Entries are batched per bookie: at most a couple of adds per bookie per
@@ -402,8 +402,8 @@ class WriteHandle:
         self._advance()
 
     async def _change_ensemble(self, failed: str, first_unstored: int) -> None:
-        """Replace `failed`, and every bookie left out before it (DESIGN
-        section 6): a new ensemble from LAC+1, recorded by compare-and-swap,
+        """Replace `failed`, and every bookie left out before it (docs/architecture.md,
+        "An append, step by step", step 5): a new ensemble from LAC+1, recorded by compare-and-swap,
         then the pending entries they should have stored are resent to their
         replacements. Entries from `first_unstored` (the lowest `failed` had
         not acknowledged when it failed) up to LAC were confirmed without it:

@@ -1,7 +1,7 @@
 """Finding a ledger's end: the LAC as the bookies know it, and recovery
 (fence, read forward, re-add, close) for a ledger whose writer may be gone.
 
-The procedure (DESIGN section 6, BookKeeper's recovery read):
+The procedure (docs/architecture.md, "A recovery open"; BookKeeper's recovery read):
   1. CAS the metadata OPEN -> IN_RECOVERY (a ledger already IN_RECOVERY is
      being recovered by someone else; recovery is idempotent, so go on).
   2. Fence every bookie of the last ensemble in parallel, each call bounded
