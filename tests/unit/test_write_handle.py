@@ -160,7 +160,7 @@ async def test_adds_beyond_the_waiting_cap_are_refused_at_once():
 
 def test_which_bookie_errors_call_for_a_replacement():
     from quire_api.errors import PermissionDenied, ResourceExhausted
-    from quire_gateway.handle import replaceable
+    from quire_gateway.ensemble_change import replaceable
 
     assert replaceable(Unavailable("down", Reason.BOOKIE_UNAVAILABLE))
     assert replaceable(FailedPrecondition("read-only", Reason.BOOKIE_READ_ONLY))

@@ -39,7 +39,7 @@ from quire_common.ledger_secrets import ledger_digester, ledger_master_key
 from quire_common.tasks import let_finish
 from quire_common.telemetry import tracer
 from quire_gateway import metrics
-from quire_gateway.handle import replaceable
+from quire_gateway.ensemble_change import replaceable
 from quire_gateway.quorum_rules import covered, entry_missing, replicas_of
 from quire_gateway.remote import Remote
 
