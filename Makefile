@@ -60,7 +60,7 @@ proto-baseline: setup ## freeze protos/ as a release's compatibility baseline (R
 	@echo "now set PROTO_BASELINE in the Makefile to protos/releases/v$(RELEASE).binpb and commit both"
 
 typecheck: setup ## mypy
-	$(VENV)/bin/mypy api/python/quire_api services/common/quire_common services/registry services/bookie services/placement services/gateway services/telemetry clients/python/quire_client tests/faults
+	$(VENV)/bin/mypy api/python/quire_api services/common/quire_common services/registry/quire_registry services/bookie/quire_bookie services/placement/quire_placement services/gateway/quire_gateway services/telemetry/quire_telemetry clients/python/quire_client tests/faults
 
 test: setup gen-check ## run the whole test suite (unit, integration, end-to-end)
 	$(PY) -m pytest tests

@@ -53,7 +53,7 @@ LOG_ERRORS = (
 )
 
 # Growth allowed over the last third of the run whatever the second third did:
-# one RocksDB memtable being filled before its flush (services/bookie/storage.py
+# one RocksDB memtable being filled before its flush (services/bookie/quire_bookie/storage.py
 # bounds it), allocator fragmentation and a few gRPC connections being set up
 # again after a fault. A leak at the reported rate (~7 MB a minute) exceeds it
 # within three minutes.

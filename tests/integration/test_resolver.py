@@ -12,7 +12,7 @@ from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
 from quire.common.v1 import common_pb2
 from quire_api.errors import InvalidArgument, NotFound
 from quire_client.cluster import free_port
-from quire_common.bookies import BookieChannels, BookieDirectory
+from quire_common.bookie_resolver import BookieChannels, BookieDirectory
 
 pytestmark = pytest.mark.integration
 

@@ -1,5 +1,5 @@
 """Roles, tokens and the RPC -> permission table (quire_common.auth,
-quire_gateway.policy): pure, no sockets."""
+quire_gateway.permissions): pure, no sockets."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from quire_api.errors import InvalidArgument, PermissionDenied, Unauthenticated
 from quire_api.ids import LedgerId, ledger_id_to_proto
 from quire_common.auth import ADMIN, READ, WRITE, AuthSettings, Principal, TokenVerifier, parse_roles
 from quire_gateway.blobs import BlobRef, encode_blob_id
-from quire_gateway.policy import required_permission
+from quire_gateway.permissions import required_permission
 
 SECRET = b"0123456789abcdef0123456789abcdef"
 LEDGER = ledger_id_to_proto(LedgerId(7, 42))

@@ -1,4 +1,4 @@
-"""The gateway's ledger metadata cache (services/gateway/metadata_cache.py)
+"""The gateway's ledger metadata cache (services/gateway/quire_gateway/metadata_cache.py)
 against a fake registry: what is trusted when, version order, deletes, the
 LRU bound, races between a fetch and the watch, and the watch's reconnects."""
 

@@ -8,8 +8,8 @@ from collections import Counter
 import pytest
 
 from quire_api.errors import InvalidArgument, Unavailable
-from quire_common.quorum import validate_quorum
-from quire_placement.policy import (
+from quire_common.quorum_sizes import validate_quorum
+from quire_placement.placement_policies import (
     BookieNode,
     PolicySettings,
     Request,

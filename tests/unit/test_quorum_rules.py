@@ -1,10 +1,10 @@
-"""The coverage rule and the missing rule of recovery (DESIGN section 6)."""
+"""The coverage rule and the missing rule of recovery (docs/architecture.md, "A recovery open")."""
 
 from itertools import combinations
 
 import pytest
 
-from quire_gateway.quorums import covered, entry_missing, write_set
+from quire_gateway.quorum_rules import covered, entry_missing, write_set
 
 
 def brute_force_covered(ensemble: int, write_quorum: int, ack_quorum: int, answered: set[int]) -> bool:

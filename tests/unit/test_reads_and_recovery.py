@@ -13,7 +13,7 @@ from quire_api.ids import LedgerId
 from quire_common.entry import Digester, DigestType, pack_entry
 from quire_gateway import ledgers
 from quire_gateway.ledgers import LedgerManager
-from quire_gateway.quorums import replicas_of
+from quire_gateway.quorum_rules import replicas_of
 from quire_gateway.reads import ReadSettings
 from quire_gateway.recovery import RecoverySettings
 from tests.unit.fakes import FakeRemote, new_metadata

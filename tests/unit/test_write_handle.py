@@ -11,7 +11,7 @@ from quire.common.v1 import common_pb2
 from quire_api.errors import FailedPrecondition, Reason, ResourceExhausted, Unavailable
 from quire_api.ids import LedgerId
 from quire_gateway.handle import WriteHandle, WriteSettings
-from quire_gateway.quorums import replicas_of
+from quire_gateway.quorum_rules import replicas_of
 from tests.unit.fakes import FakeRemote, new_metadata
 
 LEDGER = LedgerId(1, 2)
@@ -160,7 +160,7 @@ async def test_adds_beyond_the_waiting_cap_are_refused_at_once():
 
 def test_which_bookie_errors_call_for_a_replacement():
     from quire_api.errors import PermissionDenied, ResourceExhausted
-    from quire_gateway.handle import replaceable
+    from quire_gateway.ensemble_change import replaceable
 
     assert replaceable(Unavailable("down", Reason.BOOKIE_UNAVAILABLE))
     assert replaceable(FailedPrecondition("read-only", Reason.BOOKIE_READ_ONLY))

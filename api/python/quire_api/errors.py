@@ -139,7 +139,7 @@ class PermissionDenied(QuireError):
 
 
 class Unauthenticated(QuireError):
-    """No valid credentials (DESIGN section 7: UNAUTHENTICATED when no credentials)."""
+    """No valid credentials (docs/errors.md: UNAUTHENTICATED when no credentials)."""
 
     code = "UNAUTHENTICATED"
     default_reason = Reason.UNAUTHENTICATED

@@ -19,7 +19,7 @@ from testcontainers.core.container import DockerContainer
 from quire_client.cluster import Ports
 from quire_client.testing.health import StartupError, wait_until_serving
 
-# Inside the container when ports are published rather than shared (DESIGN §8).
+# Inside the container when ports are published rather than shared (the default ports, docs/configuration.md).
 _DEFAULT_PORTS = Ports()
 _LOG_LINES_ON_FAILURE = 60
 

@@ -13,6 +13,7 @@ queued before the next flush, and the acks of one flush leave in one message.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -112,7 +113,7 @@ class AddStreamSession:
                     # Counted once queued: an add cut off while waiting for queue space (the
                     # bookie stopping) is never answered; the writer's deadline covers it.
                     self._unanswered += 1
-                    future.add_done_callback(lambda done, add_id=add.add_id: self._settle(add_id, done))
+                    future.add_done_callback(functools.partial(self._settle, add.add_id))
                     if self._traced:
                         self._trace(add, future)
         except BaseException as exc:  # the stream broke or a message was malformed: end it

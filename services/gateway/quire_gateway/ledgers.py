@@ -27,7 +27,7 @@ from quire_api.errors import (
 from quire_api.ids import LedgerId, ledger_id_to_proto, validate_request_id
 from quire_common.entry import DigestType
 from quire_common.ledger_secrets import password_matches, without_secrets
-from quire_common.quorum import validate_quorum
+from quire_common.quorum_sizes import validate_quorum
 from quire_common.telemetry import tracer, tracing_enabled
 from quire_gateway import metrics
 from quire_gateway.entry_cache import EntryCache, incarnation

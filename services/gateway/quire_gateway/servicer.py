@@ -3,25 +3,23 @@ shape responses."""
 
 from __future__ import annotations
 
-import asyncio
-from collections import deque
 from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import contextmanager
 
 import grpc
 
 from quire.gateway.v1 import blob_pb2, blob_pb2_grpc, ledger_pb2, ledger_pb2_grpc
-from quire_api.errors import InvalidArgument, QuireError
-from quire_api.ids import LedgerId, ledger_id_from_proto
+from quire_api.errors import InvalidArgument
+from quire_api.ids import ledger_id_from_proto
 from quire_api.limits import MAX_REPLY_BYTES
-from quire_common.telemetry import tracer, tracing_enabled
+from quire_common.telemetry import tracing_enabled
 from quire_gateway.blobs import BlobStore
+from quire_gateway.client_streams import chained, first_and_rest
 from quire_gateway.forwarding import Forwarder
 from quire_gateway.ledgers import CreateSpec, LedgerManager, public_metadata
 from quire_gateway.peers import FORWARDED_BY
 from quire_gateway.reads import ReadEntry
-
-_tracer = tracer(__name__)
+from quire_gateway.write_session import WriteSession
 
 # Bytes of a repeated-field element's tag and length prefix, at most.
 _ELEMENT_OVERHEAD_BYTES = 6
@@ -120,85 +118,23 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
         context: grpc.aio.ServicerContext,
     ) -> AsyncIterator[ledger_pb2.AppendEntriesResponse]:
         with self.streams.track("AppendEntries"):
-            stream = aiter(request_iterator)
-            first = await anext(stream, None)
+            first, rest = await first_and_rest(request_iterator)
             if first is None:
                 return
             ledger = ledger_id_from_proto(first.ledger_id)
             owner = await self.manager.route_write(ledger, forwarded=forwarded(context))
             if owner is not None and self.forwarder is not None:
-                async for response in self.forwarder.append_entries(owner, first, stream):
+                async for response in self.forwarder.append_entries(owner, first, rest):
                     yield response
                 return
-
-            async def requests() -> AsyncIterator[ledger_pb2.AppendEntriesRequest]:
-                yield first
-                async for request in stream:
-                    yield request
-
-            async for response in self._append_entries(ledger, requests()):
-                yield response
-
-    async def _append_entries(
-        self, ledger: LedgerId, request_iterator: AsyncIterator[ledger_pb2.AppendEntriesRequest]
-    ) -> AsyncIterator[ledger_pb2.AppendEntriesResponse]:
-        pending: deque[asyncio.Future[int]] = deque()
-        wake = asyncio.Event()
-        session: dict[str, object] = {"ledger": ledger, "finished": False, "error": None}
-
-        async def take_requests() -> None:
-            expected: int | None = None  # a conditional append applies to the session's first entries
-            submitted = False
-            try:
-                async for request in request_iterator:
-                    if request.HasField("ledger_id") and ledger_id_from_proto(request.ledger_id) != ledger:
-                        raise InvalidArgument("a write session writes one ledger; ledger_id changed mid-stream")
-                    if request.HasField("expected_entry_id") and not submitted:
-                        expected = request.expected_entry_id
-                    if request.payloads:
-                        pending.extend(await self.manager.append(ledger, list(request.payloads), expected))
-                        submitted, expected = True, None
-                        wake.set()
-            except QuireError as exc:
-                session["error"] = exc
-            finally:
-                session["finished"] = True
-                wake.set()
-
-        reader = asyncio.create_task(take_requests())
-        owner = self.manager.owner_here(ledger)  # named in the session's first answer
-        try:
-            while True:
-                if not pending:
-                    if session["finished"]:
-                        if session["error"] is not None:
-                            raise session["error"]  # type: ignore[misc]
-                        return
-                    wake.clear()
-                    await wake.wait()
-                    continue
-                if self._traced:
-                    with _tracer.start_as_current_span(
-                        "quire.gateway.quorum_wait", attributes={"quire.ledger": str(session["ledger"])}
-                    ):
-                        first = last = await pending.popleft()
-                else:
-                    first = last = await pending.popleft()
-                # Coalesce entries that are already confirmed into one ack.
-                while pending and pending[0].done() and not pending[0].cancelled():
-                    if pending[0].exception() is not None or pending[0].result() != last + 1:
-                        break
-                    last = pending.popleft().result()
-                handle = self.manager.handles.get(ledger)
+            session = WriteSession(self.manager, ledger, chained(first, rest), self._traced)
+            async for ack in session.acknowledgements():
                 yield ledger_pb2.AppendEntriesResponse(
-                    first_entry_id=first,
-                    last_entry_id=last,
-                    last_add_confirmed=handle.last_add_confirmed if handle else last,
-                    owner=owner,
+                    first_entry_id=ack.first_entry_id,
+                    last_entry_id=ack.last_entry_id,
+                    last_add_confirmed=ack.last_add_confirmed,
+                    owner=ack.owner,
                 )
-                owner = None
-        finally:
-            reader.cancel()
 
     async def AddEntry(
         self, request: ledger_pb2.AddEntryRequest, context: grpc.aio.ServicerContext
@@ -295,21 +231,12 @@ class BlobServicer(blob_pb2_grpc.BlobServiceServicer):
         self, request_iterator: AsyncIterator[blob_pb2.PutBlobRequest], context: grpc.aio.ServicerContext
     ) -> blob_pb2.PutBlobResponse:
         with self.streams.track("PutBlob"):
-            return await self._put_blob(request_iterator)
-
-    async def _put_blob(self, request_iterator: AsyncIterator[blob_pb2.PutBlobRequest]) -> blob_pb2.PutBlobResponse:
-        stream = aiter(request_iterator)
-        first = await anext(stream, None)
-        if first is None:
-            raise InvalidArgument("PutBlob received no message")
-
-        async def parts() -> AsyncIterator[bytes]:
-            yield first.data
-            async for request in stream:
-                yield request.data
-
-        blob_id, size = await self.store.put(first.scope_id, parts())
-        return blob_pb2.PutBlobResponse(blob_id=blob_id, size_bytes=size)
+            first, rest = await first_and_rest(request_iterator)
+            if first is None:
+                raise InvalidArgument("PutBlob received no message")
+            parts = (request.data async for request in chained(first, rest))
+            blob_id, size = await self.store.put(first.scope_id, parts)
+            return blob_pb2.PutBlobResponse(blob_id=blob_id, size_bytes=size)
 
     async def GetBlob(
         self, request: blob_pb2.GetBlobRequest, context: grpc.aio.ServicerContext

@@ -12,9 +12,9 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from opentelemetry import metrics
 
 from quire_api.ids import validate_bookie_id
-from quire_common.quorum import validate_quorum
-from quire_placement import policy
-from quire_placement.policy import BookieNode, Placement, PolicySettings
+from quire_common.quorum_sizes import validate_quorum
+from quire_placement import placement_policies
+from quire_placement.placement_policies import BookieNode, Placement, PolicySettings
 from quire_placement.tracker import WeightTracker
 
 log = logging.getLogger(__name__)
@@ -66,10 +66,10 @@ class Placer:
     ) -> list[str]:
         validate_quorum(ensemble_size, write_quorum, ack_quorum)
         excluded = [validate_bookie_id(b) for b in exclude]
-        name = policy.choose_policy(self.settings, custom_metadata)
-        placement = policy.new_ensemble(
+        name = placement_policies.choose_policy(self.settings, custom_metadata)
+        placement = placement_policies.new_ensemble(
             await self._nodes(),
-            policy.request_of(ensemble_size, write_quorum, ack_quorum, excluded),
+            placement_policies.request_of(ensemble_size, write_quorum, ack_quorum, excluded),
             self.tracker.draw_weights(),
             self.settings,
             self.rng,
@@ -90,12 +90,12 @@ class Placer:
         validate_quorum(ensemble_size, write_quorum, ack_quorum)
         for bookie_id in [*ensemble, failed, *exclude]:
             validate_bookie_id(bookie_id)
-        name = policy.choose_policy(self.settings, custom_metadata)
-        placement = policy.replace_bookie(
+        name = placement_policies.choose_policy(self.settings, custom_metadata)
+        placement = placement_policies.replace_bookie(
             await self._nodes(),
             ensemble,
             failed,
-            policy.request_of(ensemble_size, write_quorum, ack_quorum, exclude),
+            placement_policies.request_of(ensemble_size, write_quorum, ack_quorum, exclude),
             self.tracker.draw_weights(),
             self.settings,
             self.rng,

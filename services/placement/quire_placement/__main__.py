@@ -11,7 +11,7 @@ from opentelemetry import metrics
 from quire.placement.v1 import placement_pb2, placement_pb2_grpc
 from quire.registry.v1 import registry_pb2
 from quire_common.admin_http import start_admin_server
-from quire_common.bookies import BookieDirectory
+from quire_common.bookie_resolver import BookieDirectory
 from quire_common.server import create_server, mark_not_serving, mark_serving, serve_until_signalled
 from quire_common.service import run_service
 from quire_common.tasks import cancel_and_wait

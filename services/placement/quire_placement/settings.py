@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from quire_common.config import setting
 from quire_common.settings import CommonEnv, registry_target_setting, resolver_enabled_setting
-from quire_placement.policy import POLICIES
+from quire_placement.placement_policies import POLICIES
 
 PLACEMENT = "placement"
 SECTION = "Placement"

@@ -38,7 +38,7 @@ from quire_api.ids import (
     validate_request_id,
 )
 from quire_common.ledger_secrets import needs_sealing, seal
-from quire_common.quorum import validate_quorum
+from quire_common.quorum_sizes import validate_quorum
 from quire_registry.keys import Keys
 from quire_registry.store import Delete, MetadataStore, Put, WatchBatch, WatchCompacted, WatchEvent
 

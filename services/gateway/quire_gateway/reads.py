@@ -29,7 +29,7 @@ from quire_common.ledger_secrets import ledger_digester
 from quire_common.tasks import let_finish
 from quire_common.telemetry import tracer
 from quire_gateway import metrics
-from quire_gateway.quorums import replicas_of
+from quire_gateway.quorum_rules import replicas_of
 from quire_gateway.remote import Remote
 
 log = logging.getLogger(__name__)

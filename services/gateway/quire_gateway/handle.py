@@ -1,7 +1,7 @@
 """The write handle: one open ledger being written through this gateway.
 
-Entry e goes to the ensemble members (e + i) mod E for i in 0..W-1 (DESIGN
-section 6). An entry completes when A of its write set have it durably AND
+Entry e goes to the ensemble members (e + i) mod E for i in 0..W-1 (docs/architecture.md,
+"An append, step by step"). An entry completes when A of its write set have it durably AND
 every earlier entry has completed; the LAC then moves to it. Each entry is
 packed (format V2, the ledger's digest) with the LAC as it stood when packed.
 Entries are batched per bookie: at most a couple of adds per bookie per
@@ -13,8 +13,8 @@ adds of every ledger waiting for a bookie into one message.
 In-flight bytes are bounded: `submit` waits for room, so a slow bookie slows
 its writers instead of growing memory without bound.
 
-Ensemble change: a bookie that stays unreachable (or times out, or turns
-read-only) is replaced. Placement picks a bookie outside the ensemble, a new
+Ensemble change (its rules in ensemble_change.py): a bookie that stays
+unreachable (or times out, or turns read-only) is replaced. Placement picks a bookie outside the ensemble, a new
 ensemble starting at LAC+1 is recorded in the metadata by compare-and-swap,
 and the pending entries the failed bookie should have stored are resent to
 its replacement; the writer carries on. With `delay_ensemble_change` (off by
@@ -58,13 +58,20 @@ from quire_common.entry import V2_HEADER_SIZE, pack_entry
 from quire_common.ledger_secrets import ledger_digester, ledger_master_key
 from quire_common.telemetry import batch_span, current_span_context, tracer, tracing_enabled
 from quire_gateway import metrics
+from quire_gateway.ensemble_change import (
+    can_leave_out,
+    reassign,
+    record_new_ensemble,
+    replaceable,
+    with_replacements,
+)
 from quire_gateway.entry_cache import EntryCache, incarnation
 from quire_gateway.metadata_updates import update_metadata
 from quire_gateway.quarantine import Quarantine, choose_avoiding
-from quire_gateway.quorums import write_set
+from quire_gateway.quorum_rules import write_set
 from quire_gateway.remote import Remote
 
-__all__ = ["WriteHandle", "WriteSettings", "replaceable", "write_set"]
+__all__ = ["WriteHandle", "WriteSettings", "write_set"]
 
 log = logging.getLogger(__name__)
 _tracer = tracer(__name__)
@@ -111,21 +118,6 @@ class WriteSettings:
     # yet is written to the ensemble's bookies, so that readers and tails on
     # other gateways see the last entries of a burst (0: never).
     explicit_lac_seconds: float = 0.1
-
-
-def replaceable(error: QuireError) -> bool:
-    """Whether a bookie's failure to store entries calls for an ensemble
-    change: it is unreachable or timed out, or it refuses adds because it is
-    read-only or its disk is full. A fence or a wrong master key is an answer
-    about the ledger, not a broken bookie: replacing the bookie would not help
-    and must not happen."""
-    if isinstance(error, Unavailable):
-        return True  # unreachable, timed out, or its storage failed
-    if isinstance(error, FailedPrecondition):
-        return error.reason == Reason.BOOKIE_READ_ONLY
-    if isinstance(error, ResourceExhausted):
-        return error.reason == Reason.DISK_FULL
-    return False
 
 
 class WriteHandle:
@@ -368,8 +360,7 @@ class WriteHandle:
     def _can_leave_out(self, bookie_id: str) -> bool:
         """Whether every write set keeps A members without `bookie_id` and
         the bookies already left out."""
-        out = {*self._delayed, bookie_id}
-        return all(sum(b not in out for b in stripe) >= self.ack_quorum for stripe in self._stripes)
+        return can_leave_out(self._stripes, {*self._delayed, bookie_id}, self.ack_quorum)
 
     def _lowest_unstored(self, bookie_id: str) -> int:
         """The lowest entry sent or queued to `bookie_id` without its ack:
@@ -404,8 +395,8 @@ class WriteHandle:
         self._advance()
 
     async def _change_ensemble(self, failed: str, first_unstored: int) -> None:
-        """Replace `failed`, and every bookie left out before it (DESIGN
-        section 6): a new ensemble from LAC+1, recorded by compare-and-swap,
+        """Replace `failed`, and every bookie left out before it (docs/architecture.md,
+        "An append, step by step", step 5): a new ensemble from LAC+1, recorded by compare-and-swap,
         then the pending entries they should have stored are resent to their
         replacements. Entries from `first_unstored` (the lowest `failed` had
         not acknowledged when it failed) up to LAC were confirmed without it:
@@ -426,7 +417,7 @@ class WriteHandle:
                     ensemble = list(self.ensemble)
                     for bookie in gone:
                         replacements[bookie] = await self._replacement(ensemble, bookie, set(gone))
-                        ensemble = [replacements[bookie] if b == bookie else b for b in ensemble]
+                        ensemble = with_replacements(ensemble, {bookie: replacements[bookie]})
                     self._replaced.update(gone)
                     for bookie in gone:
                         self.quarantine.add(bookie)
@@ -437,15 +428,7 @@ class WriteHandle:
                 self._delayed.clear()
                 self.ensemble_changes += len(gone)
                 metrics.ensemble_changes.add(len(gone))
-                resend: dict[str, list[tuple[int, bytes]]] = {}
-                for entry_id in sorted(self._pending):
-                    pending = self._pending[entry_id]
-                    if any(bookie in pending.write_set for bookie in gone):
-                        pending.write_set = self._stripes[entry_id % len(self._stripes)]
-                        for bookie in gone:
-                            pending.acks.discard(bookie)
-                            if replacements[bookie] in pending.write_set:
-                                resend.setdefault(replacements[bookie], []).append((entry_id, pending.packed))
+                resend = reassign(self._pending, replacements, self._stripes)
                 for bookie in gone:
                     log.info(
                         "ledger %s: bookie %s replaced by %s from entry %d; resending %d entries",
@@ -482,17 +465,8 @@ class WriteHandle:
         """Append the ensemble that writes from `first_entry_id` on, and mark
         `unacked` (bookie, first, last) for repair when that range holds entries."""
 
-        def change(updated: common_pb2.LedgerMetadata) -> None:
-            if unacked is not None and self.settings.mark_replaced_copies and unacked[1] <= unacked[2]:
-                add_marker(updated, *unacked)
-            if updated.ensembles[-1].first_entry_id == first_entry_id:
-                # No entry was confirmed in the last ensemble: replace it rather than stack an empty one.
-                del updated.ensembles[-1].bookie_ids[:]
-                updated.ensembles[-1].bookie_ids.extend(ensemble)
-            else:
-                updated.ensembles.append(common_pb2.Ensemble(first_entry_id=first_entry_id, bookie_ids=ensemble))
-
-        await self._update_metadata(change)
+        marked = unacked if self.settings.mark_replaced_copies else None
+        await self._update_metadata(lambda updated: record_new_ensemble(updated, first_entry_id, ensemble, marked))
 
     async def _update_metadata(self, change: Callable[[common_pb2.LedgerMetadata], object]) -> None:
         """Apply `change` to the ledger's metadata by compare-and-swap

@@ -1,7 +1,7 @@
 """Finding a ledger's end: the LAC as the bookies know it, and recovery
 (fence, read forward, re-add, close) for a ledger whose writer may be gone.
 
-The procedure (DESIGN section 6, BookKeeper's recovery read):
+The procedure (docs/architecture.md, "A recovery open"; BookKeeper's recovery read):
   1. CAS the metadata OPEN -> IN_RECOVERY (a ledger already IN_RECOVERY is
      being recovered by someone else; recovery is idempotent, so go on).
   2. Fence every bookie of the last ensemble in parallel, each call bounded
@@ -40,9 +40,9 @@ from quire_common.fanout import ask_all
 from quire_common.ledger_secrets import ledger_digester, ledger_master_key
 from quire_common.telemetry import tracer
 from quire_gateway import metrics
-from quire_gateway.handle import replaceable
+from quire_gateway.ensemble_change import replaceable
 from quire_gateway.metadata_updates import Update, update_metadata
-from quire_gateway.quorums import covered, entry_missing, replicas_of
+from quire_gateway.quorum_rules import covered, entry_missing, replicas_of
 from quire_gateway.remote import Remote
 
 log = logging.getLogger(__name__)

@@ -1,4 +1,5 @@
-"""The quorum rules of the client protocol (DESIGN section 6), as pure
+"""The quorum rules of the client protocol (docs/architecture.md,
+"An append, step by step" and "A recovery open"), as pure
 functions: striping, which ensemble covers an entry, the coverage rule and
 the "missing" rule of recovery. Everything else in the gateway asks these."""
 

@@ -1,6 +1,6 @@
 """The gateway's authentication and authorization interceptor: who is
 calling (bearer token or client certificate, quire_common.auth) and whether
-its roles allow this RPC on this scope (quire_gateway.policy).
+its roles allow this RPC on this scope (quire_gateway.permissions).
 
 A write relayed by another gateway (it carries peers.FORWARDED_BY) is
 accepted only from the gateway service identity: the relaying gateway
@@ -25,7 +25,7 @@ from quire_common.auth import AuthSettings, Principal
 from quire_common.call_limits import NO_IDLE_LIMIT, CallsPerCaller, RequestIdle
 from quire_common.security import SERVICE_IDENTITY_PREFIX, guard_handler, peer_common_name, peer_identity
 from quire_gateway.peers import FORWARDED_BY
-from quire_gateway.policy import required_permission
+from quire_gateway.permissions import required_permission
 
 _PUBLIC_PREFIXES = ("/quire.gateway.",)
 GATEWAY_IDENTITY = SERVICE_IDENTITY_PREFIX + GATEWAY

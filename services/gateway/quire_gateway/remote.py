@@ -25,7 +25,7 @@ from quire.placement.v1 import placement_pb2, placement_pb2_grpc
 from quire.registry.v1 import registry_pb2, registry_pb2_grpc
 from quire_api.errors import Aborted, NotFound, Reason, Unavailable
 from quire_api.ids import LedgerId, ledger_id_to_proto
-from quire_common.bookies import BookieChannels, BookieDirectory
+from quire_common.bookie_resolver import BookieChannels, BookieDirectory
 from quire_common.channels import call, error_from_rpc, open_channel
 from quire_common.tasks import cancel_and_wait
 from quire_gateway.bookie_streams import BookieAddStreams

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from quire_placement.policy import PolicySettings
+from quire_placement.placement_policies import PolicySettings
 from quire_placement.settings import PlacementEnv
 from quire_placement.tracker import WeightSettings
 

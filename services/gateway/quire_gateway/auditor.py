@@ -48,7 +48,7 @@ from quire_api.replication import (
     repairable_replicas,
     set_marker,
 )
-from quire_common.bookies import BookieDirectory
+from quire_common.bookie_resolver import BookieDirectory
 from quire_common.entry import Digester, unpack_entry
 from quire_common.ledger_secrets import ledger_digester, ledger_master_key
 from quire_gateway.leadership import RoleHolder

@@ -30,7 +30,7 @@ from quire_api.replication import entries_held, segment_end
 from quire_common.entry import unpack_entry
 from quire_common.ledger_secrets import ledger_digester
 from quire_gateway import metrics
-from quire_gateway.quorums import replicas_of
+from quire_gateway.quorum_rules import replicas_of
 from quire_gateway.remote import Remote
 from quire_gateway.repairs import mark_for_repair
 

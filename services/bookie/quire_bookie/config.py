@@ -14,7 +14,7 @@ from quire_bookie.faults import StorageFaults
 from quire_bookie.settings import BookieEnv
 from quire_common.config import ConfigError, load_settings
 
-HTTP_PORT_OFFSET = 5000  # 3181 -> 8181, as DESIGN section 8 says
+HTTP_PORT_OFFSET = 5000  # 3181 -> 8181, the default docs/configuration.md gives QUIRE_BOOKIE_HTTP_PORT
 
 
 @dataclass(frozen=True)

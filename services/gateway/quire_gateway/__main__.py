@@ -10,7 +10,7 @@ from quire.gateway.v1 import blob_pb2, blob_pb2_grpc, ledger_pb2, ledger_pb2_grp
 from quire_api.errors import QuireError
 from quire_common.admin_http import start_admin_server
 from quire_common.auth import AuthSettings
-from quire_common.bookies import BookieDirectory
+from quire_common.bookie_resolver import BookieDirectory
 from quire_common.call_limits import CallsPerCaller
 from quire_common.config import ConfigError
 from quire_common.security import tls_settings

@@ -1,0 +1,104 @@
+"""One AppendEntries write session, without gRPC: payloads in, acknowledgements out.
+
+The session reads the client's requests in a task of its own and submits each
+message's payloads to the ledger's write handle as it arrives, so a client can
+keep sending while earlier entries wait for their quorum. Acknowledgements come
+out in entry order; entries already confirmed when one is answered are folded
+into that answer. A refused request ends the session with its error once every
+entry submitted before it has been answered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from quire.gateway.v1 import ledger_pb2
+from quire_api.errors import InvalidArgument, QuireError
+from quire_api.ids import LedgerId, ledger_id_from_proto
+from quire_common.telemetry import tracer
+from quire_gateway.ledgers import LedgerManager
+
+_tracer = tracer(__name__)
+
+
+@dataclass(frozen=True)
+class Acknowledgement:
+    """Entries first..last are confirmed; `owner` is named in a session's first answer only."""
+
+    first_entry_id: int
+    last_entry_id: int
+    last_add_confirmed: int
+    owner: str | None
+
+
+class WriteSession:
+    def __init__(
+        self,
+        manager: LedgerManager,
+        ledger: LedgerId,
+        requests: AsyncIterator[ledger_pb2.AppendEntriesRequest],
+        traced: bool,
+    ) -> None:
+        self.manager = manager
+        self.ledger = ledger
+        self._requests = requests
+        self._traced = traced
+        self._pending: deque[asyncio.Future[int]] = deque()
+        self._wake = asyncio.Event()
+        self._finished = False  # the client's side of the stream has ended, or was refused
+        self._error: QuireError | None = None
+
+    async def _take_requests(self) -> None:
+        expected: int | None = None  # a conditional append applies to the session's first entries
+        submitted = False
+        try:
+            async for request in self._requests:
+                if request.HasField("ledger_id") and ledger_id_from_proto(request.ledger_id) != self.ledger:
+                    raise InvalidArgument("a write session writes one ledger; ledger_id changed mid-stream")
+                if request.HasField("expected_entry_id") and not submitted:
+                    expected = request.expected_entry_id
+                if request.payloads:
+                    self._pending.extend(await self.manager.append(self.ledger, list(request.payloads), expected))
+                    submitted, expected = True, None
+                    self._wake.set()
+        except QuireError as exc:
+            self._error = exc
+        finally:
+            self._finished = True
+            self._wake.set()
+
+    async def _next_confirmed(self) -> int:
+        if not self._traced:
+            return await self._pending.popleft()
+        with _tracer.start_as_current_span("quire.gateway.quorum_wait", attributes={"quire.ledger": str(self.ledger)}):
+            return await self._pending.popleft()
+
+    async def acknowledgements(self) -> AsyncIterator[Acknowledgement]:
+        reader = asyncio.create_task(self._take_requests())
+        owner = self.manager.owner_here(self.ledger)  # named in the session's first answer
+        try:
+            while True:
+                if not self._pending:
+                    if self._finished:
+                        if self._error is not None:
+                            raise self._error
+                        return
+                    self._wake.clear()
+                    await self._wake.wait()
+                    continue
+                first = last = await self._next_confirmed()
+                # Coalesce entries that are already confirmed into one ack.
+                pending = self._pending
+                while pending and pending[0].done() and not pending[0].cancelled():
+                    if pending[0].exception() is not None or pending[0].result() != last + 1:
+                        break
+                    last = pending.popleft().result()
+                handle = self.manager.handles.get(self.ledger)
+                lac = handle.last_add_confirmed if handle else last
+                yield Acknowledgement(first, last, lac, owner)
+                owner = None
+        finally:
+            reader.cancel()
