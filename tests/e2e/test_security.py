@@ -28,10 +28,12 @@ from quire_client import (
     ClientTls,
     PermissionDeniedError,
     QuireClient,
+    QuireClientError,
     UnauthenticatedError,
 )
 from quire_client.cluster import LocalCluster, Ports, free_port
 from quire_client.devcerts import Authority, CertBundle, load_authority, write_dev_certs
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 PROBE_PORT = free_port()
@@ -271,6 +273,17 @@ def list_bookies(stub: Any) -> Any:
     return stub.ListBookies(registry_pb2.ListBookiesRequest(), timeout=10)
 
 
+def creates_work(cluster: LocalCluster, bundle: CertBundle) -> bool:
+    with client_for(cluster, bundle, "client-admin") as admin:
+        try:
+            admin.create_ledger(scope_id=7, password=b"secret")
+        except QuireClientError as exc:
+            if exc.code != grpc.StatusCode.UNAVAILABLE:
+                raise
+            return False
+    return True
+
+
 @pytest.fixture(scope="module")
 def ledger_in_scope_7(tls_cluster: LocalCluster, bundle: CertBundle) -> Any:
     with client_for(tls_cluster, bundle, "client-admin") as admin:
@@ -409,7 +422,10 @@ def test_with_the_allow_list_off_any_service_identity_reads_ledger_metadata(
     finally:
         del registry.env["QUIRE_RPC_ALLOWLIST_ENABLED"]
         tls_cluster.restart("registry")
-        tls_cluster.wait_bookies_registered(len(tls_cluster.bookie_names))  # later tests place ledgers
+        # Later tests create ledgers: wait until placement's view of the bookies, which follows
+        # the registry's watch a moment behind their registrations, can place one again.
+        tls_cluster.wait_bookies_registered(len(tls_cluster.bookie_names))
+        wait_until("ledger creates after the registry restarted", lambda: creates_work(tls_cluster, bundle))
     refused = refusal(lambda: registry_call(tls_cluster, bundle, forged, read_metadata))
     assert refused.code() == grpc.StatusCode.PERMISSION_DENIED
 
