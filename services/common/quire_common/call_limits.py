@@ -44,8 +44,11 @@ class RequestIdle:
         timeout, which = self.first_message_seconds, "its first request message"
         setting = "QUIRE_GATEWAY_REQUEST_IDLE_SECONDS"
         while True:
+            # asyncio.timeout arms a timer on this task; wait_for would start a new task for
+            # every message, a cost every read and every entry of a stream paid.
             try:
-                request = await asyncio.wait_for(anext(iterator), timeout or None)
+                async with asyncio.timeout(timeout or None):
+                    request = await anext(iterator)
             except StopAsyncIteration:
                 return
             except TimeoutError:
