@@ -16,6 +16,8 @@ as_root() {
 
 apt_packages=()
 command -v etcd >/dev/null 2>&1 || [ -x /usr/bin/etcd ] || apt_packages+=(etcd-server)
+# `quire cluster up --tls` locks etcd down with etcdctl (users, roles, auth enable).
+command -v etcdctl >/dev/null 2>&1 || [ -x /usr/bin/etcdctl ] || apt_packages+=(etcd-client)
 "$PYTHON" -c 'import ensurepip, venv' >/dev/null 2>&1 || apt_packages+=(python3-venv)
 # The telemetry stage runs PySpark, which needs a Java runtime (17 or newer).
 command -v java >/dev/null 2>&1 || apt_packages+=(openjdk-17-jre-headless)
