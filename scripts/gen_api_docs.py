@@ -33,6 +33,7 @@ from quire_api.errors import RETRY_DELAYS  # noqa: E402
 # What any gateway call can return, whatever it does.
 EVERY_CALL = [
     ("UNAUTHENTICATED", "UNAUTHENTICATED"),
+    ("UNAUTHENTICATED", "CLIENT_IDENTITY_REQUIRED"),
     ("PERMISSION_DENIED", "PERMISSION_DENIED_ROLE"),
     ("INVALID_ARGUMENT", "INVALID_ARGUMENT"),
     ("UNAVAILABLE", "SERVICE_UNAVAILABLE"),

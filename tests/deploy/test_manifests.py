@@ -558,7 +558,15 @@ def test_production_credentials_tls_secrets_and_etcd_tls_are_all_provided() -> N
             assert client_ca not in spec.get("volumes", []), workload["metadata"]["name"]
     operator = issued["quire-operator-tls"]
     assert operator["spec"]["commonName"].startswith("quire-service:")
-    assert roles[operator["spec"]["commonName"]] == {"*": ["reader"]}  # the init Job lists ledgers
+    # No service identity holds roles at the gateway; the init Job lists ledgers as the operator's client.
+    assert not [name for name in roles if name.startswith("quire-service:")]
+    client_operator = issued["quire-client-operator-tls"]
+    assert client_operator["spec"]["issuerRef"]["name"] == "quire-client-ca"
+    assert roles[client_operator["spec"]["commonName"]] == {"*": ["reader"]}
+    init = named(manifests, "Job", "quire-init")["spec"]["template"]["spec"]
+    (client_tls,) = [v for v in init["volumes"] if v["secret"]["secretName"] == "quire-client-operator-tls"]
+    (mount,) = [m for m in init["containers"][0]["volumeMounts"] if m["name"] == client_tls["name"]]
+    assert f"QUIRE_CLIENT_TLS_CERT={mount['mountPath']}/tls.crt" in init["containers"][0]["args"][0]
     # etcd: TLS for clients and peers, client certificates required; the registry uses them.
     etcd = named(manifests, "StatefulSet", "quire-etcd")["spec"]["template"]["spec"]["containers"][0]
     args = etcd["args"]

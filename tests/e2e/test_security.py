@@ -223,10 +223,11 @@ def test_roles_are_refused_exactly_what_they_lack(tls_cluster: LocalCluster, bun
         with pytest.raises(UnauthenticatedError):
             forger.create_ledger()
 
-    # A certificate from the cluster's CAs with no role mapping is not a credential.
-    with client_for(tls_cluster, bundle, "placement") as unmapped:
-        with pytest.raises(UnauthenticatedError):
-            unmapped.create_ledger()
+    # A service's own certificate is no client credential at the gateway.
+    with client_for(tls_cluster, bundle, "placement") as service:
+        with pytest.raises(UnauthenticatedError) as unauthenticated:
+            service.create_ledger()
+        assert unauthenticated.value.reason == "ERROR_REASON_CLIENT_IDENTITY_REQUIRED"
 
     with client_for(tls_cluster, bundle, "client-admin") as admin:
         admin.delete_ledger(ledger_id)
@@ -484,6 +485,209 @@ def test_the_command_line_speaks_tls_with_certificates_and_tokens(
     plaintext = quire("ledger", "read", ledger)
     # A plaintext client cannot even connect to a TLS gateway: unavailable, exit status 3.
     assert plaintext.returncode == 3 and "UNAVAILABLE" in plaintext.stderr and "Traceback" not in plaintext.stderr
+
+
+def identity_files(cluster: LocalCluster, label: str, identity: tuple[bytes, bytes]) -> ClientTls:
+    """A certificate and key written where a QuireClient can read them."""
+    directory = cluster.data_dir / "identities" / label.replace(":", "_").replace("/", "_")
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "cert.pem").write_bytes(identity[0])
+    (directory / "key.pem").write_bytes(identity[1])
+    return ClientTls(bundle_ca(cluster), directory / "cert.pem", directory / "key.pem")
+
+
+def bundle_ca(cluster: LocalCluster) -> Path:
+    assert cluster.tls is not None
+    return cluster.tls.ca
+
+
+def public_methods() -> list[tuple[str, bool, bool]]:
+    """(path, request streamed, response streamed) of every LedgerService and BlobService RPC."""
+    from quire.gateway.v1 import blob_pb2, ledger_pb2
+
+    methods = []
+    for module in (ledger_pb2, blob_pb2):
+        for service in module.DESCRIPTOR.services_by_name.values():
+            for method in service.methods:
+                path = f"/{service.full_name}/{method.name}"
+                methods.append((path, method.client_streaming, method.server_streaming))
+    return methods
+
+
+def call_raw(channel: grpc.Channel, path: str, request_streamed: bool, response_streamed: bool) -> None:
+    """Call `path` with an empty message: the gateway decides who the caller is before reading it."""
+    if request_streamed and response_streamed:
+        list(channel.stream_stream(path)(iter([b""]), timeout=20))
+    elif request_streamed:
+        channel.stream_unary(path)(iter([b""]), timeout=20)
+    elif response_streamed:
+        list(channel.unary_stream(path)(b"", timeout=20))
+    else:
+        channel.unary_unary(path)(b"", timeout=20)
+
+
+def what_it_may_do(client: QuireClient, ledger: Any, deletable: Any) -> set[str]:
+    """The permissions a client exercises with success: read (list every scope, read scope 7's
+    entries), write (create in scope 7), admin (delete a ledger). Any other outcome than success or
+    PERMISSION_DENIED fails the test."""
+    from quire_api.ids import LedgerId
+
+    def allowed(call: Callable[[], Any]) -> bool:
+        try:
+            call()
+            return True
+        except PermissionDeniedError as denied:
+            assert denied.reason == "ERROR_REASON_PERMISSION_DENIED_ROLE", denied
+            return False
+
+    def read() -> None:
+        assert any(m.ledger_id.scope_id == 7 for m in client.list_ledgers())
+        assert [e.payload for e in client.read(LedgerId(ledger.ledger_id.scope_id, ledger.ledger_id.ledger_id))]
+
+    def delete() -> None:
+        client.delete_ledger(LedgerId(deletable.ledger_id.scope_id, deletable.ledger_id.ledger_id))
+
+    checks = {"read": read, "write": lambda: client.create_ledger(scope_id=7), "admin": delete}
+    return {permission for permission, call in checks.items() if allowed(call)}
+
+
+@pytest.fixture(scope="module")
+def tenant_ledger(tls_cluster: LocalCluster, bundle: CertBundle) -> Any:
+    """A ledger of scope 7 with one entry, which no forged identity may read."""
+    from quire_api.ids import LedgerId
+
+    with client_for(tls_cluster, bundle, "client-admin") as admin:
+        created = admin.create_ledger(scope_id=7)
+        admin.add_entry(LedgerId(created.ledger_id.scope_id, created.ledger_id.ledger_id), b"tenant 7's data")
+    return created
+
+
+def test_no_service_name_gets_client_roles_at_the_gateway_for_any_rpc(
+    tls_cluster: LocalCluster, bundle: CertBundle
+) -> None:
+    """Every service name, from either CA, in the common name or in a SAN: refused at every public
+    RPC with ERROR_REASON_CLIENT_IDENTITY_REQUIRED, a bearer token beside it or not."""
+    from quire_client.errors import translate
+    from quire_common.allowlist import SERVICE_IDENTITIES
+
+    admin_token = bundle.token("ops", {"*": ["admin"]})
+    identities: dict[str, tuple[bytes, bytes]] = {}
+    for service in sorted(SERVICE_IDENTITIES):
+        name = f"quire-service:{service}"
+        identities[f"{name} from the client CA"] = client_authority(bundle).issue(name, hosts=())
+        identities[f"{name} from the service CA"] = service_authority(bundle).issue(name, hosts=())
+        identities[f"{name} in a DNS SAN, client CA"] = client_authority(bundle).issue("client-admin", hosts=(name,))
+    identities["quire-service:operator as quire dev certs issues it"] = (
+        bundle.cert("operator").read_bytes(),
+        bundle.key("operator").read_bytes(),
+    )
+    methods = public_methods()
+    names = {path.rsplit("/", 1)[-1] for path, _, _ in methods}
+    assert {"ListLedgers", "ReadEntries", "AppendEntries", "DeleteLedger", "OpenLedger", "PutBlob"} <= names
+    for label, identity in identities.items():
+        for token in (None, admin_token):
+            credentials = creds(bundle.ca, *identity)
+            if token:
+                credentials = grpc.composite_channel_credentials(credentials, grpc.access_token_call_credentials(token))
+            with grpc.secure_channel(tls_cluster.gateway_target, credentials) as channel:
+                for path, request_streamed, response_streamed in methods:
+                    with pytest.raises(grpc.RpcError) as refused:
+                        call_raw(channel, path, request_streamed, response_streamed)
+                    error = translate(refused.value)
+                    where = f"{label} (token: {bool(token)}) at {path}"
+                    assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED, where
+                    assert error.reason == "ERROR_REASON_CLIENT_IDENTITY_REQUIRED", where
+
+
+def test_each_client_name_gets_exactly_its_roles_and_only_from_the_client_ca(
+    tls_cluster: LocalCluster, bundle: CertBundle, tenant_ledger: Any
+) -> None:
+    from quire_client.devcerts import CLIENT_IDENTITIES
+    from quire_common.auth import ROLE_PERMISSIONS
+
+    for name, roles in CLIENT_IDENTITIES.items():
+        expected = set().union(*(ROLE_PERMISSIONS[role] for role in roles["*"]))
+        with client_for(tls_cluster, bundle, "client-admin") as admin:
+            deletable = admin.create_ledger(scope_id=7)
+        genuine = identity_files(tls_cluster, f"{name}-client-ca", client_authority(bundle).issue(name, hosts=()))
+        with QuireClient(tls_cluster.gateway_target, tls_cluster.registry_target, timeout=30, tls=genuine) as client:
+            assert what_it_may_do(client, tenant_ledger, deletable) == expected, name
+        # The same name from the service CA is no client.
+        wrong_ca = identity_files(tls_cluster, f"{name}-service-ca", service_authority(bundle).issue(name, hosts=()))
+        with QuireClient(tls_cluster.gateway_target, tls_cluster.registry_target, timeout=30, tls=wrong_ca) as client:
+            with pytest.raises(UnauthenticatedError) as refused:
+                list(client.list_ledgers())
+        assert refused.value.reason == "ERROR_REASON_CLIENT_IDENTITY_REQUIRED", name
+        assert "the client CA (QUIRE_TLS_CLIENT_CA) did not issue it" in refused.value.message
+    # A client-CA name the mapping does not list is not a credential.
+    unmapped = identity_files(tls_cluster, "unmapped", client_authority(bundle).issue("client-nobody", hosts=()))
+    with QuireClient(tls_cluster.gateway_target, tls_cluster.registry_target, timeout=30, tls=unmapped) as client:
+        with pytest.raises(UnauthenticatedError) as refused:
+            list(client.list_ledgers())
+    assert refused.value.reason == "ERROR_REASON_UNAUTHENTICATED" and "not mapped" in refused.value.message
+
+
+def test_roles_by_common_name_alone_let_a_forged_service_name_read_every_tenant(
+    tls_cluster: LocalCluster, bundle: CertBundle, tenant_ledger: Any, tmp_path: Path
+) -> None:
+    """Positive control: a gateway that maps roles by the common name alone, with the mapping
+    `quire dev certs` wrote before (`quire-service:operator` reader on every scope), lets a
+    client-CA certificate named `quire-service:operator` list every ledger and read scope 7."""
+    import json
+
+    from quire_api.ids import LedgerId
+    from quire_client.devcerts import CLIENT_IDENTITIES
+
+    old_mapping = tmp_path / "old-client-roles.json"
+    old_mapping.write_text(json.dumps({"quire-service:operator": {"*": ["reader"]}, **CLIENT_IDENTITIES}))
+    forged = identity_files(
+        tls_cluster, "forged-operator", client_authority(bundle).issue("quire-service:operator", hosts=())
+    )
+    ledger = LedgerId(tenant_ledger.ledger_id.scope_id, tenant_ledger.ledger_id.ledger_id)
+    control = tls_cluster.gateway_names[1]
+    process = tls_cluster.processes[control]
+    unsafe = {
+        "QUIRE_GATEWAY_FAULT_UNSAFE_ROLES_BY_COMMON_NAME": "true",
+        "QUIRE_AUTH_CLIENT_CERT_ROLES": str(old_mapping),
+    }
+    saved = {key: process.env.get(key) for key in unsafe}
+    process.env.update(unsafe)
+    try:
+        tls_cluster.restart(control)
+        target = tls_cluster.gateway_targets[1]
+        with QuireClient(target, tls_cluster.registry_target, timeout=30, tls=forged) as attacker:
+            assert any(m.ledger_id == tenant_ledger.ledger_id for m in attacker.list_ledgers())
+            assert [e.payload for e in attacker.read(ledger)] == [b"tenant 7's data"]
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                process.env.pop(key, None)
+            else:
+                process.env[key] = value
+        tls_cluster.restart(control)
+    # The same certificate at a gateway as it runs: refused.
+    with QuireClient(tls_cluster.gateway_target, tls_cluster.registry_target, timeout=30, tls=forged) as attacker:
+        with pytest.raises(UnauthenticatedError) as refused:
+            list(attacker.read(ledger))
+    assert refused.value.reason == "ERROR_REASON_CLIENT_IDENTITY_REQUIRED"
+
+
+def test_a_mapping_that_names_a_service_identity_stops_the_gateway(
+    tls_cluster: LocalCluster, bundle: CertBundle, tmp_path: Path
+) -> None:
+    import json
+
+    mapping = tmp_path / "client-roles.json"
+    mapping.write_text(json.dumps({"quire-service:operator": {"*": ["reader"]}}))
+    env = dict(tls_cluster.processes[tls_cluster.gateway_names[1]].env)
+    env.update({"QUIRE_AUTH_CLIENT_CERT_ROLES": str(mapping), "QUIRE_GATEWAY_ADDRESS": f"127.0.0.1:{free_port()}"})
+    env["QUIRE_GATEWAY_HTTP_PORT"] = str(free_port())
+    started = subprocess.run(
+        [sys.executable, "-m", "quire_gateway"], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert started.returncode == 2, started.stderr[-2000:]
+    assert "QUIRE_AUTH_CLIENT_CERT_ROLES" in started.stderr and "'quire-service:operator'" in started.stderr
+    assert "Traceback" not in started.stderr
 
 
 def test_certificate_rotation_is_picked_up_without_restart(

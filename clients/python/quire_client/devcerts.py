@@ -2,8 +2,10 @@
 
 Two CAs: the service CA (`ca.pem`) issues one certificate per service with
 the common name `quire-service:<name>` (server and client use, SANs localhost
-and 127.0.0.1) and the operator's client-only `quire-service:operator`; the
-client CA (`client-ca.pem`) issues the client certificates per role. Every
+and 127.0.0.1) and the operator's client-only `quire-service:operator` for
+internal RPCs; the client CA (`client-ca.pem`) issues the client
+certificates of `CLIENT_IDENTITIES`, the operator's own for the gateway
+(`client-operator`) among them. Every
 process and client trusts the service CA for the servers it dials; only the
 gateway's listener also trusts the client CA, and a certificate from the
 client CA is never a service, whatever name it carries (docs/security.md).
@@ -42,7 +44,16 @@ SERVICES = ("gateway", "registry", "placement", "bookie")
 # The service identity of tooling that calls internal RPCs (the command line's
 # cluster commands, the cluster runner): client use only.
 OPERATOR = "operator"
-CLIENT_ROLES = ("reader", "writer", "admin")
+# The client certificates `quire dev certs` writes (file name = common name)
+# and their roles at the gateway: one per role, and the operator's command line
+# at the gateway (`quire ledger list`), which a service identity never is.
+# docs/security.md shows this table; a unit test keeps the two the same.
+CLIENT_IDENTITIES: dict[str, dict[str, list[str]]] = {
+    "client-reader": {"*": ["reader"]},
+    "client-writer": {"*": ["writer"]},
+    "client-admin": {"*": ["admin"]},
+    "client-operator": {"*": ["reader"]},
+}
 _DAY = datetime.timedelta(days=1)
 
 
@@ -202,11 +213,12 @@ def kubernetes_identities(namespace: str) -> dict[str, tuple[str, tuple[str, ...
         "quire-operator-tls": ("quire-service:operator", ()),
         "quire-etcd-tls": ("quire-etcd", service("quire-etcd-client") + members("quire-etcd")),
         "quire-client-admin-tls": ("quire-client:admin", ()),
+        "quire-client-operator-tls": ("quire-client:operator", ()),
     }
 
 
 # The Secrets of `kubernetes_identities` the client CA issues; the service CA issues the others.
-KUBERNETES_CLIENT_SECRETS = frozenset({"quire-client-admin-tls"})
+KUBERNETES_CLIENT_SECRETS = frozenset({"quire-client-admin-tls", "quire-client-operator-tls"})
 
 
 def write_kubernetes_secrets(
@@ -284,15 +296,11 @@ def write_dev_certs(out: Path, kubernetes_namespace: str | None = None) -> CertB
     write_file(bundle.cert(OPERATOR), cert)
     write_file(bundle.key(OPERATOR), key, private=True)
     write_etcd_certs(bundle, service_ca)
-    # The operator lists ledgers at the gateway like the init Job (deploy/kubernetes).
-    mapping: dict[str, dict[str, list[str]]] = {f"quire-service:{OPERATOR}": {"*": ["reader"]}}
-    for role in CLIENT_ROLES:
-        name = f"client-{role}"
+    for name in CLIENT_IDENTITIES:
         cert, key = client_ca.issue(name, hosts=())
         write_file(bundle.cert(name), cert)
         write_file(bundle.key(name), key, private=True)
-        mapping[name] = {"*": [role]}
-    write_file(bundle.client_roles, (json.dumps(mapping, indent=2) + "\n").encode())
+    write_file(bundle.client_roles, (json.dumps(CLIENT_IDENTITIES, indent=2) + "\n").encode())
     write_file(bundle.jwt_secret, secrets.token_hex(32).encode() + b"\n", private=True)
     if kubernetes_namespace:
         write_kubernetes_secrets(out, kubernetes_namespace, service_ca, client_ca, bundle.jwt_secret.read_bytes())

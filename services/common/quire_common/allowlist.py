@@ -22,6 +22,8 @@ the two agree and that every internal RPC of the protos is listed.
 
 from __future__ import annotations
 
+# The prefix of every service identity's name; a client identity never carries it.
+SERVICE_IDENTITY_PREFIX = "quire-service:"
 GATEWAY = "gateway"
 PLACEMENT = "placement"
 BOOKIE = "bookie"

@@ -19,6 +19,7 @@ from typing import Any
 import jwt
 
 from quire_api.errors import PermissionDenied, Reason, Unauthenticated
+from quire_common.allowlist import SERVICE_IDENTITY_PREFIX
 from quire_common.config import ConfigError
 from quire_common.settings import AuthEnv
 
@@ -60,6 +61,16 @@ class Principal:
             permission=permission,
             scope=ALL_SCOPES if scope is None else str(scope),
         )
+
+
+def roles_table(mapping: Mapping[str, Mapping[str, Any]]) -> str:
+    """A client certificate role mapping (QUIRE_AUTH_CLIENT_CERT_ROLES's
+    form) as docs/security.md shows it."""
+    lines = ["| client certificate common name (client CA) | roles |", "|---|---|"]
+    for name, roles in mapping.items():
+        granted = "; ".join(f"{', '.join(sorted(names))} on `{scope}`" for scope, names in sorted(roles.items()))
+        lines.append(f"| `{name}` | {granted} |")
+    return "\n".join(lines) + "\n"
 
 
 def _describe(roles: Mapping[str, frozenset[str]]) -> str:
@@ -131,11 +142,15 @@ class AuthSettings:
 
     enabled: bool
     verifier: TokenVerifier | None
-    # certificate common name -> roles (QUIRE_AUTH_CLIENT_CERT_ROLES)
+    # client certificate common name -> roles (QUIRE_AUTH_CLIENT_CERT_ROLES)
     cert_roles: Mapping[str, Mapping[str, frozenset[str]]]
 
     @classmethod
-    def from_settings(cls, env: AuthEnv, tls_enabled: bool, require_credentials: bool = True) -> AuthSettings:
+    def from_settings(
+        cls, env: AuthEnv, tls_enabled: bool, require_credentials: bool = True, *, service_names_allowed: bool = False
+    ) -> AuthSettings:
+        """`service_names_allowed` lets the role mapping name service
+        identities (a positive control's setting only)."""
         enabled = tls_enabled if env.enabled is None else env.enabled
         key_path = env.jwt_key_file
         algorithm = env.jwt_algorithm
@@ -150,7 +165,7 @@ class AuthSettings:
                 if len(key) < 32:
                     raise ConfigError("QUIRE_AUTH_JWT_KEY_FILE: an HS256 secret needs at least 32 bytes")
             verifier = TokenVerifier(key, algorithm, env.jwt_audience)
-        cert_roles = load_cert_roles(env.client_cert_roles) if require_credentials else {}
+        cert_roles = load_cert_roles(env.client_cert_roles, service_names_allowed) if require_credentials else {}
         if require_credentials and enabled and verifier is None and not cert_roles:
             raise ConfigError(
                 "QUIRE_AUTH_ENABLED is on but no credentials can be accepted: set QUIRE_AUTH_JWT_KEY_FILE "
@@ -159,7 +174,9 @@ class AuthSettings:
         return cls(enabled, verifier, cert_roles)
 
     def authenticate(self, authorization: str | None, common_name: str | None) -> Principal:
-        """A bearer token wins over a client certificate when both are given."""
+        """A bearer token wins over a client certificate when both are given.
+        `common_name`: of a certificate the client CA vouches for (the
+        interceptor refuses any other before it asks)."""
         token = bearer_token(authorization)
         if token is not None:
             if self.verifier is None:
@@ -172,14 +189,24 @@ class AuthSettings:
         raise Unauthenticated("no credentials: send 'authorization: Bearer <token>' or a client certificate")
 
 
-def load_cert_roles(path: str) -> dict[str, dict[str, frozenset[str]]]:
-    """QUIRE_AUTH_CLIENT_CERT_ROLES: a JSON file `{"<common name>": {"<scope>|*": [roles]}}`."""
+def load_cert_roles(path: str, service_names_allowed: bool = False) -> dict[str, dict[str, frozenset[str]]]:
+    """QUIRE_AUTH_CLIENT_CERT_ROLES: a JSON file `{"<common name>": {"<scope>|*": [roles]}}`
+    of client names. A service identity's name is refused: services hold no
+    roles at the gateway, and a client CA that issued that name would hand
+    them to whoever asked for it."""
     if not path:
         return {}
     try:
         raw = json.loads(Path(path).read_text())
         if not isinstance(raw, dict):
             raise ValueError("must be an object of common name -> roles")
+        services = sorted(name for name in raw if str(name).startswith(SERVICE_IDENTITY_PREFIX))
+        if services and not service_names_allowed:
+            raise ValueError(
+                f"{', '.join(map(repr, services))}: a service identity's name holds no roles at the gateway; "
+                f"map the client's own name instead (for the operator's command line, 'quire-client:operator'; "
+                "docs/security.md)"
+            )
         return {str(name): parse_roles(roles, f"common name {name!r}") for name, roles in raw.items()}
     except OSError as exc:
         raise ConfigError(f"QUIRE_AUTH_CLIENT_CERT_ROLES={path!r}: {exc.strerror or exc}") from None

@@ -29,15 +29,13 @@ import grpc
 from opentelemetry.metrics import CallbackOptions, Observation
 
 from quire_api.errors import InvalidArgument, PermissionDenied, Reason, Unauthenticated
-from quire_common.allowlist import allowed_callers
+from quire_common.allowlist import SERVICE_IDENTITY_PREFIX, allowed_callers
 from quire_common.call_limits import NO_IDLE_LIMIT, RequestIdle
 from quire_common.config import ConfigError, load_settings
 from quire_common.settings import TlsEnv, common_settings
 from quire_common.telemetry import meter
 
 log = logging.getLogger(__name__)
-
-SERVICE_IDENTITY_PREFIX = "quire-service:"
 
 
 @dataclass(frozen=True)
@@ -220,6 +218,10 @@ class PeerIdentity:
     service: str | None  # `<name>` of a `quire-service:<name>` the service CA issued
     why_not_service: str  # when `service` is None: why (for refusals)
     ambiguous: str  # when not empty: why the certificate cannot be judged at all
+    # The `quire-service:<name>` it carries, whoever issued it (None without one).
+    service_name: str | None = None
+    # Whether the client CA (QUIRE_TLS_CLIENT_CA) signed it directly.
+    client_issued: bool = False
 
     def describe(self) -> str:
         return repr(self.common_name) if self.common_name is not None else "a certificate without a common name"
@@ -239,11 +241,14 @@ def _issued_by_any(cert: Any, authorities: list[Any]) -> bool:
     return False
 
 
-def read_peer_identity(cert_pem: bytes, service_authorities: list[Any]) -> PeerIdentity:
+def read_peer_identity(
+    cert_pem: bytes, service_authorities: list[Any], client_authorities: list[Any] | None = None
+) -> PeerIdentity:
     """The identity of a (handshake-verified) certificate. It is a service
     identity when its only `quire-service:` name agrees with every other
     identity name it carries (common names, URI SANs) and one of
-    `service_authorities` (the service CA's certificates) signed it directly."""
+    `service_authorities` (the service CA's certificates) signed it directly;
+    it is a client's when one of `client_authorities` signed it directly."""
     from cryptography import x509
     from cryptography.x509.oid import NameOID
 
@@ -258,6 +263,8 @@ def read_peer_identity(cert_pem: bytes, service_authorities: list[Any]) -> PeerI
     identity_names = set(common_names) | set(uris)
     service_names = {n for n in identity_names | set(dns_names) if n.startswith(SERVICE_IDENTITY_PREFIX)}
     common_name = common_names[0] if len(set(common_names)) == 1 else None
+    service_name = min(service_names) if service_names else None
+    client_issued = _issued_by_any(cert, client_authorities or [])
     ambiguous = ""
     if len(set(common_names)) > 1:
         ambiguous = f"it carries several common names ({', '.join(sorted(set(common_names)))})"
@@ -266,68 +273,97 @@ def read_peer_identity(cert_pem: bytes, service_authorities: list[Any]) -> PeerI
     elif service_names and identity_names - service_names:
         ambiguous = f"its names disagree ({', '.join(sorted(identity_names | service_names))})"
     if ambiguous:
-        return PeerIdentity(common_name, None, ambiguous, ambiguous)
+        return PeerIdentity(common_name, None, ambiguous, ambiguous, service_name, client_issued)
     if not service_names:
-        return PeerIdentity(common_name, None, f"it carries no {SERVICE_IDENTITY_PREFIX}<name>", "")
+        why = f"it carries no {SERVICE_IDENTITY_PREFIX}<name>"
+        return PeerIdentity(common_name, None, why, "", None, client_issued)
     if not _issued_by_any(cert, service_authorities):
-        return PeerIdentity(common_name, None, "the service CA (QUIRE_TLS_CA) did not issue it", "")
+        why = "the service CA (QUIRE_TLS_CA) did not issue it"
+        return PeerIdentity(common_name, None, why, "", service_name, client_issued)
     (name,) = service_names
-    return PeerIdentity(common_name, name.removeprefix(SERVICE_IDENTITY_PREFIX), "", "")
+    return PeerIdentity(common_name, name.removeprefix(SERVICE_IDENTITY_PREFIX), "", "", service_name, client_issued)
 
 
-# Every service CA certificate this process has trusted, newest last: a
-# connection established before a rotation keeps the certificate it was opened
-# with (and passed the handshake with), so an earlier service CA still names
-# who holds it; a new connection from that CA fails the handshake already.
-_service_authorities_seen: list[Any] = []
-_service_ca_file: dict[str, tuple[Path, int]] = {}
+class _Authorities:
+    """Every CA certificate of one file (the service CA's, or the client CA's)
+    this process has trusted, newest last: a connection established before a
+    rotation keeps the certificate it was opened with (and passed the
+    handshake with), so an earlier CA still names who holds it; a new
+    connection from that CA fails the handshake already."""
+
+    def __init__(self) -> None:
+        self.seen: list[Any] = []
+        self.read_key: tuple[Path, int] | None = None
+
+    def current(self, path: Path | None) -> tuple[list[Any], bool]:
+        """The certificates, and whether the file changed since last asked."""
+        from cryptography import x509
+
+        if path is None:
+            return self.seen, False
+        key = (path, os.stat(path).st_mtime_ns)
+        if key == self.read_key:
+            return self.seen, False
+        for authority in x509.load_pem_x509_certificates(path.read_bytes()):
+            if authority not in self.seen:
+                self.seen.append(authority)
+        del self.seen[:-8]
+        self.read_key = key
+        return self.seen, True
+
+
+_service_authorities = _Authorities()
+_client_authorities = _Authorities()
 _identity_cache: dict[bytes, PeerIdentity] = {}
-
-
-def _service_authorities(settings: TlsSettings) -> list[Any]:
-    """The service CA's certificates, read again when the file changes, with
-    those of the files before it (a few rotations back)."""
-    from cryptography import x509
-
-    assert settings.ca_path is not None, "TLS is off"
-    key = (settings.ca_path, os.stat(settings.ca_path).st_mtime_ns)
-    if _service_ca_file.get("read") != key:
-        for authority in x509.load_pem_x509_certificates(settings.ca_path.read_bytes()):
-            if authority not in _service_authorities_seen:
-                _service_authorities_seen.append(authority)
-        del _service_authorities_seen[:-8]
-        _service_ca_file["read"] = key
-        _identity_cache.clear()
-    return _service_authorities_seen
 
 
 def peer_identity(context: grpc.aio.ServicerContext) -> PeerIdentity | None:
     """The verified peer certificate's identity, or None without one. Parsed
-    once per certificate, not once per call: the service CA file is looked at
-    only for a certificate not seen before (a call on a known connection costs
-    no file system access)."""
+    once per certificate, not once per call: the CA files are looked at only
+    for a certificate not seen before (a call on a known connection costs no
+    file system access)."""
     auth = context.auth_context()
     pems = auth.get("x509_pem_cert") if auth else None
     if not pems:
         return None
     identity = _identity_cache.get(pems[0])
     if identity is None:
-        authorities = _service_authorities(tls_settings())  # may start the cache over after a rotation
-        if len(_identity_cache) > 1024:  # many peers: start over
+        settings = tls_settings()
+        assert settings.ca_path is not None, "TLS is off"
+        services, services_changed = _service_authorities.current(settings.ca_path)
+        clients, clients_changed = _client_authorities.current(settings.client_ca_path)
+        if services_changed or clients_changed or len(_identity_cache) > 1024:  # a rotation, or many peers
             _identity_cache.clear()
-        identity = _identity_cache[pems[0]] = read_peer_identity(pems[0], authorities)
+        identity = _identity_cache[pems[0]] = read_peer_identity(pems[0], services, clients)
     return identity
 
 
-def peer_common_name(context: grpc.aio.ServicerContext) -> str | None:
-    """The verified client certificate's common name, or None without one. A
-    certificate whose names cannot be judged (several common names, several
-    or disagreeing service names) is refused."""
+def peer_client_name(context: grpc.aio.ServicerContext) -> str | None:
+    """The name a client certificate is known by at the gateway's public API,
+    or None without a certificate. Only the client CA (QUIRE_TLS_CLIENT_CA)
+    vouches for clients: a certificate it did not issue directly, one that
+    carries a `quire-service:` name (a service identity never holds client
+    roles, whichever CA issued it), and one whose names cannot be judged
+    (several common names, several or disagreeing service names) are refused."""
     identity = peer_identity(context)
     if identity is None:
         return None
     if identity.ambiguous:
-        raise Unauthenticated(f"the client certificate is refused: {identity.ambiguous}")
+        raise Unauthenticated(
+            f"the client certificate is refused: {identity.ambiguous}", Reason.CLIENT_IDENTITY_REQUIRED
+        )
+    if identity.service_name is not None:
+        raise Unauthenticated(
+            f"the client certificate is refused: it carries the service name {identity.service_name!r}; service "
+            "identities call internal RPCs only and hold no roles at the gateway (docs/security.md)",
+            Reason.CLIENT_IDENTITY_REQUIRED,
+        )
+    if not identity.client_issued:
+        raise Unauthenticated(
+            f"the client certificate {identity.describe()} is refused: the client CA (QUIRE_TLS_CLIENT_CA) did not "
+            "issue it, and only the client CA vouches for clients",
+            Reason.CLIENT_IDENTITY_REQUIRED,
+        )
     return identity.common_name
 
 

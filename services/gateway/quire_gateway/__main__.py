@@ -116,7 +116,18 @@ async def main(env: GatewayEnv) -> None:
         return SERVICE_NAMES
 
     tls = tls_settings()
-    auth = AuthSettings.from_settings(env.common.auth, tls.enabled)
+    unsafe_roles = env.fault_unsafe_roles_by_common_name
+    auth = AuthSettings.from_settings(env.common.auth, tls.enabled, service_names_allowed=unsafe_roles)
+    if unsafe_roles:
+        log.warning(
+            "QUIRE_GATEWAY_FAULT_UNSAFE_ROLES_BY_COMMON_NAME is set: any certificate's common name gets roles, "
+            "whichever CA issued it"
+        )
+    elif auth.enabled and auth.cert_roles and tls.client_ca_path is None:
+        raise ConfigError(
+            "QUIRE_AUTH_CLIENT_CERT_ROLES needs QUIRE_TLS_CLIENT_CA: only the client CA vouches for client "
+            "certificates (docs/security.md)"
+        )
     if tls.enabled and not auth.enabled:
         log.warning("QUIRE_AUTH_ENABLED=false: any client that completes the TLS handshake may do anything")
     check_before_read = not env.fault_unsafe_auth_after_read
@@ -128,6 +139,7 @@ async def main(env: GatewayEnv) -> None:
         idle=request_idle(env.call_limits),
         calls_per_caller=CallsPerCaller(env.call_limits.max_calls_per_caller),
         check_before_read=check_before_read,
+        roles_by_common_name_only=unsafe_roles,
     )
     server, port, health = create_server(
         address,

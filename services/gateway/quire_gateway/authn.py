@@ -7,6 +7,11 @@ accepted only from the gateway service identity: the relaying gateway
 authenticated and authorized the client already, so the caller's roles are
 not checked again here.
 
+A client certificate counts only when the client CA issued it and it carries
+no service name (quire_common.security.peer_client_name); any other
+certificate is refused, a bearer token beside it or not: a service identity
+holds no roles here.
+
 Who the caller is is decided from the call's headers and certificate alone,
 before grpc reads the request message (guard_handler): a caller without valid
 credentials is refused without its message being taken in. What the caller
@@ -20,10 +25,10 @@ from typing import Any
 import grpc
 
 from quire_api.errors import PermissionDenied, Reason, Unauthenticated
-from quire_common.allowlist import GATEWAY
+from quire_common.allowlist import GATEWAY, SERVICE_IDENTITY_PREFIX
 from quire_common.auth import AuthSettings, Principal
 from quire_common.call_limits import NO_IDLE_LIMIT, CallsPerCaller, RequestIdle
-from quire_common.security import SERVICE_IDENTITY_PREFIX, guard_handler, peer_common_name, peer_identity
+from quire_common.security import PeerIdentity, guard_handler, peer_client_name, peer_identity
 from quire_gateway.peers import FORWARDED_BY
 from quire_gateway.permissions import required_permission
 
@@ -55,12 +60,17 @@ class GatewayAuthInterceptor(grpc.aio.ServerInterceptor):
         idle: RequestIdle = NO_IDLE_LIMIT,
         calls_per_caller: CallsPerCaller | None = None,
         check_before_read: bool = True,
+        roles_by_common_name_only: bool = False,
     ) -> None:
+        """`roles_by_common_name_only` maps any certificate's common name to
+        roles, whichever CA issued it: the positive control of the client
+        identity check, for tests only."""
         self.settings = settings
         self.tls_enabled = tls_enabled
         self.idle = idle
         self.calls = calls_per_caller or CallsPerCaller(0)
         self.check_before_read = check_before_read
+        self.client_name = common_name_only if roles_by_common_name_only else peer_client_name
 
     async def intercept_service(
         self,
@@ -82,7 +92,7 @@ class GatewayAuthInterceptor(grpc.aio.ServerInterceptor):
             metadata = dict(context.invocation_metadata() or ())
             authorization = metadata.get("authorization")
             principal = self.settings.authenticate(
-                authorization if isinstance(authorization, str) else None, peer_common_name(context)
+                authorization if isinstance(authorization, str) else None, self.client_name(context)
             )
             caller = f"{principal.via}:{principal.subject}"
             self.calls.admit(caller)
@@ -102,3 +112,10 @@ class GatewayAuthInterceptor(grpc.aio.ServerInterceptor):
         check_request: Callable[[Any, Any], None] | None = None,
     ) -> grpc.RpcMethodHandler:
         return guard_handler(handler, check, check_request, idle=self.idle, check_before_read=self.check_before_read)
+
+
+def common_name_only(context: grpc.aio.ServicerContext) -> str | None:
+    """The unsafe way, kept as a positive control: any certificate's common
+    name, whoever issued it."""
+    identity: PeerIdentity | None = peer_identity(context)
+    return identity.common_name if identity is not None else None

@@ -432,6 +432,15 @@ class GatewayEnv:
         services=GATEWAY,
         section=SECURITY,
     )
+    fault_unsafe_roles_by_common_name: bool = setting(
+        "QUIRE_GATEWAY_FAULT_UNSAFE_ROLES_BY_COMMON_NAME",
+        False,
+        "fault injection (tests only): map a certificate to roles by its common name alone, whichever CA issued "
+        "it and whatever service name it carries, and let QUIRE_AUTH_CLIENT_CERT_ROLES name service identities "
+        "(the positive control of the client identity check); logs a loud warning",
+        services=GATEWAY,
+        section=SECURITY,
+    )
     call_limits: CallLimitsEnv = dataclasses.field(default_factory=CallLimitsEnv)
     auditor: AuditorEnv = dataclasses.field(default_factory=AuditorEnv)
     common: CommonEnv = dataclasses.field(default_factory=CommonEnv)

@@ -59,6 +59,10 @@ def certs(out: str, kubernetes_namespace: str | None) -> None:
         f"  as the operator:      quire --tls-ca {bundle.ca} --tls-cert {bundle.cert('operator')} "
         f"--tls-key {bundle.key('operator')} bookie list"
     )
+    click.echo(
+        f"  the operator, through the gateway (a service identity holds no roles there): --tls-cert "
+        f"{bundle.cert('client-operator')} --tls-key {bundle.key('client-operator')}"
+    )
 
 
 @dev.command()

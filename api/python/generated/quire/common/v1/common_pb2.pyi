@@ -62,6 +62,7 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ERROR_REASON_UNAUTHENTICATED: _ClassVar[ErrorReason]
     ERROR_REASON_PERMISSION_DENIED_ROLE: _ClassVar[ErrorReason]
     ERROR_REASON_SERVICE_IDENTITY_REQUIRED: _ClassVar[ErrorReason]
+    ERROR_REASON_CLIENT_IDENTITY_REQUIRED: _ClassVar[ErrorReason]
 DIGEST_TYPE_UNSPECIFIED: DigestType
 DIGEST_TYPE_CRC32: DigestType
 DIGEST_TYPE_HMAC: DigestType
@@ -106,6 +107,7 @@ ERROR_REASON_NOT_IMPLEMENTED: ErrorReason
 ERROR_REASON_UNAUTHENTICATED: ErrorReason
 ERROR_REASON_PERMISSION_DENIED_ROLE: ErrorReason
 ERROR_REASON_SERVICE_IDENTITY_REQUIRED: ErrorReason
+ERROR_REASON_CLIENT_IDENTITY_REQUIRED: ErrorReason
 
 class LedgerId(_message.Message):
     __slots__ = ("scope_id", "ledger_id", "qualified_name")
