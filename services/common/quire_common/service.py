@@ -30,6 +30,15 @@ def _cannot_start(name: str, exc: Exception) -> NoReturn:
     sys.exit(2)
 
 
+def event_loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """QUIRE_EVENT_LOOP: uvloop's loop, or None for the standard one."""
+    if name == "uvloop":
+        import uvloop
+
+        return uvloop.new_event_loop
+    return None
+
+
 def run_service(name: str, settings_type: type[S], amain: Callable[[S], Coroutine[Any, Any, None]]) -> None:
     """Read the service's settings once, then telemetry, logging and the
     service's async main, which is given them. A bad or misspelt setting, or
@@ -46,7 +55,8 @@ def run_service(name: str, settings_type: type[S], amain: Callable[[S], Coroutin
     for warning in renamed_in_use(settings_type):
         log.warning("%s", warning)
     try:
-        asyncio.run(amain(settings))
+        with asyncio.Runner(loop_factory=event_loop_factory(settings.common.server.event_loop)) as runner:
+            runner.run(amain(settings))
     except (ConfigError, QuireError) as exc:
         log.error("%s cannot start: %s", name, exc)
         _cannot_start(name, exc)
