@@ -62,6 +62,7 @@ _READ = [
     ("DATA_LOSS", "STORAGE_ERROR"),
     ("UNAVAILABLE", "BOOKIE_UNAVAILABLE"),
 ]
+_CONFIRMED_READ = [*_READ, ("OUT_OF_RANGE", "READ_BEYOND_LAC")]
 # The codes and reasons each gateway call returns besides EVERY_CALL's, by full method name.
 CALL_ERRORS: dict[str, list[tuple[str, str]]] = {
     "quire.gateway.v1.LedgerService.CreateLedger": [
@@ -81,7 +82,10 @@ CALL_ERRORS: dict[str, list[tuple[str, str]]] = {
     ],
     "quire.gateway.v1.LedgerService.AppendEntries": _WRITE,
     "quire.gateway.v1.LedgerService.AddEntry": _WRITE,
-    "quire.gateway.v1.LedgerService.ReadEntries": [*_READ, ("OUT_OF_RANGE", "READ_BEYOND_LAC")],
+    "quire.gateway.v1.LedgerService.ReadEntries": _CONFIRMED_READ,
+    # ReadEntries' rules with first = last; on the stream most come as a request's ReadEntryError.
+    "quire.gateway.v1.LedgerService.ReadEntry": _CONFIRMED_READ,
+    "quire.gateway.v1.LedgerService.ReadEntryStream": _CONFIRMED_READ,
     "quire.gateway.v1.LedgerService.ReadUnconfirmedEntries": [*_READ, ("NOT_FOUND", "ENTRY_NOT_FOUND")],
     "quire.gateway.v1.LedgerService.TailEntries": _READ,
     "quire.gateway.v1.LedgerService.ReadLastAddConfirmed": [*_LEDGER, ("UNAVAILABLE", "BOOKIE_UNAVAILABLE")],
@@ -111,6 +115,7 @@ CALL_ERRORS: dict[str, list[tuple[str, str]]] = {
     ],
 }
 PUBLIC_PACKAGE = "quire.gateway.v1"
+_LINT_IGNORE = "buf:lint:ignore "
 _PREFIX = "ERROR_REASON_"
 
 
@@ -132,6 +137,7 @@ def comments(file: descriptor_pb2.FileDescriptorProto) -> dict[tuple[int, ...], 
         text = location.leading_comments.strip("\n")
         if text:
             lines = [line[1:] if line.startswith(" ") else line for line in text.split("\n")]
+            lines = [line for line in lines if not line.startswith(_LINT_IGNORE)]  # buf's, not the reader's
             found[tuple(location.path)] = "\n".join(lines).strip()
     return found
 

@@ -96,6 +96,16 @@ class LedgerServiceStub:
                 request_serializer=quire_dot_gateway_dot_v1_dot_ledger__pb2.ReadEntriesRequest.SerializeToString,
                 response_deserializer=quire_dot_gateway_dot_v1_dot_ledger__pb2.ReadEntriesResponse.FromString,
                 _registered_method=True)
+        self.ReadEntry = channel.unary_unary(
+                '/quire.gateway.v1.LedgerService/ReadEntry',
+                request_serializer=quire_dot_gateway_dot_v1_dot_ledger__pb2.ReadEntryRequest.SerializeToString,
+                response_deserializer=quire_dot_gateway_dot_v1_dot_ledger__pb2.ReadEntryResponse.FromString,
+                _registered_method=True)
+        self.ReadEntryStream = channel.stream_stream(
+                '/quire.gateway.v1.LedgerService/ReadEntryStream',
+                request_serializer=quire_dot_gateway_dot_v1_dot_ledger__pb2.ReadEntryRequest.SerializeToString,
+                response_deserializer=quire_dot_gateway_dot_v1_dot_ledger__pb2.ReadEntryResponse.FromString,
+                _registered_method=True)
         self.ReadUnconfirmedEntries = channel.unary_stream(
                 '/quire.gateway.v1.LedgerService/ReadUnconfirmedEntries',
                 request_serializer=quire_dot_gateway_dot_v1_dot_ledger__pb2.ReadUnconfirmedEntriesRequest.SerializeToString,
@@ -211,6 +221,40 @@ class LedgerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReadEntry(self, request, context):
+        """ReadEntry reads one confirmed entry, by the rules of ReadEntries with
+        first_entry_id = last_entry_id = entry_id: past the LAC is OUT_OF_RANGE,
+        ERROR_REASON_READ_BEYOND_LAC; an unknown ledger is NOT_FOUND,
+        ERROR_REASON_LEDGER_NOT_FOUND. Any gateway serves it, not only the
+        ledger's owner. The call fails with the status; ReadEntryResponse.error
+        is never set. ReadEntryStream takes and returns the same messages.
+        buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReadEntryStream(self, request_iterator, context):
+        """ReadEntryStream reads many single entries over one stream, of one ledger
+        or several: each request is answered by exactly one response, in request
+        order, as ReadEntry would answer it. A request that fails is answered by
+        a response carrying its error (ReadEntryResponse.error) and the stream
+        goes on with the next request. The gateway works on up to 16 requests of
+        a stream at once; answers still come in request order. When the client
+        closes its side, the stream ends (OK) once every request sent has been
+        answered. Every request is authorized, not only the first: one the
+        caller's roles do not allow on its ledger's scope ends the stream
+        PERMISSION_DENIED, ERROR_REASON_PERMISSION_DENIED_ROLE, after the
+        requests before it have been answered. A request message that does not
+        decode ends the stream INVALID_ARGUMENT likewise.
+        buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+        buf:lint:ignore RPC_REQUEST_STANDARD_NAME
+        buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ReadUnconfirmedEntries(self, request, context):
         """ReadUnconfirmedEntries reads any stored entries, past the LAC included
         (BP-5). It never moves the LAC.
@@ -290,6 +334,16 @@ def add_LedgerServiceServicer_to_server(servicer, server):
                     servicer.ReadEntries,
                     request_deserializer=quire_dot_gateway_dot_v1_dot_ledger__pb2.ReadEntriesRequest.FromString,
                     response_serializer=quire_dot_gateway_dot_v1_dot_ledger__pb2.ReadEntriesResponse.SerializeToString,
+            ),
+            'ReadEntry': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReadEntry,
+                    request_deserializer=quire_dot_gateway_dot_v1_dot_ledger__pb2.ReadEntryRequest.FromString,
+                    response_serializer=quire_dot_gateway_dot_v1_dot_ledger__pb2.ReadEntryResponse.SerializeToString,
+            ),
+            'ReadEntryStream': grpc.stream_stream_rpc_method_handler(
+                    servicer.ReadEntryStream,
+                    request_deserializer=quire_dot_gateway_dot_v1_dot_ledger__pb2.ReadEntryRequest.FromString,
+                    response_serializer=quire_dot_gateway_dot_v1_dot_ledger__pb2.ReadEntryResponse.SerializeToString,
             ),
             'ReadUnconfirmedEntries': grpc.unary_stream_rpc_method_handler(
                     servicer.ReadUnconfirmedEntries,
@@ -499,6 +553,60 @@ class LedgerService:
             '/quire.gateway.v1.LedgerService/ReadEntries',
             quire_dot_gateway_dot_v1_dot_ledger__pb2.ReadEntriesRequest.SerializeToString,
             quire_dot_gateway_dot_v1_dot_ledger__pb2.ReadEntriesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReadEntry(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/quire.gateway.v1.LedgerService/ReadEntry',
+            quire_dot_gateway_dot_v1_dot_ledger__pb2.ReadEntryRequest.SerializeToString,
+            quire_dot_gateway_dot_v1_dot_ledger__pb2.ReadEntryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReadEntryStream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/quire.gateway.v1.LedgerService/ReadEntryStream',
+            quire_dot_gateway_dot_v1_dot_ledger__pb2.ReadEntryRequest.SerializeToString,
+            quire_dot_gateway_dot_v1_dot_ledger__pb2.ReadEntryResponse.FromString,
             options,
             channel_credentials,
             insecure,
