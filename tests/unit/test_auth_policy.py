@@ -28,6 +28,8 @@ def token(claims: dict[str, object], key: bytes = SECRET) -> str:
     [
         ("ReadEntries", ledger_pb2.ReadEntriesRequest(ledger_id=LEDGER), (READ, 7)),
         ("TailEntries", ledger_pb2.TailEntriesRequest(ledger_id=LEDGER), (READ, 7)),
+        ("ReadEntry", ledger_pb2.ReadEntryRequest(ledger_id=LEDGER), (READ, 7)),
+        ("ReadEntryStream", ledger_pb2.ReadEntryRequest(ledger_id=LEDGER), (READ, 7)),
         ("OpenLedger", ledger_pb2.OpenLedgerRequest(ledger_id=LEDGER), (READ, 7)),
         ("OpenLedger", ledger_pb2.OpenLedgerRequest(ledger_id=LEDGER, recovery=True), (ADMIN, 7)),
         ("AddEntry", ledger_pb2.AddEntryRequest(ledger_id=LEDGER), (WRITE, 7)),
@@ -106,3 +108,53 @@ def test_credentials_are_required_and_certificates_need_a_mapping() -> None:
         settings.authenticate("Basic abc", None)
     assert settings.authenticate(None, "client-reader").via == "certificate"
     assert settings.authenticate(f"Bearer {token({})}", "client-reader").via == "token"
+
+
+async def test_every_message_of_a_read_entry_stream_is_authorized_and_only_the_first_of_others() -> None:
+    """A ReadEntryStream names a ledger in each message, of any scope: each is
+    checked, and the first refused one ends the stream where the handler reads
+    it. Other streams (AppendEntries) are checked on their first message only."""
+    import grpc
+
+    from quire_common.security import guard_handler
+    from quire_gateway.permissions import EVERY_MESSAGE_AUTHORIZED
+
+    assert EVERY_MESSAGE_AUTHORIZED == {"ReadEntryStream"}
+    principal = Principal("tenant", parse_roles({"7": ["reader"]}, "test"))
+    other_scope = ledger_id_to_proto(LedgerId(8, 1))
+    seen: list[int] = []
+
+    async def handler(requests, context):  # type: ignore[no-untyped-def]
+        async for request in requests:
+            seen.append(request.ledger_id.scope_id)
+            yield request
+
+    def authorize(method: str):  # type: ignore[no-untyped-def]
+        def check(checked: Principal, request: ledger_pb2.ReadEntryRequest) -> None:
+            permission, scope = required_permission(method, request)
+            checked.require(permission, scope, method)
+
+        return check
+
+    async def messages():  # type: ignore[no-untyped-def]
+        for ledger in (LEDGER, LEDGER, other_scope, LEDGER):
+            yield ledger_pb2.ReadEntryRequest(ledger_id=ledger)
+
+    for method in ("ReadEntryStream", "SomeStream"):
+        seen.clear()
+        guarded = guard_handler(
+            grpc.stream_stream_rpc_method_handler(handler),
+            lambda context: principal,
+            authorize("ReadEntries" if method == "SomeStream" else method),
+            check_every_request=method in EVERY_MESSAGE_AUTHORIZED,
+        )
+        if method == "ReadEntryStream":
+            with pytest.raises(PermissionDenied, match="scope 8") as denied:
+                async for _ in guarded.stream_stream(messages(), None):
+                    pass
+            assert denied.value.reason == "ERROR_REASON_PERMISSION_DENIED_ROLE"
+            assert seen == [7, 7]
+        else:
+            async for _ in guarded.stream_stream(messages(), None):
+                pass
+            assert seen == [7, 7, 8, 7]  # the positive control: checked on the first message only

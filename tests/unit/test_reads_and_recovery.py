@@ -99,6 +99,27 @@ async def test_a_read_past_an_old_readers_lac_asks_the_bookies_again(monkeypatch
     assert await collect(quire, 0, 4, True) == [0, 1, 2, 3, 4]
 
 
+async def test_read_entry_follows_the_confirmed_read_rules():
+    """ReadEntry is ReadEntries with first = last: the entry up to the readers'
+    LAC, OUT_OF_RANGE past it without asking a bookie, INVALID_ARGUMENT for a
+    negative id, NOT_FOUND for a ledger that does not exist."""
+    remote = stored_ledger(["a", "b", "c"], 2, 2, 5)
+    quire = manager(remote)
+    assert (await quire.open(LEDGER, b"pw", recovery=False))[1] == 3
+    entry = await quire.read_entry(LEDGER, 2)
+    assert (entry.entry_id, entry.payload, entry.length) == (2, b"e2", len(b"e0e1e2"))
+    remote.calls.clear()
+    with pytest.raises(OutOfRange) as beyond:
+        await quire.read_entry(LEDGER, 4)
+    assert beyond.value.reason == "ERROR_REASON_READ_BEYOND_LAC"
+    assert beyond.value.metadata == {"last_add_confirmed": "3"}
+    assert not [c for c in remote.calls if c[0] == "read"]
+    with pytest.raises(InvalidArgument, match="entry_id -1 is negative"):
+        await quire.read_entry(LEDGER, -1)
+    with pytest.raises(NotFound):
+        await manager(FakeRemote(["a", "b", "c"])).read_entry(LEDGER, 0)  # no such ledger
+
+
 async def test_unconfirmed_reads_go_past_the_lac_and_change_nothing():
     remote = stored_ledger(["a", "b", "c"], 2, 2, 5)
     quire = manager(remote)

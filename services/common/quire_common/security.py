@@ -397,11 +397,14 @@ def guard_handler(
     *,
     idle: RequestIdle = NO_IDLE_LIMIT,
     check_before_read: bool = True,
+    check_every_request: bool = False,
 ) -> grpc.RpcMethodHandler:
     """`handler` with `check(context)` run before it, then
     `check_request(what check returned, request)` on the (first) request
-    message. Their QuireErrors reach the error-mapping interceptor, which must
-    be installed outside this one.
+    message, or with `check_every_request` on each message of a request
+    stream, as the handler takes it: a message refused there ends the call
+    with the refusal, where the handler reads it. Their QuireErrors reach the
+    error-mapping interceptor, which must be installed outside this one.
 
     `check` runs before any request message is read: grpc reads and decodes a
     unary call's message before calling its handler, so a unary request is
@@ -420,7 +423,7 @@ def guard_handler(
     async def guarded_stream(requests: Any, checked: Any) -> Any:
         first = True
         async for request in idle.limit(requests):
-            if first:
+            if first or check_every_request:
                 on_request(checked, request)
                 first = False
             yield request

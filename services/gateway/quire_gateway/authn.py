@@ -15,7 +15,10 @@ holds no roles here.
 Who the caller is is decided from the call's headers and certificate alone,
 before grpc reads the request message (guard_handler): a caller without valid
 credentials is refused without its message being taken in. What the caller
-may do depends on the message (its scope) and is checked on it."""
+may do depends on the message (its scope) and is checked on it: on the first
+message of a stream, or on every message of the streams whose messages each
+name their own ledger (permissions.EVERY_MESSAGE_AUTHORIZED: ReadEntryStream),
+where a refused message ends the stream PERMISSION_DENIED."""
 
 from __future__ import annotations
 
@@ -30,7 +33,7 @@ from quire_common.auth import AuthSettings, Principal
 from quire_common.call_limits import NO_IDLE_LIMIT, CallsPerCaller, RequestIdle
 from quire_common.security import PeerIdentity, guard_handler, peer_client_name, peer_identity
 from quire_gateway.peers import FORWARDED_BY
-from quire_gateway.permissions import required_permission
+from quire_gateway.permissions import EVERY_MESSAGE_AUTHORIZED, required_permission
 
 _PUBLIC_PREFIXES = ("/quire.gateway.",)
 GATEWAY_IDENTITY = SERVICE_IDENTITY_PREFIX + GATEWAY
@@ -103,15 +106,23 @@ class GatewayAuthInterceptor(grpc.aio.ServerInterceptor):
             permission, scope = required_permission(name, request)
             principal.require(permission, scope, name)
 
-        return self._guard(handler, authenticate, authorize)
+        return self._guard(handler, authenticate, authorize, every_request=name in EVERY_MESSAGE_AUTHORIZED)
 
     def _guard(
         self,
         handler: grpc.RpcMethodHandler,
         check: Callable[[grpc.aio.ServicerContext], Any],
         check_request: Callable[[Any, Any], None] | None = None,
+        every_request: bool = False,
     ) -> grpc.RpcMethodHandler:
-        return guard_handler(handler, check, check_request, idle=self.idle, check_before_read=self.check_before_read)
+        return guard_handler(
+            handler,
+            check,
+            check_request,
+            idle=self.idle,
+            check_before_read=self.check_before_read,
+            check_every_request=every_request,
+        )
 
 
 def common_name_only(context: grpc.aio.ServicerContext) -> str | None:

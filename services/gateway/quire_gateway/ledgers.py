@@ -7,7 +7,8 @@ import asyncio
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable
+from contextlib import aclosing
 from dataclasses import dataclass
 
 from google.protobuf import timestamp_pb2
@@ -313,7 +314,7 @@ class LedgerManager:
 
     async def read(
         self, ledger_id: LedgerId, first: int, last: int, *, confirmed: bool
-    ) -> AsyncIterator[list[ReadEntry]]:
+    ) -> AsyncGenerator[list[ReadEntry], None]:
         """Entries first..last. Parameters are checked first (INVALID_ARGUMENT),
         then, for confirmed reads, the LAC as readers know it (beyond it:
         OUT_OF_RANGE; last = -1 means up to it). A read that reaches past the
@@ -349,6 +350,18 @@ class LedgerManager:
             confirmed_up_to = self._known_lac(ledger_id, metadata)
         async for chunk in self._read_replicas(ledger_id, metadata, first, last, confirmed_up_to):
             yield chunk
+
+    async def read_entry(self, ledger_id: LedgerId, entry_id: int) -> ReadEntry:
+        """One confirmed entry: read() with first = last = entry_id, so every
+        rule of a confirmed read holds (the LAC, OUT_OF_RANGE past it, the
+        registry and bookies asked as there, digests, the entry cache)."""
+        if entry_id < 0:
+            raise InvalidArgument(f"entry_id {entry_id} is negative")
+        async with aclosing(self.read(ledger_id, entry_id, entry_id, confirmed=True)) as chunks:
+            async for chunk in chunks:
+                if chunk:
+                    return chunk[0]
+        raise AssertionError("unreachable")  # a read of one entry at or below the LAC yields it or raises
 
     async def tail(self, ledger_id: LedgerId, first: int) -> AsyncIterator[list[ReadEntry]]:
         """Confirmed entries from `first` on, as the LAC advances; ends once

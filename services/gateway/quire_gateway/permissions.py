@@ -15,12 +15,17 @@ from quire_gateway.blobs import decode_blob_id
 
 _LEDGER_READS = {
     "ReadEntries",
+    "ReadEntry",
+    "ReadEntryStream",
     "ReadUnconfirmedEntries",
     "TailEntries",
     "ReadLastAddConfirmed",
     "GetLedgerMetadata",
 }
 _LEDGER_WRITES = {"AppendEntries", "AddEntry", "CloseLedger"}
+# Request streams whose every message names its own ledger, possibly of another
+# scope than the first: each message is authorized, not only the first.
+EVERY_MESSAGE_AUTHORIZED = frozenset({"ReadEntryStream"})
 
 
 def required_permission(method: str, request: Any) -> tuple[str, int | None]:

@@ -9,12 +9,12 @@ from contextlib import contextmanager
 import grpc
 
 from quire.gateway.v1 import blob_pb2, blob_pb2_grpc, ledger_pb2, ledger_pb2_grpc
-from quire_api.errors import InvalidArgument
+from quire_api.errors import InvalidArgument, QuireError
 from quire_api.ids import ledger_id_from_proto
 from quire_api.limits import MAX_REPLY_BYTES
 from quire_common.telemetry import tracing_enabled
 from quire_gateway.blobs import BlobStore
-from quire_gateway.client_streams import chained, first_and_rest
+from quire_gateway.client_streams import answered_in_order, chained, first_and_rest
 from quire_gateway.forwarding import Forwarder
 from quire_gateway.ledgers import CreateSpec, LedgerManager, public_metadata
 from quire_gateway.peers import FORWARDED_BY
@@ -23,6 +23,23 @@ from quire_gateway.write_session import WriteSession
 
 # Bytes of a repeated-field element's tag and length prefix, at most.
 _ELEMENT_OVERHEAD_BYTES = 6
+# Requests of one ReadEntryStream worked on at once (ledger.proto says so).
+READ_STREAM_WINDOW = 16
+
+
+def entry_message(entry: ReadEntry) -> ledger_pb2.Entry:
+    return ledger_pb2.Entry(entry_id=entry.entry_id, payload=entry.payload, length=entry.length)
+
+
+def read_entry_error(error: QuireError) -> ledger_pb2.ReadEntryError:
+    """What the status of a call failing with `error` carries (quire_api.rpc_status), as one stream answer."""
+    message = ledger_pb2.ReadEntryError(
+        code=grpc.StatusCode[error.code].value[0], reason=error.reason, message=error.message, metadata=error.metadata
+    )
+    delay = error.retry_delay
+    if delay is not None:
+        message.retry_delay.FromNanoseconds(int(delay * 1e9))
+    return message
 
 
 def batched_by_bytes(entries: Iterable[ReadEntry], limit: int = MAX_REPLY_BYTES) -> Iterable[list[ledger_pb2.Entry]]:
@@ -33,7 +50,7 @@ def batched_by_bytes(entries: Iterable[ReadEntry], limit: int = MAX_REPLY_BYTES)
     batch: list[ledger_pb2.Entry] = []
     size = 0
     for entry in entries:
-        message = ledger_pb2.Entry(entry_id=entry.entry_id, payload=entry.payload, length=entry.length)
+        message = entry_message(entry)
         entry_size = message.ByteSize() + _ELEMENT_OVERHEAD_BYTES
         if batch and size + entry_size > limit:
             yield batch
@@ -162,6 +179,26 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
             async for chunk in chunks:
                 for batch in batched_by_bytes(chunk):
                     yield ledger_pb2.ReadEntriesResponse(entries=batch)
+
+    async def ReadEntry(
+        self, request: ledger_pb2.ReadEntryRequest, context: grpc.aio.ServicerContext
+    ) -> ledger_pb2.ReadEntryResponse:
+        entry = await self.manager.read_entry(ledger_id_from_proto(request.ledger_id), request.entry_id)
+        return ledger_pb2.ReadEntryResponse(entry=entry_message(entry))
+
+    async def ReadEntryStream(
+        self, request_iterator: AsyncIterator[ledger_pb2.ReadEntryRequest], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[ledger_pb2.ReadEntryResponse]:
+        async def answer(request: ledger_pb2.ReadEntryRequest) -> ledger_pb2.ReadEntryResponse:
+            try:
+                entry = await self.manager.read_entry(ledger_id_from_proto(request.ledger_id), request.entry_id)
+            except QuireError as error:  # answers this request; the stream goes on
+                return ledger_pb2.ReadEntryResponse(error=read_entry_error(error))
+            return ledger_pb2.ReadEntryResponse(entry=entry_message(entry))
+
+        with self.streams.track("ReadEntryStream"):
+            async for response in answered_in_order(request_iterator, answer, READ_STREAM_WINDOW):
+                yield response
 
     async def ReadUnconfirmedEntries(
         self, request: ledger_pb2.ReadUnconfirmedEntriesRequest, context: grpc.aio.ServicerContext
