@@ -7,8 +7,10 @@ serving them is killed (SIGKILL) mid-stream."""
 
 from __future__ import annotations
 
+import queue
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import grpc
 import pytest
@@ -19,7 +21,7 @@ from quire.common.v1 import common_pb2
 from quire.gateway.v1 import blob_pb2, blob_pb2_grpc, ledger_pb2, ledger_pb2_grpc
 from quire_api.ids import LedgerId, ledger_id_to_proto
 from quire_api.limits import MAX_ENTRY_PAYLOAD_BYTES
-from quire_client import QuireClient, ResourceExhaustedError, UnavailableError
+from quire_client import NotFoundError, OutOfRangeError, QuireClient, ResourceExhaustedError, UnavailableError
 from quire_client.cluster import LocalCluster
 from tests.e2e.conftest import running_cluster
 
@@ -207,3 +209,128 @@ def test_a_client_without_64_bit_integers_uses_the_qualified_name(cluster: Local
         with pytest.raises(grpc.RpcError) as refused:
             ledgers.ReadLastAddConfirmed(ledger_pb2.ReadLastAddConfirmedRequest(ledger_id=rounded), timeout=30)
         assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def entry_read_by_range(ledgers: ledger_pb2_grpc.LedgerServiceStub, ledger: LedgerId, entry_id: int) -> Any:
+    request = ledger_pb2.ReadEntriesRequest(
+        ledger_id=ledger_id_to_proto(ledger), first_entry_id=entry_id, last_entry_id=entry_id
+    )
+    (entry,) = [e for r in ledgers.ReadEntries(request, timeout=30) for e in r.entries]
+    return entry
+
+
+def error_info(error: grpc.RpcError) -> tuple[grpc.StatusCode, str, dict[str, str]]:
+    status = rpc_status.from_call(error)  # type: ignore[arg-type]
+    assert status is not None
+    info = error_details_pb2.ErrorInfo()
+    assert status.details[0].Unpack(info)
+    return error.code(), info.reason, dict(info.metadata)  # type: ignore[attr-defined]
+
+
+def read_one_entry_at(target: str, ledger: LedgerId) -> None:
+    """ReadEntry at `target` of `ledger`, whose entries 0..4 are confirmed, over gRPC's defaults."""
+    missing = LedgerId(ledger.scope_id, ledger.ledger_id ^ 1)
+    with grpc.insecure_channel(target) as channel:
+        ledgers = ledger_pb2_grpc.LedgerServiceStub(channel)
+        read = ledgers.ReadEntry(ledger_pb2.ReadEntryRequest(ledger_id=ledger_id_to_proto(ledger), entry_id=3))
+        assert read.WhichOneof("result") == "entry"
+        assert read.entry == entry_read_by_range(ledgers, ledger, 3)
+        assert (read.entry.entry_id, read.entry.payload) == (3, b"single 3")
+        assert read.entry.length == sum(len(b"single %d" % i) for i in range(4))
+        with pytest.raises(grpc.RpcError) as beyond:
+            ledgers.ReadEntry(ledger_pb2.ReadEntryRequest(ledger_id=ledger_id_to_proto(ledger), entry_id=9))
+        code, reason, metadata = error_info(beyond.value)
+        assert (code, reason) == (grpc.StatusCode.OUT_OF_RANGE, "ERROR_REASON_READ_BEYOND_LAC"), target
+        assert metadata == {"last_add_confirmed": "4"}
+        with pytest.raises(grpc.RpcError) as unknown:
+            ledgers.ReadEntry(ledger_pb2.ReadEntryRequest(ledger_id=ledger_id_to_proto(missing), entry_id=0))
+        assert error_info(unknown.value)[:2] == (grpc.StatusCode.NOT_FOUND, "ERROR_REASON_LEDGER_NOT_FOUND")
+        with pytest.raises(grpc.RpcError) as negative:
+            ledgers.ReadEntry(ledger_pb2.ReadEntryRequest(ledger_id=ledger_id_to_proto(ledger), entry_id=-1))
+        assert negative.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_read_entry_reads_one_entry_by_the_rules_of_read_entries(cluster: LocalCluster) -> None:
+    """At the ledger's owner while it is open (its entry cache, its writer's
+    LAC), then closed at another gateway (the bookies; the LAC the bookies
+    know lags the writer's until it is closed, as for ReadEntries): the Entry
+    ReadEntries returns, OUT_OF_RANGE past the LAC, NOT_FOUND for a ledger
+    that does not exist."""
+    with client_at(cluster, 0) as writer:
+        ledger = ledger_of(writer.create_ledger())
+        writer.append_all(ledger, [b"single %d" % i for i in range(5)])
+        read_one_entry_at(cluster.gateway_targets[0], ledger)
+        writer.close_ledger(ledger)
+    read_one_entry_at(cluster.gateway_targets[1], ledger)
+    with client_at(cluster, 1) as reader:
+        assert reader.read_entry(ledger, 2).payload == b"single 2"
+        with pytest.raises(OutOfRangeError) as refused:
+            reader.read_entry(ledger, 9)
+        assert refused.value.reason == "ERROR_REASON_READ_BEYOND_LAC" and not refused.value.retryable
+        with pytest.raises(NotFoundError):
+            reader.read_entry(LedgerId(ledger.scope_id, ledger.ledger_id ^ 1), 0)
+
+
+def test_read_entry_stream_answers_each_request_in_order_and_goes_on_after_an_error(cluster: LocalCluster) -> None:
+    with client_at(cluster, 0) as writer:
+        ledger = ledger_of(writer.create_ledger())
+        writer.append_all(ledger, [b"streamed %d" % i for i in range(5)])
+        other = ledger_of(writer.create_ledger())
+        writer.append_all(other, [b"other 0"])
+    proto, other_proto = ledger_id_to_proto(ledger), ledger_id_to_proto(other)
+    missing = ledger_id_to_proto(LedgerId(ledger.scope_id, ledger.ledger_id ^ 1))
+    asked = [(proto, 1), (proto, 9), (missing, 0), (proto, -1), (other_proto, 0), (proto, 1), (proto, 0)]
+    with grpc.insecure_channel(cluster.gateway_targets[0]) as channel:
+        stream = ledger_pb2_grpc.LedgerServiceStub(channel).ReadEntryStream(
+            iter([ledger_pb2.ReadEntryRequest(ledger_id=lid, entry_id=e) for lid, e in asked]), timeout=60
+        )
+        answers = list(stream)
+        assert stream.code() == grpc.StatusCode.OK
+    assert len(answers) == len(asked)
+    assert [a.WhichOneof("result") for a in answers] == ["entry", "error", "error", "error", "entry", "entry", "entry"]
+    entries = [a.entry.payload for a in answers if a.HasField("entry")]
+    assert entries == [b"streamed 1", b"other 0", b"streamed 1", b"streamed 0"]
+    beyond, unknown, negative = (answers[i].error for i in (1, 2, 3))
+    assert (beyond.code, beyond.reason) == (grpc.StatusCode.OUT_OF_RANGE.value[0], "ERROR_REASON_READ_BEYOND_LAC")
+    assert dict(beyond.metadata) == {"last_add_confirmed": "4"} and not beyond.HasField("retry_delay")
+    assert "beyond the last-add-confirmed 4" in beyond.message
+    assert (unknown.code, unknown.reason) == (grpc.StatusCode.NOT_FOUND.value[0], "ERROR_REASON_LEDGER_NOT_FOUND")
+    invalid = grpc.StatusCode.INVALID_ARGUMENT.value[0]
+    assert (negative.code, negative.reason) == (invalid, "ERROR_REASON_INVALID_ARGUMENT")
+
+    with client_at(cluster, 0) as writer:
+        writer.close_ledger(ledger)  # so that another gateway knows its end (ReadEntries' rule)
+    with client_at(cluster, 1) as reader:  # not the owner: served there, from the bookies
+        got = list(reader.read_entries_by_id(ledger, [3, 0, 9, 2]))
+    assert [getattr(g, "payload", None) for g in got] == [b"streamed 3", b"streamed 0", None, b"streamed 2"]
+    assert isinstance(got[2], OutOfRangeError) and got[2].reason == "ERROR_REASON_READ_BEYOND_LAC"
+    assert not got[2].retryable
+
+
+def test_read_entry_stream_ends_cleanly_when_the_client_half_closes(cluster: LocalCluster) -> None:
+    """A reader that waits for each answer before its next request (one long-lived
+    stream), then half-closes; one that sends more requests than the gateway works on
+    at once and half-closes at once; one that half-closes without a request."""
+    with client_at(cluster, 0) as writer:
+        ledger = ledger_of(writer.create_ledger())
+        writer.append_all(ledger, [b"half %d" % i for i in range(40)])
+    proto = ledger_id_to_proto(ledger)
+    with grpc.insecure_channel(cluster.gateway_targets[0]) as channel:
+        ledgers = ledger_pb2_grpc.LedgerServiceStub(channel)
+        outgoing: queue.Queue[ledger_pb2.ReadEntryRequest | None] = queue.Queue()
+        stream = ledgers.ReadEntryStream(iter(outgoing.get, None), timeout=60)
+        for entry_id in (5, 0, 39, 5):
+            outgoing.put(ledger_pb2.ReadEntryRequest(ledger_id=proto, entry_id=entry_id))
+            assert next(stream).entry.payload == b"half %d" % entry_id
+        outgoing.put(None)  # half-close: nothing is due, so the stream ends
+        assert list(stream) == [] and stream.code() == grpc.StatusCode.OK
+
+        ids = [(7 * i) % 40 for i in range(100)]
+        stream = ledgers.ReadEntryStream(
+            iter([ledger_pb2.ReadEntryRequest(ledger_id=proto, entry_id=e) for e in ids]), timeout=60
+        )
+        assert [a.entry.payload for a in stream] == [b"half %d" % e for e in ids]
+        assert stream.code() == grpc.StatusCode.OK
+
+        empty = ledgers.ReadEntryStream(iter([]), timeout=60)
+        assert list(empty) == [] and empty.code() == grpc.StatusCode.OK

@@ -233,6 +233,51 @@ def test_roles_are_refused_exactly_what_they_lack(tls_cluster: LocalCluster, bun
         admin.delete_ledger(ledger_id)
 
 
+def test_every_request_of_a_read_entry_stream_is_authorized(tls_cluster: LocalCluster, bundle: CertBundle) -> None:
+    """Not only the first message: a reader of scope 7 gets its answers until the
+    stream's first request for a ledger of scope 8, which ends the stream
+    PERMISSION_DENIED after the answers before it (docs/security.md). The
+    positive control: the same stream from an admin is answered in full."""
+    from quire.gateway.v1 import ledger_pb2
+    from quire_api.ids import LedgerId, ledger_id_to_proto
+    from quire_client.errors import translate
+
+    ledgers: dict[int, LedgerId] = {}
+    with client_for(tls_cluster, bundle, "client-admin") as admin:
+        for scope in (7, 8):
+            created = admin.create_ledger(scope_id=scope)
+            ledgers[scope] = LedgerId(created.ledger_id.scope_id, created.ledger_id.ledger_id)
+            admin.add_entry(ledgers[scope], b"scope %d" % scope)
+
+    def requests() -> list[ledger_pb2.ReadEntryRequest]:
+        return [
+            ledger_pb2.ReadEntryRequest(ledger_id=ledger_id_to_proto(ledgers[scope]), entry_id=0)
+            for scope in (7, 7, 8, 7)
+        ]
+
+    tenant_token = bundle.token("tenant-7", {"7": ["reader"]})  # wins over the certificate it rides with
+    with client_for(tls_cluster, bundle, "client-reader", token=tenant_token) as tenant:
+        answers = []
+        with pytest.raises(grpc.RpcError) as refused:
+            for answer in tenant.ledgers.ReadEntryStream(iter(requests()), timeout=30):
+                answers.append(answer)
+        assert [a.entry.payload for a in answers] == [b"scope 7", b"scope 7"]
+        denied = translate(refused.value)
+        assert isinstance(denied, PermissionDeniedError), denied
+        assert denied.reason == "ERROR_REASON_PERMISSION_DENIED_ROLE" and "scope 8" in denied.message
+        assert tenant.read_entry(ledgers[7], 0).payload == b"scope 7"
+        with pytest.raises(PermissionDeniedError):
+            tenant.read_entry(ledgers[8], 0)
+        with pytest.raises(PermissionDeniedError):
+            list(tenant.read_entries_by_id(ledgers[8], [0]))  # refused on the first message
+
+    with client_for(tls_cluster, bundle, "client-admin") as admin:
+        answered = list(admin.ledgers.ReadEntryStream(iter(requests()), timeout=30))
+        assert [a.entry.payload for a in answered] == [b"scope 7", b"scope 7", b"scope 8", b"scope 7"]
+        for ledger in ledgers.values():
+            admin.delete_ledger(ledger)
+
+
 def test_the_plaintext_probe_port_answers_health_and_nothing_else(tls_cluster: LocalCluster) -> None:
     """Kubernetes' gRPC probes cannot speak TLS: QUIRE_HEALTH_PROBE_PORT serves
     grpc.health.v1 in plaintext and refuses every other call there."""

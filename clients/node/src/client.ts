@@ -14,7 +14,13 @@ import {
   type ClientWritableStream,
   type ServiceError,
 } from "@grpc/grpc-js";
-import { FailedPreconditionError, translate, UnavailableError } from "./errors";
+import {
+  FailedPreconditionError,
+  QuireError,
+  quireErrorFromDetails,
+  translate,
+  UnavailableError,
+} from "./errors";
 import { LedgerId, toU64, type LedgerIdLike, type LedgerIdMessage } from "./ids";
 import { loadGatewayServices } from "./protos";
 
@@ -184,6 +190,17 @@ function toEntry(wire: Wire): Entry {
     payload: wire.payload as Buffer,
     length: safeNumber("length", wire.length),
   };
+}
+
+/** One failed request of a ReadEntryStream (a ReadEntryError) as the error ReadEntry would have thrown. */
+function toReadError(wire: Wire): QuireError {
+  const delay = wire.retryDelay as { seconds?: string | number; nanos?: number } | null | undefined;
+  return quireErrorFromDetails(Number(wire.code), wire.message ?? "", {
+    reason: wire.reason ?? "",
+    domain: "quire",
+    metadata: { ...(wire.metadata ?? {}) },
+    retryDelayMs: delay ? Number(delay.seconds ?? 0) * 1000 + Math.round((delay.nanos ?? 0) / 1e6) : undefined,
+  });
 }
 
 function toAck(wire: Wire): AppendAck {
@@ -399,6 +416,59 @@ export class QuireClient {
         lastEntryId: String(last),
       }) as ClientReadableStream<Wire>,
     );
+  }
+
+  /**
+   * One confirmed entry (ReadEntry), by read()'s rules with first = last =
+   * entryId: past the LAC an OutOfRangeError (reason
+   * ERROR_REASON_READ_BEYOND_LAC, metadata last_add_confirmed), an unknown
+   * ledger a NotFoundError. One call, not resumed.
+   */
+  async readEntry(ledger: LedgerIdLike, entryId: number): Promise<Entry> {
+    const response = await this.unary(this.ledgers, "ReadEntry", {
+      ledgerId: LedgerId.from(ledger).toMessage(),
+      entryId: entryIdArgument("entryId", entryId),
+    });
+    return toEntry(response.entry);
+  }
+
+  /**
+   * The confirmed entries `entryIds` (any order, repeats allowed), read one
+   * by one over a single ReadEntryStream: one item per id, in the order of
+   * `entryIds`. An id that fails (past the LAC, ...) yields the QuireError
+   * readEntry() would have thrown, without throwing, and the next ids are
+   * still read. A failure of the stream itself (the gateway lost,
+   * PERMISSION_DENIED, ...) is thrown; it is not resumed.
+   */
+  async *readEntriesById(ledger: LedgerIdLike, entryIds: Iterable<number>): AsyncGenerator<Entry | QuireError> {
+    const ledgerId = LedgerId.from(ledger).toMessage();
+    const wanted = Array.from(entryIds, (id) => entryIdArgument("entryId", id));
+    if (wanted.length === 0) return;
+    const call = this.ledgers.ReadEntryStream(new Metadata(), { deadline: Date.now() + this.timeoutMs * 10 }) as ClientDuplexStream<Wire, Wire>;
+    // Sent while the answers are read: the gateway reads ahead only so far, so
+    // waiting for every request to go out first could wait for ever.
+    const sending = (async () => {
+      for (const entryId of wanted) {
+        if (call.destroyed || call.writableEnded) return; // the call ended: its status says why
+        if (!call.write({ ledgerId, entryId })) await writable(call);
+      }
+      if (!call.destroyed) call.end();
+    })();
+    sending.catch(() => call.cancel());
+    let answered = 0;
+    try {
+      for await (const response of call as AsyncIterable<Wire>) {
+        answered += 1;
+        yield response.result === "error" ? toReadError(response.error) : toEntry(response.entry);
+      }
+    } catch (failure) {
+      throw translate(failure);
+    } finally {
+      call.cancel();
+    }
+    if (answered !== wanted.length) {
+      throw new UnavailableError(14, `the read stream ended after ${answered} of ${wanted.length} answers`);
+    }
   }
 
   /**

@@ -125,6 +125,12 @@ export function quireError(code: number, message: string, trailers?: Metadata): 
   return new ErrorClass(code, message, trailers ? decodeDetails(trailers) : {});
 }
 
+/** The typed error for a code and details that came without a call's trailers (a ReadEntryStream answer). */
+export function quireErrorFromDetails(code: number, message: string, details: Partial<ErrorDetails>): QuireError {
+  const ErrorClass = ERRORS_BY_CODE[code] ?? QuireError;
+  return new ErrorClass(code, message, details);
+}
+
 /** A grpc-js failure as a QuireError; anything else unchanged. */
 export function translate(error: unknown): unknown {
   if (error instanceof QuireError) return error;

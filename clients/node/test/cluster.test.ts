@@ -7,6 +7,7 @@ import {
   NotFoundError,
   OutOfRangeError,
   QuireClient,
+  QuireError,
   type Entry,
 } from "../src";
 
@@ -130,6 +131,45 @@ test("errors carry their type, reason and metadata", { skip }, async () => {
       })(),
       (e) => e instanceof FailedPreconditionError && e.reason === "ERROR_REASON_LEDGER_CLOSED",
     );
+  } finally {
+    client.close();
+  }
+});
+
+test("single entries: readEntry, and readEntriesById over one stream with an error in the middle", { skip }, async () => {
+  const client = connect();
+  try {
+    const { ledgerId } = await client.createLedger();
+    const payloads = Array.from({ length: 5 }, (_, i) => `single ${i}`);
+    assert.equal(await client.appendAll(ledgerId, payloads), 4);
+    const one = await client.readEntry(ledgerId, 3);
+    assert.equal(one.entryId, 3);
+    assert.equal(one.payload.toString(), "single 3");
+    assert.equal(one.length, payloads.slice(0, 4).reduce((sum, p) => sum + p.length, 0));
+    await assert.rejects(client.readEntry(ledgerId, 9), (e) => {
+      assert.ok(e instanceof OutOfRangeError);
+      assert.equal(e.reason, "ERROR_REASON_READ_BEYOND_LAC");
+      assert.equal(e.metadata.last_add_confirmed, "4");
+      return true;
+    });
+    const missing = new LedgerId(ledgerId.scopeId, ledgerId.ledgerId ^ 1n);
+    await assert.rejects(client.readEntry(missing, 0), (e) => e instanceof NotFoundError && e.reason === "ERROR_REASON_LEDGER_NOT_FOUND");
+
+    const answers: Array<Entry | QuireError> = [];
+    for await (const answer of client.readEntriesById(ledgerId, [4, 0, 7, 2, 2])) answers.push(answer);
+    assert.equal(answers.length, 5);
+    const [a, b, beyond, c, d] = answers;
+    assert.ok(!(a instanceof QuireError) && !(b instanceof QuireError) && !(c instanceof QuireError) && !(d instanceof QuireError));
+    assert.deepEqual([a, b, c, d].map((e) => (e as Entry).payload.toString()), ["single 4", "single 0", "single 2", "single 2"]);
+    assert.ok(beyond instanceof OutOfRangeError, String(beyond));
+    assert.equal(beyond.reason, "ERROR_REASON_READ_BEYOND_LAC");
+    assert.equal(beyond.metadata.last_add_confirmed, "4");
+    assert.equal(beyond.retryable, false);
+
+    const many = Array.from({ length: 200 }, (_, i) => (i * 7) % 5); // more than the gateway reads ahead
+    const read: string[] = [];
+    for await (const answer of client.readEntriesById(ledgerId, many)) read.push((answer as Entry).payload.toString());
+    assert.deepEqual(read, many.map((i) => `single ${i}`));
   } finally {
     client.close();
   }

@@ -50,6 +50,7 @@ from quire_client.errors import (  # noqa: F401
     UnavailableError,
     UnimplementedError,
 )
+from quire_client.errors import error_from_read_error as _error_from_read_error
 from quire_client.errors import translate as _translate
 
 _CREATE_RETRY = Backoff(first_seconds=0.5, longest_seconds=2.0)  # a create retried after a lost answer
@@ -447,6 +448,51 @@ class QuireClient:
         # ReadLastAddConfirmed refreshes what that gateway knows.
         refresh_lac = None if unconfirmed or last >= 0 else (lambda: self.last_add_confirmed(ledger_id))
         return self._resumed(stream, first, last, refresh_lac)
+
+    def read_entry(self, ledger: LedgerId | str, entry_id: int) -> ledger_pb2.Entry:
+        """One confirmed entry (ReadEntry), by read()'s rules with first =
+        last = entry_id: past the LAC OutOfRangeError (reason
+        ERROR_REASON_READ_BEYOND_LAC, details last_add_confirmed), an unknown
+        ledger NotFoundError. One call, not resumed: a retryable error is
+        raised for the caller to try again."""
+        request = ledger_pb2.ReadEntryRequest(
+            ledger_id=ledger_id_to_proto(_as_ledger_id(ledger)),
+            entry_id=_in_range("entry_id", entry_id, _I64_MIN, _I64_MAX),
+        )
+        return self._unary(self.ledgers.ReadEntry, request).entry  # type: ignore[no-any-return]
+
+    def read_entries_by_id(
+        self, ledger: LedgerId | str, entry_ids: Iterable[int]
+    ) -> Iterator[ledger_pb2.Entry | QuireClientError]:
+        """The confirmed entries `entry_ids` (any order, repeats allowed), read
+        one by one over a single ReadEntryStream: one item per id, in the
+        order of `entry_ids`. An id that fails (past the LAC, ...) yields the
+        error read_entry() would have raised, not raised, and the next ids
+        are still read; check with isinstance(item, QuireClientError). A
+        failure of the stream itself (the gateway lost, PERMISSION_DENIED, a
+        deadline) is raised; it is not resumed."""
+        ledger_proto = ledger_id_to_proto(_as_ledger_id(ledger))
+        wanted = [_in_range("entry_id", entry_id, _I64_MIN, _I64_MAX) for entry_id in entry_ids]
+        if not wanted:
+            return
+        requests = (ledger_pb2.ReadEntryRequest(ledger_id=ledger_proto, entry_id=entry_id) for entry_id in wanted)
+        call = self.ledgers.ReadEntryStream(requests, timeout=self.timeout * 10)
+        answered = 0
+        try:
+            for response in call:
+                answered += 1
+                if response.HasField("error"):
+                    yield _error_from_read_error(response.error)
+                else:
+                    yield response.entry
+        except grpc.RpcError as exc:
+            raise _translate(exc) from None
+        finally:
+            call.cancel()
+        if answered != len(wanted):
+            raise UnavailableError(
+                grpc.StatusCode.UNAVAILABLE, "", f"the read stream ended after {answered} of {len(wanted)} answers"
+            )
 
     def tail(self, ledger: LedgerId | str, first: int = 0) -> Iterator[ledger_pb2.Entry]:
         """Confirmed entries from `first` on, as they are confirmed; ends when

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import grpc
 
+from quire.gateway.v1 import ledger_pb2
 from quire_api import errors as common
 from quire_api.errors import retry_delay_for
 from quire_api.rpc_status import CallStatus, call_status
@@ -153,6 +154,17 @@ def error_from_status(status: CallStatus) -> QuireClientError:
     if status.has_details and status.retry_delay is None:
         error._retry_delay = None
     return error
+
+
+_CODES_BY_NUMBER = {code.value[0]: code for code in grpc.StatusCode}
+
+
+def error_from_read_error(error: ledger_pb2.ReadEntryError) -> QuireClientError:
+    """The client error one request of a ReadEntryStream was answered with:
+    the one a ReadEntry call failing the same way raises."""
+    delay = error.retry_delay.ToNanoseconds() / 1e9 if error.HasField("retry_delay") else None
+    code = _CODES_BY_NUMBER.get(error.code, grpc.StatusCode.UNKNOWN)
+    return error_from_status(CallStatus(code, error.message, error.reason, dict(error.metadata), delay, True))
 
 
 def translate(exc: grpc.RpcError) -> QuireClientError:
