@@ -134,18 +134,18 @@ def held_adds(bookie: Bookie) -> Iterator[asyncio.Event]:
     """Every add the bookie receives waits until the returned event is set
     (set, and the bookie restored, on the way out whatever happens)."""
     gate = asyncio.Event()
-    real_start_add = bookie.start_add
+    real_start_adds = bookie.start_adds
 
-    async def held_start_add(*args):  # type: ignore[no-untyped-def]
+    async def held_start_adds(*args):  # type: ignore[no-untyped-def]
         await gate.wait()
-        return await real_start_add(*args)
+        return await real_start_adds(*args)
 
-    bookie.start_add = held_start_add  # type: ignore[method-assign]
+    bookie.start_adds = held_start_adds  # type: ignore[method-assign]
     try:
         yield gate
     finally:
         gate.set()
-        bookie.start_add = real_start_add  # type: ignore[method-assign]
+        bookie.start_adds = real_start_adds  # type: ignore[method-assign]
 
 
 async def test_the_gateway_stream_multiplexes_ledgers_and_maps_errors(served):

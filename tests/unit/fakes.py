@@ -7,7 +7,7 @@ import asyncio
 from dataclasses import dataclass, field
 
 from quire.common.v1 import common_pb2
-from quire_api.errors import Aborted, FailedPrecondition, NotFound, Reason, Unavailable
+from quire_api.errors import Aborted, FailedPrecondition, NotFound, QuireError, Reason, Unavailable
 from quire_api.ids import LedgerId
 
 
@@ -27,6 +27,7 @@ class FakeRemote:
         self.version = 1
         self.calls: list[tuple[str, str]] = []  # (method, bookie)
         self.before_update: list[common_pb2.LedgerMetadata] = []  # metadata swapped in before the next CAS
+        self._sends: set[asyncio.Future[None]] = set()
 
     async def _reach(self, method: str, bookie_id: str, timeout_seconds: float | None = None) -> FakeBookie:
         """Like a call with a deadline: a slow bookie past it is UNAVAILABLE."""
@@ -50,6 +51,21 @@ class FakeRemote:
         for entry_id, data in entries:
             bookie.entries[entry_id] = data
             bookie.lac = max(bookie.lac, parse_header(data).last_add_confirmed)
+
+    def send_entries(self, bookie_id, ledger_id, master_key, entries, timeout_seconds, on_done):  # type: ignore[no-untyped-def]
+        """The AddStream's callback form, over add_entries."""
+
+        async def add() -> None:
+            try:
+                await self.add_entries(bookie_id, ledger_id, master_key, entries, timeout_seconds=timeout_seconds)
+            except QuireError as exc:
+                on_done(exc)
+            else:
+                on_done(None)
+
+        task = asyncio.ensure_future(add())
+        self._sends.add(task)
+        task.add_done_callback(self._sends.discard)
 
     async def read_entries(self, bookie_id, ledger_id, entry_ids, timeout_seconds=None):  # type: ignore[no-untyped-def]
         bookie = await self._reach("read", bookie_id, timeout_seconds)

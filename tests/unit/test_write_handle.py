@@ -173,14 +173,14 @@ def test_which_bookie_errors_call_for_a_replacement():
 async def test_an_unexpected_error_in_a_send_replaces_the_bookie_instead_of_hanging():
     remote = FakeRemote(["a", "b", "c"], spare=["d"])
     handle = handle_on(remote, ["a", "b", "c"])
-    original = remote.add_entries
+    original = remote.send_entries
 
-    async def broken_on_b(bookie_id, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def broken_on_b(bookie_id, *args, **kwargs):  # type: ignore[no-untyped-def]
         if bookie_id == "b":
             raise TypeError("a bug in the send path")
-        await original(bookie_id, *args, **kwargs)
+        original(bookie_id, *args, **kwargs)
 
-    remote.add_entries = broken_on_b  # type: ignore[method-assign]
+    remote.send_entries = broken_on_b  # type: ignore[method-assign]
     assert await asyncio.wait_for(write(handle, [b"x%d" % i for i in range(6)]), timeout=5) == list(range(6))
     assert handle.ensemble_changes == 1
 

@@ -99,23 +99,25 @@ class AddStreamSession:
         self._wake.set()
 
     async def _take(self, messages: AsyncIterator[list[StreamedAdd]]) -> None:
-        loop = asyncio.get_running_loop()
         try:
             async for adds in messages:
+                # Checked one by one, queued together: one wait for queue space per message.
+                valid = [add for add in adds if add.refused is None]
+                started = iter(
+                    await self.bookie.start_adds([(a.ledger_id, a.master_key, a.entries, a.recovery) for a in valid])
+                )
                 for add in adds:
-                    try:
-                        if add.refused is not None:
-                            raise add.refused
-                        future = await self.bookie.start_add(add.ledger_id, add.master_key, add.entries, add.recovery)
-                    except QuireError as exc:
-                        future = loop.create_future()
-                        future.set_exception(exc)
+                    outcome = add.refused if add.refused is not None else next(started)
+                    if isinstance(outcome, QuireError):
+                        self._completed.append(AddOutcome(add.add_id, outcome))
+                        self._wake.set()
+                        continue
                     # Counted once queued: an add cut off while waiting for queue space (the
                     # bookie stopping) is never answered; the writer's deadline covers it.
                     self._unanswered += 1
-                    future.add_done_callback(functools.partial(self._settle, add.add_id))
+                    outcome.add_done_callback(functools.partial(self._settle, add.add_id))
                     if self._traced:
-                        self._trace(add, future)
+                        self._trace(add, outcome)
         except BaseException as exc:  # the stream broke or a message was malformed: end it
             self._request_error = exc
         finally:

@@ -50,6 +50,7 @@ class AddOp:
     entries: list[tuple[int, int, bytes]]  # (entry id, lac from header, packed bytes)
     recovery: bool
     future: asyncio.Future[None] = field(repr=False)
+    received_at: float = 0.0  # time.perf_counter() when the add arrived (its latency, per flush)
 
     @property
     def size_bytes(self) -> int:
@@ -122,6 +123,8 @@ class FlushStats:
     entries: int
     size_bytes: int
     sync_seconds: float
+    # From the arrival of the batch's oldest add to its sync: the longest an add of it waited.
+    longest_add_seconds: float = 0.0
 
 
 class WriterThread:
@@ -199,6 +202,7 @@ class GroupCommitter:
         # Bounded: producers wait here instead of growing memory without limit.
         self._space = asyncio.Condition()
         self._max_queued_bytes = max_queued_bytes
+        self._waiting_for_space = 0  # producers waiting in _enqueue_many
         self._on_flush = on_flush
         self._on_lac_moved = on_lac_moved
         self._closing = False
@@ -222,18 +226,30 @@ class GroupCommitter:
         self._writer.stop()
 
     async def _enqueue(self, op: Op) -> None:
-        async with self._space:
-            await self._space.wait_for(
-                lambda: (
-                    self._closing
-                    or self._queued_bytes == 0
-                    or self._queued_bytes + op.size_bytes <= self._max_queued_bytes
-                )
-            )
-            if self._closing:
-                raise Unavailable("the bookie is shutting down; retry on another bookie", Reason.BOOKIE_UNAVAILABLE)
-            self._queue.append(op)
-            self._queued_bytes += op.size_bytes
+        await self._enqueue_many([op])
+
+    async def _enqueue_many(self, ops: list[Op]) -> None:
+        """Queue `ops` in order, waiting for space once for all of them (one
+        message's adds arrive together, and go together)."""
+        size = sum(op.size_bytes for op in ops)
+        full = self._queued_bytes and self._queued_bytes + size > self._max_queued_bytes
+        if full or self._waiting_for_space:  # wait behind those already waiting, in order
+            self._waiting_for_space += 1
+            try:
+                async with self._space:
+                    await self._space.wait_for(
+                        lambda: (
+                            self._closing
+                            or self._queued_bytes == 0
+                            or self._queued_bytes + size <= self._max_queued_bytes
+                        )
+                    )
+            finally:
+                self._waiting_for_space -= 1
+        if self._closing:
+            raise Unavailable("the bookie is shutting down; retry on another bookie", Reason.BOOKIE_UNAVAILABLE)
+        self._queue.extend(ops)
+        self._queued_bytes += size
         if self._queued_bytes >= self._max_batch_bytes:
             self._batch_full.set()
         self._wakeup.set()
@@ -250,8 +266,13 @@ class GroupCommitter:
         that resolves once a synced write covers it, so a caller can queue
         many adds before the next flush and await them together."""
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        await self._enqueue(AddOp(ledger_id, master_key, entries, recovery, future))
+        await self._enqueue(AddOp(ledger_id, master_key, entries, recovery, future, time.perf_counter()))
         return future
+
+    async def start_adds(self, adds: list[AddOp]) -> None:
+        """Queue several adds at once, in order (their futures resolve as
+        `start_add`'s do)."""
+        await self._enqueue_many(list(adds))
 
     async def fence(self, ledger_id: LedgerId, master_key: bytes) -> LedgerState:
         future: asyncio.Future[LedgerState] = asyncio.get_running_loop().create_future()
@@ -389,6 +410,7 @@ class GroupCommitter:
             self._fail(accepted, exc)
             return
         sync_seconds = time.monotonic() - started
+        oldest = min((op.received_at for op, _ in accepted if isinstance(op, AddOp) and op.received_at), default=0.0)
         moved = [
             ledger_id for ledger_id, state in pending.items() if state.lac != self.states.get(ledger_id, NO_STATE).lac
         ]
@@ -400,4 +422,7 @@ class GroupCommitter:
             for ledger_id in moved:
                 self._on_lac_moved(ledger_id)
         if self._on_flush is not None:
-            self._on_flush(FlushStats(time.time(), len(writes), sum(len(d) for _, _, d in writes), sync_seconds))
+            longest_add = time.perf_counter() - oldest if oldest else 0.0
+            self._on_flush(
+                FlushStats(time.time(), len(writes), sum(len(d) for _, _, d in writes), sync_seconds, longest_add)
+            )

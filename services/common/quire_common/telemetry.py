@@ -320,6 +320,17 @@ def current_span_context() -> trace.SpanContext | None:
     return span_context if span_context.is_valid else None
 
 
+def _batch_parent(origins: Sequence[trace.SpanContext | None]) -> tuple[otel_context.Context, list[trace.Link]]:
+    distinct: list[trace.SpanContext] = []
+    seen: set[tuple[int, int]] = set()  # SpanContext itself is not hashable
+    for origin in origins:
+        if origin is not None and (origin.trace_id, origin.span_id) not in seen:
+            seen.add((origin.trace_id, origin.span_id))
+            distinct.append(origin)
+    parent = trace.set_span_in_context(trace.NonRecordingSpan(distinct[0])) if distinct else otel_context.Context()
+    return parent, [trace.Link(origin) for origin in distinct[1 : 1 + _MAX_BATCH_LINKS]]
+
+
 @contextmanager
 def batch_span(
     tracer_: trace.Tracer, name: str, origins: Sequence[trace.SpanContext | None], attributes: dict[str, Any]
@@ -328,16 +339,17 @@ def batch_span(
     entries from many adds): a child of the first request's span, linked to
     the others. Not the context of whichever task happens to run it: a
     background task keeps the context of the request that started it."""
-    distinct: list[trace.SpanContext] = []
-    seen: set[tuple[int, int]] = set()  # SpanContext itself is not hashable
-    for origin in origins:
-        if origin is not None and (origin.trace_id, origin.span_id) not in seen:
-            seen.add((origin.trace_id, origin.span_id))
-            distinct.append(origin)
-    parent = trace.set_span_in_context(trace.NonRecordingSpan(distinct[0])) if distinct else otel_context.Context()
-    links = [trace.Link(origin) for origin in distinct[1 : 1 + _MAX_BATCH_LINKS]]
+    parent, links = _batch_parent(origins)
     with tracer_.start_as_current_span(name, context=parent, links=links, attributes=attributes) as span:
         yield span
+
+
+def start_batch_span(
+    tracer_: trace.Tracer, name: str, origins: Sequence[trace.SpanContext | None], attributes: dict[str, Any]
+) -> trace.Span:
+    """`batch_span` for work that ends in a callback: started now, ended by the caller."""
+    parent, links = _batch_parent(origins)
+    return tracer_.start_span(name, context=parent, links=links, attributes=attributes)
 
 
 def meter(name: str) -> metrics.Meter:

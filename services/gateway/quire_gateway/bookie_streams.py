@@ -1,14 +1,21 @@
 """The gateway's add path to bookies: one long-lived AddStream per bookie,
 shared by every ledger this gateway writes (bookie.proto, AddStream).
 
-`BookieAddStream.add` queues an add and waits for its result. A sender task
-puts everything queued for the bookie into one message (up to a byte bound),
-so sixteen ledgers with one entry each in flight cost one message, not sixteen
-calls; a receiver task resolves the adds the bookie answers, many per message.
+This is the one owner of the write path's batching and flow control per
+bookie. `BookieAddStream.send` queues an add with a callback (a writer's
+handle hands its entries over and counts the answers itself: no task or
+future per add); `add` does the same and awaits the result (recovery and
+repair). A sender task puts everything queued for the bookie, from every
+ledger, into one message (up to a byte bound), keeping one message unanswered
+while messages are small, so sixteen ledgers with one entry each in flight
+cost one message, not sixteen calls; a receiver task settles the adds the
+bookie answers, many per message.
 
-Bounds: adds not yet answered may hold at most `max_unanswered_bytes` of
-entries per bookie; past it `add` waits for room, so a slow or hung bookie
-slows its writers instead of growing this gateway's memory. Each add has a
+Bounds: adds sent and not answered hold at most `max_unanswered_bytes` per
+bookie; past it the sender waits and what is queued stays with the writers
+(references to their packed entries, which their own in-flight bound caps),
+so a slow or hung bookie slows its writers instead of growing this gateway's
+memory; `add` also waits for room before queueing. Each add has a
 deadline like a unary call's: past it the add fails UNAVAILABLE (the handle
 then retries or replaces the bookie) and a late answer is ignored. A stream
 that breaks fails every add waiting on it UNAVAILABLE; the next add opens a
@@ -68,15 +75,34 @@ class _Message:
     unanswered: int
 
 
+# What an add's sender is told when the add is done: None once the bookie has
+# it durably, else why not.
+AddDone = Callable[[QuireError | None], None]
+
+
 @dataclass(eq=False, slots=True)
 class _Add:
     add_id: int
-    message: bookie_pb2.StreamedAdd
+    ledger_id: LedgerId
+    master_key: bytes
+    entries: list[tuple[int, bytes]]  # references to the writer's packed entries: no copy until sent
+    recovery: bool
     size: int
-    future: asyncio.Future[None]
+    on_done: AddDone
     deadline: float  # loop time
     timeout_seconds: float
+    traceparent: str
     sent_in: _Message | None = None
+
+    def message(self) -> bookie_pb2.StreamedAdd:
+        return bookie_pb2.StreamedAdd(
+            add_id=self.add_id,
+            ledger_id=ledger_id_to_proto(self.ledger_id),
+            master_key=self.master_key,
+            entries=[bookie_pb2.PackedEntry(entry_id=e, data=d) for e, d in self.entries],
+            recovery=self.recovery,
+            traceparent=self.traceparent,
+        )
 
 
 class BookieAddStream:
@@ -99,6 +125,7 @@ class BookieAddStream:
         self._outgoing: deque[_Add] = deque()
         self._unanswered: dict[int, _Add] = {}
         self._unanswered_bytes = 0
+        self._sent_bytes = 0  # of adds sent and not answered: what the bookie may still have to take
         self._room = asyncio.Event()
         self._room.set()
         self._has_outgoing = asyncio.Event()
@@ -108,11 +135,52 @@ class BookieAddStream:
         self._window = asyncio.Event()  # set when a message in flight is fully answered
         self._sweep: asyncio.TimerHandle | None = None
         self._call: grpc.aio.StreamStreamCall | None = None
-        self._opening: asyncio.Lock = asyncio.Lock()
+        self._opener: asyncio.Task[None] | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.messages_sent = 0
         self.adds_sent = 0
         self._traced = tracing_enabled()
+
+    def send(
+        self,
+        ledger_id: LedgerId,
+        master_key: bytes,
+        entries: list[tuple[int, bytes]],
+        recovery: bool,
+        timeout_seconds: float,
+        on_done: AddDone,
+    ) -> None:
+        """Queue `entries` for the bookie; `on_done` is called once they are
+        durable there (None) or with the QuireError the bookie answered, or
+        UNAVAILABLE past `timeout_seconds` or when the stream breaks. No task
+        or future per add: the writer's handle counts the answers itself."""
+        loop = asyncio.get_running_loop()
+        size = sum(len(data) for _, data in entries)
+        pending = _Add(
+            next(self._ids),
+            ledger_id,
+            master_key,
+            entries,
+            recovery,
+            size,
+            on_done,
+            loop.time() + timeout_seconds,
+            timeout_seconds,
+            _traceparent() if self._traced else "",
+        )
+        if self._sweep is None:
+            self._sweep = loop.call_later(SWEEP_SECONDS, self._expire_overdue)
+        self._unanswered[pending.add_id] = pending
+        self._unanswered_bytes += size
+        self._outgoing.append(pending)
+        self._outgoing_bytes += size
+        if self._call is None:
+            if self._opener is None:
+                self._opener = asyncio.create_task(self._open(), name=f"add-stream-open-{self.bookie_id}")
+            return  # the opened stream's sender takes it
+        self._has_outgoing.set()
+        if self._outgoing_bytes >= FULL_MESSAGE_BYTES:
+            self._window.set()  # a full message waits: the sender may pipeline it
 
     async def add(
         self,
@@ -123,7 +191,8 @@ class BookieAddStream:
         timeout_seconds: float,
     ) -> None:
         """Store `entries` on the bookie; returns once they are durable there,
-        raises the QuireError the bookie answered (or UNAVAILABLE)."""
+        raises the QuireError the bookie answered (or UNAVAILABLE). Waits for
+        room first while `max_unanswered_bytes` are unanswered."""
         size = sum(len(data) for _, data in entries)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_seconds
@@ -137,34 +206,18 @@ class BookieAddStream:
                     f"({self._unanswered_bytes} bytes unanswered)",
                     Reason.BOOKIE_UNAVAILABLE,
                 ) from None
-        if self._call is None:
-            await self._open()
-        add_id = next(self._ids)
-        pending = _Add(
-            add_id,
-            bookie_pb2.StreamedAdd(
-                add_id=add_id,
-                ledger_id=ledger_id_to_proto(ledger_id),
-                master_key=master_key,
-                entries=[bookie_pb2.PackedEntry(entry_id=e, data=d) for e, d in entries],
-                recovery=recovery,
-                traceparent=_traceparent() if self._traced else "",
-            ),
-            size,
-            loop.create_future(),
-            deadline,
-            timeout_seconds,
-        )
-        if self._sweep is None:
-            self._sweep = loop.call_later(SWEEP_SECONDS, self._expire_overdue)
-        self._unanswered[add_id] = pending
-        self._unanswered_bytes += size
-        self._outgoing.append(pending)
-        self._outgoing_bytes += size
-        self._has_outgoing.set()
-        if self._outgoing_bytes >= FULL_MESSAGE_BYTES:
-            self._window.set()  # a full message waits: the sender may pipeline it
-        await pending.future
+        done: asyncio.Future[None] = loop.create_future()
+
+        def settled(error: QuireError | None) -> None:
+            if done.done():
+                return  # the waiting caller was cancelled
+            if error is None:
+                done.set_result(None)
+            else:
+                done.set_exception(error)
+
+        self.send(ledger_id, master_key, entries, recovery, max(0.0, deadline - loop.time()), settled)
+        await done
 
     def _settle(self, pending: _Add, error: QuireError | None) -> None:
         if self._unanswered.pop(pending.add_id, None) is None:
@@ -174,16 +227,15 @@ class BookieAddStream:
             self._room.set()
         message = pending.sent_in
         if message is not None:
+            self._sent_bytes -= pending.size
             message.unanswered -= 1
             if not message.unanswered:
                 self._messages_in_flight -= 1
                 self._window.set()
-        if pending.future.done():
-            return  # the waiting caller was cancelled
-        if error is None:
-            pending.future.set_result(None)
-        else:
-            pending.future.set_exception(error)
+        try:
+            pending.on_done(error)
+        except Exception:  # a writer's bug must not stop the answers to every other writer
+            log.exception("the sender of add %d to bookie %s failed on its answer", pending.add_id, self.bookie_id)
 
     def _expire_overdue(self) -> None:
         """Fail the adds whose deadline has passed. One periodic check per
@@ -194,7 +246,7 @@ class BookieAddStream:
             self._settle(
                 pending,
                 Unavailable(
-                    f"adding {len(pending.message.entries)} entries on bookie {self.bookie_id}: "
+                    f"adding {len(pending.entries)} entries on bookie {self.bookie_id}: "
                     f"no answer within {pending.timeout_seconds}s",
                     Reason.BOOKIE_UNAVAILABLE,
                 ),
@@ -203,20 +255,31 @@ class BookieAddStream:
             self._sweep = asyncio.get_running_loop().call_later(SWEEP_SECONDS, self._expire_overdue)
 
     async def _open(self) -> None:
-        async with self._opening:
-            if self._call is not None:
-                return
+        """Open the stream for the adds queued meanwhile; if it cannot be
+        opened, they fail with why."""
+        try:
             stub = await self._open_stub()  # UNAVAILABLE when the bookie cannot be resolved
-            call = stub.AddStream()
-            self._call = call
-            self._tasks = [
-                asyncio.create_task(self._send(call), name=f"add-stream-send-{self.bookie_id}"),
-                asyncio.create_task(self._receive(call), name=f"add-stream-receive-{self.bookie_id}"),
-            ]
+        except QuireError as exc:
+            self._opener = None
+            self._outgoing.clear()
+            self._outgoing_bytes = 0
+            for pending in list(self._unanswered.values()):
+                self._settle(pending, exc)
+            return
+        call = stub.AddStream()
+        self._call = call
+        self._opener = None
+        self._tasks = [
+            asyncio.create_task(self._send(call), name=f"add-stream-send-{self.bookie_id}"),
+            asyncio.create_task(self._receive(call), name=f"add-stream-receive-{self.bookie_id}"),
+        ]
+        self._has_outgoing.set()
 
     def _may_send(self) -> bool:
         if not self._messages_in_flight:
             return True
+        if self._sent_bytes >= self._max_unanswered_bytes:
+            return False  # a slow bookie: what it has not taken stays here, bounded by the writers
         return self._messages_in_flight < self._max_messages_in_flight and self._outgoing_bytes >= FULL_MESSAGE_BYTES
 
     async def _send(self, call: grpc.aio.StreamStreamCall) -> None:
@@ -244,8 +307,9 @@ class BookieAddStream:
                     message = _Message(len(taken))
                     for pending in taken:
                         pending.sent_in = message
+                    self._sent_bytes += size
                     self._messages_in_flight += 1
-                    await call.write(bookie_pb2.AddStreamRequest(adds=[pending.message for pending in taken]))
+                    await call.write(bookie_pb2.AddStreamRequest(adds=[pending.message() for pending in taken]))
                     self.messages_sent += 1
                     self.adds_sent += len(taken)
         except grpc.aio.AioRpcError as exc:
@@ -319,6 +383,9 @@ class BookieAddStream:
         if self._sweep is not None:
             self._sweep.cancel()
             self._sweep = None
+        if self._opener is not None:
+            self._opener.cancel()
+            self._opener = None
         call, tasks = self._call, self._tasks
         self._call, self._tasks = None, []
         for task in tasks:

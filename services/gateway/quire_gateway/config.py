@@ -43,7 +43,6 @@ def write_settings(env: GatewayEnv) -> WriteSettings:
         max_waiting_bytes=env.max_waiting_bytes,
         bookie_retry_seconds=env.bookie_retry_seconds,
         add_timeout_seconds=env.add_timeout_seconds,
-        max_calls_per_bookie=env.max_calls_per_bookie,
         delay_ensemble_change=env.delay_ensemble_change,
         bookie_quarantine_seconds=env.bookie_quarantine_seconds,
         max_entry_bytes=env.max_entry_bytes,

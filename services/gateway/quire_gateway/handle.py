@@ -4,11 +4,11 @@ Entry e goes to the ensemble members (e + i) mod E for i in 0..W-1 (docs/archite
 "An append, step by step"). An entry completes when A of its write set have it durably AND
 every earlier entry has completed; the LAC then moves to it. Each entry is
 packed (format V2, the ledger's digest) with the LAC as it stood when packed.
-Entries are batched per bookie: at most a couple of adds per bookie per
-ledger are in flight, and entries arriving meanwhile go together in the next
-add, so a busy ledger makes bigger adds rather than more of them. Adds travel
-on the gateway's one AddStream per bookie (bookie_streams.py), which puts the
-adds of every ledger waiting for a bookie into one message.
+Each submit's entries are handed to the gateway's one AddStream per bookie
+(bookie_streams.py) as one add per bookie, with a callback: the stream owns
+the batching and flow control (everything waiting for a bookie, from every
+ledger, leaves in one message) and the handle counts the answers, with no
+task or future per add.
 
 In-flight bytes are bounded: `submit` waits for room, so a slow bookie slows
 its writers instead of growing memory without bound.
@@ -32,15 +32,14 @@ instead: the ledger belongs to a recovery now.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
-from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from opentelemetry.trace import SpanContext
+from opentelemetry.trace import Span, SpanContext, Status, StatusCode
 
 from quire.common.v1 import common_pb2
 from quire_api.backoff import Backoff
@@ -56,7 +55,7 @@ from quire_api.limits import MAX_ENTRY_PAYLOAD_BYTES
 from quire_api.replication import add_marker
 from quire_common.entry import V2_HEADER_SIZE, pack_entry
 from quire_common.ledger_secrets import ledger_digester, ledger_master_key
-from quire_common.telemetry import batch_span, current_span_context, tracer, tracing_enabled
+from quire_common.telemetry import current_span_context, start_batch_span, tracer, tracing_enabled
 from quire_gateway import metrics
 from quire_gateway.ensemble_change import (
     can_leave_out,
@@ -103,9 +102,8 @@ class WriteSettings:
     bookie_retry_seconds: float = 2.0
     # Deadline of one add to a bookie; past it the bookie counts as failed.
     add_timeout_seconds: float = 5.0
-    # Adds in flight per bookie per ledger; entries arriving meanwhile wait and
-    # go together in the next call (so load turns into bigger calls, not more).
-    max_calls_per_bookie: int = 2
+    # The largest add to a bookie; a bigger append is split. Batching across
+    # adds and ledgers is the bookie's AddStream's (bookie_streams.py).
     max_call_bytes: int = 4 * 1024 * 1024
     # Keep writing without a failed bookie while every write set still has A live members.
     delay_ensemble_change: bool = False
@@ -168,9 +166,7 @@ class WriteHandle:
         self._delayed: set[str] = set()
         self._failure: QuireError | None = None
         self._tasks: set[asyncio.Task[None]] = set()
-        self._outbox: dict[str, deque[tuple[int, bytes]]] = {}
-        self._calls: dict[str, int] = {}
-        self._call_firsts: dict[str, list[int]] = {}  # first entry id of each call in flight, per bookie
+        self._call_firsts: dict[str, list[int]] = {}  # first entry id of each add unanswered, per bookie
         # The highest LAC the bookies can report: carried in an entry's header, or written explicitly.
         self._lac_published = -1
         self._submits = 0  # submit() calls so far: an explicit LAC waits for a pause in them
@@ -271,59 +267,69 @@ class WriteHandle:
             )
 
     def _queue(self, bookie_id: str, entries: list[tuple[int, bytes]]) -> None:
-        self._outbox.setdefault(bookie_id, deque()).extend(entries)
-        self._pump(bookie_id)
+        """Hand `entries` to the bookie's AddStream, in adds of at most
+        max_call_bytes; the stream batches them with every other ledger's."""
+        batch: list[tuple[int, bytes]] = []
+        size = 0
+        for entry in entries:
+            if batch and size + len(entry[1]) > self.settings.max_call_bytes:
+                self._send(bookie_id, batch)
+                batch, size = [], 0
+            batch.append(entry)
+            size += len(entry[1])
+        if batch:
+            self._send(bookie_id, batch)
 
-    def _pump(self, bookie_id: str) -> None:
-        """Start adds to `bookie_id` for what waits in its outbox, up to
-        max_calls_per_bookie at a time and max_call_bytes per add."""
-        outbox = self._outbox.get(bookie_id)
-        while outbox and self._calls.get(bookie_id, 0) < self.settings.max_calls_per_bookie:
-            batch: list[tuple[int, bytes]] = []
-            size = 0
-            while outbox and (not batch or size + len(outbox[0][1]) <= self.settings.max_call_bytes):
-                entry = outbox.popleft()
-                batch.append(entry)
-                size += len(entry[1])
-            self._calls[bookie_id] = self._calls.get(bookie_id, 0) + 1
-            self._call_firsts.setdefault(bookie_id, []).append(batch[0][0])
-            self._spawn(self._send(bookie_id, batch))
-
-    async def _send(self, bookie_id: str, entries: list[tuple[int, bytes]]) -> None:
+    def _send(self, bookie_id: str, entries: list[tuple[int, bytes]], pauses: Iterator[float] | None = None) -> None:
+        """One add to one bookie; its answer comes to `_stored`. Until then its
+        first entry counts as possibly unstored there (`_lowest_unstored`)."""
+        if pauses is None:
+            self._call_firsts.setdefault(bookie_id, []).append(entries[0][0])
+        span = self._bookie_add_span(bookie_id, entries)
         try:
-            await self._send_once(bookie_id, entries)
+            self.remote.send_entries(
+                bookie_id,
+                self.ledger_id,
+                self.master_key,
+                entries,
+                self.settings.add_timeout_seconds,
+                functools.partial(self._stored, bookie_id, entries, pauses, span),
+            )
         except Exception as exc:  # a bug must not leave the writer waiting forever
             log.exception("sending entries of ledger %s to bookie %s failed", self.ledger_id, bookie_id)
             self._bookie_failed(bookie_id, Unavailable(f"sending to bookie {bookie_id} failed: {exc!r}"))
-        finally:
-            self._calls[bookie_id] -= 1
             self._call_firsts[bookie_id].remove(entries[0][0])
-            self._pump(bookie_id)
 
-    async def _send_once(self, bookie_id: str, entries: list[tuple[int, bytes]]) -> None:
-        pauses = Backoff(
-            first_seconds=0.05, longest_seconds=1.0, within_seconds=self.settings.bookie_retry_seconds
-        ).pauses()
-        while True:
-            try:
-                with self._bookie_add_span(bookie_id, entries):
-                    await self.remote.add_entries(
-                        bookie_id,
-                        self.ledger_id,
-                        self.master_key,
-                        entries,
-                        timeout_seconds=self.settings.add_timeout_seconds,
-                    )
-                break
-            except Unavailable as exc:
-                pause = next(pauses, None)
-                if pause is None:
-                    self._bookie_failed(bookie_id, exc)
-                    return
-                await asyncio.sleep(pause)
-            except QuireError as exc:
-                self._bookie_failed(bookie_id, exc)
+    def _stored(
+        self,
+        bookie_id: str,
+        entries: list[tuple[int, bytes]],
+        pauses: Iterator[float] | None,
+        span: Span | None,
+        error: QuireError | None,
+    ) -> None:
+        """An add's answer. An unreachable bookie is retried with backoff for
+        bookie_retry_seconds, then fails (and is replaced or left out)."""
+        if span is not None:
+            if error is not None:
+                span.set_status(Status(StatusCode.ERROR, str(error)))
+            span.end()
+        if isinstance(error, Unavailable) and self._may_retry(bookie_id):
+            pauses = (
+                pauses
+                or Backoff(
+                    first_seconds=0.05, longest_seconds=1.0, within_seconds=self.settings.bookie_retry_seconds
+                ).pauses()
+            )
+            pause = next(pauses, None)
+            if pause is not None:
+                self._spawn(self._send_again(bookie_id, entries, pauses, pause))
                 return
+        if error is not None:
+            self._bookie_failed(bookie_id, error)  # while this add still counts as unstored there
+            self._call_firsts[bookie_id].remove(entries[0][0])
+            return
+        self._call_firsts[bookie_id].remove(entries[0][0])
         self.quarantine.lift(bookie_id, "it stored entries again")
         for entry_id, _ in entries:
             pending = self._pending.get(entry_id)
@@ -332,13 +338,25 @@ class WriteHandle:
                 pending.acks.add(bookie_id)
         self._advance()
 
-    def _bookie_add_span(self, bookie_id: str, entries: list[tuple[int, bytes]]) -> AbstractContextManager[Any]:
+    def _may_retry(self, bookie_id: str) -> bool:
+        return self._failure is None and bookie_id in self.ensemble and bookie_id not in self._delayed
+
+    async def _send_again(
+        self, bookie_id: str, entries: list[tuple[int, bytes]], pauses: Iterator[float], pause: float
+    ) -> None:
+        await asyncio.sleep(pause)
+        if self._may_retry(bookie_id):
+            self._send(bookie_id, entries, pauses)
+        else:  # replaced, left out or failed meanwhile: nothing more to store there
+            self._call_firsts[bookie_id].remove(entries[0][0])
+
+    def _bookie_add_span(self, bookie_id: str, entries: list[tuple[int, bytes]]) -> Span | None:
         """The span of one add to a bookie, for the requests whose entries it
         carries; nothing at all when tracing is off (even a no-op span costs a
         share of every entry)."""
         if not tracing_enabled():
-            return nullcontext()
-        return batch_span(
+            return None
+        return start_batch_span(
             _tracer,
             "quire.gateway.bookie_add",
             [pending.origin for e, _ in entries if (pending := self._pending.get(e)) is not None],
@@ -365,11 +383,7 @@ class WriteHandle:
     def _lowest_unstored(self, bookie_id: str) -> int:
         """The lowest entry sent or queued to `bookie_id` without its ack:
         from there on the bookie may lack entries of its write sets."""
-        waiting = [*self._call_firsts.get(bookie_id, [])]
-        outbox = self._outbox.get(bookie_id)
-        if outbox:
-            waiting.append(outbox[0][0])
-        return min(waiting, default=self.next_entry_id)
+        return min(self._call_firsts.get(bookie_id, []), default=self.next_entry_id)
 
     async def _leave_out(self, failed: str, first: int) -> None:
         """Delayed ensemble change: stop sending to `failed` and mark the
@@ -385,7 +399,6 @@ class WriteHandle:
                 await self._update_metadata(lambda updated: add_marker(updated, failed, first, None))
                 self._delayed.add(failed)
                 self.quarantine.add(failed)
-                self._outbox.pop(failed, None)
                 metrics.delayed_ensemble_changes.add(1)
                 log.info("ledger %s: bookie %s left out from entry %d, ensemble kept", self.ledger_id, failed, first)
             except QuireError as exc:
@@ -438,7 +451,6 @@ class WriteHandle:
                         first_entry_id,
                         len(resend.get(replacements[bookie], [])),
                     )
-                    self._outbox.pop(bookie, None)  # all of it is in `resend` if still needed
                 for replacement, entries in resend.items():
                     self._queue(replacement, entries)
             except QuireError as exc:
@@ -556,7 +568,6 @@ class WriteHandle:
                 # awaits the rest, which asyncio would otherwise log one by one as errors.
                 pending.future.exception()
         self._pending.clear()
-        self._outbox.clear()
         self._inflight_bytes = 0
         self._room.set()
         self._idle.set()

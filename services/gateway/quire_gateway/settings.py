@@ -274,14 +274,6 @@ class GatewayEnv:
         unit="seconds",
         minimum=0.1,
     )
-    max_calls_per_bookie: int = setting(
-        "QUIRE_GATEWAY_MAX_CALLS_PER_BOOKIE",
-        2,
-        "adds in flight per bookie per ledger; entries arriving meanwhile share the next add",
-        services=GATEWAY,
-        section=SECTION,
-        minimum=1,
-    )
     delay_ensemble_change: bool = setting(
         "QUIRE_GATEWAY_DELAY_ENSEMBLE_CHANGE",
         False,
