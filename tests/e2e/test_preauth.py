@@ -154,10 +154,11 @@ def outcome(ended: object) -> object:
 
 def test_header_only_calls_are_ended_by_the_gateway(cluster: LocalCluster, bundle: CertBundle) -> None:
     protected = cluster.gateway_targets[0]
-    # Unauthenticated (a CA-issued certificate mapped to no roles): refused from the headers.
+    # Unauthenticated (a service's certificate, which holds no roles at the gateway): refused from the headers.
     ended = asyncio.run(header_only_calls(protected, credentials(bundle, "gateway"), 200))
     assert Counter(map(outcome, ended)) == {grpc.StatusCode.UNAUTHENTICATED: 200}
-    assert "not mapped to any roles" in call_status(ended[0]).message  # type: ignore[arg-type]
+    refused = call_status(ended[0])  # type: ignore[arg-type]
+    assert refused.reason == "ERROR_REASON_CLIENT_IDENTITY_REQUIRED" and "service name" in refused.message
 
     # Authenticated: one caller's first CALLS_PER_CALLER are admitted and ended
     # after the idle timeout; the rest are refused at once (retryable).
