@@ -11,7 +11,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from quire_api.errors import (
     DataLoss,
@@ -220,13 +220,15 @@ class Bookie:
             raise
         return await self._committer.start_add(ledger_id, master_key, checked, recovery)
 
-    async def start_adds(self, adds: list[tuple[LedgerId, bytes, list[tuple[int, bytes]], bool]]) -> list[Any]:
+    async def start_adds(
+        self, adds: list[tuple[LedgerId, bytes, list[tuple[int, bytes]], bool]]
+    ) -> list[asyncio.Future[None] | QuireError]:
         """`start_add` for the adds of one message at once: each is checked
         alone (a refused add fails alone, as its own QuireError in the list),
         and those that pass are queued together. The others get a future each."""
         loop = asyncio.get_running_loop()
         now = time.perf_counter()
-        outcomes: list[Any] = []
+        outcomes: list[asyncio.Future[None] | QuireError] = []
         queued: list[AddOp] = []
         for ledger_id, master_key, entries, recovery in adds:
             try:

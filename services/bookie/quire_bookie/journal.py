@@ -20,7 +20,7 @@ import queue
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
@@ -228,7 +228,7 @@ class GroupCommitter:
     async def _enqueue(self, op: Op) -> None:
         await self._enqueue_many([op])
 
-    async def _enqueue_many(self, ops: list[Op]) -> None:
+    async def _enqueue_many(self, ops: Sequence[Op]) -> None:
         """Queue `ops` in order, waiting for space once for all of them (one
         message's adds arrive together, and go together)."""
         size = sum(op.size_bytes for op in ops)
@@ -272,7 +272,7 @@ class GroupCommitter:
     async def start_adds(self, adds: list[AddOp]) -> None:
         """Queue several adds at once, in order (their futures resolve as
         `start_add`'s do)."""
-        await self._enqueue_many(list(adds))
+        await self._enqueue_many(adds)
 
     async def fence(self, ledger_id: LedgerId, master_key: bytes) -> LedgerState:
         future: asyncio.Future[LedgerState] = asyncio.get_running_loop().create_future()

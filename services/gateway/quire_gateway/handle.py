@@ -35,6 +35,7 @@ import asyncio
 import functools
 import logging
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -166,7 +167,9 @@ class WriteHandle:
         self._delayed: set[str] = set()
         self._failure: QuireError | None = None
         self._tasks: set[asyncio.Task[None]] = set()
-        self._call_firsts: dict[str, list[int]] = {}  # first entry id of each add unanswered, per bookie
+        # Per bookie, the first entry id of each add not answered yet (a count per id: answers
+        # come in about the order sent, and thousands may be unanswered on a busy ledger).
+        self._unanswered_firsts: dict[str, Counter[int]] = {}
         # The highest LAC the bookies can report: carried in an entry's header, or written explicitly.
         self._lac_published = -1
         self._submits = 0  # submit() calls so far: an explicit LAC waits for a pause in them
@@ -284,7 +287,7 @@ class WriteHandle:
         """One add to one bookie; its answer comes to `_stored`. Until then its
         first entry counts as possibly unstored there (`_lowest_unstored`)."""
         if pauses is None:
-            self._call_firsts.setdefault(bookie_id, []).append(entries[0][0])
+            self._unanswered_firsts.setdefault(bookie_id, Counter())[entries[0][0]] += 1
         span = self._bookie_add_span(bookie_id, entries)
         try:
             self.remote.send_entries(
@@ -298,7 +301,7 @@ class WriteHandle:
         except Exception as exc:  # a bug must not leave the writer waiting forever
             log.exception("sending entries of ledger %s to bookie %s failed", self.ledger_id, bookie_id)
             self._bookie_failed(bookie_id, Unavailable(f"sending to bookie {bookie_id} failed: {exc!r}"))
-            self._call_firsts[bookie_id].remove(entries[0][0])
+            self._answered(bookie_id, entries[0][0])
 
     def _stored(
         self,
@@ -327,9 +330,9 @@ class WriteHandle:
                 return
         if error is not None:
             self._bookie_failed(bookie_id, error)  # while this add still counts as unstored there
-            self._call_firsts[bookie_id].remove(entries[0][0])
+            self._answered(bookie_id, entries[0][0])
             return
-        self._call_firsts[bookie_id].remove(entries[0][0])
+        self._answered(bookie_id, entries[0][0])
         self.quarantine.lift(bookie_id, "it stored entries again")
         for entry_id, _ in entries:
             pending = self._pending.get(entry_id)
@@ -348,7 +351,7 @@ class WriteHandle:
         if self._may_retry(bookie_id):
             self._send(bookie_id, entries, pauses)
         else:  # replaced, left out or failed meanwhile: nothing more to store there
-            self._call_firsts[bookie_id].remove(entries[0][0])
+            self._answered(bookie_id, entries[0][0])
 
     def _bookie_add_span(self, bookie_id: str, entries: list[tuple[int, bytes]]) -> Span | None:
         """The span of one add to a bookie, for the requests whose entries it
@@ -383,7 +386,13 @@ class WriteHandle:
     def _lowest_unstored(self, bookie_id: str) -> int:
         """The lowest entry sent or queued to `bookie_id` without its ack:
         from there on the bookie may lack entries of its write sets."""
-        return min(self._call_firsts.get(bookie_id, []), default=self.next_entry_id)
+        return min(self._unanswered_firsts.get(bookie_id, ()), default=self.next_entry_id)
+
+    def _answered(self, bookie_id: str, first_entry_id: int) -> None:
+        firsts = self._unanswered_firsts[bookie_id]
+        firsts[first_entry_id] -= 1
+        if not firsts[first_entry_id]:
+            del firsts[first_entry_id]
 
     async def _leave_out(self, failed: str, first: int) -> None:
         """Delayed ensemble change: stop sending to `failed` and mark the
