@@ -538,12 +538,8 @@ def identity_files(cluster: LocalCluster, label: str, identity: tuple[bytes, byt
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "cert.pem").write_bytes(identity[0])
     (directory / "key.pem").write_bytes(identity[1])
-    return ClientTls(bundle_ca(cluster), directory / "cert.pem", directory / "key.pem")
-
-
-def bundle_ca(cluster: LocalCluster) -> Path:
     assert cluster.tls is not None
-    return cluster.tls.ca
+    return ClientTls(cluster.tls.ca, directory / "cert.pem", directory / "key.pem")
 
 
 def public_methods() -> list[tuple[str, bool, bool]]:
