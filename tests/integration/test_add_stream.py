@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import grpc
 import pytest
@@ -215,6 +216,55 @@ async def test_an_add_the_bookie_does_not_answer_in_time_fails_unavailable(serve
         assert late.value.reason == Reason.BOOKIE_UNAVAILABLE and "no answer within" in late.value.message
         # The late answer is ignored, the stream stays usable.
         await stream.add(ledger, KEY, [(1, packed(ledger, 1))], False, timeout_seconds=60)
+    finally:
+        await stream.close()
+
+
+def sent(stream: BookieAddStream, ledger: LedgerId, entry_id: int, payload: bytes, timeout: float) -> Any:
+    """A writer's add (`send`, the callback form): a future of its outcome, None once stored."""
+    outcome = asyncio.get_running_loop().create_future()
+    entries = [(entry_id, packed(ledger, entry_id, payload))]
+    stream.send(ledger, KEY, entries, False, timeout, outcome.set_result)
+    return outcome
+
+
+async def test_adds_queued_behind_a_bookie_that_answers_do_not_expire(served):
+    """The deadline runs from when an add is sent: twelve writers' adds that
+    each wait for the one before (one message unanswered at a time, each
+    answered after 0.5 s) are all stored with a 3 s deadline, though the last waits
+    about 6 s."""
+    bookie, stub, _, _ = served
+    stream = stream_to(stub, max_message_bytes=4096)  # one add per message
+    ledger = LedgerId(8, 1)
+    real_start_adds = bookie.start_adds
+
+    async def slow_start_adds(*args):  # type: ignore[no-untyped-def]
+        await asyncio.sleep(0.5)
+        return await real_start_adds(*args)
+
+    bookie.start_adds = slow_start_adds  # type: ignore[method-assign]
+    try:
+        outcomes = [sent(stream, ledger, e, b"x" * 3000, timeout=3) for e in range(12)]
+        assert await asyncio.wait_for(asyncio.gather(*outcomes), 120) == [None] * 12
+        assert stream.messages_sent == 12
+    finally:
+        bookie.start_adds = real_start_adds  # type: ignore[method-assign]
+        await stream.close()
+
+
+async def test_adds_queued_behind_an_unanswered_add_fail_with_it(served):
+    bookie, stub, _, _ = served
+    stream = stream_to(stub, max_message_bytes=4096)  # one add per message
+    ledger = LedgerId(8, 1)
+    try:
+        with held_adds(bookie):
+            first = sent(stream, ledger, 0, b"x" * 3000, timeout=0.5)
+            behind = sent(stream, ledger, 1, b"x" * 3000, timeout=60)
+            outcomes = await asyncio.wait_for(asyncio.gather(first, behind), 60)
+        assert all(isinstance(o, Unavailable) for o in outcomes), outcomes
+        assert "no answer within" in outcomes[0].message and "queued behind" in outcomes[1].message
+        assert stream.adds_sent == 1
+        await stream.add(ledger, KEY, [(0, packed(ledger, 0))], False, timeout_seconds=60)  # the stream goes on
     finally:
         await stream.close()
 

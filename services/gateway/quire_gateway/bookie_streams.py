@@ -16,8 +16,12 @@ bookie; past it the sender waits and what is queued stays with the writers
 (references to their packed entries, which their own in-flight bound caps),
 so a slow or hung bookie slows its writers instead of growing this gateway's
 memory; `add` also waits for room before queueing. Each add has a
-deadline like a unary call's: past it the add fails UNAVAILABLE (the handle
-then retries or replaces the bookie) and a late answer is ignored. A stream
+deadline like a unary call's, from when it is sent: past it the add fails
+UNAVAILABLE (the handle then retries or replaces the bookie), a late answer
+is ignored, and the adds queued behind it fail with it (the bookie has
+stopped answering). Waiting in the queue behind a busy but answering bookie
+is back-pressure, not failure: a burst of large batches that takes the disk
+longer than the deadline to drain is not mistaken for a dead bookie. A stream
 that breaks fails every add waiting on it UNAVAILABLE; the next add opens a
 new one (on a fresh channel if the bookie registered again meanwhile).
 """
@@ -27,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import math
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -89,9 +94,9 @@ class _Add:
     recovery: bool
     size: int
     on_done: AddDone
-    deadline: float  # loop time
-    timeout_seconds: float
     traceparent: str
+    timeout_seconds: float
+    deadline: float = math.inf  # loop time, once sent
     sent_in: _Message | None = None
 
     def message(self) -> bookie_pb2.StreamedAdd:
@@ -152,7 +157,8 @@ class BookieAddStream:
     ) -> None:
         """Queue `entries` for the bookie; `on_done` is called once they are
         durable there (None) or with the QuireError the bookie answered, or
-        UNAVAILABLE past `timeout_seconds` or when the stream breaks. No task
+        UNAVAILABLE `timeout_seconds` after it is sent without an answer (or
+        queued behind one such) or when the stream breaks. No task
         or future per add: the writer's handle counts the answers itself."""
         loop = asyncio.get_running_loop()
         size = sum(len(data) for _, data in entries)
@@ -164,9 +170,8 @@ class BookieAddStream:
             recovery,
             size,
             on_done,
-            loop.time() + timeout_seconds,
-            timeout_seconds,
             _traceparent() if self._traced else "",
+            timeout_seconds,
         )
         if self._sweep is None:
             self._sweep = loop.call_later(SWEEP_SECONDS, self._expire_overdue)
@@ -238,11 +243,13 @@ class BookieAddStream:
             log.exception("the sender of add %d to bookie %s failed on its answer", pending.add_id, self.bookie_id)
 
     def _expire_overdue(self) -> None:
-        """Fail the adds whose deadline has passed. One periodic check per
-        stream while adds are unanswered, rather than a timer per add."""
+        """Fail the sent adds whose deadline has passed, and with them the
+        adds queued behind them. One periodic check per stream while adds
+        are unanswered, rather than a timer per add."""
         self._sweep = None
         now = asyncio.get_running_loop().time()
-        for pending in [p for p in self._unanswered.values() if p.deadline <= now]:
+        overdue = [p for p in self._unanswered.values() if p.deadline <= now]
+        for pending in overdue:
             self._settle(
                 pending,
                 Unavailable(
@@ -251,6 +258,19 @@ class BookieAddStream:
                     Reason.BOOKIE_UNAVAILABLE,
                 ),
             )
+        if overdue:
+            queued = [p for p in self._outgoing if p.add_id in self._unanswered]
+            self._outgoing.clear()
+            self._outgoing_bytes = 0
+            for pending in queued:
+                self._settle(
+                    pending,
+                    Unavailable(
+                        f"adding {len(pending.entries)} entries on bookie {self.bookie_id}: queued behind adds it "
+                        f"did not answer within {overdue[0].timeout_seconds}s",
+                        Reason.BOOKIE_UNAVAILABLE,
+                    ),
+                )
         if self._unanswered:
             self._sweep = asyncio.get_running_loop().call_later(SWEEP_SECONDS, self._expire_overdue)
 
@@ -305,8 +325,10 @@ class BookieAddStream:
                     if not taken:
                         continue
                     message = _Message(len(taken))
+                    now = asyncio.get_running_loop().time()
                     for pending in taken:
                         pending.sent_in = message
+                        pending.deadline = now + pending.timeout_seconds
                     self._sent_bytes += size
                     self._messages_in_flight += 1
                     await call.write(bookie_pb2.AddStreamRequest(adds=[pending.message() for pending in taken]))

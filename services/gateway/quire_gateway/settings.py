@@ -268,7 +268,8 @@ class GatewayEnv:
     add_timeout_seconds: float = setting(
         "QUIRE_GATEWAY_ADD_TIMEOUT_SECONDS",
         5.0,
-        "deadline of one add to a bookie (on its `AddStream`); past it the bookie counts as failed",
+        "deadline of one add to a bookie, from when it is sent on the bookie's `AddStream` (waiting behind "
+        "earlier adds to a bookie that answers is back-pressure); past it the bookie counts as failed",
         services=GATEWAY,
         section=SECTION,
         unit="seconds",
