@@ -21,8 +21,9 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from quire_api.errors import (
     FailedPrecondition,
@@ -34,7 +35,7 @@ from quire_api.errors import (
 )
 from quire_api.ids import LedgerId
 from quire_bookie.storage import EntryStore, LedgerState, is_disk_full
-from quire_common.telemetry import tracer
+from quire_common.telemetry import tracer, tracing_enabled
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -51,10 +52,10 @@ class AddOp:
     recovery: bool
     future: asyncio.Future[None] = field(repr=False)
     received_at: float = 0.0  # time.perf_counter() when the add arrived (its latency, per flush)
+    size_bytes: int = field(init=False)  # counted once: the queue's bounds look at it several times
 
-    @property
-    def size_bytes(self) -> int:
-        return sum(len(data) for _, _, data in self.entries)
+    def __post_init__(self) -> None:
+        self.size_bytes = sum(len(data) for _, _, data in self.entries)
 
 
 @dataclass
@@ -210,6 +211,7 @@ class GroupCommitter:
         # Set when a write failed: RocksDB refuses every later write until reopened.
         self._store_failed = False
         self._writer = WriterThread()
+        self._traced = tracing_enabled()
 
     def start(self) -> None:
         self._writer.start()
@@ -371,6 +373,20 @@ class GroupCommitter:
         self._store_failed = False
         return None
 
+    def _sync_span(
+        self, writes: list[tuple[LedgerId, int, bytes]], pending: dict[LedgerId, LedgerState]
+    ) -> AbstractContextManager[Any]:
+        """The span of one synced write; nothing at all when tracing is off
+        (even a no-op span and its attributes cost every commit)."""
+        if not self._traced:
+            return nullcontext()
+        attributes = {
+            "quire.entries": len(writes),
+            "quire.bytes": sum(len(d) for _, _, d in writes),
+            "quire.ledgers": [str(ledger_id) for ledger_id in list(pending)[:16]],
+        }
+        return _tracer.start_as_current_span("bookie.sync", attributes=attributes)
+
     async def _flush(self, batch: list[Op]) -> None:
         if self._store_failed:
             still_failing = await self._reopen()
@@ -397,10 +413,7 @@ class GroupCommitter:
             return
         started = time.monotonic()
         try:
-            with _tracer.start_as_current_span("bookie.sync") as span:
-                span.set_attribute("quire.entries", len(writes))
-                span.set_attribute("quire.bytes", sum(len(d) for _, _, d in writes))
-                span.set_attribute("quire.ledgers", [str(ledger_id) for ledger_id in list(pending)[:16]])
+            with self._sync_span(writes, pending):
                 await self._writer.run(lambda: self._store.write(writes, pending))
                 if self._fault_sync_delay_seconds:
                     await asyncio.sleep(self._fault_sync_delay_seconds)  # injected slow disk (tests, drills)

@@ -45,9 +45,13 @@ class RequestIdle:
         setting = "QUIRE_GATEWAY_REQUEST_IDLE_SECONDS"
         while True:
             # asyncio.timeout arms a timer on this task; wait_for would start a new task for
-            # every message, a cost every read and every entry of a stream paid.
+            # every message, a cost every read and every entry of a stream paid. Without a
+            # bound (the stream idle bound is off by default) no timer is armed at all.
             try:
-                async with asyncio.timeout(timeout or None):
+                if timeout:
+                    async with asyncio.timeout(timeout):
+                        request = await anext(iterator)
+                else:
                     request = await anext(iterator)
             except StopAsyncIteration:
                 return
