@@ -57,6 +57,13 @@ _OK = grpc.StatusCode.OK.value[0]
 # than held back a round trip each.
 MAX_MESSAGES_IN_FLIGHT = 4
 FULL_MESSAGE_BYTES = 1024 * 1024
+# Before a message leaves, the sender lets the event loop run this many
+# rounds: client requests that gRPC has already read get to queue their adds
+# and leave in this message instead of the next. At 16 one-entry writers
+# (1 KiB, 3 bookies) 0 rounds gave 8 entries per message and 512 us of server
+# CPU per entry, 3 rounds 10 and 458, 5 rounds 10.4 and 433, 8 rounds 11 and
+# 431; an idle stream pays a few microseconds.
+YIELDS_BEFORE_SENDING = 5
 # How often adds past their deadline are looked for (so a deadline is met within this).
 SWEEP_SECONDS = 0.1
 _CODE_NAMES = {status.value[0]: status.name for status in grpc.StatusCode}
@@ -313,6 +320,8 @@ class BookieAddStream:
                         self._window.clear()
                         await self._window.wait()
                         continue
+                    for _ in range(YIELDS_BEFORE_SENDING):
+                        await asyncio.sleep(0)  # let writers whose requests are already read join this message
                     taken: list[_Add] = []
                     size = 0
                     while self._outgoing and (not taken or size + self._outgoing[0].size <= self._max_message_bytes):
