@@ -19,7 +19,7 @@ from quire_bookie.bookie import Bookie, BookieSettings
 from quire_bookie.servicer import BookieServicer
 from quire_common.entry import Digester, DigestType, master_key, pack_entry
 from quire_common.server import create_server
-from quire_gateway.bookie_streams import BookieAddStream
+from quire_gateway.bookie_streams import AddRequest, BookieAddStream
 
 pytestmark = pytest.mark.integration
 
@@ -224,7 +224,7 @@ def sent(stream: BookieAddStream, ledger: LedgerId, entry_id: int, payload: byte
     """A writer's add (`send`, the callback form): a future of its outcome, None once stored."""
     outcome = asyncio.get_running_loop().create_future()
     entries = [(entry_id, packed(ledger, entry_id, payload))]
-    stream.send(ledger, KEY, entries, False, timeout, outcome.set_result)
+    stream.send(AddRequest(ledger, KEY, entries), timeout, outcome.set_result)
     return outcome
 
 

@@ -52,8 +52,13 @@ class FakeRemote:
             bookie.entries[entry_id] = data
             bookie.lac = max(bookie.lac, parse_header(data).last_add_confirmed)
 
-    def send_entries(self, bookie_id, ledger_id, master_key, entries, timeout_seconds, on_done):  # type: ignore[no-untyped-def]
+    @staticmethod
+    def add_request(ledger_id, master_key, entries):  # type: ignore[no-untyped-def]
+        return (ledger_id, master_key, entries)
+
+    def send_entries(self, bookie_id, request, timeout_seconds, on_done):  # type: ignore[no-untyped-def]
         """The AddStream's callback form, over add_entries."""
+        ledger_id, master_key, entries = request
 
         async def add() -> None:
             try:

@@ -11,6 +11,7 @@ from typing import cast
 
 import pytest
 
+from quire.common.v1 import common_pb2
 from quire.gateway.v1 import ledger_pb2
 from quire_api.errors import InvalidArgument
 from quire_api.ids import LedgerId, ledger_id_to_proto
@@ -83,6 +84,26 @@ async def test_a_request_for_another_ledger_ends_the_session_after_the_entries_b
         async for ack in session.acknowledgements():
             answered.append(ack)
     assert [(a.first_entry_id, a.last_entry_id) for a in answered] == [(0, 0)]
+
+
+async def test_every_form_of_the_same_ledger_id_is_accepted_and_a_changed_one_refused_after_them():
+    """The session compares a message's ledger_id to the last form it parsed:
+    a client that switches between numbers, the qualified name or both is
+    still writing the same ledger; a different ledger after them is refused."""
+    numbers = ledger_id_to_proto(LEDGER)
+    named = common_pb2.LedgerId(qualified_name=LEDGER.qualified_name)
+    both = common_pb2.LedgerId(scope_id=LEDGER.scope_id, ledger_id=LEDGER.ledger_id, qualified_name=str(LEDGER))
+    forms = [numbers, named, named, both, numbers]
+    stream = requests(
+        *(ledger_pb2.AppendEntriesRequest(ledger_id=form, payloads=[b"x"]) for form in forms),
+        ledger_pb2.AppendEntriesRequest(ledger_id=common_pb2.LedgerId(qualified_name=str(OTHER)), payloads=[b"y"]),
+    )
+    session = WriteSession(cast(LedgerManager, Manager()), LEDGER, stream, traced=False)
+    answered: list[Acknowledgement] = []
+    with pytest.raises(InvalidArgument, match="one ledger"):
+        async for ack in session.acknowledgements():
+            answered.append(ack)
+    assert [e for a in answered for e in range(a.first_entry_id, a.last_entry_id + 1)] == list(range(len(forms)))
 
 
 async def test_a_stream_is_split_into_its_first_message_and_the_rest_and_chained_again():

@@ -92,29 +92,54 @@ class _Message:
 AddDone = Callable[[QuireError | None], None]
 
 
+class AddRequest:
+    """One add as every bookie of its write set receives it: its message is
+    built once and shared by their streams. Ids come from one counter per
+    gateway, so an id is unique on every stream it is sent on."""
+
+    __slots__ = ("_message", "add_id", "entries", "ledger_id", "master_key", "recovery", "size", "traceparent")
+
+    def __init__(
+        self,
+        ledger_id: LedgerId,
+        master_key: bytes,
+        entries: list[tuple[int, bytes]],  # references to the writer's packed entries: no copy until sent
+        recovery: bool = False,
+    ) -> None:
+        self.add_id = next(_add_ids)
+        self.ledger_id = ledger_id
+        self.master_key = master_key
+        self.entries = entries
+        self.recovery = recovery
+        self.size = sum(len(data) for _, data in entries)
+        self.traceparent = _traceparent() if tracing_enabled() else ""
+        self._message: bookie_pb2.StreamedAdd | None = None
+
+    def message(self) -> bookie_pb2.StreamedAdd:
+        if self._message is None:
+            self._message = bookie_pb2.StreamedAdd(
+                add_id=self.add_id,
+                ledger_id=ledger_id_to_proto(self.ledger_id),
+                master_key=self.master_key,
+                entries=[bookie_pb2.PackedEntry(entry_id=e, data=d) for e, d in self.entries],
+                recovery=self.recovery,
+                traceparent=self.traceparent,
+            )
+        return self._message
+
+
+_add_ids = itertools.count(1)
+
+
 @dataclass(eq=False, slots=True)
 class _Add:
-    add_id: int
-    ledger_id: LedgerId
-    master_key: bytes
-    entries: list[tuple[int, bytes]]  # references to the writer's packed entries: no copy until sent
-    recovery: bool
-    size: int
+    """An AddRequest on one stream, until that bookie answers it."""
+
+    request: AddRequest
     on_done: AddDone
-    traceparent: str
     timeout_seconds: float
     deadline: float = math.inf  # loop time, once sent
     sent_in: _Message | None = None
-
-    def message(self) -> bookie_pb2.StreamedAdd:
-        return bookie_pb2.StreamedAdd(
-            add_id=self.add_id,
-            ledger_id=ledger_id_to_proto(self.ledger_id),
-            master_key=self.master_key,
-            entries=[bookie_pb2.PackedEntry(entry_id=e, data=d) for e, d in self.entries],
-            recovery=self.recovery,
-            traceparent=self.traceparent,
-        )
 
 
 class BookieAddStream:
@@ -151,41 +176,20 @@ class BookieAddStream:
         self._tasks: list[asyncio.Task[None]] = []
         self.messages_sent = 0
         self.adds_sent = 0
-        self._traced = tracing_enabled()
 
-    def send(
-        self,
-        ledger_id: LedgerId,
-        master_key: bytes,
-        entries: list[tuple[int, bytes]],
-        recovery: bool,
-        timeout_seconds: float,
-        on_done: AddDone,
-    ) -> None:
-        """Queue `entries` for the bookie; `on_done` is called once they are
-        durable there (None) or with the QuireError the bookie answered, or
+    def send(self, request: AddRequest, timeout_seconds: float, on_done: AddDone) -> None:
+        """Queue `request` for the bookie; `on_done` is called once its entries
+        are durable there (None) or with the QuireError the bookie answered, or
         UNAVAILABLE `timeout_seconds` after it is sent without an answer (or
         queued behind one such) or when the stream breaks. No task
         or future per add: the writer's handle counts the answers itself."""
-        loop = asyncio.get_running_loop()
-        size = sum(len(data) for _, data in entries)
-        pending = _Add(
-            next(self._ids),
-            ledger_id,
-            master_key,
-            entries,
-            recovery,
-            size,
-            on_done,
-            _traceparent() if self._traced else "",
-            timeout_seconds,
-        )
+        pending = _Add(request, on_done, timeout_seconds)
         if self._sweep is None:
-            self._sweep = loop.call_later(SWEEP_SECONDS, self._expire_overdue)
-        self._unanswered[pending.add_id] = pending
-        self._unanswered_bytes += size
+            self._sweep = asyncio.get_running_loop().call_later(SWEEP_SECONDS, self._expire_overdue)
+        self._unanswered[request.add_id] = pending
+        self._unanswered_bytes += request.size
         self._outgoing.append(pending)
-        self._outgoing_bytes += size
+        self._outgoing_bytes += request.size
         if self._call is None:
             if self._opener is None:
                 self._opener = asyncio.create_task(self._open(), name=f"add-stream-open-{self.bookie_id}")
@@ -228,18 +232,19 @@ class BookieAddStream:
             else:
                 done.set_exception(error)
 
-        self.send(ledger_id, master_key, entries, recovery, max(0.0, deadline - loop.time()), settled)
+        self.send(AddRequest(ledger_id, master_key, entries, recovery), max(0.0, deadline - loop.time()), settled)
         await done
 
     def _settle(self, pending: _Add, error: QuireError | None) -> None:
-        if self._unanswered.pop(pending.add_id, None) is None:
+        request = pending.request
+        if self._unanswered.pop(request.add_id, None) is None:
             return  # answered, expired or failed already
-        self._unanswered_bytes -= pending.size
+        self._unanswered_bytes -= request.size
         if not self._room.is_set() and self._unanswered_bytes < self._max_unanswered_bytes:
             self._room.set()
         message = pending.sent_in
         if message is not None:
-            self._sent_bytes -= pending.size
+            self._sent_bytes -= request.size
             message.unanswered -= 1
             if not message.unanswered:
                 self._messages_in_flight -= 1
@@ -247,7 +252,7 @@ class BookieAddStream:
         try:
             pending.on_done(error)
         except Exception:  # a writer's bug must not stop the answers to every other writer
-            log.exception("the sender of add %d to bookie %s failed on its answer", pending.add_id, self.bookie_id)
+            log.exception("the sender of add %d to bookie %s failed on its answer", request.add_id, self.bookie_id)
 
     def _expire_overdue(self) -> None:
         """Fail the sent adds whose deadline has passed, and with them the
@@ -260,21 +265,21 @@ class BookieAddStream:
             self._settle(
                 pending,
                 Unavailable(
-                    f"adding {len(pending.entries)} entries on bookie {self.bookie_id}: "
+                    f"adding {len(pending.request.entries)} entries on bookie {self.bookie_id}: "
                     f"no answer within {pending.timeout_seconds}s",
                     Reason.BOOKIE_UNAVAILABLE,
                 ),
             )
         if overdue:
-            queued = [p for p in self._outgoing if p.add_id in self._unanswered]
+            queued = [p for p in self._outgoing if p.request.add_id in self._unanswered]
             self._outgoing.clear()
             self._outgoing_bytes = 0
             for pending in queued:
                 self._settle(
                     pending,
                     Unavailable(
-                        f"adding {len(pending.entries)} entries on bookie {self.bookie_id}: queued behind adds it "
-                        f"did not answer within {overdue[0].timeout_seconds}s",
+                        f"adding {len(pending.request.entries)} entries on bookie {self.bookie_id}: "
+                        f"queued behind adds it did not answer within {overdue[0].timeout_seconds}s",
                         Reason.BOOKIE_UNAVAILABLE,
                     ),
                 )
@@ -324,13 +329,15 @@ class BookieAddStream:
                         await asyncio.sleep(0)  # let writers whose requests are already read join this message
                     taken: list[_Add] = []
                     size = 0
-                    while self._outgoing and (not taken or size + self._outgoing[0].size <= self._max_message_bytes):
+                    while self._outgoing and (
+                        not taken or size + self._outgoing[0].request.size <= self._max_message_bytes
+                    ):
                         pending = self._outgoing.popleft()
-                        self._outgoing_bytes -= pending.size
-                        if pending.add_id not in self._unanswered:
+                        self._outgoing_bytes -= pending.request.size
+                        if pending.request.add_id not in self._unanswered:
                             continue  # expired before it could be sent
                         taken.append(pending)
-                        size += pending.size
+                        size += pending.request.size
                     if not taken:
                         continue
                     message = _Message(len(taken))
@@ -340,7 +347,7 @@ class BookieAddStream:
                         pending.deadline = now + pending.timeout_seconds
                     self._sent_bytes += size
                     self._messages_in_flight += 1
-                    await call.write(bookie_pb2.AddStreamRequest(adds=[pending.message() for pending in taken]))
+                    await call.write(bookie_pb2.AddStreamRequest(adds=[pending.request.message() for pending in taken]))
                     self.messages_sent += 1
                     self.adds_sent += len(taken)
         except grpc.aio.AioRpcError as exc:

@@ -254,8 +254,12 @@ class WriteHandle:
         self._idle.clear()
         self._submits += 1
         self._lac_published = max(self._lac_published, self.last_add_confirmed)  # in the newest header
+        # Bookies sent the same entries (every member, when E = W) share one add.
+        same_entries: dict[tuple[int, ...], list[str]] = {}
         for bookie_id, entries in per_bookie.items():
-            self._queue(bookie_id, entries)
+            same_entries.setdefault(tuple(entry_id for entry_id, _ in entries), []).append(bookie_id)
+        for bookie_ids in same_entries.values():
+            self._queue(bookie_ids, per_bookie[bookie_ids[0]])
         return futures
 
     def _check_waiting_room(self, size: int) -> None:
@@ -269,39 +273,42 @@ class WriteHandle:
                 Reason.OVERLOADED,
             )
 
-    def _queue(self, bookie_id: str, entries: list[tuple[int, bytes]]) -> None:
-        """Hand `entries` to the bookie's AddStream, in adds of at most
-        max_call_bytes; the stream batches them with every other ledger's."""
+    def _queue(self, bookie_ids: list[str], entries: list[tuple[int, bytes]]) -> None:
+        """Hand `entries` to each bookie's AddStream, in adds of at most
+        max_call_bytes; the streams batch them with every other ledger's."""
         batch: list[tuple[int, bytes]] = []
         size = 0
         for entry in entries:
             if batch and size + len(entry[1]) > self.settings.max_call_bytes:
-                self._send(bookie_id, batch)
+                self._send(bookie_ids, batch)
                 batch, size = [], 0
             batch.append(entry)
             size += len(entry[1])
         if batch:
-            self._send(bookie_id, batch)
+            self._send(bookie_ids, batch)
 
-    def _send(self, bookie_id: str, entries: list[tuple[int, bytes]], pauses: Iterator[float] | None = None) -> None:
-        """One add to one bookie; its answer comes to `_stored`. Until then its
-        first entry counts as possibly unstored there (`_lowest_unstored`)."""
-        if pauses is None:
-            self._unanswered_firsts.setdefault(bookie_id, Counter())[entries[0][0]] += 1
-        span = self._bookie_add_span(bookie_id, entries)
-        try:
-            self.remote.send_entries(
-                bookie_id,
-                self.ledger_id,
-                self.master_key,
-                entries,
-                self.settings.add_timeout_seconds,
-                functools.partial(self._stored, bookie_id, entries, pauses, span),
-            )
-        except Exception as exc:  # a bug must not leave the writer waiting forever
-            log.exception("sending entries of ledger %s to bookie %s failed", self.ledger_id, bookie_id)
-            self._bookie_failed(bookie_id, Unavailable(f"sending to bookie {bookie_id} failed: {exc!r}"))
-            self._answered(bookie_id, entries[0][0])
+    def _send(
+        self, bookie_ids: list[str], entries: list[tuple[int, bytes]], pauses: Iterator[float] | None = None
+    ) -> None:
+        """One add to each of `bookie_ids`; each answer comes to `_stored`.
+        Until then its first entry counts as possibly unstored there
+        (`_lowest_unstored`)."""
+        request = self.remote.add_request(self.ledger_id, self.master_key, entries)
+        for bookie_id in bookie_ids:
+            if pauses is None:
+                self._unanswered_firsts.setdefault(bookie_id, Counter())[entries[0][0]] += 1
+            span = self._bookie_add_span(bookie_id, entries)
+            try:
+                self.remote.send_entries(
+                    bookie_id,
+                    request,
+                    self.settings.add_timeout_seconds,
+                    functools.partial(self._stored, bookie_id, entries, pauses, span),
+                )
+            except Exception as exc:  # a bug must not leave the writer waiting forever
+                log.exception("sending entries of ledger %s to bookie %s failed", self.ledger_id, bookie_id)
+                self._bookie_failed(bookie_id, Unavailable(f"sending to bookie {bookie_id} failed: {exc!r}"))
+                self._answered(bookie_id, entries[0][0])
 
     def _stored(
         self,
@@ -349,7 +356,7 @@ class WriteHandle:
     ) -> None:
         await asyncio.sleep(pause)
         if self._may_retry(bookie_id):
-            self._send(bookie_id, entries, pauses)
+            self._send([bookie_id], entries, pauses)
         else:  # replaced, left out or failed meanwhile: nothing more to store there
             self._answered(bookie_id, entries[0][0])
 
@@ -461,7 +468,7 @@ class WriteHandle:
                         len(resend.get(replacements[bookie], [])),
                     )
                 for replacement, entries in resend.items():
-                    self._queue(replacement, entries)
+                    self._queue([replacement], entries)
             except QuireError as exc:
                 self._fail(exc)
             finally:

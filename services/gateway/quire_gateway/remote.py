@@ -28,7 +28,7 @@ from quire_api.ids import LedgerId, ledger_id_to_proto
 from quire_common.bookie_resolver import BookieChannels, BookieDirectory
 from quire_common.channels import call, error_from_rpc, open_channel
 from quire_common.tasks import cancel_and_wait
-from quire_gateway.bookie_streams import AddDone, BookieAddStreams
+from quire_gateway.bookie_streams import AddDone, AddRequest, BookieAddStreams
 from quire_gateway.metadata_cache import ChangeKind, MetadataChange, MetadataObserver
 
 log = logging.getLogger(__name__)
@@ -388,18 +388,16 @@ class Remote:
             ledger_id, master_key, entries, recovery, timeout_seconds or self.timeout
         )
 
-    def send_entries(
-        self,
-        bookie_id: str,
-        ledger_id: LedgerId,
-        master_key: bytes,
-        entries: list[tuple[int, bytes]],
-        timeout_seconds: float,
-        on_done: AddDone,
-    ) -> None:
-        """Hand entries to the bookie's AddStream (a writer's path): `on_done`
-        is told once they are durable there, or why not."""
-        self._add_streams.get(bookie_id).send(ledger_id, master_key, entries, False, timeout_seconds, on_done)
+    @staticmethod
+    def add_request(ledger_id: LedgerId, master_key: bytes, entries: list[tuple[int, bytes]]) -> AddRequest:
+        """One add of a writer's entries, to send to each bookie of their write
+        set with `send_entries`: its message is built once for all of them."""
+        return AddRequest(ledger_id, master_key, entries)
+
+    def send_entries(self, bookie_id: str, request: AddRequest, timeout_seconds: float, on_done: AddDone) -> None:
+        """Hand an add to the bookie's AddStream (a writer's path): `on_done`
+        is told once its entries are durable there, or why not."""
+        self._add_streams.get(bookie_id).send(request, timeout_seconds, on_done)
 
     async def read_entries(
         self, bookie_id: str, ledger_id: LedgerId, entry_ids: list[int], timeout_seconds: float | None = None

@@ -54,10 +54,14 @@ class WriteSession:
     async def _take_requests(self) -> None:
         expected: int | None = None  # a conditional append applies to the session's first entries
         submitted = False
+        # A client names the ledger the same way in every message: parse a form once, compare the rest.
+        named = None
         try:
             async for request in self._requests:
-                if request.HasField("ledger_id") and ledger_id_from_proto(request.ledger_id) != self.ledger:
-                    raise InvalidArgument("a write session writes one ledger; ledger_id changed mid-stream")
+                if request.HasField("ledger_id") and request.ledger_id != named:
+                    if ledger_id_from_proto(request.ledger_id) != self.ledger:
+                        raise InvalidArgument("a write session writes one ledger; ledger_id changed mid-stream")
+                    named = request.ledger_id
                 if request.HasField("expected_entry_id") and not submitted:
                     expected = request.expected_entry_id
                 if request.payloads:
