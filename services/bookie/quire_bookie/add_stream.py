@@ -17,12 +17,13 @@ import functools
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from quire_api.errors import QuireError
 from quire_api.ids import LedgerId
 from quire_bookie.bookie import Bookie
+from quire_bookie.journal import AddGroup
 from quire_common.telemetry import tracer, tracing_enabled
 
 _tracer = tracer(__name__)
@@ -32,7 +33,7 @@ ADD_SPAN = "bookie.add"
 _PROPAGATOR = TraceContextTextMapPropagator()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class StreamedAdd:
     add_id: int
     ledger_id: LedgerId
@@ -52,25 +53,28 @@ class AddOutcome:
 class AddStreamSession:
     """Runs one AddStream. Adds are queued in arrival order (so one ledger's
     adds keep their order); an add refused by its checks or by the ledger's
-    state fails alone. When the bookie stops, the stream ends once the adds
-    already queued are answered. When the committer's queue is full, the session stops
-    taking messages until it has room, so a writer faster than the disk is
-    held back by the stream's flow control rather than by memory here."""
+    state fails alone. The adds of one message are answered together, once
+    the last of them is settled (usually by one group commit), so a message
+    costs one wakeup here, not one per add. When the bookie stops, the stream
+    ends once the adds already queued are answered. When the committer's
+    queue is full, the session stops taking messages until it has room, so a
+    writer faster than the disk is held back by the stream's flow control
+    rather than by memory here."""
 
     def __init__(self, bookie: Bookie) -> None:
         self.bookie = bookie
         self._completed: list[AddOutcome] = []
         self._wake = asyncio.Event()
-        self._unanswered = 0
+        self._unanswered = 0  # messages queued and not yet answered
         self._requests_done = False
         self._request_error: BaseException | None = None
         self._traced = tracing_enabled()
         self._taker: asyncio.Task[None] | None = None
 
     @staticmethod
-    def _trace(add: StreamedAdd, future: asyncio.Future[None]) -> None:
+    def _trace(add: StreamedAdd) -> Span:
         parent = _PROPAGATOR.extract({"traceparent": add.traceparent}) if add.traceparent else None
-        span = _tracer.start_span(
+        return _tracer.start_span(
             ADD_SPAN,
             context=parent,
             kind=SpanKind.SERVER,
@@ -81,43 +85,36 @@ class AddStreamSession:
             },
         )
 
-        def end(done: asyncio.Future[None]) -> None:
-            if done.cancelled() or done.exception() is not None:
-                span.set_status(Status(StatusCode.ERROR))
-            span.end()
-
-        future.add_done_callback(end)
-
-    def _settle(self, add_id: int, future: asyncio.Future[None]) -> None:
-        error = None if future.cancelled() else future.exception()
-        if future.cancelled():
-            error = QuireError("the add was cancelled")
-        elif error is not None and not isinstance(error, QuireError):
-            error = QuireError(f"the add failed: {error!r}")
+    def _answer(self, adds: list[StreamedAdd], spans: list[Span], group: AddGroup) -> None:
+        """Every add of a message is settled: queue its answers."""
+        for index, (add, error) in enumerate(zip(adds, group.errors, strict=True)):
+            if error is not None and not isinstance(error, QuireError):
+                error = QuireError(f"the add failed: {error!r}")
+            self._completed.append(AddOutcome(add.add_id, error))
+            if spans:
+                if error is not None:
+                    spans[index].set_status(Status(StatusCode.ERROR))
+                spans[index].end()
         self._unanswered -= 1
-        self._completed.append(AddOutcome(add_id, error))  # type: ignore[arg-type]
         self._wake.set()
 
     async def _take(self, messages: AsyncIterator[list[StreamedAdd]]) -> None:
         try:
             async for adds in messages:
+                spans = [self._trace(add) for add in adds] if self._traced else []
+                group = AddGroup(len(adds), functools.partial(self._answer, adds, spans))
+                valid = []
+                for index, add in enumerate(adds):
+                    if add.refused is not None:
+                        group.settle(index, add.refused)
+                    else:
+                        valid.append((index, add.ledger_id, add.master_key, add.entries, add.recovery))
                 # Checked one by one, queued together: one wait for queue space per message.
-                valid = [add for add in adds if add.refused is None]
-                started = iter(
-                    await self.bookie.start_adds([(a.ledger_id, a.master_key, a.entries, a.recovery) for a in valid])
-                )
-                for add in adds:
-                    outcome = add.refused if add.refused is not None else next(started)
-                    if isinstance(outcome, QuireError):
-                        self._completed.append(AddOutcome(add.add_id, outcome))
-                        self._wake.set()
-                        continue
-                    # Counted once queued: an add cut off while waiting for queue space (the
-                    # bookie stopping) is never answered; the writer's deadline covers it.
-                    self._unanswered += 1
-                    outcome.add_done_callback(functools.partial(self._settle, add.add_id))
-                    if self._traced:
-                        self._trace(add, outcome)
+                await self.bookie.start_adds(valid, group)
+                # Counted once queued (nothing settles it by a flush before this line runs): a
+                # message cut off while waiting for queue space (the bookie stopping) is never
+                # answered, and the writer's deadline covers it.
+                self._unanswered += 1
         except BaseException as exc:  # the stream broke or a message was malformed: end it
             self._request_error = exc
         finally:

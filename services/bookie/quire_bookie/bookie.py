@@ -25,7 +25,7 @@ from quire_api.errors import (
 from quire_api.ids import LedgerId
 from quire_bookie.disk import DiskUsage, ReadOnlyPolicy, measure
 from quire_bookie.faults import FaultyStore, StorageFaults
-from quire_bookie.journal import AddOp, FlushStats, GroupCommitter
+from quire_bookie.journal import AddGroup, AddOp, FlushStats, GroupCommitter
 from quire_bookie.storage import NO_ENTRY, EntryStore, LedgerState
 from quire_common.entry import check_keyless_digest, header_ids
 from quire_common.tasks import cancel_and_wait
@@ -221,28 +221,24 @@ class Bookie:
         return await self._committer.start_add(ledger_id, master_key, checked, recovery)
 
     async def start_adds(
-        self, adds: list[tuple[LedgerId, bytes, list[tuple[int, bytes]], bool]]
-    ) -> list[asyncio.Future[None] | QuireError]:
-        """`start_add` for the adds of one message at once: each is checked
-        alone (a refused add fails alone, as its own QuireError in the list),
-        and those that pass are queued together. The others get a future each."""
-        loop = asyncio.get_running_loop()
+        self, adds: list[tuple[int, LedgerId, bytes, list[tuple[int, bytes]], bool]], group: AddGroup
+    ) -> None:
+        """Check the adds of one message, each (its index in `group`, ledger,
+        master key, entries, recovery), and queue those that pass together:
+        each is settled in `group` with its refusal at once, or once a synced
+        write covers it."""
         now = time.perf_counter()
-        outcomes: list[asyncio.Future[None] | QuireError] = []
         queued: list[AddOp] = []
-        for ledger_id, master_key, entries, recovery in adds:
+        for index, ledger_id, master_key, entries, recovery in adds:
             try:
                 checked = self._check_add(ledger_id, master_key, entries, recovery)
             except QuireError as exc:
                 self.counters.rejected_adds += 1
-                outcomes.append(exc)
+                group.settle(index, exc)
                 continue
-            op = AddOp(ledger_id, master_key, checked, recovery, loop.create_future(), now)
-            queued.append(op)
-            outcomes.append(op.future)
+            queued.append(AddOp(ledger_id, master_key, checked, recovery, group.slot(index), now))
         if queued:
             await self._committer.start_adds(queued)
-        return outcomes
 
     def _check_add(
         self, ledger_id: LedgerId, master_key: bytes, entries: list[tuple[int, bytes]], recovery: bool

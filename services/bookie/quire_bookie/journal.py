@@ -23,7 +23,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from quire_api.errors import (
     FailedPrecondition,
@@ -44,13 +44,68 @@ _tracer = tracer(__name__)
 NO_STATE = LedgerState()
 
 
+class AddWaiter(Protocol):
+    """Who is told that an add is durable, or why not: a future for a single
+    add, or an AddGroup's slot for each add of an AddStream message."""
+
+    def done(self) -> bool: ...
+
+    def set_result(self, result: None, /) -> None: ...
+
+    def set_exception(self, exception: BaseException, /) -> None: ...
+
+
+class AddGroup:
+    """The adds of one AddStream message: queued together and answered
+    together, with one call of `on_settled` once the last of them is settled,
+    instead of a future, a callback and a wakeup per add."""
+
+    __slots__ = ("_on_settled", "_unsettled", "errors")
+
+    def __init__(self, count: int, on_settled: Callable[[AddGroup], None]) -> None:
+        self.errors: list[BaseException | None] = [None] * count  # per add, in message order
+        self._unsettled = count
+        self._on_settled = on_settled
+
+    def slot(self, index: int) -> _GroupSlot:
+        return _GroupSlot(self, index)
+
+    def settle(self, index: int, error: BaseException | None) -> None:
+        self.errors[index] = error
+        self._unsettled -= 1
+        if not self._unsettled:
+            self._on_settled(self)
+
+
+class _GroupSlot:
+    """One add's place in its AddGroup, told as a future would be."""
+
+    __slots__ = ("_done", "_group", "_index")
+
+    def __init__(self, group: AddGroup, index: int) -> None:
+        self._group = group
+        self._index = index
+        self._done = False
+
+    def done(self) -> bool:
+        return self._done
+
+    def set_result(self, result: None, /) -> None:
+        self._done = True
+        self._group.settle(self._index, None)
+
+    def set_exception(self, exception: BaseException, /) -> None:
+        self._done = True
+        self._group.settle(self._index, exception)
+
+
 @dataclass
 class AddOp:
     ledger_id: LedgerId
     master_key: bytes
     entries: list[tuple[int, int, bytes]]  # (entry id, lac from header, packed bytes)
     recovery: bool
-    future: asyncio.Future[None] = field(repr=False)
+    future: AddWaiter = field(repr=False)
     received_at: float = 0.0  # time.perf_counter() when the add arrived (its latency, per flush)
     size_bytes: int = field(init=False)  # counted once: the queue's bounds look at it several times
 
@@ -265,15 +320,14 @@ class GroupCommitter:
         self, ledger_id: LedgerId, master_key: bytes, entries: list[tuple[int, int, bytes]], recovery: bool
     ) -> asyncio.Future[None]:
         """Queue an add (waiting only for queue space) and return the future
-        that resolves once a synced write covers it, so a caller can queue
-        many adds before the next flush and await them together."""
+        that resolves once a synced write covers it."""
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         await self._enqueue(AddOp(ledger_id, master_key, entries, recovery, future, time.perf_counter()))
         return future
 
     async def start_adds(self, adds: list[AddOp]) -> None:
-        """Queue several adds at once, in order (their futures resolve as
-        `start_add`'s do)."""
+        """Queue several adds at once, in order; each one's waiter is told as
+        `start_add`'s future is."""
         await self._enqueue_many(adds)
 
     async def fence(self, ledger_id: LedgerId, master_key: bytes) -> LedgerState:

@@ -13,6 +13,9 @@ from quire_api.ids import LedgerId, ledger_id_from_proto
 from quire_bookie.add_stream import AddOutcome, AddStreamSession, StreamedAdd
 from quire_bookie.bookie import Bookie
 
+# Ledger ids a stream keeps parsed: a gateway writes to at most a few thousand ledgers at once.
+_MAX_LEDGER_IDS_PER_STREAM = 4096
+
 
 class BookieServicer(bookie_pb2_grpc.BookieServiceServicer):
     def __init__(self, bookie: Bookie) -> None:
@@ -133,16 +136,23 @@ class BookieServicer(bookie_pb2_grpc.BookieServiceServicer):
 
 
 async def _streamed_adds(requests: AsyncIterator[bookie_pb2.AddStreamRequest]) -> AsyncIterator[list[StreamedAdd]]:
+    # A writer sends adds of the same few ledgers again and again: parse each id once per stream.
+    ledger_ids: dict[tuple[int, int], LedgerId] = {}
     async for request in requests:
-        yield [_streamed_add(add) for add in request.adds]
+        yield [_streamed_add(add, ledger_ids) for add in request.adds]
 
 
-def _streamed_add(add: bookie_pb2.StreamedAdd) -> StreamedAdd:
+def _streamed_add(add: bookie_pb2.StreamedAdd, ledger_ids: dict[tuple[int, int], LedgerId]) -> StreamedAdd:
     entries = [(entry.entry_id, entry.data) for entry in add.entries]
-    try:
-        ledger_id = ledger_id_from_proto(add.ledger_id)
-    except QuireError as exc:  # fails this add alone, as a unary AddEntries would fail
-        return StreamedAdd(add.add_id, LedgerId(0, 0), add.master_key, entries, add.recovery, refused=exc)
+    named = add.ledger_id
+    ledger_id = None if named.qualified_name else ledger_ids.get((named.scope_id, named.ledger_id))
+    if ledger_id is None:
+        try:
+            ledger_id = ledger_id_from_proto(named)
+        except QuireError as exc:  # fails this add alone, as a unary AddEntries would fail
+            return StreamedAdd(add.add_id, LedgerId(0, 0), add.master_key, entries, add.recovery, refused=exc)
+        if not named.qualified_name and len(ledger_ids) < _MAX_LEDGER_IDS_PER_STREAM:
+            ledger_ids[named.scope_id, named.ledger_id] = ledger_id
     return StreamedAdd(add.add_id, ledger_id, add.master_key, entries, add.recovery, traceparent=add.traceparent)
 
 
