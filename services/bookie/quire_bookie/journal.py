@@ -379,8 +379,9 @@ class GroupCommitter:
             while self._queue:
                 await self._gather_more()
                 batch = self._take_batch()
-                async with self._space:
-                    self._space.notify_all()
+                if self._waiting_for_space:
+                    async with self._space:
+                        self._space.notify_all()
                 if isinstance(batch[0], DeleteOp):
                     await self._delete(batch[0])
                 else:

@@ -32,7 +32,7 @@ import shutil
 import struct
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -146,10 +146,13 @@ class LedgerState:
         return max(self.last_add_confirmed, self.explicit_lac)
 
     def with_entry(self, entry_id: int, lac: int) -> LedgerState:
-        return replace(
-            self,
-            last_entry_id=max(self.last_entry_id, entry_id),
-            last_add_confirmed=max(self.last_add_confirmed, lac),
+        # Built directly rather than with dataclasses.replace: this runs for every add.
+        return LedgerState(
+            self.master_key,
+            self.fenced,
+            max(self.last_entry_id, entry_id),
+            max(self.last_add_confirmed, lac),
+            self.explicit_lac,
         )
 
 
