@@ -4,6 +4,7 @@ conflicts, and fencing (which must never look like a failed bookie)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import pytest
 
@@ -252,3 +253,17 @@ async def test_no_delay_when_a_write_set_would_fall_below_the_ack_quorum():
     assert await write(handle, [b"x%d" % i for i in range(3)]) == [0, 1, 2]
     metadata = remote.metadata
     assert metadata is not None and handle.ensemble_changes == 1 and not metadata.custom_metadata
+
+
+async def test_a_ledger_fenced_by_a_recovery_elsewhere_fails_its_writer_with_a_warning_not_an_error(caplog):
+    """A recovery elsewhere is what a fault is expected to do to a writer: the
+    handle fails LEDGER_FENCED and says so at WARNING, not ERROR."""
+    remote = FakeRemote(["a", "b", "c"])
+    handle = handle_on(remote, ["a", "b", "c"])
+    for bookie in remote.bookies.values():
+        bookie.fenced = True
+    with caplog.at_level(logging.WARNING, logger="quire_gateway.handle"):
+        with pytest.raises(FailedPrecondition):
+            await asyncio.wait_for(write(handle, [b"x"]), timeout=5)
+    failed = [r for r in caplog.records if "write handle failed" in r.getMessage()]
+    assert [r.levelno for r in failed] == [logging.WARNING]

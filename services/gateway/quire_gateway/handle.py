@@ -76,6 +76,11 @@ __all__ = ["WriteHandle", "WriteSettings", "write_set"]
 log = logging.getLogger(__name__)
 _tracer = tracer(__name__)
 
+# Why a handle may fail when its ledger was ended by someone else.
+_ENDED_ELSEWHERE = frozenset(
+    {Reason.LEDGER_CLOSED, Reason.LEDGER_FENCED, Reason.LEDGER_NOT_FOUND, Reason.LEDGER_OWNER_GONE}
+)
+
 
 @dataclass(slots=True)
 class _Pending:
@@ -576,7 +581,10 @@ class WriteHandle:
         """The handle cannot go on: fail every pending entry."""
         if self._failure is None:
             self._failure = error
-            log.error("ledger %s write handle failed: %s", self.ledger_id, error)
+            # A recovery, a close or a delete elsewhere ending the ledger is what a fault is expected
+            # to do to its writer, not an error of this gateway.
+            level = logging.WARNING if error.reason in _ENDED_ELSEWHERE else logging.ERROR
+            log.log(level, "ledger %s write handle failed: %s", self.ledger_id, error)
         for pending in self._pending.values():
             if not pending.future.done():
                 pending.future.set_exception(error)
