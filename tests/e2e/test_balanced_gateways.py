@@ -21,7 +21,7 @@ import pytest
 
 from quire.common.v1 import common_pb2
 from quire_api.ids import LedgerId, ledger_id_from_proto
-from quire_client import QuireClient
+from quire_client import OutOfRangeError, QuireClient
 from quire_client.client import QuireClientError
 from quire_client.cluster import LocalCluster, Ports
 
@@ -32,6 +32,7 @@ pytestmark = [
 
 OWNER_GONE = "ERROR_REASON_LEDGER_OWNER_GONE"
 EXPLICIT_LAC = "QUIRE_GATEWAY_EXPLICIT_LAC_SECONDS"
+NO_READ_YOUR_WRITES = "QUIRE_GATEWAY_FAULT_UNSAFE_NO_READ_YOUR_WRITES"
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +62,8 @@ def every_gateway_running(cluster: LocalCluster) -> Iterator[None]:
     all three again, as configured by the fixture."""
     yield
     for name in cluster.gateway_names:
-        if cluster.processes[name].env.pop(EXPLICIT_LAC, None) is not None:
+        env = cluster.processes[name].env
+        if env.pop(EXPLICIT_LAC, None) is not None or env.pop(NO_READ_YOUR_WRITES, None) is not None:
             cluster.terminate(name)
         cluster.start_process(name, timeout=120)
 
@@ -161,6 +163,52 @@ def test_a_blob_put_through_the_balancer_is_read_through_every_gateway(cluster: 
     for target in cluster.gateway_targets:
         with QuireClient(target, cluster.registry_target, timeout=60) as reader:
             assert reader.get_blob(blob_id) == data
+
+
+def write_then_read_everywhere(cluster: LocalCluster, rounds: int) -> list[str]:
+    """GWY-3's workload: each round appends one entry through a gateway that
+    relays it to the ledger's owner (unary AddEntry, and every fourth round an
+    AppendEntries stream) and, once it is acknowledged, reads it back at once
+    through each of the three gateways. Returns the reads that failed."""
+    ledger = ledger_owned_by(cluster, "gateway")
+    clients = [QuireClient(target, cluster.registry_target, timeout=60) for target in cluster.gateway_targets]
+    failed: list[str] = []
+    try:
+        relay = clients[1]
+        for round_ in range(rounds):
+            payload = b"read your writes %d" % round_
+            if round_ % 4 == 3:
+                entry_id = relay.append_all(ledger, [payload])
+            else:
+                entry_id = relay.add_entry(ledger, payload)
+            for name, reader in zip(cluster.gateway_names, clients, strict=True):
+                try:
+                    assert reader.read_entry(ledger, entry_id).payload == payload
+                except OutOfRangeError as exc:
+                    failed.append(f"round {round_}, {name}: {exc}")
+    finally:
+        for client in clients:
+            client.close()
+    return failed
+
+
+def test_gwy3_an_acknowledged_entry_reads_at_once_through_every_gateway(cluster: LocalCluster) -> None:
+    """GWY-3: 1,000 entries acknowledged through a relaying gateway, each read
+    right after its ack through the owner, the relay and the third gateway:
+    the relay knows the LAC from the acks it relayed, the third asks the owner."""
+    assert write_then_read_everywhere(cluster, 1000) == []
+
+
+def test_gwy3_control_without_read_your_writes_a_fresh_entry_reads_out_of_range(cluster: LocalCluster) -> None:
+    """Positive control: with QUIRE_GATEWAY_FAULT_UNSAFE_NO_READ_YOUR_WRITES the
+    gateways other than the owner know only the bookies' LAC, which trails the
+    last acknowledged entry, and refuse to read it."""
+    for name in cluster.gateway_names:
+        cluster.processes[name].env[NO_READ_YOUR_WRITES] = "true"
+        cluster.restart(name, timeout=120)
+    failed = write_then_read_everywhere(cluster, 50)
+    assert failed, "the control read every fresh entry: GWY-3 would not notice the protection gone"
+    assert not [f for f in failed if ", gateway:" in f], "the owner itself always knows its own LAC"
 
 
 def tail_a_burst_elsewhere(cluster: LocalCluster, wait_seconds: float) -> tuple[bool, list[bytes]]:

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from quire.common.v1 import common_pb2
-from quire_api.errors import InvalidArgument, NotFound, OutOfRange, PermissionDenied
+from quire_api.errors import InvalidArgument, NotFound, OutOfRange, PermissionDenied, Unavailable
 from quire_api.ids import LedgerId
 from quire_common.entry import Digester, DigestType, pack_entry
 from quire_gateway import ledgers
@@ -216,3 +216,52 @@ async def test_recovery_reads_do_not_wait_for_a_slow_replica_every_round():
     metadata, lac = await quire.open(LEDGER, b"pw", recovery=True)
     assert lac == 639 and metadata.state == common_pb2.LEDGER_STATE_CLOSED
     assert time.monotonic() - started < HUNG_SECONDS / 2, time.monotonic() - started
+
+
+class Session:
+    """The reading gateway's registry session, as far as reads ask it."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def is_me(self, owner: common_pb2.LedgerOwner) -> bool:
+        return owner.gateway == self.name
+
+
+async def test_a_read_past_the_bookies_lac_asks_the_ledgers_owner_elsewhere():
+    """Read-your-writes (GWY-3): the bookies' headers trail the writer's LAC
+    by one entry, so a confirmed read past what this gateway knows asks the
+    gateway that owns the ledger; an owner it cannot reach leaves the
+    bookies' LAC standing, and a ledger written here is never asked about."""
+    remote = stored_ledger(["a", "b", "c"], 2, 2, 5)  # entries 0..4 stored, the bookies' LAC 3
+    remote.metadata.owner.CopyFrom(common_pb2.LedgerOwner(gateway="owner", address="127.0.0.1:1"))
+    asked: list[str] = []
+    answer: list[int | Exception] = [4]
+
+    async def owners_lac(owner: common_pb2.LedgerOwner, ledger: LedgerId) -> int:
+        asked.append(owner.gateway)
+        if isinstance(answer[0], Exception):
+            raise answer[0]
+        return answer[0]
+
+    def reader(session: str, read_your_writes: bool = True) -> LedgerManager:
+        return LedgerManager(
+            remote,  # type: ignore[arg-type]
+            recovery_settings=RecoverySettings(bookie_timeout_seconds=0.2),
+            read_settings=ReadSettings(read_your_writes=read_your_writes),
+            session=Session(session),  # type: ignore[arg-type]
+            owners_lac=owners_lac,
+        )
+
+    assert [e.entry_id for e in [await reader("other").read_entry(LEDGER, 4)]] == [4]
+    assert asked == ["owner"]
+    with pytest.raises(OutOfRange):
+        await reader("other", read_your_writes=False).read_entry(LEDGER, 4)  # the control
+    assert asked == ["owner"]
+    answer[0] = Unavailable("the owner is cut off")
+    with pytest.raises(OutOfRange) as beyond:
+        await reader("other").read_entry(LEDGER, 4)
+    assert beyond.value.metadata == {"last_add_confirmed": "3"}
+    with pytest.raises(OutOfRange):
+        await reader("owner").read_entry(LEDGER, 4)  # it owns the ledger but holds no handle: no hop to itself
+    assert asked == ["owner", "owner"]

@@ -62,9 +62,12 @@ async def main(env: GatewayEnv) -> None:
     reads = ReadSettings(
         speculative_delay_seconds=env.speculative_read_seconds,
         verify_digests=not env.fault_unsafe_skip_digest_check,
+        read_your_writes=not env.fault_unsafe_no_read_your_writes,
     )
     if not reads.verify_digests:
         log.warning("QUIRE_GATEWAY_FAULT_UNSAFE_SKIP_DIGEST_CHECK is set: reads are NOT verified; test use only")
+    if not reads.read_your_writes:
+        log.warning("QUIRE_GATEWAY_FAULT_UNSAFE_NO_READ_YOUR_WRITES is set: acknowledged entries may not be readable")
     bookies = BookieDirectory(registry_target, resolver_enabled=env.resolver_enabled)
     bookies.start()
     remote = Remote(registry_target, placement_target, bookies)
@@ -92,7 +95,9 @@ async def main(env: GatewayEnv) -> None:
     if session.trust_owners:
         log.warning("QUIRE_GATEWAY_FAULT_UNSAFE_IGNORE_OWNER_SESSION is set: a dead owner's ledgers are NEVER closed")
     forwarder = Forwarder(GatewayPeers(name, env.peer_tls_name))
-    manager = LedgerManager(remote, settings, recovery, reads, metadata_cache, entry_cache, session)
+    manager = LedgerManager(
+        remote, settings, recovery, reads, metadata_cache, entry_cache, session, forwarder.last_add_confirmed
+    )
     bookies.on_joined(lambda bookie_id, _address: manager.quarantine.lift(bookie_id, "it registered again"))
     blobs = BlobStore(
         manager,

@@ -1,5 +1,6 @@
 """Writes that arrive at a gateway which does not own the ledger: relayed to
-the owner over the gateway mesh (peers.py), one hop at most.
+the owner over the gateway mesh (peers.py), one hop at most. A confirmed read
+past what this gateway knows asks the owner for its LAC the same way.
 
 The caller has been authenticated and authorized here already; the owner
 accepts the relayed call only from a gateway service identity and, not being
@@ -17,6 +18,7 @@ from collections.abc import AsyncIterator
 
 from quire.common.v1 import common_pb2
 from quire.gateway.v1 import ledger_pb2
+from quire_api.ids import LedgerId, ledger_id_to_proto
 from quire_gateway.peers import GatewayPeers
 
 
@@ -42,6 +44,11 @@ class Forwarder:
         self, owner: common_pb2.LedgerOwner, request: ledger_pb2.AddEntryRequest
     ) -> ledger_pb2.AddEntryResponse:
         return await self.peers.add_entry(owner.address, request)
+
+    async def last_add_confirmed(self, owner: common_pb2.LedgerOwner, ledger_id: LedgerId) -> int:
+        """The owner's LAC of a ledger it writes: what it has acknowledged."""
+        request = ledger_pb2.ReadLastAddConfirmedRequest(ledger_id=ledger_id_to_proto(ledger_id))
+        return (await self.peers.read_last_add_confirmed(owner.address, request)).last_add_confirmed
 
     async def close_ledger(
         self, owner: common_pb2.LedgerOwner, request: ledger_pb2.CloseLedgerRequest

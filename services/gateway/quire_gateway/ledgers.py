@@ -7,7 +7,7 @@ import asyncio
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
 
@@ -104,11 +104,14 @@ class LedgerManager:
         metadata_cache: LedgerMetadataCache | None = None,
         entry_cache: EntryCache | None = None,
         session: GatewaySession | None = None,
+        owners_lac: Callable[[common_pb2.LedgerOwner, LedgerId], Awaitable[int]] | None = None,
     ) -> None:
         self.remote = remote
         # This gateway's registry session: the owner recorded in the ledgers it
         # creates. None: no owners (each ledger written where it was created).
         self.session = session
+        # Asks the gateway that writes a ledger for its LAC (the gateway mesh); None: never asked.
+        self.owners_lac = owners_lac
         # Recently confirmed entries: reads of fresh entries need no bookie. None: off.
         self.entry_cache = entry_cache
         # Metadata for reads, tails, opens and GetLedgerMetadata; None: always the registry.
@@ -305,12 +308,50 @@ class LedgerManager:
         lac = await read_last_add_confirmed(
             self.remote, ledger_id, metadata, self.recovery_settings.bookie_timeout_seconds
         )
-        lac = max(lac, known[0] if known is not None else -1)  # a LAC never moves back
-        self._reader_lacs[key] = (lac, now)
+        return self._learn_lac(key, lac)
+
+    def _learn_lac(self, key: tuple[LedgerId, int], lac: int) -> int:
+        """Remember `lac` as the readers' LAC of a ledger's incarnation (a LAC
+        never moves back); returns the LAC now known."""
+        known = self._reader_lacs.get(key)
+        lac = max(lac, known[0] if known is not None else -1)
+        self._reader_lacs[key] = (lac, time.monotonic())
         self._reader_lacs.move_to_end(key)
         while len(self._reader_lacs) > READER_LACS_KEPT:
             self._reader_lacs.popitem(last=False)
         return lac
+
+    async def relayed_acks(self, ledger_id: LedgerId) -> Callable[[int], None]:
+        """For a write relayed to the ledger's owner: what to call with the LAC
+        of each acknowledgement relayed back, so that a confirmed read here
+        sees every entry this gateway has acknowledged (read-your-writes)."""
+        if not self.read_settings.read_your_writes:
+            return lambda lac: None
+        metadata, _ = await self.metadata(ledger_id)
+        key = (ledger_id, incarnation(metadata))
+
+        def learned(lac: int) -> None:
+            if lac >= 0:
+                self._learn_lac(key, lac)
+
+        return learned
+
+    async def _owners_lac(self, ledger_id: LedgerId, metadata: common_pb2.LedgerMetadata, lac: int) -> int:
+        """The LAC of an open ledger written by another gateway, from that
+        gateway (one hop, as writes are relayed): what it acknowledged may not
+        be on the bookies' headers yet. Only `lac` when there is no other owner
+        to ask or it cannot be asked."""
+        owner = metadata.owner
+        if self.owners_lac is None or not self.read_settings.read_your_writes or not owner.gateway:
+            return lac
+        if self.session is None or self.session.is_me(owner):
+            return lac
+        try:
+            owners = await self.owners_lac(owner, ledger_id)
+        except QuireError as exc:  # the bookies' LAC stands: a reader elsewhere may lag the writer
+            log.info("ledger %s: its owner %s did not say its LAC: %s", ledger_id, owner.gateway, exc)
+            return lac
+        return self._learn_lac((ledger_id, incarnation(metadata)), owners)
 
     async def read(
         self, ledger_id: LedgerId, first: int, last: int, *, confirmed: bool
@@ -335,6 +376,8 @@ class LedgerManager:
                 lac = await self.last_add_confirmed(
                     ledger_id, metadata, refresh=False, max_age_seconds=READER_LAC_MAX_AGE_SECONDS
                 )
+                if (last == -1 or last > lac) and metadata.state != common_pb2.LEDGER_STATE_CLOSED:
+                    lac = await self._owners_lac(ledger_id, metadata, lac)
             if last == -1:
                 if first == lac + 1:
                     return  # nothing confirmed at or past `first` yet

@@ -55,6 +55,14 @@ class GatewayPeers:
             f"forwarding to the ledger's owner at {address}",
         )
 
+    async def read_last_add_confirmed(
+        self, address: str, request: ledger_pb2.ReadLastAddConfirmedRequest
+    ) -> ledger_pb2.ReadLastAddConfirmedResponse:
+        return await call(
+            self._stub(address).ReadLastAddConfirmed(request, metadata=self.metadata, timeout=self.timeout),
+            f"asking the ledger's owner at {address} for its last-add-confirmed",
+        )
+
     async def close_ledger(
         self, address: str, request: ledger_pb2.CloseLedgerRequest
     ) -> ledger_pb2.CloseLedgerResponse:

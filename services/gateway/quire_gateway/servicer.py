@@ -141,7 +141,9 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
             ledger = ledger_id_from_proto(first.ledger_id)
             owner = await self.manager.route_write(ledger, forwarded=forwarded(context))
             if owner is not None and self.forwarder is not None:
+                learned = await self.manager.relayed_acks(ledger)
                 async for response in self.forwarder.append_entries(owner, first, rest):
+                    learned(response.last_add_confirmed)
                     yield response
                 return
             session = WriteSession(self.manager, ledger, chained(first, rest), self._traced)
@@ -159,7 +161,10 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
         ledger = ledger_id_from_proto(request.ledger_id)
         owner = await self.manager.route_write(ledger, forwarded=forwarded(context))
         if owner is not None and self.forwarder is not None:
-            return await self.forwarder.add_entry(owner, request)
+            learned = await self.manager.relayed_acks(ledger)
+            response = await self.forwarder.add_entry(owner, request)
+            learned(response.last_add_confirmed)
+            return response
         expected = request.expected_entry_id if request.HasField("expected_entry_id") else None
         entry_id, lac = await self.manager.add(ledger, request.payload, expected)
         return ledger_pb2.AddEntryResponse(

@@ -416,6 +416,15 @@ class GatewayEnv:
         services=GATEWAY,
         section=SECTION,
     )
+    fault_unsafe_no_read_your_writes: bool = setting(
+        "QUIRE_GATEWAY_FAULT_UNSAFE_NO_READ_YOUR_WRITES",
+        False,
+        "fault injection (tests only): a confirmed read past what this gateway knows never asks the ledger's "
+        "owner for its LAC, and relayed acknowledgements teach it nothing, so an entry acknowledged through "
+        "another gateway may read OUT_OF_RANGE here (GWY-3's control); logs a loud warning",
+        services=GATEWAY,
+        section=SECTION,
+    )
     fault_unsafe_auth_after_read: bool = setting(
         "QUIRE_GATEWAY_FAULT_UNSAFE_AUTH_AFTER_READ",
         False,
