@@ -32,6 +32,7 @@ from quire_api.errors import InvalidArgument, PermissionDenied, Reason, Unauthen
 from quire_common.allowlist import SERVICE_IDENTITY_PREFIX, allowed_callers
 from quire_common.call_limits import NO_IDLE_LIMIT, RequestIdle
 from quire_common.config import ConfigError, load_settings
+from quire_common.handler_cache import HandlerCache
 from quire_common.settings import TlsEnv, common_settings
 from quire_common.telemetry import meter
 
@@ -468,6 +469,7 @@ class ServiceIdentityInterceptor(grpc.aio.ServerInterceptor):
 
     def __init__(self, check_allowlist: bool = True) -> None:
         self.check_allowlist = check_allowlist
+        self._handlers = HandlerCache()
 
     async def intercept_service(
         self,
@@ -478,7 +480,13 @@ class ServiceIdentityInterceptor(grpc.aio.ServerInterceptor):
         method = handler_call_details.method
         if handler is None or not method.startswith("/quire."):
             return handler
-        return guard_handler(handler, lambda context: require_service_identity(context, method, self.check_allowlist))
+        return self._handlers.get(
+            method,
+            handler,
+            lambda: guard_handler(
+                handler, lambda context: require_service_identity(context, method, self.check_allowlist)
+            ),
+        )
 
 
 HEALTH_METHOD_PREFIX = "/grpc.health.v1."
@@ -498,12 +506,16 @@ class ProbePortInterceptor(grpc.aio.ServerInterceptor):
     grpc.health.v1. Every other call that arrives without TLS (so through that
     port) is refused, whatever credentials it carries."""
 
+    def __init__(self) -> None:
+        self._handlers = HandlerCache()
+
     async def intercept_service(
         self,
         continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
         handler_call_details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler:
         handler = await continuation(handler_call_details)
-        if handler is None or handler_call_details.method.startswith(HEALTH_METHOD_PREFIX):
+        method = handler_call_details.method
+        if handler is None or method.startswith(HEALTH_METHOD_PREFIX):
             return handler
-        return guard_handler(handler, require_tls_transport)
+        return self._handlers.get(method, handler, lambda: guard_handler(handler, require_tls_transport))

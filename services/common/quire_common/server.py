@@ -25,6 +25,7 @@ from quire_api.rpc_status import grpc_status_for
 from quire_common.call_limits import ConnectionLimits
 from quire_common.config import ConfigError
 from quire_common.faults import FaultInjectionInterceptor, fault_rules_from_settings
+from quire_common.handler_cache import HandlerCache
 from quire_common.security import ProbePortInterceptor, ServiceIdentityInterceptor, server_credentials, tls_settings
 from quire_common.settings import ServerEnv, common_settings
 from quire_common.telemetry import tracing_enabled
@@ -86,6 +87,9 @@ class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):
     INTERNAL without its traceback. Aborts and cancellations pass through.
     A request that does not decode is INVALID_ARGUMENT."""
 
+    def __init__(self) -> None:
+        self._handlers = HandlerCache()
+
     async def intercept_service(
         self,
         continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
@@ -95,57 +99,57 @@ class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):
         method = handler_call_details.method
         if handler is None or not method.startswith(_QUIRE_METHOD_PREFIX):
             return handler
+        return self._handlers.get(method, handler, lambda: _error_mapped(handler, method))
 
-        streamed_requests = bool(handler.stream_unary or handler.stream_stream)
 
-        def checked(request: Any) -> Any:
-            return _checked_stream(request) if streamed_requests else _checked(request)
+def _error_mapped(handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
+    """`handler` with QuireErrors and undecodable requests turned into statuses."""
+    streamed_requests = bool(handler.stream_unary or handler.stream_stream)
 
-        if handler.unary_unary or handler.stream_unary:
-            inner_unary = handler.unary_unary or handler.stream_unary
+    def checked(request: Any) -> Any:
+        return _checked_stream(request) if streamed_requests else _checked(request)
 
-            async def unary_response(request: Any, context: grpc.aio.ServicerContext) -> Any:
-                try:
-                    return await inner_unary(checked(request), context)
-                except grpc.aio.AbortError:
-                    raise
-                except Exception as exc:
-                    error = exc
-                # grpc keeps the abort's exception, whose traceback holds this frame: let go of the request.
-                del request
-                await _abort(context, error, method)
+    if handler.unary_unary or handler.stream_unary:
+        inner_unary = handler.unary_unary or handler.stream_unary
 
-            factory = (
-                grpc.unary_unary_rpc_method_handler if handler.unary_unary else grpc.stream_unary_rpc_method_handler
-            )
-            return factory(
-                unary_response,
-                request_deserializer=_tolerant(handler.request_deserializer),
-                response_serializer=handler.response_serializer,
-            )
-
-        inner_stream = handler.unary_stream or handler.stream_stream
-
-        async def stream_response(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        async def unary_response(request: Any, context: grpc.aio.ServicerContext) -> Any:
             try:
-                async for response in inner_stream(checked(request), context):
-                    yield response
-                return
+                return await inner_unary(checked(request), context)
             except grpc.aio.AbortError:
                 raise
             except Exception as exc:
                 error = exc
-            request = response = None  # as above: nothing large stays reachable from the abort
+            # grpc keeps the abort's exception, whose traceback holds this frame: let go of the request.
+            del request
             await _abort(context, error, method)
 
-        factory = (
-            grpc.unary_stream_rpc_method_handler if handler.unary_stream else grpc.stream_stream_rpc_method_handler
-        )
+        factory = grpc.unary_unary_rpc_method_handler if handler.unary_unary else grpc.stream_unary_rpc_method_handler
         return factory(
-            stream_response,
+            unary_response,
             request_deserializer=_tolerant(handler.request_deserializer),
             response_serializer=handler.response_serializer,
         )
+
+    inner_stream = handler.unary_stream or handler.stream_stream
+
+    async def stream_response(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        try:
+            async for response in inner_stream(checked(request), context):
+                yield response
+            return
+        except grpc.aio.AbortError:
+            raise
+        except Exception as exc:
+            error = exc
+        request = response = None  # as above: nothing large stays reachable from the abort
+        await _abort(context, error, method)
+
+    factory = grpc.unary_stream_rpc_method_handler if handler.unary_stream else grpc.stream_stream_rpc_method_handler
+    return factory(
+        stream_response,
+        request_deserializer=_tolerant(handler.request_deserializer),
+        response_serializer=handler.response_serializer,
+    )
 
 
 def _bind(server: grpc.aio.Server, address: str, setting: str, credentials: grpc.ServerCredentials | None) -> int:

@@ -31,6 +31,7 @@ from quire_api.errors import PermissionDenied, Reason, Unauthenticated
 from quire_common.allowlist import GATEWAY, SERVICE_IDENTITY_PREFIX
 from quire_common.auth import AuthSettings, Principal
 from quire_common.call_limits import NO_IDLE_LIMIT, CallsPerCaller, RequestIdle
+from quire_common.handler_cache import HandlerCache
 from quire_common.security import PeerIdentity, guard_handler, peer_client_name, peer_identity
 from quire_gateway.peers import FORWARDED_BY
 from quire_gateway.permissions import EVERY_MESSAGE_AUTHORIZED, required_permission
@@ -74,6 +75,7 @@ class GatewayAuthInterceptor(grpc.aio.ServerInterceptor):
         self.calls = calls_per_caller or CallsPerCaller(0)
         self.check_before_read = check_before_read
         self.client_name = common_name_only if roles_by_common_name_only else peer_client_name
+        self._handlers = HandlerCache()
 
     async def intercept_service(
         self,
@@ -84,8 +86,12 @@ class GatewayAuthInterceptor(grpc.aio.ServerInterceptor):
         method = handler_call_details.method
         if handler is None or not method.startswith(_PUBLIC_PREFIXES):
             return handler  # health and reflection stay open
-        name = method.rsplit("/", 1)[-1]
         relayed = any(key == FORWARDED_BY for key, _ in handler_call_details.invocation_metadata or ())
+        return self._handlers.get((method, relayed), handler, lambda: self._guarded(handler, method, relayed))
+
+    def _guarded(self, handler: grpc.RpcMethodHandler, method: str, relayed: bool) -> grpc.RpcMethodHandler:
+        """`handler` behind the checks its method and the relay mark call for."""
+        name = method.rsplit("/", 1)[-1]
         if relayed and self.tls_enabled:  # without TLS there is no identity: the caller is checked as any other
             return self._guard(handler, lambda context: require_gateway_identity(context, name))
         if not self.settings.enabled:
