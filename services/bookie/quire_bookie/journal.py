@@ -25,6 +25,8 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypeVar
 
+from opentelemetry.util.types import AttributeValue
+
 from quire_api.errors import (
     FailedPrecondition,
     PermissionDenied,
@@ -435,7 +437,7 @@ class GroupCommitter:
         (even a no-op span and its attributes cost every commit)."""
         if not self._traced:
             return nullcontext()
-        attributes = {
+        attributes: dict[str, AttributeValue] = {
             "quire.entries": len(writes),
             "quire.bytes": sum(len(d) for _, _, d in writes),
             "quire.ledgers": [str(ledger_id) for ledger_id in list(pending)[:16]],
