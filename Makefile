@@ -94,6 +94,9 @@ bench-bookie: setup ## durable adds/s through one bookie's gRPC API vs the raw r
 bench-telemetry: setup ## the telemetry stage on 1,000,000 synthetic records, local[2]
 	$(PY) -m quire_telemetry.bench --records 1000000 --master 'local[2]'
 
+bench-telemetry-standalone: setup ## the same on a standalone Spark cluster of two 1-core workers here, then local[2]
+	$(PY) scripts/bench_telemetry_standalone.py --records 1000000
+
 check: lint typecheck gen-check test ## lint, types, generated code and the whole suite
 
 image: ## build the container image quire:latest (needs a Docker engine; docs/deploy.md)
@@ -119,4 +122,4 @@ test-container: setup ## the testcontainers tests against the image (make image 
 clean: ## remove local cluster data and build output
 	rm -rf $(DATA_DIR) build
 
-.PHONY: help setup gen gen-check lock fmt lint typecheck test test-faults soak test-unit fuzz certs run bench bench-bookie bench-telemetry check clean image image-telemetry test-deploy test-monitoring test-container test-node
+.PHONY: help setup gen gen-check lock fmt lint typecheck test test-faults soak test-unit fuzz certs run bench bench-bookie bench-telemetry bench-telemetry-standalone check clean image image-telemetry test-deploy test-monitoring test-container test-node

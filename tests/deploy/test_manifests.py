@@ -22,6 +22,7 @@ from quire.placement.v1 import placement_pb2
 from quire.registry.v1 import registry_pb2
 from quire_client.devcerts import KUBERNETES_CLIENT_SECRETS, kubernetes_identities
 from tests.deploy.kustomize import KustomizeError, Manifest, pod_spec, render
+from tests.telemetry.standalone import documented_submit_command
 
 pytestmark = pytest.mark.deploy
 
@@ -421,6 +422,31 @@ def test_init_job_and_telemetry_cronjob_exist(rendered: list[Manifest]) -> None:
     cron = named(rendered, "CronJob", "quire-telemetry")
     args = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["args"]
     assert args == ["telemetry", "analyze", "--input", "/telemetry", "--output", "/reports", "--publish"]
+
+
+def test_the_spark_cronjob_runs_the_documented_spark_submit() -> None:
+    manifests = render(KUBERNETES / "overlays" / "dev-spark")
+    spec = pod_spec(named(manifests, "CronJob", "quire-telemetry-spark"))
+    assert spec is not None
+    (container,) = spec["containers"]
+    shell, flag, script = container["command"]
+    assert (shell, flag) == ("/bin/sh", "-c") and "args" not in container
+    # What tests/telemetry/test_standalone.py runs against a real standalone cluster.
+    assert documented_submit_command() in script
+    env = {entry["name"]: entry for entry in container["env"]}
+    assert {"SPARK_MASTER", "TELEMETRY", "REPORTS", "REGISTRY", "SPARK_LOCAL_IP"} <= set(env)
+    mounts = {mount["mountPath"]: mount["name"] for mount in container["volumeMounts"]}
+    assert {env["TELEMETRY"]["value"], env["REPORTS"]["value"], env["SPARK_CONF_DIR"]["value"]} <= set(mounts)
+    # The executors reach the driver on the ports spark-defaults.conf fixes, which the pod declares.
+    spark_conf = named(manifests, "ConfigMap", "quire-spark")["data"]["spark-defaults.conf"]
+    fixed = {
+        int(value)
+        for key, value in (line.split() for line in spark_conf.splitlines() if line and not line.startswith("#"))
+        if key.endswith(".port")
+    }
+    assert fixed == {port["containerPort"] for port in container["ports"]}
+    # One stage publishes: the local-mode CronJob stays, suspended.
+    assert named(manifests, "CronJob", "quire-telemetry")["spec"]["suspend"] is True
 
 
 def test_production_overlay_requires_spreading_and_uses_its_registry() -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import random
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -149,3 +151,16 @@ def test_follow_publishes_factors_from_each_trigger(spark, tmp_path):
     (report,) = reports
     assert report.records_read > 0 and report.load_factors["bookie-1"] < report.load_factors["bookie-0"]
     assert (tmp_path / "out" / "summary.md").exists()
+
+
+def test_bad_settings_exit_2_naming_them():
+    """Before any Spark session: the entry point spark-submit runs."""
+    for args, named in ((["--window", "five minutes"], "--window"), (["--trigger-seconds", "0"], "--trigger-seconds")):
+        result = subprocess.run(
+            [sys.executable, "-m", "quire_telemetry", "--input", "in", "--output", "out", *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert result.returncode == 2 and named in result.stderr, result.stderr

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 from quire_telemetry.publish import publish_load_factors
-from quire_telemetry.stage import analyze, spark_session
+from quire_telemetry.stage import Report, analyze, spark_session, window_seconds
 
 
 def main() -> None:
@@ -19,15 +19,42 @@ def main() -> None:
     parser.add_argument("--window", default="5m")
     parser.add_argument("--master", default=None, help="omit under spark-submit")
     parser.add_argument("--publish-to", default=None, help="registry host:port to store the load factors in")
+    parser.add_argument("--follow", action="store_true", help="keep running over the growing directory (streaming)")
+    parser.add_argument("--trigger-seconds", type=float, default=30.0, help="how often --follow recomputes")
     args = parser.parse_args()
+    # Bad settings end here, with exit status 2, before a Spark session is paid for.
+    try:
+        window_seconds(args.window)
+    except ValueError as exc:
+        parser.error(f"--window: {exc}")
+    if args.trigger_seconds <= 0:
+        parser.error(f"--trigger-seconds: {args.trigger_seconds} is not a positive number of seconds")
+
+    def publish(report: Report) -> None:
+        print(json.dumps(report.load_factors, indent=2, sort_keys=True), flush=True)
+        if args.publish_to:
+            stored = publish_load_factors(args.publish_to, report.load_factors)
+            print(f"published {stored} load factors to the registry at {args.publish_to}", flush=True)
+
     spark = spark_session(args.master)
     try:
+        if args.follow:
+            from quire_telemetry.follow import follow
+
+            # Runs until interrupted (SIGINT), publishing after every trigger.
+            follow(
+                Path(args.input),
+                Path(args.output),
+                window=args.window,
+                trigger_seconds=args.trigger_seconds,
+                on_report=publish,
+                spark=spark,
+            )
+            return
         report = analyze(Path(args.input), Path(args.output), window=args.window, spark=spark)
     finally:
         spark.stop()
-    print(json.dumps(report.load_factors, indent=2, sort_keys=True))
-    if args.publish_to:
-        publish_load_factors(args.publish_to, report.load_factors)
+    publish(report)
 
 
 if __name__ == "__main__":
