@@ -301,7 +301,10 @@ class WriteHandle:
         request = self.remote.add_request(self.ledger_id, self.master_key, entries)
         for bookie_id in bookie_ids:
             if pauses is None:
-                self._unanswered_firsts.setdefault(bookie_id, Counter())[entries[0][0]] += 1
+                firsts = self._unanswered_firsts.get(bookie_id)
+                if firsts is None:  # not setdefault: that would build a Counter for every add
+                    firsts = self._unanswered_firsts[bookie_id] = Counter()
+                firsts[entries[0][0]] += 1
             span = self._bookie_add_span(bookie_id, entries)
             try:
                 self.remote.send_entries(
