@@ -1,6 +1,7 @@
 """`quire bench`'s one-entry-per-request runs against a real cluster: every
 write is acknowledged and every entry written reads back intact (the run
-checks each read itself). Its figures are printed, never asserted."""
+checks each read itself). Its figures are printed, never asserted; with the
+servers' PIDs each run reports CPU for each of them."""
 
 from __future__ import annotations
 
@@ -17,3 +18,14 @@ def test_one_entry_per_request_writes_and_reads_back(cluster: LocalCluster, rpc:
     result = run_closed_loop(cluster.gateway_target, (3, 3, 2), rpc, writers=4, entry_bytes=1024, seconds=1.0)
     assert result.writes > 0 and result.reads > 0
     assert result.reads <= result.writes
+
+
+def test_with_the_servers_pids_each_process_reports_its_cpu_per_write(cluster: LocalCluster) -> None:
+    names = ["gateway", *cluster.bookie_names]
+    pids = {name: pid for name in names if (pid := cluster.pid(name)) is not None}
+    result = run_closed_loop(
+        cluster.gateway_target, (3, 3, 2), "stream", writers=4, entry_bytes=1024, seconds=1.0, server_pids=pids
+    )
+    assert set(result.server_cpu_us_per_write) == set(names)
+    assert all(us >= 0 for us in result.server_cpu_us_per_write.values())
+    assert result.server_cpu_us_per_write["gateway"] > 0, "the gateway served every write"

@@ -207,7 +207,7 @@ def run_count(args: argparse.Namespace) -> int:
 
 
 def main(args: argparse.Namespace, on_run: Callable[[], None] = lambda: None) -> None:
-    def report(target: tuple[str, str]) -> None:
+    def report(target: tuple[str, str], server_pids: dict[str, int] | None = None) -> None:
         results = []
         if args.batch > 0:
             for quorum, writers, size, entries, batch, pace in matrix(args):
@@ -221,7 +221,9 @@ def main(args: argparse.Namespace, on_run: Callable[[], None] = lambda: None) ->
                 for rpc in args.closed_rpc:
                     for writers in args.writers:
                         for size in args.sizes:
-                            one = run_closed_loop(target[0], quorum, rpc, writers, size, args.closed_seconds)
+                            one = run_closed_loop(
+                                target[0], quorum, rpc, writers, size, args.closed_seconds, server_pids
+                            )
                             print_closed_loop(one)
                             closed.append(one)
                             on_run()
@@ -239,7 +241,8 @@ def main(args: argparse.Namespace, on_run: Callable[[], None] = lambda: None) ->
             cluster = LocalCluster(Path(data_dir), Ports.free(bookies=3))
             cluster.start()
             try:
-                report((cluster.gateway_target, cluster.registry_target))
+                pids = {name: pid for name in cluster.processes if (pid := cluster.pid(name)) is not None}
+                report((cluster.gateway_target, cluster.registry_target), pids)
             finally:
                 cluster.stop()
     else:

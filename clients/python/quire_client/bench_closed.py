@@ -8,6 +8,11 @@ just written back, one ReadEntries(first = last = id) per request. Reported:
 requests/s and each request's latency (p50, p99). This is what a service in
 any language that writes one record at a time sees; the batched runs show
 what batching buys on top.
+
+Given the servers' PIDs (a local cluster, `quire bench --local`), each run also
+reports the CPU every server process spent per write (user + system time from
+/proc over the write phase), the figure to compare with other systems and
+with the write path's floor.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import grpc
 
@@ -42,10 +47,33 @@ class ClosedLoopResult:
     reads_per_s: float
     read_p50_ms: float
     read_p99_ms: float
+    # Microseconds of CPU per write over the write phase, by server process (empty: PIDs unknown).
+    server_cpu_us_per_write: dict[str, float] = field(default_factory=dict)
+
+
+def process_cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time of a process and all its threads (Linux /proc);
+    None when it cannot be read (gone, or not Linux)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+
+
+def _cpu_now(server_pids: dict[str, int]) -> dict[str, float]:
+    return {name: cpu for name, pid in server_pids.items() if (cpu := process_cpu_seconds(pid)) is not None}
 
 
 async def _closed_loop(
-    gateway: str, quorum: tuple[int, int, int], rpc: str, writers: int, entry_bytes: int, seconds: float
+    gateway: str,
+    quorum: tuple[int, int, int],
+    rpc: str,
+    writers: int,
+    entry_bytes: int,
+    seconds: float,
+    server_pids: dict[str, int],
 ) -> ClosedLoopResult:
     payload = os.urandom(entry_bytes)
     async with grpc.aio.insecure_channel(gateway, options=_OPTIONS) as channel:
@@ -84,9 +112,11 @@ async def _closed_loop(
             finally:
                 call.cancel()
 
+        cpu_before = _cpu_now(server_pids)
         started = time.perf_counter()
         await asyncio.gather(*(writer(i, started + seconds) for i in range(writers)))
         write_seconds = time.perf_counter() - started
+        cpu_after = _cpu_now(server_pids)
 
         read_ms: list[float] = []
 
@@ -127,13 +157,26 @@ async def _closed_loop(
         reads_per_s=reads / read_seconds if read_seconds else 0.0,
         read_p50_ms=percentile(read_ms, 0.50),
         read_p99_ms=percentile(read_ms, 0.99),
+        server_cpu_us_per_write={
+            name: round(1e6 * (cpu_after[name] - cpu_before[name]) / writes, 1)
+            for name in cpu_before
+            if name in cpu_after and writes
+        },
     )
 
 
 def run_closed_loop(
-    gateway: str, quorum: tuple[int, int, int], rpc: str, writers: int, entry_bytes: int, seconds: float
+    gateway: str,
+    quorum: tuple[int, int, int],
+    rpc: str,
+    writers: int,
+    entry_bytes: int,
+    seconds: float,
+    server_pids: dict[str, int] | None = None,
 ) -> ClosedLoopResult:
-    return asyncio.run(_closed_loop(gateway, quorum, rpc, writers, entry_bytes, seconds))
+    """One closed-loop run; with `server_pids` (name -> PID of each server
+    process), also their CPU per write."""
+    return asyncio.run(_closed_loop(gateway, quorum, rpc, writers, entry_bytes, seconds, server_pids or {}))
 
 
 def print_closed_loop(result: ClosedLoopResult) -> None:
@@ -144,3 +187,7 @@ def print_closed_loop(result: ClosedLoopResult) -> None:
         f"read {result.reads_per_s:>9,.0f} entries/s p50 {result.read_p50_ms:6.2f} p99 {result.read_p99_ms:6.2f} ms",
         flush=True,
     )
+    if result.server_cpu_us_per_write:
+        by_process = ", ".join(f"{name} {us:,.0f}" for name, us in result.server_cpu_us_per_write.items())
+        total = sum(result.server_cpu_us_per_write.values())
+        print(f"    server CPU per write: {total:,.0f} us ({by_process})", flush=True)
