@@ -1,6 +1,7 @@
 """Many gateways (GWY rows): a ledger is written by the gateway that created
 it; writes through other gateways are relayed to it. A relaying gateway or the
-owner itself is SIGKILLed in the middle of a write stream.
+owner itself is SIGKILLed in the middle of a write stream (GWY-1, GWY-2), or
+the owner is SIGKILLed and started again under its name (GWY-4).
 
 These rows count for themselves what the checker counts for the others, from
 the client's acknowledgements and a read-back of the closed ledger: every
@@ -30,6 +31,11 @@ KILL_AT = 600  # where the burst the SIGKILL lands in starts
 BURST = 600
 OWNER_GONE = "ERROR_REASON_LEDGER_OWNER_GONE"
 IGNORE_OWNER_SESSION = "QUIRE_GATEWAY_FAULT_UNSAFE_IGNORE_OWNER_SESSION"
+WAIT_FOR_PREVIOUS_SESSION = "QUIRE_GATEWAY_FAULT_WAIT_FOR_PREVIOUS_SESSION"
+SESSION = "QUIRE_GATEWAY_SESSION_SECONDS"
+# GWY-4's owner holds its session on a lease this long, so that what happens
+# before the lease could lapse is told apart from what its lapse would do.
+LONG_SESSION_SECONDS = 60
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +50,13 @@ def every_gateway_running(cluster: LocalCluster) -> Iterator[None]:
     """Each row kills a gateway; the next starts with all three (and their default settings)."""
     yield
     for name in cluster.gateway_names:
-        if cluster.processes[name].env.pop(IGNORE_OWNER_SESSION, None) is not None:
+        env = cluster.processes[name].env
+        changed = env.pop(IGNORE_OWNER_SESSION, None) is not None
+        changed = env.pop(WAIT_FOR_PREVIOUS_SESSION, None) is not None or changed
+        if env.get(SESSION) != str(SESSION_SECONDS):
+            env[SESSION] = str(SESSION_SECONDS)
+            changed = True
+        if changed:
             cluster.terminate(name)
         cluster.start_process(name)
 
@@ -242,3 +254,80 @@ def test_gwy2_control_trusting_a_dead_owner_never_closes(cluster: LocalCluster, 
         metadata, _ = reader.ledger_metadata(ledger)
     scenario.figures["state"] = common_pb2.LedgerState.Name(metadata.state)
     assert metadata.state == common_pb2.LEDGER_STATE_OPEN, "positive control: the dead owner's ledger stays open"
+
+
+def restart_the_owner_under_its_name(cluster: LocalCluster, scenario: Scenario, settings: dict[str, str]) -> LedgerId:
+    """GWY-4's fault: the first gateway, on a LONG_SESSION_SECONDS session,
+    creates a ledger and writes to it, is SIGKILLed and started again at once
+    under its name (with `settings`). Returns the ledger."""
+    owner = cluster.gateway_names[0]
+    cluster.processes[owner].env.update({SESSION: str(LONG_SESSION_SECONDS), **settings})
+    cluster.restart(owner)
+    ledger = ledger_on_first_gateway(cluster)
+    with QuireClient(cluster.gateway_targets[0], cluster.registry_target, timeout=30) as client:
+        for i in range(10):
+            client.add_entry(ledger, b"before the kill %d" % i)
+    cluster.kill(owner)
+    scenario.figures["killed_at"] = time.monotonic()
+    cluster.start_process(owner)
+    return ledger
+
+
+def next_write_through_another_gateway(cluster: LocalCluster, ledger: LedgerId, seconds: float) -> QuireClientError:
+    """AddEntry through the second gateway until it answers something other
+    than UNAVAILABLE or LEDGER_NOT_WRITABLE_HERE (the owner record naming a
+    session the registry still holds), or `seconds` pass; the last refusal."""
+    deadline = time.monotonic() + seconds
+    with QuireClient(cluster.gateway_targets[1], cluster.registry_target, timeout=30) as client:
+        while True:
+            try:
+                client.add_entry(ledger, b"after the restart")
+            except QuireClientError as exc:
+                waiting = exc.code.name == "UNAVAILABLE" or exc.reason == "ERROR_REASON_LEDGER_NOT_WRITABLE_HERE"
+                if not waiting or time.monotonic() >= deadline:
+                    return exc
+            else:
+                raise AssertionError("a write to the killed session's ledger was accepted")
+            time.sleep(0.3)
+
+
+def test_gwy4_a_gateway_restarted_under_its_name_ends_its_previous_session(
+    cluster: LocalCluster, scenario: Scenario
+) -> None:
+    """GWY-4: a gateway SIGKILLed and started again under its name ends its
+    previous session as it starts, instead of waiting for that lease to lapse:
+    well before the lease could have lapsed, the dead session's ledger is
+    recovered by its next write (LEDGER_OWNER_GONE, through another gateway)
+    and the restarted gateway creates ledgers of its own."""
+    scenario.start("GWY-4", gateways=3, session_seconds=LONG_SESSION_SECONDS)
+    ledger = restart_the_owner_under_its_name(cluster, scenario, {})
+    answer = next_write_through_another_gateway(cluster, ledger, LONG_SESSION_SECONDS)
+    recovered_after = time.monotonic() - scenario.figures["killed_at"]
+    with QuireClient(cluster.gateway_targets[0], cluster.registry_target, timeout=30) as restarted:
+        created = restarted.create_ledger()
+    created_after = time.monotonic() - scenario.figures["killed_at"]
+    scenario.figures.update(
+        answer=answer.reason, recovered_after_s=round(recovered_after, 1), created_after_s=round(created_after, 1)
+    )
+    assert answer.reason == OWNER_GONE, answer
+    assert int(answer.details["last_entry_id"]) == 9
+    assert created.owner.address == cluster.gateway_targets[0]  # a session of its own again
+    # Both before the killed session's lease could have lapsed on its own.
+    assert created_after < LONG_SESSION_SECONDS, scenario.figures
+
+
+def test_gwy4_control_waiting_for_the_previous_session_stalls_its_ledgers(
+    cluster: LocalCluster, scenario: Scenario
+) -> None:
+    """Positive control: with QUIRE_GATEWAY_FAULT_WAIT_FOR_PREVIOUS_SESSION the
+    restarted gateway leaves its previous session to lapse: 15 s after the
+    restart the killed session's ledger is still refused as written elsewhere
+    (or UNAVAILABLE), never recovered, and still open."""
+    scenario.start("GWY-4-control", gateways=3, **{WAIT_FOR_PREVIOUS_SESSION: "true"})
+    ledger = restart_the_owner_under_its_name(cluster, scenario, {WAIT_FOR_PREVIOUS_SESSION: "true"})
+    answer = next_write_through_another_gateway(cluster, ledger, 15)
+    scenario.figures["answer"] = answer.reason or answer.code.name
+    assert answer.reason != OWNER_GONE, "positive control: the previous session was ended anyway"
+    with QuireClient(cluster.gateway_targets[2], cluster.registry_target, timeout=30) as reader:
+        metadata, _ = reader.ledger_metadata(ledger)
+    assert metadata.state == common_pb2.LEDGER_STATE_OPEN

@@ -91,6 +91,7 @@ async def main(env: GatewayEnv) -> None:
         advertised_address(address, env.advertised_address),
         env.session_seconds,
         trust_owners=env.fault_unsafe_ignore_owner_session,
+        wait_for_previous_session=env.fault_wait_for_previous_session,
     )
     if session.trust_owners:
         log.warning("QUIRE_GATEWAY_FAULT_UNSAFE_IGNORE_OWNER_SESSION is set: a dead owner's ledgers are NEVER closed")

@@ -8,18 +8,22 @@ gateway renews. The lease id is the session id written into the metadata of
 every ledger the gateway creates. When the gateway stops renewing (SIGKILL,
 partition), the lease lapses and the key goes with it; a gateway restarted
 under the same name gets a new lease, so it is a new session and owns none of
-the old one's ledgers.
+the old one's ledgers. It ends the old session as it starts, rather than
+waiting for that lease to lapse.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 
 from quire.common.v1 import common_pb2
-from quire_api.errors import Reason, Unavailable
+from quire_api.errors import QuireError, Reason, Unavailable
 from quire_gateway.leadership import RoleHolder
 from quire_gateway.remote import Remote
+
+log = logging.getLogger(__name__)
 
 ADDRESS_PROPERTY = "address"
 
@@ -32,7 +36,14 @@ def session_role(gateway_name: str) -> str:
 
 class GatewaySession:
     def __init__(
-        self, remote: Remote, name: str, address: str, ttl_seconds: int, *, trust_owners: bool = False
+        self,
+        remote: Remote,
+        name: str,
+        address: str,
+        ttl_seconds: int,
+        *,
+        trust_owners: bool = False,
+        wait_for_previous_session: bool = False,
     ) -> None:
         self.remote = remote
         self.name = name
@@ -41,6 +52,9 @@ class GatewaySession:
         # Positive control (QUIRE_GATEWAY_FAULT_UNSAFE_IGNORE_OWNER_SESSION): every
         # recorded owner counts as alive, so a dead owner's ledgers are never closed.
         self.trust_owners = trust_owners
+        # Test-only (QUIRE_GATEWAY_FAULT_WAIT_FOR_PREVIOUS_SESSION): a restart under the same
+        # name waits for the previous session's lease to lapse, as gateways once did.
+        self.wait_for_previous_session = wait_for_previous_session
         self.holder = RoleHolder(remote, session_role(name), name, ttl_seconds, lambda: {ADDRESS_PROPERTY: address})
 
     def owner(self) -> common_pb2.LedgerOwner | None:
@@ -78,7 +92,32 @@ class GatewaySession:
         return holder == owner.gateway and lease_id == owner.session_id
 
     async def run(self) -> None:
+        if not self.wait_for_previous_session:
+            await self._end_previous_session()
         await self.holder.run()
+
+    async def _end_previous_session(self) -> None:
+        """A gateway restarted under its name (after a SIGKILL, a crash) finds
+        its previous session still holding its role until that lease lapses,
+        and with it the ownership of that session's ledgers: nothing could be
+        created here, and writes to those ledgers would be relayed to a dead
+        process, for up to a session TTL. Names are unique per process, so
+        that session is dead: end it now, and every gateway sees its ledgers'
+        owner gone at once (their next write recovers them)."""
+        role = session_role(self.name)
+        try:
+            holder, lease_id = await self.remote.get_leader(role)
+            if holder != self.name or not lease_id:
+                return
+            log.warning(
+                "gateway %s: a previous session of this name (lease %x) still holds its role; ending it "
+                "(a gateway name must be unique to one running process)",
+                self.name,
+                lease_id,
+            )
+            await self.remote.resign(role, self.name, lease_id)
+        except QuireError as exc:  # the registry is not there yet: the old lease lapses on its own
+            log.warning("gateway %s: could not end its previous session: %s", self.name, exc)
 
     async def end(self) -> None:
         """A clean stop ends the session at once (its ledgers were closed first)."""

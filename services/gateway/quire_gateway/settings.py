@@ -416,6 +416,15 @@ class GatewayEnv:
         services=GATEWAY,
         section=SECTION,
     )
+    fault_wait_for_previous_session: bool = setting(
+        "QUIRE_GATEWAY_FAULT_WAIT_FOR_PREVIOUS_SESSION",
+        False,
+        "fault injection (tests only): a gateway restarted under the same name waits for its previous "
+        "session's lease to lapse instead of ending it, so its old ledgers' writes stall for up to "
+        "QUIRE_GATEWAY_SESSION_SECONDS (GWY-4's control)",
+        services=GATEWAY,
+        section=SECTION,
+    )
     fault_unsafe_no_read_your_writes: bool = setting(
         "QUIRE_GATEWAY_FAULT_UNSAFE_NO_READ_YOUR_WRITES",
         False,
