@@ -32,6 +32,9 @@ BURST = 600
 OWNER_GONE = "ERROR_REASON_LEDGER_OWNER_GONE"
 IGNORE_OWNER_SESSION = "QUIRE_GATEWAY_FAULT_UNSAFE_IGNORE_OWNER_SESSION"
 WAIT_FOR_PREVIOUS_SESSION = "QUIRE_GATEWAY_FAULT_WAIT_FOR_PREVIOUS_SESSION"
+IGNORE_FENCE = "QUIRE_BOOKIE_FAULT_UNSAFE_IGNORE_FENCE"
+# PART-2's owner stays paused this long: well past its session lease.
+PAUSE_SECONDS = SESSION_SECONDS * 3
 SESSION = "QUIRE_GATEWAY_SESSION_SECONDS"
 # GWY-4's owner holds its session on a lease this long, so that what happens
 # before the lease could lapse is told apart from what its lapse would do.
@@ -331,3 +334,97 @@ def test_gwy4_control_waiting_for_the_previous_session_stalls_its_ledgers(
     with QuireClient(cluster.gateway_targets[2], cluster.registry_target, timeout=30) as reader:
         metadata, _ = reader.ledger_metadata(ledger)
     assert metadata.state == common_pb2.LEDGER_STATE_OPEN
+
+
+def add_until_the_owner_is_gone(target: str, registry: str, ledger: LedgerId) -> QuireClientError:
+    """AddEntry through one gateway, as a client retrying with a short deadline
+    would, until it answers something other than UNAVAILABLE or
+    DEADLINE_EXCEEDED: while the paused owner's lease lives, the write is
+    relayed to it and waits there; once the lease lapses, it recovers the
+    ledger."""
+    with QuireClient(target, registry, timeout=3) as client:
+        for _ in range(60):
+            try:
+                client.add_entry(ledger, b"concurrent")
+            except QuireClientError as exc:
+                if exc.code.name not in ("UNAVAILABLE", "DEADLINE_EXCEEDED"):
+                    return exc
+            else:
+                raise AssertionError("a write was accepted for a ledger whose owner is paused")
+            time.sleep(0.5)
+    raise AssertionError("the paused owner's ledger was never recovered")
+
+
+def pause_the_owner_past_its_lease(cluster: LocalCluster, scenario: Scenario) -> tuple[LedgerId, StreamingWriter, int]:
+    """PART-2's fault: a client streams to the ledger's owner directly; the
+    owner is SIGSTOPped in a burst (entries in flight), stays stopped past its
+    session lease while another client writes through the second gateway, which
+    recovers the ledger (LEDGER_OWNER_GONE), and is then continued with the
+    stream still open. Returns the ledger, the stream's writer and the end the
+    recovery fixed."""
+    ledger = ledger_on_first_gateway(cluster)
+    client = QuireClient(cluster.gateway_targets[0], cluster.registry_target, timeout=30, resume_attempts=0)
+    writer = StreamingWriter(client, ledger).start()
+    writer.wait_for_the_burst()
+    cluster.pause("gateway")
+    paused_at = time.monotonic()
+    scenario.figures["acked_at_pause"] = writer.acked
+    try:
+        answer = add_until_the_owner_is_gone(cluster.gateway_targets[1], cluster.registry_target, ledger)
+        time.sleep(max(0.0, PAUSE_SECONDS - (time.monotonic() - paused_at)))
+    finally:
+        cluster.resume("gateway")
+    writer.join()
+    client.close()
+    assert answer.reason == OWNER_GONE, answer
+    end = int(answer.details["last_entry_id"])
+    scenario.figures.update(
+        recovered_end=end,
+        acked_by_the_old_owner=writer.acked,
+        writer_error=writer.error.reason if writer.error else "",
+    )
+    return ledger, writer, end
+
+
+def test_part2_an_owner_paused_past_its_lease_is_fenced_out(cluster: LocalCluster, scenario: Scenario) -> None:
+    """PART-2 (the "GC pause"): no entry the old owner acknowledged lies past
+    the end the recovery fixed, its stream is refused once it runs again, the
+    ledger is closed at one end that every gateway reads alike, and the old
+    owner no longer takes writes for it."""
+    scenario.start("PART-2", gateways=3, session_seconds=SESSION_SECONDS, pause_seconds=PAUSE_SECONDS)
+    ledger, writer, end = pause_the_owner_past_its_lease(cluster, scenario)
+    assert writer.acked - 1 <= end, "an entry acknowledged by the paused owner lies past the recovered end"
+    assert writer.error is not None, "the old owner's stream went on after it was recovered out"
+    stopped = {"ERROR_REASON_LEDGER_FENCED", "ERROR_REASON_LEDGER_CLOSED", OWNER_GONE}
+    assert writer.error.reason in stopped | {"ERROR_REASON_LEDGER_NOT_WRITABLE_HERE"}, writer.error
+    lengths = set()
+    for target in cluster.gateway_targets:
+        with QuireClient(target, cluster.registry_target, timeout=30) as reader:
+            metadata, _ = reader.ledger_metadata(ledger)
+            assert metadata.state == common_pb2.LEDGER_STATE_CLOSED and metadata.last_entry_id == end
+            lengths.add(sum(1 for _ in reader.read(ledger)))
+    assert lengths == {end + 1}
+    with QuireClient(cluster.gateway_targets[0], cluster.registry_target, timeout=30) as old_owner:
+        with pytest.raises(QuireClientError) as refused:
+            old_owner.add_entry(ledger, b"after the pause")
+    scenario.figures["old_owner_answer"] = refused.value.reason
+    assert refused.value.reason in stopped, refused.value
+
+
+def test_part2_control_without_fencing_the_paused_owner_acknowledges_past_the_end(
+    cluster: LocalCluster, scenario: Scenario
+) -> None:
+    """Positive control: with QUIRE_BOOKIE_FAULT_UNSAFE_IGNORE_FENCE the
+    bookies take the continued owner's adds after the recovery, and it
+    acknowledges entries past the end the recovery fixed."""
+    scenario.start("PART-2-control", gateways=3, **{IGNORE_FENCE: "true"})
+    for name in cluster.bookie_names:
+        cluster.processes[name].env[IGNORE_FENCE] = "true"
+        cluster.restart(name)
+    try:
+        _, writer, end = pause_the_owner_past_its_lease(cluster, scenario)
+    finally:
+        for name in cluster.bookie_names:
+            del cluster.processes[name].env[IGNORE_FENCE]
+            cluster.restart(name)
+    assert writer.acked - 1 > end, "positive control: without fencing the old owner was still stopped"

@@ -92,6 +92,12 @@ async def main(settings: BookieEnv) -> None:
             "QUIRE_BOOKIE_UNSAFE_NO_SYNC_LOSES_DATA is set: adds are acknowledged WITHOUT fsync; "
             "a crash or power loss will lose acknowledged entries"
         )
+    if config.storage.fault_unsafe_ignore_fence:
+        log.warning(
+            "QUIRE_BOOKIE_FAULT_UNSAFE_IGNORE_FENCE is set: fenced ledgers still take a writer's adds, so a "
+            "writer recovered out of its ledger is NOT stopped (fault injection: a positive control, never in "
+            "production)"
+        )
     if config.storage.fault_unsafe_wal_point_in_time_recovery:
         log.warning(
             "QUIRE_BOOKIE_FAULT_UNSAFE_WAL_POINT_IN_TIME_RECOVERY is set: a WAL damaged in the middle is replayed "

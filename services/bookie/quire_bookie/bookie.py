@@ -72,6 +72,8 @@ class BookieSettings:
     fault_storage: StorageFaults = field(default_factory=StorageFaults)
     # The DSK-7 positive control only: replay a damaged WAL up to the damage and start without the rest.
     fault_unsafe_wal_point_in_time_recovery: bool = False
+    # The PART-2 positive control only: a fenced ledger still takes normal adds.
+    fault_unsafe_ignore_fence: bool = False
 
 
 @dataclass(frozen=True)
@@ -132,6 +134,7 @@ class Bookie:
             max_batch_bytes=self.settings.group_commit_max_bytes,
             max_delay_seconds=self.settings.group_commit_max_delay_seconds,
             fault_sync_delay_seconds=self.settings.fault_sync_delay_seconds,
+            fences_hold=not self.settings.fault_unsafe_ignore_fence,
             on_flush=self._flushed,
             on_lac_moved=self._signal_lac,
         )

@@ -84,6 +84,7 @@ class BookieConfig:
                 env.fault_lose_unsynced_writes,
             ),
             fault_unsafe_wal_point_in_time_recovery=env.fault_unsafe_wal_point_in_time_recovery,
+            fault_unsafe_ignore_fence=env.fault_unsafe_ignore_fence,
         )
         return cls(
             listen_address=f"{env.listen_host}:{port}",

@@ -258,6 +258,15 @@ class BookieEnv:
         services=BOOKIE,
         section=SECTION,
     )
+    fault_unsafe_ignore_fence: bool = setting(
+        "QUIRE_BOOKIE_FAULT_UNSAFE_IGNORE_FENCE",
+        False,
+        "fault injection (tests only): a fenced ledger still takes a writer's normal adds, so a writer "
+        "recovered out of its ledger goes on being acknowledged past the end the recovery fixed (PART-2's "
+        "positive control); logs a loud warning",
+        services=BOOKIE,
+        section=SECTION,
+    )
     fault_unsafe_wal_point_in_time_recovery: bool = setting(
         "QUIRE_BOOKIE_FAULT_UNSAFE_WAL_POINT_IN_TIME_RECOVERY",
         False,
