@@ -294,10 +294,13 @@ class BalancedWriter:
         self._thread.start()
 
     def _paced(self) -> Iterator[bytes]:
+        """Paced, but sent as fast as the stream takes them around KILL_AFTER,
+        so that a fault there finds entries in flight (stored, not yet acknowledged)."""
         for index, payload in enumerate(self.payloads):
             if index == KILL_AFTER:
                 self.halfway.set()
-            time.sleep(0.002)
+            if not KILL_AFTER - 200 <= index < KILL_AFTER + 200:
+                time.sleep(0.002)
             yield payload
 
     def _run(self) -> None:
@@ -366,6 +369,79 @@ def test_a_stream_survives_the_death_of_the_ledgers_owner_on_a_new_ledger(cluste
         rest = writer.payloads[len(kept) :]
         assert client.append_all(next_ledger, rest) == len(rest) - 1
         assert kept + stored(client, next_ledger) == writer.payloads
+
+
+def test_part4_a_stream_cut_from_its_gateway_resumes_elsewhere_without_gap_or_duplicate(
+    cluster: LocalCluster,
+) -> None:
+    """PART-4: mid-stream, the balancer cuts the client off from the gateway
+    its connection landed on (a non-owner, which runs on): the client
+    reconnects through the balancer to another gateway and resumes with a
+    conditional append; every payload is stored once, in order."""
+    assert cluster.balancer is not None
+    client, landed = balanced_client(cluster)
+    owner = next(name for name in cluster.gateway_names if name != landed)
+    ledger = ledger_owned_by(cluster, owner)
+    with client:
+        writer = BalancedWriter(client, ledger, "cut")
+        assert writer.halfway.wait(120), writer.error
+        cluster.balancer.cut(landed)
+        try:
+            writer.join()
+        finally:
+            cluster.balancer.heal(landed)
+        assert writer.error is None, writer.error
+        assert writer.acked == ENTRIES
+        assert client.resumed_writes >= 1, "the cut did not end the client's stream"
+        client.close_ledger(ledger)
+        assert stored(client, ledger) == writer.payloads  # no gap, no duplicate, in order
+
+
+def test_part4_control_resuming_without_the_condition_writes_twice(cluster: LocalCluster) -> None:
+    """Positive control: the same cut with a client that resumes without a
+    conditional append (`conditional_resume=False`) writes again the entries
+    that were stored but not acknowledged when the connection went."""
+    assert cluster.balancer is not None
+    client, landed = balanced_client(cluster)
+    client.conditional_resume = False
+    owner = next(name for name in cluster.gateway_names if name != landed)
+    ledger = ledger_owned_by(cluster, owner)
+    with client:
+        writer = BalancedWriter(client, ledger, "uncut")
+        assert writer.halfway.wait(120), writer.error
+        cluster.balancer.cut(landed)
+        try:
+            writer.join()
+        finally:
+            cluster.balancer.heal(landed)
+        assert writer.error is None, writer.error
+        client.close_ledger(ledger)
+        kept = stored(client, ledger)
+    duplicates = sum(n - 1 for n in Counter(kept).values())
+    assert duplicates > 0, "positive control: the unconditional resume wrote nothing twice"
+
+
+def test_part4_a_tail_cut_from_its_gateway_resumes_elsewhere_without_gap_or_duplicate(cluster: LocalCluster) -> None:
+    """PART-4 for a reader: a tail through the balancer is cut off from its
+    gateway mid-ledger and goes on through another from the next entry."""
+    assert cluster.balancer is not None
+    client, landed = balanced_client(cluster)
+    owner = next(name for name in cluster.gateway_names if name != landed)
+    ledger = ledger_owned_by(cluster, owner)
+    payloads = [b"tail %06d-" % i + b"t" * 1000 for i in range(600)]
+    with client:
+        client.append_all(ledger, payloads, batch_size=20)
+        client.close_ledger(ledger)
+        seen: list[bytes] = []
+        try:
+            for entry in client.tail(ledger, 0):
+                seen.append(entry.payload)
+                if len(seen) == 100:
+                    cluster.balancer.cut(landed)
+        finally:
+            cluster.balancer.heal(landed)
+        assert client.resumed_reads >= 1, "the cut did not end the client's tail"
+    assert seen == payloads
 
 
 def test_a_read_through_the_balancer_survives_the_death_of_its_gateway(cluster: LocalCluster) -> None:

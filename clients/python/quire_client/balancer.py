@@ -39,7 +39,7 @@ def haproxy_config(
     servers = "\n".join(
         f"  server {name} {target} check inter {health_interval_ms} fall 2 rise 1" for name, target in backends.items()
     )
-    stats = f"  stats socket {stats_socket} mode 600\n" if stats_socket is not None else ""
+    stats = f"  stats socket {stats_socket} mode 600 level admin\n" if stats_socket is not None else ""
     return f"""\
 global
   maxconn 4096
@@ -121,17 +121,35 @@ class HaproxyBalancer:
                 raise BalancerError(f"haproxy did not listen on {self.listen} within {timeout:.0f} s")
             time.sleep(0.05)
 
-    def connections_per_backend(self) -> dict[str, int]:
-        """How many connections HAProxy has sent to each backend so far (its
-        `stot` counter), from the stats socket."""
+    def _command(self, command: str) -> str:
+        """One command on HAProxy's runtime socket; its answer."""
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
             client.settimeout(10)
             client.connect(str(self.stats_socket))
-            client.sendall(b"show stat\n")
+            client.sendall(command.encode() + b"\n")
             chunks = []
             while chunk := client.recv(65536):
                 chunks.append(chunk)
-        lines = b"".join(chunks).decode().splitlines()
+        return b"".join(chunks).decode()
+
+    def cut(self, server: str) -> None:
+        """Cut the network between clients and one backend while it runs on:
+        no new connection goes to it, and every open one through it is closed."""
+        for command in (f"disable server gateways/{server}", f"shutdown sessions server gateways/{server}"):
+            answer = self._command(command).strip()
+            if answer:
+                raise BalancerError(f"haproxy refused {command!r}: {answer}")
+
+    def heal(self, server: str) -> None:
+        """Undo `cut`: the backend takes new connections again."""
+        answer = self._command(f"enable server gateways/{server}").strip()
+        if answer:
+            raise BalancerError(f"haproxy refused enabling {server}: {answer}")
+
+    def connections_per_backend(self) -> dict[str, int]:
+        """How many connections HAProxy has sent to each backend so far (its
+        `stot` counter), from the stats socket."""
+        lines = self._command("show stat").splitlines()
         header = lines[0].lstrip("# ").split(",")
         rows = [dict(zip(header, line.split(","), strict=False)) for line in lines[1:] if line]
         return {row["svname"]: int(row["stot"] or 0) for row in rows if row["svname"] in self.backends}

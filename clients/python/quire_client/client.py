@@ -176,6 +176,8 @@ class QuireClient:
         self.landed_on_resume = 0
         # Read and tail streams resumed after a retryable failure.
         self.resumed_reads = 0
+        # Append streams resumed after a retryable failure.
+        self.resumed_writes = 0
         self.registry = registry_pb2_grpc.RegistryServiceStub(self._registry_channel)
         self._options = options
         self._tls, self._token = tls, token
@@ -337,8 +339,10 @@ class QuireClient:
             if attempt > self.resume_attempts:
                 raise error
             if isinstance(error, UnavailableError):
+                self.resumed_writes += 1
                 self._next_gateway(owner_address)
             elif error.reason == _UNEXPECTED_ENTRY_ID and self.conditional_resume:
+                self.resumed_writes += 1
                 actual = int(error.details.get("next_entry_id", "-1"))
                 settled = int(error.details.get("last_add_confirmed", "-1")) >= actual - 1
                 assert next_id is not None  # always known with conditional_resume
