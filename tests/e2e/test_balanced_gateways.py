@@ -371,6 +371,30 @@ def test_a_stream_survives_the_death_of_the_ledgers_owner_on_a_new_ledger(cluste
         assert kept + stored(client, next_ledger) == writer.payloads
 
 
+@contextmanager
+def a_stream_and_a_cut(
+    cluster: LocalCluster, prefix: str, *, conditional: bool
+) -> Iterator[tuple[QuireClient, LedgerId, BalancedWriter]]:
+    """PART-4's fault: a client's append stream through the balancer, landed
+    on a gateway that does not own the ledger; mid-burst the balancer cuts the
+    client off from that gateway, which runs on. Yields the client (resuming
+    with a conditional append, or not), the ledger and the finished writer."""
+    assert cluster.balancer is not None
+    client, landed = balanced_client(cluster)
+    client.conditional_resume = conditional
+    owner = next(name for name in cluster.gateway_names if name != landed)
+    ledger = ledger_owned_by(cluster, owner)
+    with client:
+        writer = BalancedWriter(client, ledger, prefix)
+        assert writer.halfway.wait(120), writer.error
+        cluster.balancer.cut(landed)
+        try:
+            writer.join()
+        finally:
+            cluster.balancer.heal(landed)
+        yield client, ledger, writer
+
+
 def test_part4_a_stream_cut_from_its_gateway_resumes_elsewhere_without_gap_or_duplicate(
     cluster: LocalCluster,
 ) -> None:
@@ -378,18 +402,7 @@ def test_part4_a_stream_cut_from_its_gateway_resumes_elsewhere_without_gap_or_du
     its connection landed on (a non-owner, which runs on): the client
     reconnects through the balancer to another gateway and resumes with a
     conditional append; every payload is stored once, in order."""
-    assert cluster.balancer is not None
-    client, landed = balanced_client(cluster)
-    owner = next(name for name in cluster.gateway_names if name != landed)
-    ledger = ledger_owned_by(cluster, owner)
-    with client:
-        writer = BalancedWriter(client, ledger, "cut")
-        assert writer.halfway.wait(120), writer.error
-        cluster.balancer.cut(landed)
-        try:
-            writer.join()
-        finally:
-            cluster.balancer.heal(landed)
+    with a_stream_and_a_cut(cluster, "cut", conditional=True) as (client, ledger, writer):
         assert writer.error is None, writer.error
         assert writer.acked == ENTRIES
         assert client.resumed_writes >= 1, "the cut did not end the client's stream"
@@ -401,19 +414,7 @@ def test_part4_control_resuming_without_the_condition_writes_twice(cluster: Loca
     """Positive control: the same cut with a client that resumes without a
     conditional append (`conditional_resume=False`) writes again the entries
     that were stored but not acknowledged when the connection went."""
-    assert cluster.balancer is not None
-    client, landed = balanced_client(cluster)
-    client.conditional_resume = False
-    owner = next(name for name in cluster.gateway_names if name != landed)
-    ledger = ledger_owned_by(cluster, owner)
-    with client:
-        writer = BalancedWriter(client, ledger, "uncut")
-        assert writer.halfway.wait(120), writer.error
-        cluster.balancer.cut(landed)
-        try:
-            writer.join()
-        finally:
-            cluster.balancer.heal(landed)
+    with a_stream_and_a_cut(cluster, "uncut", conditional=False) as (client, ledger, writer):
         assert writer.error is None, writer.error
         client.close_ledger(ledger)
         kept = stored(client, ledger)

@@ -39,6 +39,11 @@ SESSION = "QUIRE_GATEWAY_SESSION_SECONDS"
 # GWY-4's owner holds its session on a lease this long, so that what happens
 # before the lease could lapse is told apart from what its lapse would do.
 LONG_SESSION_SECONDS = 60
+# What a write through another gateway is refused with while the owner's session lives:
+# after a restart (UNAVAILABLE, or relayed to a session the registry still holds), and
+# while the owner is paused (its relayed write waits there until its deadline).
+OWNER_ALIVE = {"UNAVAILABLE", "ERROR_REASON_LEDGER_NOT_WRITABLE_HERE"}
+OWNER_PAUSED = {"UNAVAILABLE", "DEADLINE_EXCEEDED"}
 
 
 @pytest.fixture(scope="module")
@@ -276,21 +281,23 @@ def restart_the_owner_under_its_name(cluster: LocalCluster, scenario: Scenario, 
     return ledger
 
 
-def next_write_through_another_gateway(cluster: LocalCluster, ledger: LedgerId, seconds: float) -> QuireClientError:
-    """AddEntry through the second gateway until it answers something other
-    than UNAVAILABLE or LEDGER_NOT_WRITABLE_HERE (the owner record naming a
-    session the registry still holds), or `seconds` pass; the last refusal."""
+def refusal_after_waiting(
+    target: str, registry: str, ledger: LedgerId, waiting: set[str], seconds: float, call_timeout: float = 30
+) -> QuireClientError:
+    """AddEntry through one gateway, as a retrying client would, until it is
+    refused with something not in `waiting` (status code names or reasons),
+    or `seconds` pass: that refusal, or the last one. The ledger's owner is
+    dead or paused, so a write accepted fails the test."""
     deadline = time.monotonic() + seconds
-    with QuireClient(cluster.gateway_targets[1], cluster.registry_target, timeout=30) as client:
+    with QuireClient(target, registry, timeout=call_timeout) as client:
         while True:
             try:
-                client.add_entry(ledger, b"after the restart")
+                client.add_entry(ledger, b"while the owner is away")
             except QuireClientError as exc:
-                waiting = exc.code.name == "UNAVAILABLE" or exc.reason == "ERROR_REASON_LEDGER_NOT_WRITABLE_HERE"
-                if not waiting or time.monotonic() >= deadline:
+                if not waiting & {exc.code.name, exc.reason} or time.monotonic() >= deadline:
                     return exc
             else:
-                raise AssertionError("a write to the killed session's ledger was accepted")
+                raise AssertionError("a write was accepted for a ledger whose owner is dead or paused")
             time.sleep(0.3)
 
 
@@ -304,7 +311,9 @@ def test_gwy4_a_gateway_restarted_under_its_name_ends_its_previous_session(
     and the restarted gateway creates ledgers of its own."""
     scenario.start("GWY-4", gateways=3, session_seconds=LONG_SESSION_SECONDS)
     ledger = restart_the_owner_under_its_name(cluster, scenario, {})
-    answer = next_write_through_another_gateway(cluster, ledger, LONG_SESSION_SECONDS)
+    answer = refusal_after_waiting(
+        cluster.gateway_targets[1], cluster.registry_target, ledger, OWNER_ALIVE, LONG_SESSION_SECONDS
+    )
     recovered_after = time.monotonic() - scenario.figures["killed_at"]
     with QuireClient(cluster.gateway_targets[0], cluster.registry_target, timeout=30) as restarted:
         created = restarted.create_ledger()
@@ -328,31 +337,12 @@ def test_gwy4_control_waiting_for_the_previous_session_stalls_its_ledgers(
     (or UNAVAILABLE), never recovered, and still open."""
     scenario.start("GWY-4-control", gateways=3, **{WAIT_FOR_PREVIOUS_SESSION: "true"})
     ledger = restart_the_owner_under_its_name(cluster, scenario, {WAIT_FOR_PREVIOUS_SESSION: "true"})
-    answer = next_write_through_another_gateway(cluster, ledger, 15)
+    answer = refusal_after_waiting(cluster.gateway_targets[1], cluster.registry_target, ledger, OWNER_ALIVE, 15)
     scenario.figures["answer"] = answer.reason or answer.code.name
     assert answer.reason != OWNER_GONE, "positive control: the previous session was ended anyway"
     with QuireClient(cluster.gateway_targets[2], cluster.registry_target, timeout=30) as reader:
         metadata, _ = reader.ledger_metadata(ledger)
     assert metadata.state == common_pb2.LEDGER_STATE_OPEN
-
-
-def add_until_the_owner_is_gone(target: str, registry: str, ledger: LedgerId) -> QuireClientError:
-    """AddEntry through one gateway, as a client retrying with a short deadline
-    would, until it answers something other than UNAVAILABLE or
-    DEADLINE_EXCEEDED: while the paused owner's lease lives, the write is
-    relayed to it and waits there; once the lease lapses, it recovers the
-    ledger."""
-    with QuireClient(target, registry, timeout=3) as client:
-        for _ in range(60):
-            try:
-                client.add_entry(ledger, b"concurrent")
-            except QuireClientError as exc:
-                if exc.code.name not in ("UNAVAILABLE", "DEADLINE_EXCEEDED"):
-                    return exc
-            else:
-                raise AssertionError("a write was accepted for a ledger whose owner is paused")
-            time.sleep(0.5)
-    raise AssertionError("the paused owner's ledger was never recovered")
 
 
 def pause_the_owner_past_its_lease(cluster: LocalCluster, scenario: Scenario) -> tuple[LedgerId, StreamingWriter, int]:
@@ -370,7 +360,11 @@ def pause_the_owner_past_its_lease(cluster: LocalCluster, scenario: Scenario) ->
     paused_at = time.monotonic()
     scenario.figures["acked_at_pause"] = writer.acked
     try:
-        answer = add_until_the_owner_is_gone(cluster.gateway_targets[1], cluster.registry_target, ledger)
+        # While the paused owner's lease lives, the write is relayed to it and waits there
+        # until its deadline; once the lease lapses, it recovers the ledger.
+        answer = refusal_after_waiting(
+            cluster.gateway_targets[1], cluster.registry_target, ledger, OWNER_PAUSED, 60, call_timeout=3
+        )
         time.sleep(max(0.0, PAUSE_SECONDS - (time.monotonic() - paused_at)))
     finally:
         cluster.resume("gateway")

@@ -158,7 +158,6 @@ class BookieAddStream:
         self._on_broken = on_broken
         self._max_message_bytes = max_message_bytes
         self._max_unanswered_bytes = max_unanswered_bytes
-        self._ids = itertools.count(1)
         self._outgoing: deque[_Add] = deque()
         self._unanswered: dict[int, _Add] = {}
         self._unanswered_bytes = 0
