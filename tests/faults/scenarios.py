@@ -14,7 +14,7 @@ from quire.registry.v1 import registry_pb2, registry_pb2_grpc
 from quire_api.ids import LedgerId, ledger_id_to_proto
 from quire_client import QuireClient
 from quire_client.cluster import LocalCluster, tooling_channel
-from quire_common.entry import Digester, DigestType, master_key, pack_entry, unpack_entry
+from quire_common.entry import Digester, DigestType, master_key, pack_entry, verified_entry
 from tests.faults.checker import Verdict, check, read_back
 from tests.faults.history import History
 from tests.faults.report import Scenario
@@ -189,7 +189,8 @@ def stale_adds_accepted(ensemble: list[str], ledger: LedgerId, first_entry_id: i
 
 def thinly_replicated(client: QuireClient, ledger: LedgerId, last: int | None = None) -> int:
     """Entries (up to `last`, by default a closed ledger's end) with fewer
-    than Qw good copies on the bookies the metadata names."""
+    than Qw good copies (digest and header checked) on the bookies the
+    metadata names."""
     metadata, _ = client.ledger_metadata(ledger.qualified_name)
     digester = Digester(metadata.digest_type or DigestType.CRC32C, PASSWORD)
     registered = {r.bookie_id for r in client.list_bookies()}
@@ -214,7 +215,7 @@ def thinly_replicated(client: QuireClient, ledger: LedgerId, last: int | None = 
                 )
                 for entry in response.entries:
                     try:
-                        unpack_entry(entry.data, digester)
+                        verified_entry(entry.data, digester, ledger, entry.entry_id)
                     except Exception:
                         continue
                     good[entry.entry_id] += 1

@@ -12,6 +12,12 @@ check) or gone (deleted from a stopped bookie's RocksDB) on a closed and on
 an open ledger, which no reader touches: the scrub finds both and the
 auditor repairs them. Control: with the scrub off they stay.
 
+COR-8: one replica of a closed ledger's entries replaced, in a stopped
+bookie's RocksDB, by that bookie's copy of another entry of the ledger:
+whole, with a digest that checks. The scrub checks the header's ledger and
+entry id too, finds them, and the auditor repairs them. Control: the
+digest alone passes every planted copy.
+
 OPS-8: three gateways, one auditor. Killing the holder hands the role to a
 standby; the registry, /status and `quire recovery status` name it.
 """
@@ -23,7 +29,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,10 +42,11 @@ from quire_api.replication import markers
 from quire_bookie.storage import EntryStore, entry_key
 from quire_client.client import QuireClient
 from quire_client.cluster import LocalCluster
+from quire_common.entry import Digester, DigestType, unpack_entry
 from tests.faults.history import History
 from tests.faults.lab import READS_REACH_BOOKIES, fault_cluster
 from tests.faults.report import Scenario
-from tests.faults.scenarios import client_for, finish, new_ledger, thinly_replicated, writers
+from tests.faults.scenarios import PASSWORD, client_for, finish, new_ledger, thinly_replicated, writers
 from tests.faults.test_ensemble_and_corruption import corrupt_replicas, hmac_ledger
 
 pytestmark = [pytest.mark.e2e, pytest.mark.faults]
@@ -181,23 +188,55 @@ def auditor_figures(client: QuireClient) -> dict[str, str]:
     return {"holder": leader.holder, **dict(leader.properties)}
 
 
-def delete_copies(cluster: LocalCluster, client: QuireClient, ledger: LedgerId, entry_ids: range) -> tuple[str, int]:
-    """Delete the first replica's copy of each entry straight from its
-    bookie's RocksDB, with the bookie stopped; returns (bookie, copies gone)."""
+def rewrite_first_replica(
+    cluster: LocalCluster,
+    client: QuireClient,
+    ledger: LedgerId,
+    entry_ids: range,
+    rewrite: Callable[[EntryStore, list[int]], None],
+) -> None:
+    """Change the copies the ledger's first bookie holds of `entry_ids`
+    straight in its RocksDB, with the bookie stopped, as a disk or a storage
+    bug would; `rewrite` gets the store and the entries that bookie holds."""
     metadata, _ = client.ledger_metadata(ledger.qualified_name)
-    bookie_id = metadata.ensembles[0].bookie_ids[0]
+    ensemble = metadata.ensembles[0].bookie_ids
+    bookie_id = ensemble[0]
     name = next(n for n in cluster.bookie_names if cluster.bookie_id(n) == bookie_id)
     cluster.terminate(name)
     store = EntryStore(cluster.data_dir / name / "rocksdb")
     try:
-        held = [e for e in entry_ids if bookie_id in [metadata.ensembles[0].bookie_ids[(e + i) % 3] for i in range(2)]]
-        for entry_id in held:
-            store._entries.delete(entry_key(ledger, entry_id))
+        held = [e for e in entry_ids if bookie_id in [ensemble[(e + i) % 3] for i in range(2)]]
+        rewrite(store, held)
     finally:
         store.close()
     cluster.start_process(name)
     cluster.wait_bookies_registered(4)
-    return bookie_id, len(held)
+
+
+def delete_copies(cluster: LocalCluster, client: QuireClient, ledger: LedgerId, entry_ids: range) -> None:
+    def delete(store: EntryStore, held: list[int]) -> None:
+        for entry_id in held:
+            store._entries.delete(entry_key(ledger, entry_id))
+
+    rewrite_first_replica(cluster, client, ledger, entry_ids, delete)
+
+
+def plant_misplaced_copies(
+    cluster: LocalCluster, client: QuireClient, ledger: LedgerId, entry_ids: range
+) -> list[bytes]:
+    """Store under each entry the first bookie holds the copy of the entry it
+    holds next: whole, its digest good, but another entry. Returns the copies
+    planted."""
+    planted: list[bytes] = []
+
+    def misplace(store: EntryStore, held: list[int]) -> None:
+        copies = {entry_id: store._entries.get(entry_key(ledger, entry_id)) for entry_id in held}
+        for entry_id, other in zip(held, held[1:] + held[:1], strict=True):
+            store._entries.put(entry_key(ledger, entry_id), copies[other])
+            planted.append(copies[other])
+
+    rewrite_first_replica(cluster, client, ledger, entry_ids, misplace)
+    return planted
 
 
 def damage(cluster: LocalCluster, client: QuireClient, history: History, seed: int) -> list[tuple[LedgerId, int]]:
@@ -250,6 +289,33 @@ def test_cor7_control_without_the_scrub_the_damage_stays(cluster: LocalCluster, 
         time.sleep(CONTROL_WAIT_SECONDS)
         scenario.figures["thin_entries_after"] = sum(thinly_replicated(client, ledger, last) for ledger, last in made)
     assert scenario.figures["thin_entries_after"] == 99, "positive control: without the scrub nothing finds the damage"
+
+
+def test_cor8_scrub_finds_a_copy_of_another_entry(cluster: LocalCluster, scenario: Scenario) -> None:
+    seed = scenario.start(
+        "COR-8", M=60, damage="one replica of entries 0..29 replaced by its bookie's copy of another entry"
+    )
+    gateway_with(cluster, SCRUB_OFF)
+    history = History()
+    with client_for(cluster) as client:
+        ledger = hmac_ledger(client, history, 60)
+        corrupt_replicas(client, ledger, range(60), seed, replicas=0)  # known, good copies
+        client.close_ledger(ledger.qualified_name)
+        planted = plant_misplaced_copies(cluster, client, ledger, range(30))
+        digester = Digester(DigestType.HMAC, PASSWORD)
+        # Positive control: a check of the digest alone passes every planted copy.
+        scenario.figures["planted_pass_digest_check"] = sum(1 for data in planted if unpack_entry(data, digester))
+        scenario.figures["thin_entries_at_start"] = thinly_replicated(client, ledger)
+        gateway_with(cluster, SCRUB_ON)
+        scenario.figures["repair_seconds"] = wait_for(
+            "the scrub finding the misplaced copies and the auditor repairing them",
+            lambda: thinly_replicated(client, ledger) == 0,
+        )
+        wait_for("the auditor's published figures", lambda: int(auditor_figures(client)["scrub_damaged"]) > 0)
+        scenario.figures["scrub"] = auditor_figures(client)
+    assert (
+        scenario.figures["planted_pass_digest_check"] == len(planted) == scenario.figures["thin_entries_at_start"] > 0
+    )
 
 
 def status(http_port: int) -> dict[str, Any]:

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from quire_api.errors import InvalidArgument
+from quire_api.errors import DataLoss, InvalidArgument, Reason
 from quire_api.ids import U64_MAX, LedgerId
 from quire_common.entry import (
     V2_HEADER_SIZE,
@@ -19,6 +19,7 @@ from quire_common.entry import (
     pack_entry_v1,
     parse_header,
     unpack_entry,
+    verified_entry,
 )
 
 V1_HELLO_HEADER = bytes.fromhex("00000000000000010000000000000000ffffffffffffffff0000000000000005")
@@ -113,6 +114,19 @@ def test_wrong_password_fails_hmac():
     packed = pack_entry(LedgerId(1, 1), 0, -1, 1, b"x", Digester(DigestType.HMAC, b"right"))
     with pytest.raises(DigestMismatch):
         unpack_entry(packed, Digester(DigestType.HMAC, b"wrong"))
+
+
+@pytest.mark.parametrize("stored_as", [(LedgerId(7, 9), 4), (LedgerId(7, 8), 3), (LedgerId(6, 9), 3)])
+def test_a_good_copy_of_another_entry_is_not_verified(stored_as):
+    digester = Digester(DigestType.CRC32C)
+    packed = pack_entry(LedgerId(7, 9), 3, 2, 10, b"x", digester)
+    unpack_entry(packed, digester)  # the digest alone passes it
+    header, payload = verified_entry(packed, digester, LedgerId(7, 9), 3)
+    assert (header.entry_id, payload) == (3, b"x")
+    with pytest.raises(DataLoss) as raised:
+        verified_entry(packed, digester, *stored_as)
+    assert raised.value.reason == Reason.ENTRY_HEADER_MISMATCH
+    assert "is entry 3 of ledger" in str(raised.value)
 
 
 @pytest.mark.parametrize("data", [b"", b"\x80" + b"\x00" * 10, b"\x00" * 5, bytes([0x80 | 0x0F]) + b"\x00" * 40])

@@ -205,3 +205,19 @@ def unpack_entry(data: bytes, digester: Digester) -> tuple[EntryHeader, bytes]:
     if not hmac.compare_digest(expected, data[start:digest_end]):
         raise DigestMismatch(f"digest mismatch on entry {header.entry_id}")
     return header, payload
+
+
+def verified_entry(data: bytes, digester: Digester, ledger_id: LedgerId, entry_id: int) -> tuple[EntryHeader, bytes]:
+    """A stored copy of `entry_id` of `ledger_id`, checked: its digest holds
+    and its header names that entry. Every reader of replica copies (reads,
+    recovery, the auditor, the scrub) decides "is this copy good?" here. A
+    copy of another entry carries a digest of its own that checks, so the
+    digest alone would pass it; DataLoss (ENTRY_HEADER_MISMATCH) instead."""
+    header, payload = unpack_entry(data, digester)
+    if header.ledger_id != ledger_id or header.entry_id != entry_id:
+        raise DataLoss(
+            f"the copy stored as entry {entry_id} of ledger {ledger_id} is entry {header.entry_id} "
+            f"of ledger {header.ledger_id}",
+            Reason.ENTRY_HEADER_MISMATCH,
+        )
+    return header, payload

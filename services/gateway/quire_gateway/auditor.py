@@ -49,7 +49,7 @@ from quire_api.replication import (
     set_marker,
 )
 from quire_common.bookie_resolver import BookieDirectory
-from quire_common.entry import Digester, unpack_entry
+from quire_common.entry import Digester, verified_entry
 from quire_common.ledger_secrets import ledger_digester, ledger_master_key
 from quire_gateway.leadership import RoleHolder
 from quire_gateway.metadata_updates import update_metadata
@@ -426,7 +426,7 @@ class Auditor:
                 continue
             for entry_id, data in found.items():
                 try:
-                    unpack_entry(data, digester)
+                    verified_entry(data, digester, ledger_id, entry_id)
                 except QuireError:
                     continue
                 good[entry_id] = data

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from quire.common.v1 import common_pb2
 from quire_api.errors import DataLoss, NotFound, QuireError, Reason, Unavailable
 from quire_api.ids import LedgerId
-from quire_common.entry import parse_header, unpack_entry
+from quire_common.entry import parse_header, verified_entry
 from quire_common.ledger_secrets import ledger_digester
 from quire_common.tasks import let_finish
 from quire_common.telemetry import tracer
@@ -202,14 +202,9 @@ class EntryReader:
                     )
                     continue
                 try:
-                    header, payload = unpack_entry(found[entry_id], self.digester)
+                    header, payload = verified_entry(found[entry_id], self.digester, self.ledger_id, entry_id)
                 except QuireError as exc:
                     log.warning("ledger %s entry %d on %s: %s", self.ledger_id, entry_id, bookie, exc)
-                    attempt.corrupt += 1
-                    metrics.digest_mismatches.add(1, {"bookie_id": bookie})
-                    self._damaged(bookie, [entry_id])
-                    continue
-                if header.ledger_id != self.ledger_id or header.entry_id != entry_id:
                     attempt.corrupt += 1
                     metrics.digest_mismatches.add(1, {"bookie_id": bookie})
                     self._damaged(bookie, [entry_id])

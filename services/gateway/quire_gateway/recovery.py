@@ -35,7 +35,7 @@ from quire.common.v1 import common_pb2
 from quire_api.backoff import Backoff
 from quire_api.errors import PermissionDenied, QuireError, Reason, Unavailable
 from quire_api.ids import LedgerId
-from quire_common.entry import parse_header, unpack_entry
+from quire_common.entry import parse_header, verified_entry
 from quire_common.fanout import ask_all
 from quire_common.ledger_secrets import ledger_digester, ledger_master_key
 from quire_common.telemetry import tracer
@@ -281,10 +281,10 @@ class Recovery:
 
     def _checks(self, entry_id: int, data: bytes) -> bool:
         try:
-            header, _ = unpack_entry(data, self.digester)
+            verified_entry(data, self.digester, self.ledger_id, entry_id)
         except QuireError:
             return False
-        return header.ledger_id == self.ledger_id and header.entry_id == entry_id
+        return True
 
     async def _read_forward(self, first: int) -> tuple[list[_Found], bool]:
         """Entries found from `first` on, in order, up to one batch; and

@@ -27,7 +27,7 @@ from quire.common.v1 import common_pb2
 from quire_api.errors import DataLoss, QuireError
 from quire_api.ids import LedgerId
 from quire_api.replication import entries_held, segment_end
-from quire_common.entry import unpack_entry
+from quire_common.entry import verified_entry
 from quire_common.ledger_secrets import ledger_digester
 from quire_gateway import metrics
 from quire_gateway.quorum_rules import replicas_of
@@ -178,7 +178,7 @@ class Scrubber:
             for entry_id, data in copies.items():
                 self.stats.entries_sampled += 1
                 try:
-                    unpack_entry(data, digester)
+                    verified_entry(data, digester, ledger_id, entry_id)
                 except QuireError:
                     self.stats.damaged += 1
                     metrics.digest_mismatches.add(1, {"bookie_id": bookie})
