@@ -97,6 +97,9 @@ bench-telemetry: setup ## the telemetry stage on 1,000,000 synthetic records, lo
 bench-telemetry-standalone: setup ## the same on a standalone Spark cluster of two 1-core workers here, then local[2]
 	$(PY) scripts/bench_telemetry_standalone.py --records 1000000
 
+bench-scale: setup ## idle CPU, RSS, etcd size and the scrub's cost of a cluster holding 0, 2,000 and 10,000 closed ledgers (JSON in build/bench-scale.json)
+	$(PY) scripts/bench_scale.py --ledgers 0,2000,10000 --json build/bench-scale.json
+
 check: lint typecheck gen-check test ## lint, types, generated code and the whole suite
 
 image: ## build the container image quire:latest (needs a Docker engine; docs/deploy.md)
@@ -122,4 +125,4 @@ test-container: setup ## the testcontainers tests against the image (make image 
 clean: ## remove local cluster data and build output
 	rm -rf $(DATA_DIR) build
 
-.PHONY: help setup gen gen-check lock fmt lint typecheck test test-faults soak test-unit fuzz certs run bench bench-bookie bench-telemetry bench-telemetry-standalone check clean image image-telemetry test-deploy test-monitoring test-container test-node
+.PHONY: help setup gen gen-check lock fmt lint typecheck test test-faults soak test-unit fuzz certs run bench bench-bookie bench-telemetry bench-telemetry-standalone bench-scale check clean image image-telemetry test-deploy test-monitoring test-container test-node

@@ -230,7 +230,7 @@ def plant_misplaced_copies(
     planted: list[bytes] = []
 
     def misplace(store: EntryStore, held: list[int]) -> None:
-        copies = {entry_id: store._entries.get(entry_key(ledger, entry_id)) for entry_id in held}
+        copies = {entry_id: bytes(store._entries[entry_key(ledger, entry_id)]) for entry_id in held}
         for entry_id, other in zip(held, held[1:] + held[:1], strict=True):
             store._entries.put(entry_key(ledger, entry_id), copies[other])
             planted.append(copies[other])
@@ -291,18 +291,30 @@ def test_cor7_control_without_the_scrub_the_damage_stays(cluster: LocalCluster, 
     assert scenario.figures["thin_entries_after"] == 99, "positive control: without the scrub nothing finds the damage"
 
 
-def test_cor8_scrub_finds_a_copy_of_another_entry(cluster: LocalCluster, scenario: Scenario) -> None:
-    seed = scenario.start(
-        "COR-8", M=60, damage="one replica of entries 0..29 replaced by its bookie's copy of another entry"
-    )
+@pytest.mark.parametrize("digest", [DigestType.HMAC, DigestType.CRC32C], ids=["hmac", "crc32c"])
+def test_cor8_scrub_finds_a_copy_of_another_entry(
+    cluster: LocalCluster, scenario: Scenario, digest: DigestType
+) -> None:
+    # An HMAC ledger's sample is read back and verified by the gateway (bookies
+    # do not hold its key); a CRC32C ledger's is verified on the bookies.
+    row = "COR-8" if digest is DigestType.HMAC else "COR-8-crc32c"
+    seed = scenario.start(row, M=60, digest=digest.name, damage="a replica of entries 0..29 is another entry's copy")
     gateway_with(cluster, SCRUB_OFF)
     history = History()
     with client_for(cluster) as client:
-        ledger = hmac_ledger(client, history, 60)
-        corrupt_replicas(client, ledger, range(60), seed, replicas=0)  # known, good copies
+        if digest is DigestType.HMAC:
+            ledger = hmac_ledger(client, history, 60)
+            corrupt_replicas(client, ledger, range(60), seed, replicas=0)  # known, good copies
+        else:
+            metadata = client.create_ledger(
+                ensemble_size=3, write_quorum_size=2, ack_quorum_size=2, password=PASSWORD, digest_type=digest
+            )
+            ledger = LedgerId(metadata.ledger_id.scope_id, metadata.ledger_id.ledger_id)
+            for entry_id in range(60):
+                client.add_entry(ledger.qualified_name, f"entry {entry_id}".encode())
         client.close_ledger(ledger.qualified_name)
         planted = plant_misplaced_copies(cluster, client, ledger, range(30))
-        digester = Digester(DigestType.HMAC, PASSWORD)
+        digester = Digester(digest, PASSWORD)
         # Positive control: a check of the digest alone passes every planted copy.
         scenario.figures["planted_pass_digest_check"] = sum(1 for data in planted if unpack_entry(data, digester))
         scenario.figures["thin_entries_at_start"] = thinly_replicated(client, ledger)
@@ -313,9 +325,8 @@ def test_cor8_scrub_finds_a_copy_of_another_entry(cluster: LocalCluster, scenari
         )
         wait_for("the auditor's published figures", lambda: int(auditor_figures(client)["scrub_damaged"]) > 0)
         scenario.figures["scrub"] = auditor_figures(client)
-    assert (
-        scenario.figures["planted_pass_digest_check"] == len(planted) == scenario.figures["thin_entries_at_start"] > 0
-    )
+    thin_at_start = scenario.figures["thin_entries_at_start"]
+    assert scenario.figures["planted_pass_digest_check"] == len(planted) == thin_at_start > 0
 
 
 def status(http_port: int) -> dict[str, Any]:

@@ -79,6 +79,26 @@ class BookieServicer(bookie_pb2_grpc.BookieServiceServicer):
         )
         return bookie_pb2.FindMissingEntriesResponse(missing_entry_ids=missing)
 
+    async def CheckEntries(
+        self, request: bookie_pb2.CheckEntriesRequest, context: grpc.aio.ServicerContext
+    ) -> bookie_pb2.CheckEntriesResponse:
+        asked = [
+            (ledger_id_from_proto(ledger.ledger_id), list(ledger.entry_ids), list(ledger.verify_entry_ids))
+            for ledger in request.ledgers
+        ]
+        found = await self.bookie.check_entries(asked)
+        return bookie_pb2.CheckEntriesResponse(
+            ledgers=[
+                bookie_pb2.LedgerEntriesFound(
+                    ledger_id=ledger.ledger_id,
+                    missing_entry_ids=checked.missing,
+                    damaged_entry_ids=checked.damaged,
+                    bytes_verified=checked.bytes_verified,
+                )
+                for ledger, checked in zip(request.ledgers, found, strict=True)
+            ]
+        )
+
     async def ReadLastAddConfirmed(
         self, request: bookie_pb2.ReadLastAddConfirmedRequest, context: grpc.aio.ServicerContext
     ) -> bookie_pb2.ReadLastAddConfirmedResponse:

@@ -51,6 +51,7 @@ from rocksdict import (
 
 from quire_api.errors import DataLoss, Reason
 from quire_api.ids import LedgerId
+from quire_common.entry import verified_without_key
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +81,19 @@ def is_disk_full(exc: BaseException) -> bool:
     if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
         return True
     return "No space left on device" in str(exc)
+
+
+# One ledger's part of a check: (ledger, entries to look for, entries to verify).
+EntriesToCheck = tuple[LedgerId, list[int], list[int]]
+
+
+@dataclass(frozen=True)
+class CheckedEntries:
+    """What a check found of one ledger (ids ascending)."""
+
+    missing: list[int]
+    damaged: list[int]
+    bytes_verified: int
 
 
 def _locked(method: Callable[..., _T]) -> Callable[..., _T]:
@@ -375,6 +389,9 @@ class EntryStore:
     def missing(self, ledger_id: LedgerId, entry_ids: list[int]) -> list[int]:
         """Which of `entry_ids` are not stored, from one scan of the keys
         between the lowest and the highest of them."""
+        return self._missing(ledger_id, entry_ids)
+
+    def _missing(self, ledger_id: LedgerId, entry_ids: list[int]) -> list[int]:
         if not entry_ids:
             return []
         wanted = set(entry_ids)
@@ -388,6 +405,35 @@ class EntryStore:
             if entry_id in wanted:
                 held.add(entry_id)
         return [entry_id for entry_id in entry_ids if entry_id not in held]
+
+    @_locked
+    def check(self, ledgers: list[EntriesToCheck]) -> list[CheckedEntries]:
+        """For each ledger: which of its listed entries are not stored, and
+        which of those to verify are stored damaged (`verified_without_key`).
+        A ledger whose storage cannot be read back has all its listed
+        entries damaged; the others are still checked."""
+        found = []
+        for ledger_id, entry_ids, verify_entry_ids in ledgers:
+            try:
+                found.append(self._check(ledger_id, entry_ids, verify_entry_ids))
+            except Exception as exc:  # rocksdict raises plain Exceptions ("Corruption: ...")
+                log.error("checking ledger %s in storage failed: %s", ledger_id, exc)
+                found.append(CheckedEntries([], sorted({*entry_ids, *verify_entry_ids}), 0))
+        return found
+
+    def _check(self, ledger_id: LedgerId, entry_ids: list[int], verify_entry_ids: list[int]) -> CheckedEntries:
+        missing = set(self._missing(ledger_id, entry_ids))
+        damaged: set[int] = set()
+        read = 0
+        for entry_id in verify_entry_ids:
+            data = self._entries.get(entry_key(ledger_id, entry_id))
+            if data is None:
+                missing.add(entry_id)
+                continue
+            read += len(data)
+            if not verified_without_key(bytes(data), ledger_id, entry_id):
+                damaged.add(entry_id)
+        return CheckedEntries(sorted(missing), sorted(damaged), read)
 
     @_locked
     def ledgers_with_entries(self) -> dict[LedgerId, int]:

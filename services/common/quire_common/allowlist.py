@@ -70,6 +70,7 @@ ALLOWED_CALLERS: dict[str, frozenset[str]] = {
         _BOOKIE + "FenceLedger": {GATEWAY},
         _BOOKIE + "DeleteLedger": {GATEWAY},
         _BOOKIE + "FindMissingEntries": {GATEWAY},
+        _BOOKIE + "CheckEntries": {GATEWAY},
         _BOOKIE + "GetBookieInfo": {PLACEMENT, OPERATOR},
     }.items()
 }

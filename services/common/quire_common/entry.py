@@ -207,6 +207,19 @@ def unpack_entry(data: bytes, digester: Digester) -> tuple[EntryHeader, bytes]:
     return header, payload
 
 
+def verified_without_key(data: bytes, ledger_id: LedgerId, entry_id: int) -> bool:
+    """What a bookie, which holds no ledger's key, can verify of a stored copy
+    of `entry_id` of `ledger_id`: its header names that entry, and a CRC32 or
+    CRC32C digest matches (an HMAC digest is left to `verified_entry`)."""
+    try:
+        scope, ledger, header_entry, _ = header_ids(data)
+    except InvalidArgument:
+        return False
+    if (scope, ledger, header_entry) != (ledger_id.scope_id, ledger_id.ledger_id, entry_id):
+        return False
+    return check_keyless_digest(data) is not False
+
+
 def verified_entry(data: bytes, digester: Digester, ledger_id: LedgerId, entry_id: int) -> tuple[EntryHeader, bytes]:
     """A stored copy of `entry_id` of `ledger_id`, checked: its digest holds
     and its header names that entry. Every reader of replica copies (reads,

@@ -55,7 +55,7 @@ from quire_gateway.leadership import RoleHolder
 from quire_gateway.metadata_updates import update_metadata
 from quire_gateway.recovery import read_last_add_confirmed
 from quire_gateway.remote import Remote
-from quire_gateway.scrub import Scrubber, ScrubSettings, ScrubStats
+from quire_gateway.scrub import SCRUB_GROUP_LEDGERS, Scrubber, ScrubSettings, ScrubStats
 
 log = logging.getLogger(__name__)
 COPY_BATCH_ENTRIES = 100
@@ -214,10 +214,11 @@ class Auditor:
                 log.warning("scrub pass failed: %s", exc)
 
     async def scrub_pass(self) -> bool:
-        """Scrub every ledger once and repair what it flags; False when the
-        role was lost half-way."""
+        """Scrub every ledger once, a group at a time, and repair what it
+        flags; False when the role was lost half-way."""
         registered = {r.bookie_id for r in await self.bookies.records(registry_pb2.BOOKIE_STATE_ALL)}
         seen: set[tuple[int, int]] = set()
+        group: list[tuple[common_pb2.LedgerMetadata, int]] = []
         self.scrubber.start_pass()
         for metadata in await self._ledgers():
             if not self.active():
@@ -228,20 +229,34 @@ class Auditor:
             seen.add(key)
             try:
                 confirmed = await self._confirmed(metadata)
-                if metadata.state != common_pb2.LEDGER_STATE_CLOSED:
-                    # An open ledger is checked up to the LAC the previous pass
-                    # saw: an entry confirmed by A bookies may still be on its
-                    # way to the other W-A, and must not count as missing.
-                    confirmed, self._settled_lac[key] = self._settled_lac.get(key, -1), confirmed
-                if confirmed < 0:
-                    continue
-                if await self.scrubber.scrub_ledger(metadata, registered, confirmed):
-                    await self._repair_marked(metadata, registered)
             except QuireError as exc:
                 log.warning("scrub: ledger %s: %s", _ledger(metadata), exc)
+                continue
+            if metadata.state != common_pb2.LEDGER_STATE_CLOSED:
+                # An open ledger is checked up to the LAC the previous pass
+                # saw: an entry confirmed by A bookies may still be on its
+                # way to the other W-A, and must not count as missing.
+                confirmed, self._settled_lac[key] = self._settled_lac.get(key, -1), confirmed
+            if confirmed >= 0:
+                group.append((metadata, confirmed))
+            if len(group) >= SCRUB_GROUP_LEDGERS:
+                await self._scrub_group(group, registered)
+                group = []
+        if group and self.active():
+            await self._scrub_group(group, registered)
         self.scrubber.end_pass(seen)
         self._settled_lac = {k: v for k, v in self._settled_lac.items() if k in seen}
         return True
+
+    async def _scrub_group(self, group: list[tuple[common_pb2.LedgerMetadata, int]], registered: set[str]) -> None:
+        flagged = await self.scrubber.scrub_ledgers(group, registered)
+        for metadata, _ in group:
+            if _ledger(metadata) not in flagged:
+                continue
+            try:
+                await self._repair_marked(metadata, registered)
+            except QuireError as exc:
+                log.warning("scrub: repairing ledger %s: %s", _ledger(metadata), exc)
 
     async def _confirmed(self, metadata: common_pb2.LedgerMetadata) -> int:
         """The highest entry known to be confirmed: a closed ledger's end, or

@@ -410,13 +410,27 @@ class Remote:
         )
         return {e.entry_id: e.data for e in response.entries}, set(response.missing_entry_ids)
 
-    async def find_missing_entries(self, bookie_id: str, ledger_id: LedgerId, entry_ids: list[int]) -> set[int]:
-        """Which of `entry_ids` the bookie does not store (no data read back)."""
-        request = bookie_pb2.FindMissingEntriesRequest(ledger_id=ledger_id_to_proto(ledger_id), entry_ids=entry_ids)
-        response = await self._bookie_call(
-            bookie_id, "FindMissingEntries", request, f"checking {len(entry_ids)} entries"
+    async def check_entries(
+        self, bookie_id: str, ledgers: list[tuple[LedgerId, list[int], list[int]]]
+    ) -> list[bookie_pb2.LedgerEntriesFound]:
+        """The scrub's CheckEntries call: for each (ledger, entries to look
+        for, entries to verify on the bookie), what the bookie lacks or holds
+        damaged, in the order asked. No entry data comes back."""
+        request = bookie_pb2.CheckEntriesRequest(
+            ledgers=[
+                bookie_pb2.LedgerEntriesToCheck(
+                    ledger_id=ledger_id_to_proto(ledger_id), entry_ids=entry_ids, verify_entry_ids=verify_entry_ids
+                )
+                for ledger_id, entry_ids, verify_entry_ids in ledgers
+            ]
         )
-        return set(response.missing_entry_ids)
+        response = await self._bookie_call(bookie_id, "CheckEntries", request, f"checking {len(ledgers)} ledgers")
+        if len(response.ledgers) != len(ledgers):
+            raise Unavailable(
+                f"bookie {bookie_id} answered {len(response.ledgers)} of {len(ledgers)} ledgers checked",
+                Reason.BOOKIE_UNAVAILABLE,
+            )
+        return list(response.ledgers)
 
     async def read_last_add_confirmed(
         self, bookie_id: str, ledger_id: LedgerId, timeout_seconds: float | None = None

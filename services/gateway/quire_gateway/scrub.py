@@ -1,15 +1,20 @@
 """The scrub: the active auditor's steady check that every bookie holds what
 the ledgers assign to it, and that copies still read back intact.
 
-One pass visits every ledger. For each segment and each of its bookies it
-asks the bookie which of the entries the segment's write sets give it are
-missing (FindMissingEntries: a key scan, no data moves), up to the entries
+One pass visits every ledger, a group of ledgers at a time. Each bookie gets
+one CheckEntries call for as many of the group's ledgers as fit in one (up
+to 65,536 entry ids): which of the entries the ledgers' write sets give it
+are missing (a key scan), and which of this pass's rolling sample it stores
+damaged, verified on the bookie itself (header ids and CRC digests), so no
+entry data crosses the network and a small ledger costs a few ids in a
+shared call rather than calls of its own. HMAC digests need the ledger's
+key, which bookies do not hold: the sample of an HMAC ledger is read back
+here and checked with `verified_entry`. Entries are checked up to those
 known to be confirmed: a closed ledger's end, or an open ledger's LAC as its
-bookies report it (the writer is never involved). Then it re-reads a rolling
-sample of each ledger's entries from every replica, checking digests; the
-sample moves on each pass, so in time every entry is read. What is missing
-or damaged is marked in the ledger's metadata (the same markers readers and
-writers set) and the auditor copies it back from a good replica.
+bookies report it (the writer is never involved). The sample moves on each
+pass, so in time every entry is read. What is missing or damaged is marked
+in the ledger's metadata (the same markers readers and writers set) and the
+auditor copies it back from a good replica.
 
 Pace: entries checked and bytes re-read are spent from two budgets per
 second, so a scrub never takes more than its share of the bookies.
@@ -20,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from quire.common.v1 import common_pb2
@@ -36,7 +41,10 @@ from quire_gateway.repairs import mark_for_repair
 
 log = logging.getLogger(__name__)
 
-CHECK_CHUNK_ENTRIES = 65_536  # a bookie's limit per FindMissingEntries call
+CHECK_CHUNK_ENTRIES = 65_536  # a bookie's limit of entry ids per CheckEntries call
+# Ledgers scrubbed together: their checks share each bookie's calls, and the
+# metadata of a group is all that is held while its answers come back.
+SCRUB_GROUP_LEDGERS = 1_000
 
 
 @dataclass(frozen=True)
@@ -52,7 +60,7 @@ class ScrubStats:
     passes: int = 0
     ledgers: int = 0
     entries_checked: int = 0  # replica copies asked about
-    entries_sampled: int = 0  # replica copies read back and digest-checked
+    entries_sampled: int = 0  # replica copies read back and verified (on the bookie or here)
     missing: int = 0
     damaged: int = 0
     flagged: int = 0  # markers set or widened
@@ -93,73 +101,94 @@ class Scrubber:
         self._bytes = Pace(settings.bytes_per_second)
         self._sample_from: dict[tuple[int, int], int] = {}  # ledger -> next entry of its rolling sample
 
-    async def scrub_ledger(
-        self, metadata: common_pb2.LedgerMetadata, registered: set[str], confirmed: int
-    ) -> dict[str, tuple[int, int]]:
-        """Check one ledger up to entry `confirmed`; mark what is missing or
-        damaged for repair. Returns what it flagged, per bookie."""
-        ledger_id = LedgerId(metadata.ledger_id.scope_id, metadata.ledger_id.ledger_id)
-        found: dict[str, tuple[int, int]] = {}
+    async def scrub_ledgers(
+        self, ledgers: list[tuple[common_pb2.LedgerMetadata, int]], registered: set[str]
+    ) -> dict[LedgerId, dict[str, tuple[int, int]]]:
+        """Check each ledger up to its confirmed entry (given beside it) and
+        mark what is missing or damaged for repair. Returns what it flagged,
+        per ledger and bookie."""
+        flagged: dict[LedgerId, dict[str, tuple[int, int]]] = {}
 
-        def flag(bookie: str, first: int, last: int) -> None:
+        def flag(ledger_id: LedgerId, bookie: str, first: int, last: int) -> None:
+            found = flagged.setdefault(ledger_id, {})
             low, high = found.get(bookie, (first, last))
             found[bookie] = (min(low, first), max(high, last))
 
-        for segment, ensemble in enumerate(metadata.ensembles):
-            first = int(ensemble.first_entry_id)
-            open_end = segment == len(metadata.ensembles) - 1  # the last segment ends at `confirmed`
-            end = confirmed if open_end else min(segment_end(metadata, segment), confirmed)
-            for position, bookie in enumerate(ensemble.bookie_ids):
-                if bookie not in registered:
-                    continue  # a missing bookie is the auditor's lost-bookie case
-                # A window of ids at a time: a big segment never becomes one list.
-                for start in range(first, end + 1, CHECK_CHUNK_ENTRIES):
-                    last = min(end, start + CHECK_CHUNK_ENTRIES - 1)
-                    chunk = entries_held(metadata.ensemble_size, metadata.write_quorum_size, position, start, last)
-                    if not chunk:
-                        continue
-                    await self._entries.spend(len(chunk))
-                    try:
-                        missing = await self.remote.find_missing_entries(bookie, ledger_id, chunk)
-                    except DataLoss:  # its storage cannot read that range back
-                        self.stats.damaged += len(chunk)
-                        flag(bookie, chunk[0], chunk[-1])
-                        continue
-                    except QuireError as exc:
-                        log.info("scrub: ledger %s on bookie %s skipped this pass: %s", ledger_id, bookie, exc)
-                        break
-                    self.stats.entries_checked += len(chunk)
-                    if missing:
-                        self.stats.missing += len(missing)
-                        flag(bookie, min(missing), max(missing))
-        await self._sample(metadata, ledger_id, registered, confirmed, flag)
-        if found:
-            self.stats.flagged += await mark_for_repair(self.remote, ledger_id, found)
+        batches: dict[str, _Batch] = {}
+        read_here: list[tuple[common_pb2.LedgerMetadata, LedgerId, range]] = []
+        for metadata, confirmed in ledgers:
+            ledger_id = LedgerId(metadata.ledger_id.scope_id, metadata.ledger_id.ledger_id)
+            sample = self._next_sample(ledger_id, confirmed)
+            keyed = metadata.digest_type == common_pb2.DIGEST_TYPE_HMAC
+            if keyed:
+                read_here.append((metadata, ledger_id, sample))
+            for bookie, asked in _questions(metadata, ledger_id, registered, confirmed, range(0) if keyed else sample):
+                batch = batches.setdefault(bookie, _Batch())
+                if not batch.takes(asked):
+                    await self._check(bookie, batches.pop(bookie), flag)
+                    batch = batches[bookie] = _Batch()
+                batch.add(asked)
+        await asyncio.gather(*(self._check(bookie, batch, flag) for bookie, batch in batches.items()))
+        for metadata, ledger_id, sample in read_here:
+            await self._read_sample(metadata, ledger_id, registered, sample, flag)
+        for ledger_id, found in flagged.items():
+            try:
+                self.stats.flagged += await mark_for_repair(self.remote, ledger_id, found)
+            except QuireError as exc:
+                log.warning("scrub: ledger %s: marking %s for repair failed: %s", ledger_id, found, exc)
+                continue
             log.warning("scrub: ledger %s: copies flagged for repair: %s", ledger_id, found)
-        self.stats.ledgers += 1
-        return found
+        self.stats.ledgers += len(ledgers)
+        return flagged
 
-    async def _sample(
-        self,
-        metadata: common_pb2.LedgerMetadata,
-        ledger_id: LedgerId,
-        registered: set[str],
-        confirmed: int,
-        flag: Callable[[str, int, int], None],
-    ) -> None:
-        """Read this pass's share of the rolling sample from every replica
-        and check each copy's digest."""
+    def _next_sample(self, ledger_id: LedgerId, confirmed: int) -> range:
+        """This pass's share of the ledger's rolling sample."""
         if self.settings.sample_entries <= 0:
-            return
+            return range(0)
         key = (ledger_id.scope_id, ledger_id.ledger_id)
         first = self._sample_from.get(key, 0)
         if first > confirmed:
             first = 0
         last = min(confirmed, first + self.settings.sample_entries - 1)
         self._sample_from[key] = last + 1
+        return range(first, last + 1)
+
+    async def _check(self, bookie: str, batch: _Batch, flag: Flag) -> None:
+        """One CheckEntries call: what of `batch` the bookie lacks or holds damaged."""
+        await self._entries.spend(batch.size)
+        asked = [(a.ledger_id, a.entry_ids, a.verify_entry_ids) for a in batch.asked]
+        try:
+            found = await self.remote.check_entries(bookie, asked)
+        except QuireError as exc:
+            log.info("scrub: %d ledgers on bookie %s skipped this pass: %s", len(asked), bookie, exc)
+            return
+        await self._bytes.spend(sum(f.bytes_verified for f in found))
+        for question, result in zip(batch.asked, found, strict=True):
+            self.stats.entries_checked += question.size
+            self.stats.entries_sampled += len(question.verify_entry_ids) - len(
+                set(result.missing_entry_ids) & set(question.verify_entry_ids)
+            )
+            self.stats.missing += len(result.missing_entry_ids)
+            self.stats.damaged += len(result.damaged_entry_ids)
+            if result.damaged_entry_ids:
+                metrics.digest_mismatches.add(len(result.damaged_entry_ids), {"bookie_id": bookie})
+            for bad in (result.missing_entry_ids, result.damaged_entry_ids):
+                if bad:
+                    flag(question.ledger_id, bookie, min(bad), max(bad))
+
+    async def _read_sample(
+        self,
+        metadata: common_pb2.LedgerMetadata,
+        ledger_id: LedgerId,
+        registered: set[str],
+        sample: range,
+        flag: Flag,
+    ) -> None:
+        """Read this pass's sample of an HMAC ledger from every replica and
+        verify each copy here, where the ledger's key is."""
         digester = ledger_digester(metadata)
         by_bookie: dict[str, list[int]] = {}
-        for entry_id in range(first, last + 1):
+        for entry_id in sample:
             for bookie in replicas_of(metadata, entry_id):
                 if bookie in registered:
                     by_bookie.setdefault(bookie, []).append(entry_id)
@@ -169,7 +198,7 @@ class Scrubber:
                 copies, missing = await self.remote.read_entries(bookie, ledger_id, entry_ids)
             except DataLoss:
                 self.stats.damaged += len(entry_ids)
-                flag(bookie, entry_ids[0], entry_ids[-1])
+                flag(ledger_id, bookie, entry_ids[0], entry_ids[-1])
                 continue
             except QuireError as exc:
                 log.info("scrub: sampling ledger %s on bookie %s skipped: %s", ledger_id, bookie, exc)
@@ -182,9 +211,9 @@ class Scrubber:
                 except QuireError:
                     self.stats.damaged += 1
                     metrics.digest_mismatches.add(1, {"bookie_id": bookie})
-                    flag(bookie, entry_id, entry_id)
+                    flag(ledger_id, bookie, entry_id, entry_id)
             for entry_id in missing:  # counted by the existence check already
-                flag(bookie, entry_id, entry_id)
+                flag(ledger_id, bookie, entry_id, entry_id)
 
     def start_pass(self) -> None:
         self.stats.pass_started = time.monotonic()
@@ -202,3 +231,63 @@ class Scrubber:
         """This gateway no longer holds the role: the next holder starts afresh."""
         self.stats.pass_started = None
         self._sample_from.clear()
+
+
+Flag = Callable[[LedgerId, str, int, int], None]
+
+
+@dataclass(frozen=True)
+class _Asked:
+    """One ledger's part of a bookie's CheckEntries call."""
+
+    ledger_id: LedgerId
+    entry_ids: list[int]  # looked for
+    verify_entry_ids: list[int]  # read back and verified on the bookie
+
+    @property
+    def size(self) -> int:
+        return len(self.entry_ids) + len(self.verify_entry_ids)
+
+
+class _Batch:
+    """One bookie's next CheckEntries call: each ledger once, at most
+    CHECK_CHUNK_ENTRIES ids in all."""
+
+    def __init__(self) -> None:
+        self.asked: list[_Asked] = []
+        self.size = 0
+        self._ledgers: set[LedgerId] = set()
+
+    def takes(self, asked: _Asked) -> bool:
+        if not self.asked:
+            return True
+        return asked.ledger_id not in self._ledgers and self.size + asked.size <= CHECK_CHUNK_ENTRIES
+
+    def add(self, asked: _Asked) -> None:
+        self.asked.append(asked)
+        self.size += asked.size
+        self._ledgers.add(asked.ledger_id)
+
+
+def _questions(
+    metadata: common_pb2.LedgerMetadata, ledger_id: LedgerId, registered: set[str], confirmed: int, verify: range
+) -> Iterator[tuple[str, _Asked]]:
+    """What to ask each registered bookie of the ledger's segments, up to
+    entry `confirmed`: the entries its write sets give it, a window of ids
+    at a time (a big segment never becomes one list), those in `verify` to
+    be verified on the bookie. A missing bookie is the auditor's lost-bookie
+    case, not the scrub's."""
+    for segment, ensemble in enumerate(metadata.ensembles):
+        first = int(ensemble.first_entry_id)
+        open_end = segment == len(metadata.ensembles) - 1  # the last segment ends at `confirmed`
+        end = confirmed if open_end else min(segment_end(metadata, segment), confirmed)
+        for position, bookie in enumerate(ensemble.bookie_ids):
+            if bookie not in registered:
+                continue
+            for start in range(first, end + 1, CHECK_CHUNK_ENTRIES):
+                last = min(end, start + CHECK_CHUNK_ENTRIES - 1)
+                held = entries_held(metadata.ensemble_size, metadata.write_quorum_size, position, start, last)
+                if held:
+                    to_verify = [e for e in held if e in verify]
+                    looked_for = [e for e in held if e not in verify] if to_verify else held
+                    yield bookie, _Asked(ledger_id, looked_for, to_verify)

@@ -197,6 +197,40 @@ class FindMissingEntriesResponse(_message.Message):
     missing_entry_ids: _containers.RepeatedScalarFieldContainer[int]
     def __init__(self, missing_entry_ids: _Optional[_Iterable[int]] = ...) -> None: ...
 
+class CheckEntriesRequest(_message.Message):
+    __slots__ = ("ledgers",)
+    LEDGERS_FIELD_NUMBER: _ClassVar[int]
+    ledgers: _containers.RepeatedCompositeFieldContainer[LedgerEntriesToCheck]
+    def __init__(self, ledgers: _Optional[_Iterable[_Union[LedgerEntriesToCheck, _Mapping]]] = ...) -> None: ...
+
+class LedgerEntriesToCheck(_message.Message):
+    __slots__ = ("ledger_id", "entry_ids", "verify_entry_ids")
+    LEDGER_ID_FIELD_NUMBER: _ClassVar[int]
+    ENTRY_IDS_FIELD_NUMBER: _ClassVar[int]
+    VERIFY_ENTRY_IDS_FIELD_NUMBER: _ClassVar[int]
+    ledger_id: _common_pb2.LedgerId
+    entry_ids: _containers.RepeatedScalarFieldContainer[int]
+    verify_entry_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, ledger_id: _Optional[_Union[_common_pb2.LedgerId, _Mapping]] = ..., entry_ids: _Optional[_Iterable[int]] = ..., verify_entry_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class CheckEntriesResponse(_message.Message):
+    __slots__ = ("ledgers",)
+    LEDGERS_FIELD_NUMBER: _ClassVar[int]
+    ledgers: _containers.RepeatedCompositeFieldContainer[LedgerEntriesFound]
+    def __init__(self, ledgers: _Optional[_Iterable[_Union[LedgerEntriesFound, _Mapping]]] = ...) -> None: ...
+
+class LedgerEntriesFound(_message.Message):
+    __slots__ = ("ledger_id", "missing_entry_ids", "damaged_entry_ids", "bytes_verified")
+    LEDGER_ID_FIELD_NUMBER: _ClassVar[int]
+    MISSING_ENTRY_IDS_FIELD_NUMBER: _ClassVar[int]
+    DAMAGED_ENTRY_IDS_FIELD_NUMBER: _ClassVar[int]
+    BYTES_VERIFIED_FIELD_NUMBER: _ClassVar[int]
+    ledger_id: _common_pb2.LedgerId
+    missing_entry_ids: _containers.RepeatedScalarFieldContainer[int]
+    damaged_entry_ids: _containers.RepeatedScalarFieldContainer[int]
+    bytes_verified: int
+    def __init__(self, ledger_id: _Optional[_Union[_common_pb2.LedgerId, _Mapping]] = ..., missing_entry_ids: _Optional[_Iterable[int]] = ..., damaged_entry_ids: _Optional[_Iterable[int]] = ..., bytes_verified: _Optional[int] = ...) -> None: ...
+
 class GetBookieInfoRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...

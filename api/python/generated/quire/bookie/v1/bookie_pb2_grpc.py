@@ -88,6 +88,11 @@ class BookieServiceStub:
                 request_serializer=quire_dot_bookie_dot_v1_dot_bookie__pb2.FindMissingEntriesRequest.SerializeToString,
                 response_deserializer=quire_dot_bookie_dot_v1_dot_bookie__pb2.FindMissingEntriesResponse.FromString,
                 _registered_method=True)
+        self.CheckEntries = channel.unary_unary(
+                '/quire.bookie.v1.BookieService/CheckEntries',
+                request_serializer=quire_dot_bookie_dot_v1_dot_bookie__pb2.CheckEntriesRequest.SerializeToString,
+                response_deserializer=quire_dot_bookie_dot_v1_dot_bookie__pb2.CheckEntriesResponse.FromString,
+                _registered_method=True)
 
 
 class BookieServiceServicer:
@@ -189,6 +194,21 @@ class BookieServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CheckEntries(self, request, context):
+        """CheckEntries is the scrub's question for many ledgers at once: which of
+        the listed entries this bookie does not store (a scan of its keys), and
+        which of the entries listed to verify it stores damaged, checked on the
+        bookie itself so that no entry data crosses the network: the header must
+        name that ledger and entry, and a CRC32 or CRC32C digest must match. An
+        HMAC digest needs the ledger's key, which bookies do not hold: for those
+        only the header is checked, and the caller reads the copies to check
+        their digests. A ledger whose storage cannot be read back has every
+        listed entry reported damaged.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BookieServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -241,6 +261,11 @@ def add_BookieServiceServicer_to_server(servicer, server):
                     servicer.FindMissingEntries,
                     request_deserializer=quire_dot_bookie_dot_v1_dot_bookie__pb2.FindMissingEntriesRequest.FromString,
                     response_serializer=quire_dot_bookie_dot_v1_dot_bookie__pb2.FindMissingEntriesResponse.SerializeToString,
+            ),
+            'CheckEntries': grpc.unary_unary_rpc_method_handler(
+                    servicer.CheckEntries,
+                    request_deserializer=quire_dot_bookie_dot_v1_dot_bookie__pb2.CheckEntriesRequest.FromString,
+                    response_serializer=quire_dot_bookie_dot_v1_dot_bookie__pb2.CheckEntriesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -517,6 +542,33 @@ class BookieService:
             '/quire.bookie.v1.BookieService/FindMissingEntries',
             quire_dot_bookie_dot_v1_dot_bookie__pb2.FindMissingEntriesRequest.SerializeToString,
             quire_dot_bookie_dot_v1_dot_bookie__pb2.FindMissingEntriesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CheckEntries(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/quire.bookie.v1.BookieService/CheckEntries',
+            quire_dot_bookie_dot_v1_dot_bookie__pb2.CheckEntriesRequest.SerializeToString,
+            quire_dot_bookie_dot_v1_dot_bookie__pb2.CheckEntriesResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,43 @@
+"""How the scrub packs its questions into bookies' CheckEntries calls."""
+
+from quire.common.v1 import common_pb2
+from quire_api.ids import LedgerId
+from quire_gateway.scrub import CHECK_CHUNK_ENTRIES, _Asked, _Batch, _questions
+
+
+def ledger(ensembles: list[tuple[int, list[str]]], last: int) -> common_pb2.LedgerMetadata:
+    metadata = common_pb2.LedgerMetadata(ensemble_size=3, write_quorum_size=2, ack_quorum_size=2, last_entry_id=last)
+    for first, bookies in ensembles:
+        metadata.ensembles.add(first_entry_id=first, bookie_ids=bookies)
+    return metadata
+
+
+def test_each_bookie_is_asked_for_what_its_write_sets_give_it_the_sample_verified_on_it():
+    metadata = ledger([(0, ["a", "b", "c"]), (6, ["a", "b", "d"])], last=8)
+    asked = list(_questions(metadata, LedgerId(1, 2), {"a", "b", "c", "d"}, confirmed=8, verify=range(2, 4)))
+    by_bookie = {(bookie, tuple(a.entry_ids), tuple(a.verify_entry_ids)) for bookie, a in asked}
+    assert by_bookie == {
+        ("a", (0, 5), (2, 3)),  # entry e goes to positions e, e+1 (mod 3)
+        ("b", (0, 1, 4), (3,)),
+        ("c", (1, 4, 5), (2,)),
+        ("a", (6, 8), ()),
+        ("b", (6, 7), ()),
+        ("d", (7, 8), ()),
+    }
+
+
+def test_unregistered_bookies_and_entries_past_the_confirmed_one_are_not_asked():
+    metadata = ledger([(0, ["a", "b", "c"])], last=-1)
+    asked = list(_questions(metadata, LedgerId(1, 2), {"a", "b"}, confirmed=1, verify=range(0)))
+    assert {(bookie, tuple(a.entry_ids)) for bookie, a in asked} == {("a", (0,)), ("b", (0, 1))}
+
+
+def test_a_batch_takes_each_ledger_once_and_at_most_a_calls_worth_of_ids():
+    batch = _Batch()
+    big = _Asked(LedgerId(1, 1), list(range(CHECK_CHUNK_ENTRIES - 1)), [])
+    assert batch.takes(big)
+    batch.add(big)
+    assert batch.takes(_Asked(LedgerId(1, 2), [0], []))
+    assert not batch.takes(_Asked(LedgerId(1, 2), [0], [1]))  # one id too many
+    assert not batch.takes(_Asked(LedgerId(1, 1), [0], []))  # that ledger is in it already
+    assert _Batch().takes(_Asked(LedgerId(1, 3), list(range(CHECK_CHUNK_ENTRIES + 5)), []))  # alone, whatever its size
