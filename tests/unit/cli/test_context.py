@@ -58,12 +58,15 @@ def test_flag_beats_environment_beats_context_beats_default(run, fake, monkeypat
     try:
         run("context", "add", "c1", "--gateway", "ctx:1", "--registry", "ctx:2", "--select")
         run("probe")
-        assert (seen[-1].gateway, seen[-1].registry, seen[-1].placement) == ("ctx:1", "ctx:2", "127.0.0.1:7002")
+        # The context names no placement: it stays unset rather than 127.0.0.1.
+        assert (seen[-1].gateway, seen[-1].registry, seen[-1].placement) == ("ctx:1", "ctx:2", "")
+        assert seen[-1].sources["gateway"] == "context c1" and seen[-1].sources["placement"] == "the default"
         monkeypatch.setenv("QUIRE_GATEWAY", "env:1")
         run("probe")
         assert (seen[-1].gateway, seen[-1].registry) == ("env:1", "ctx:2")
+        assert seen[-1].sources["gateway"] == "QUIRE_GATEWAY"
         run("--gateway", "flag:1", "probe")
-        assert seen[-1].gateway == "flag:1"
+        assert seen[-1].gateway == "flag:1" and seen[-1].sources["gateway"] == "--gateway"
         run("context", "add", "c2", "--registry", "other:2")
         run("--context", "c2", "probe")
         assert seen[-1].registry == "other:2"

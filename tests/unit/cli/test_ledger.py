@@ -74,8 +74,8 @@ def test_server_errors_exit_1_with_code_and_reason(run, fake):
     assert missing.exit_code == 1
     assert "error: NOT_FOUND [LEDGER_NOT_FOUND]" in missing.stderr
     assert json.loads(missing.stdout)["error"]["code"] == "NOT_FOUND"
-    malformed = run("ledger", "read", "nonsense")
-    assert malformed.exit_code == 1 and "INVALID_ARGUMENT" in malformed.stderr
+    malformed = run("ledger", "read", "nonsense")  # refused by the client itself: nothing was sent
+    assert malformed.exit_code == 2 and "INVALID_ARGUMENT" in malformed.stderr
 
 
 def test_an_unreachable_service_exits_3(run, fake):
