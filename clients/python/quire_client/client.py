@@ -49,9 +49,9 @@ from quire_client.errors import (  # noqa: F401
     UnauthenticatedError,
     UnavailableError,
     UnimplementedError,
+    never_sent,
 )
 from quire_client.errors import error_from_read_error as _error_from_read_error
-from quire_client.errors import never_sent
 from quire_client.errors import translate as _translate
 
 _CREATE_RETRY = Backoff(first_seconds=0.5, longest_seconds=2.0)  # a create retried after a lost answer

@@ -7,13 +7,17 @@ import stat
 
 from quire_client.cli.common import Globals
 
+PEM_CERTIFICATE = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
 
-def test_add_use_ls_show_rm(run, tmp_path):
+
+def test_add_use_ls_show_rm(run, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "ca.pem").write_text(PEM_CERTIFICATE)
     added = run("context", "add", "prod", "--gateway", "gw.prod:7000", "--token", "secret", "--tls-ca", "ca.pem")
     assert added.exit_code == 0
     stored = tmp_path / "config" / "contexts" / "prod.json"
     assert stat.S_IMODE(stored.stat().st_mode) == 0o600
-    assert json.loads(stored.read_text())["tls_ca"].endswith("/ca.pem")  # stored absolute
+    assert json.loads(stored.read_text())["tls_ca"] == str(tmp_path / "ca.pem")  # stored absolute
     run("context", "add", "dev", "--gateway", "127.0.0.1:7000")
     assert run("context", "use", "prod").exit_code == 0
     listed = json.loads(run("context", "ls", "-o", "json").stdout)
