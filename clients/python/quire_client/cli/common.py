@@ -197,10 +197,10 @@ class Globals:
     def locate(self, error: QuireClientError, services: tuple[str, ...]) -> QuireClientError:
         """Name the service(s) a call that got no answer went to, and where
         their addresses came from (the gRPC text alone names neither)."""
-        if getattr(error.code, "name", str(error.code)) in UNREACHABLE_CODES and not error.reason and services:
-            where = " or ".join(f"the {s} at {getattr(self, s)} ({self.source(s)})" for s in services)
-            error.message = f"no answer from {where}: {error.message}"
-        return error
+        if getattr(error.code, "name", str(error.code)) not in UNREACHABLE_CODES or error.reason or not services:
+            return error
+        where = " or ".join(f"the {s} at {getattr(self, s)} ({self.source(s)})" for s in services)
+        return type(error)(error.code, error.reason, f"no answer from {where}: {error.message}", error.details)
 
     def show_progress(self) -> bool:
         return sys.stderr.isatty() if self.progress is None else self.progress
@@ -223,10 +223,12 @@ class ServiceCalls:
         self._client.__exit__(*exc_info)
 
     def __getattr__(self, name: str) -> Any:
+        services = SERVICES_OF_METHOD.get(name, (GATEWAY,))
+        if name in SERVICES_OF_METHOD:
+            self._settings.require(services)  # before anything of the client is touched
         attribute = getattr(self._client, name)
         if not callable(attribute):
             return attribute
-        services = SERVICES_OF_METHOD.get(name, (GATEWAY,))
 
         def call(*args: Any, **kwargs: Any) -> Any:
             self._settings.require(services)

@@ -158,10 +158,9 @@ def _remember_entries_output(ctx: click.Context, _param: click.Parameter, value:
 def _print_entries(entries: Iterable[Any], output: str) -> None:
     """Each entry as soon as it arrives (a tail waits between them)."""
     if output == "raw":
-        stdout = click.get_binary_stream("stdout")
         for entry in entries:
-            stdout.write(entry.payload)
-            stdout.flush()
+            click.echo(entry.payload, nl=False)  # bytes go to the binary stream as they are
+            sys.stdout.flush()
         return
     for entry in entries:
         if output == "json":
