@@ -337,14 +337,14 @@ def test_bad1_ledger_id_edges(cluster: LocalCluster, channels: dict[str, grpc.Ch
         )
 
     # Malformed names through the CLI (in this process; the first also as a process):
-    # exit 1, a JSON error naming the id, never a traceback.
+    # exit 2 (refused before sending), a JSON error naming the id, never a traceback.
     results = [quire_in_process(cluster, "ledger", "meta", "-o", "json", "--", text) for text in MALFORMED_NAMES]
     results[0] = quire_cli(cluster, "ledger", "meta", "-o", "json", "--", MALFORMED_NAMES[0])  # and once as a process
     cli_bad = 0
     for text, result in zip(MALFORMED_NAMES, results, strict=True):
         error = (json_or_none(result.stdout) or {}).get("error", {})
         fine = (
-            result.returncode == 1
+            result.returncode == 2
             and error.get("code") == "INVALID_ARGUMENT"
             and error.get("reason") == "ERROR_REASON_INVALID_LEDGER_ID"
             and any(name in error.get("message", "") for name in ("ledger id", "scope_id", "ledger_id"))
