@@ -337,14 +337,14 @@ def test_bad1_ledger_id_edges(cluster: LocalCluster, channels: dict[str, grpc.Ch
         )
 
     # Malformed names through the CLI (in this process; the first also as a process):
-    # exit 1, a JSON error naming the id, never a traceback.
+    # exit 2 (refused before sending), a JSON error naming the id, never a traceback.
     results = [quire_in_process(cluster, "ledger", "meta", "-o", "json", "--", text) for text in MALFORMED_NAMES]
     results[0] = quire_cli(cluster, "ledger", "meta", "-o", "json", "--", MALFORMED_NAMES[0])  # and once as a process
     cli_bad = 0
     for text, result in zip(MALFORMED_NAMES, results, strict=True):
         error = (json_or_none(result.stdout) or {}).get("error", {})
         fine = (
-            result.returncode == 1
+            result.returncode == 2
             and error.get("code") == "INVALID_ARGUMENT"
             and error.get("reason") == "ERROR_REASON_INVALID_LEDGER_ID"
             and any(name in error.get("message", "") for name in ("ledger id", "scope_id", "ledger_id"))
@@ -1263,6 +1263,8 @@ def test_bad11_cli_misuse(cluster: LocalCluster, client: QuireClient, scenario: 
         ["--bogus", "ledger", "list"], ["ledger", "list", "-o", "xml"], ["bookie", "list", "--state", "maybe"],
         ["ledger", "create", "-e", "three"], ["ledger", "delete"],
     ]  # fmt: skip
+    # Input the client refuses itself (a malformed id, a number its field cannot hold) exits 2: nothing was sent.
+    refused_before_sending = {"nonsense", "readonly", "-1", "18446744073709551616"}
     json_errors = [
         (["ledger", "meta", "00000000-0000-0000-0000-00000000beef", "-o", "json"], "NOT_FOUND"),
         (["ledger", "meta", "nonsense", "-o", "json"], "INVALID_ARGUMENT"),
@@ -1312,7 +1314,8 @@ def test_bad11_cli_misuse(cluster: LocalCluster, client: QuireClient, scenario: 
             if isinstance(document, dict)
             else None
         )
-        if got != code or (code != "OK" and r.returncode != 1):
+        status = 2 if refused_before_sending & set(args) else 1
+        if got != code or (code != "OK" and r.returncode != status):
             problems.append(
                 f"json {args}: exit {r.returncode}, {got} != {code}: {r.stdout[-200:]!r} {r.stderr[-200:]!r}"
             )

@@ -49,6 +49,7 @@ from quire_client.errors import (  # noqa: F401
     UnauthenticatedError,
     UnavailableError,
     UnimplementedError,
+    never_sent,
 )
 from quire_client.errors import error_from_read_error as _error_from_read_error
 from quire_client.errors import translate as _translate
@@ -166,7 +167,10 @@ class QuireClient:
         self._targets = [gateway, *gateways]
         self.gateway = gateway  # the gateway calls go to now
         self._gateway_channel = open_client_channel(gateway, tls, token, options)
-        self._registry_channel = open_client_channel(registry, tls, token, options)
+        # Opened at the first registry call: a client of the ledger calls alone may have no registry address.
+        self._registry_target = registry
+        self._registry_channel: grpc.Channel | None = None
+        self._registry_stub: registry_pb2_grpc.RegistryServiceStub | None = None
         self.ledgers = ledger_pb2_grpc.LedgerServiceStub(self._gateway_channel)
         self.blobs = blob_pb2_grpc.BlobServiceStub(self._gateway_channel)
         self.follow_owner = follow_owner
@@ -178,7 +182,6 @@ class QuireClient:
         self.resumed_reads = 0
         # Append streams resumed after a retryable failure.
         self.resumed_writes = 0
-        self.registry = registry_pb2_grpc.RegistryServiceStub(self._registry_channel)
         self._options = options
         self._tls, self._token = tls, token
         self._placement_target = placement
@@ -204,9 +207,17 @@ class QuireClient:
         index = known.index(self.gateway) if self.gateway in known else -1
         self.use_gateway(known[(index + 1) % len(known)])
 
+    @property
+    def registry(self) -> registry_pb2_grpc.RegistryServiceStub:
+        if self._registry_stub is None:
+            self._registry_channel = open_client_channel(self._registry_target, self._tls, self._token, self._options)
+            self._registry_stub = registry_pb2_grpc.RegistryServiceStub(self._registry_channel)
+        return self._registry_stub
+
     def close(self) -> None:
         self._gateway_channel.close()
-        self._registry_channel.close()
+        if self._registry_channel is not None:
+            self._registry_channel.close()
 
     def __enter__(self) -> QuireClient:
         return self
@@ -257,12 +268,18 @@ class QuireClient:
             request.scope_id = _in_range("scope_id", scope_id, 0, U64_MAX)
         elif legacy:
             request.legacy = True
+        sent_unanswered: QuireClientError | None = None  # an attempt that may have made the ledger
         for attempt in range(1, attempts + 1):
             try:
                 return self._unary(self.ledgers.CreateLedger, request).metadata  # type: ignore[no-any-return]
             except (UnavailableError, DeadlineExceededError) as exc:
-                if attempt == attempts or exc.reason == "ERROR_REASON_NOT_ENOUGH_BOOKIES":  # that one is definite
+                if exc.reason == "ERROR_REASON_NOT_ENOUGH_BOOKIES":  # a definite answer
                     raise
+                if not never_sent(exc):
+                    sent_unanswered = exc
+                if attempt == attempts:
+                    # A later attempt that could not connect says less than an earlier one that was lost.
+                    raise sent_unanswered or exc from None
                 time.sleep(_CREATE_RETRY.pause(attempt))
         raise AssertionError("unreachable")
 

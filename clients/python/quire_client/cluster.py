@@ -225,6 +225,36 @@ class Ports:
             gateway_replicas_http=[free_port() for _ in range(replicas)],
         )
 
+    @classmethod
+    def from_base(cls, base: int, bookies: int = 3, balanced_gateways: int = 0) -> Ports:
+        """Every port from `base` up (`quire cluster up --base-port`): base the
+        gateway (or the balancer), +1 registry, +2 placement, +3 etcd, +4 etcd
+        peers, +5..+7 the admin HTTP ports of gateway, registry and placement,
+        then from +10 each bookie's gRPC and admin HTTP port in pairs, then
+        each balanced gateway's pair."""
+        bookie_ports = [base + 10 + 2 * i for i in range(bookies)]
+        first_replica = base + 10 + 2 * bookies
+        replicas = [first_replica + 2 * i for i in range(balanced_gateways)]
+        return cls(
+            etcd=base + 3,
+            etcd_peer=base + 4,
+            gateway=base,
+            registry=base + 1,
+            placement=base + 2,
+            bookies=bookie_ports,
+            bookie_http=[port + 1 for port in bookie_ports],
+            gateway_http=base + 5,
+            registry_http=base + 6,
+            placement_http=base + 7,
+            gateway_replicas=replicas,
+            gateway_replicas_http=[port + 1 for port in replicas],
+        )
+
+    @staticmethod
+    def span(bookies: int, balanced_gateways: int = 0) -> int:
+        """How many ports from_base uses from its base on."""
+        return 10 + 2 * bookies + 2 * balanced_gateways
+
     def http_port(self, index: int) -> int:
         return self.bookie_http[index] if self.bookie_http else self.bookies[index] + 5000
 
@@ -482,7 +512,7 @@ class LocalCluster:
         if busy:
             raise ClusterError(
                 f"ports already in use: {', '.join(map(str, busy))}; stop whatever holds them "
-                "(another Quire cluster or a system etcd) or choose other ports"
+                "(another Quire cluster or a system etcd) or choose other ports (`quire cluster up --base-port N`)"
             )
         if not Path(self.etcd_binary).exists():
             raise ClusterError(f"etcd not found at {self.etcd_binary}; install Debian's etcd-server (make setup)")

@@ -170,3 +170,18 @@ def error_from_read_error(error: ledger_pb2.ReadEntryError) -> QuireClientError:
 def translate(exc: grpc.RpcError) -> QuireClientError:
     """The client error a failed call stands for."""
     return error_from_status(call_status(exc))  # type: ignore[arg-type]
+
+
+# What gRPC says when a call ended before it reached any server: the
+# connection (or the name lookup) failed, so nothing of the request was sent.
+_NOT_CONNECTED_MARKS = ("failed to connect to all addresses", "errors resolving", "DNS resolution failed")
+
+
+def never_sent(error: QuireClientError) -> bool:
+    """Whether `error` proves the call never left this process (its
+    connection failed), so a write it carried cannot have happened."""
+    return (
+        error.code == grpc.StatusCode.UNAVAILABLE
+        and not error.reason
+        and any(mark in error.message for mark in _NOT_CONNECTED_MARKS)
+    )

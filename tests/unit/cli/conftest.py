@@ -80,6 +80,12 @@ class FakeClient:
         for entry_id in range(first, end + 1):
             yield ledger_pb2.Entry(entry_id=entry_id, payload=entries[entry_id])
 
+    def tail(self, ledger: LedgerId | str, first: int = 0) -> Iterator[Any]:
+        self._check("tail")
+        entries = self.ledgers[self._find(ledger)]
+        for entry_id in range(first, len(entries)):
+            yield ledger_pb2.Entry(entry_id=entry_id, payload=entries[entry_id])
+
     def close_ledger(self, ledger: LedgerId | str) -> common_pb2.LedgerMetadata:
         self._check("close_ledger")
         found = self._find(ledger)
@@ -126,6 +132,10 @@ class FakeClient:
             rows.append((self._metadata(LedgerId.parse(ledger)), replica, "bookie not registered"))
         return rows
 
+    def auditor(self) -> registry_pb2.Leader:
+        self._check("auditor")
+        return registry_pb2.Leader(holder="gateway-1")
+
     def delete_cookie(self, bookie_id: str) -> bool:
         self._check("delete_cookie")
         return True
@@ -141,6 +151,7 @@ class Run:
     exit_code: int
     stdout: str
     stderr: str
+    stdout_bytes: bytes = b""
 
 
 @pytest.fixture
@@ -148,7 +159,10 @@ def run(fake: FakeClient, tmp_path, monkeypatch):  # type: ignore[no-untyped-def
     """run("ledger", "list", input=...) -> Run, through click's test runner and
     the same error handling as `quire` itself, with the fake client."""
     monkeypatch.setenv("QUIRE_CONFIG_DIR", str(tmp_path / "config"))  # never the user's contexts
-    for name in ("QUIRE_CONTEXT", "QUIRE_GATEWAY", "QUIRE_REGISTRY", "QUIRE_PROGRESS"):
+    for name in (
+        "QUIRE_CONTEXT", "QUIRE_GATEWAY", "QUIRE_REGISTRY", "QUIRE_PLACEMENT", "QUIRE_PROGRESS",
+        "QUIRE_CLIENT_TLS_CA", "QUIRE_CLIENT_TLS_CERT", "QUIRE_CLIENT_TLS_KEY", "QUIRE_CLIENT_TOKEN",
+    ):  # fmt: skip
         monkeypatch.delenv(name, raising=False)
 
     def invoke(*args: str, input: str | bytes | None = None) -> Run:
@@ -160,11 +174,11 @@ def run(fake: FakeClient, tmp_path, monkeypatch):  # type: ignore[no-untyped-def
         if isinstance(result.exception, click.ClickException):
             code = result.exception.exit_code
             runner_err = result.exception.format_message()
-            return Run(code, result.stdout, result.stderr + runner_err)
+            return Run(code, result.stdout, result.stderr + runner_err, result.stdout_bytes)
         if result.exception is not None and not isinstance(result.exception, SystemExit):
             raise result.exception
         if isinstance(result.exception, SystemExit):
             code = result.exception.code
-        return Run(int(code or 0), result.stdout, result.stderr)
+        return Run(int(code or 0), result.stdout, result.stderr, result.stdout_bytes)
 
     return invoke

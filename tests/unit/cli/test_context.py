@@ -7,13 +7,17 @@ import stat
 
 from quire_client.cli.common import Globals
 
+PEM_CERTIFICATE = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
 
-def test_add_use_ls_show_rm(run, tmp_path):
+
+def test_add_use_ls_show_rm(run, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "ca.pem").write_text(PEM_CERTIFICATE)
     added = run("context", "add", "prod", "--gateway", "gw.prod:7000", "--token", "secret", "--tls-ca", "ca.pem")
     assert added.exit_code == 0
     stored = tmp_path / "config" / "contexts" / "prod.json"
     assert stat.S_IMODE(stored.stat().st_mode) == 0o600
-    assert json.loads(stored.read_text())["tls_ca"].endswith("/ca.pem")  # stored absolute
+    assert json.loads(stored.read_text())["tls_ca"] == str(tmp_path / "ca.pem")  # stored absolute
     run("context", "add", "dev", "--gateway", "127.0.0.1:7000")
     assert run("context", "use", "prod").exit_code == 0
     listed = json.loads(run("context", "ls", "-o", "json").stdout)
@@ -58,12 +62,15 @@ def test_flag_beats_environment_beats_context_beats_default(run, fake, monkeypat
     try:
         run("context", "add", "c1", "--gateway", "ctx:1", "--registry", "ctx:2", "--select")
         run("probe")
-        assert (seen[-1].gateway, seen[-1].registry, seen[-1].placement) == ("ctx:1", "ctx:2", "127.0.0.1:7002")
+        # The context names no placement: it stays unset rather than 127.0.0.1.
+        assert (seen[-1].gateway, seen[-1].registry, seen[-1].placement) == ("ctx:1", "ctx:2", "")
+        assert seen[-1].sources["gateway"] == "context c1" and seen[-1].sources["placement"] == "the default"
         monkeypatch.setenv("QUIRE_GATEWAY", "env:1")
         run("probe")
         assert (seen[-1].gateway, seen[-1].registry) == ("env:1", "ctx:2")
+        assert seen[-1].sources["gateway"] == "QUIRE_GATEWAY"
         run("--gateway", "flag:1", "probe")
-        assert seen[-1].gateway == "flag:1"
+        assert seen[-1].gateway == "flag:1" and seen[-1].sources["gateway"] == "--gateway"
         run("context", "add", "c2", "--registry", "other:2")
         run("--context", "c2", "probe")
         assert seen[-1].registry == "other:2"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 
 import grpc
@@ -74,8 +75,8 @@ def test_server_errors_exit_1_with_code_and_reason(run, fake):
     assert missing.exit_code == 1
     assert "error: NOT_FOUND [LEDGER_NOT_FOUND]" in missing.stderr
     assert json.loads(missing.stdout)["error"]["code"] == "NOT_FOUND"
-    malformed = run("ledger", "read", "nonsense")
-    assert malformed.exit_code == 1 and "INVALID_ARGUMENT" in malformed.stderr
+    malformed = run("ledger", "read", "nonsense")  # refused by the client itself: nothing was sent
+    assert malformed.exit_code == 2 and "INVALID_ARGUMENT" in malformed.stderr
 
 
 def test_an_unreachable_service_exits_3(run, fake):
@@ -90,3 +91,26 @@ def test_bad_arguments_exit_2_before_any_call(run, fake):
         result = run(*args)
         assert result.exit_code == 2, args
     assert fake.calls == []
+
+
+def test_read_and_tail_print_json_lines_or_the_exact_bytes(run, fake):
+    payloads = [b"line\n", b"\x00\xff binary", b"", "caf\u00e9".encode()]
+    fake.ledgers[LedgerId(7, 42)] = list(payloads)
+    for command in ("read", "tail"):
+        lines = run("ledger", command, LEDGER, "-o", "json").stdout.splitlines()
+        decoded = [json.loads(line) for line in lines]
+        assert [d["entry_id"] for d in decoded] == [0, 1, 2, 3]
+        assert [base64.b64decode(d["payload"]) for d in decoded] == payloads
+        raw = run("ledger", command, LEDGER, "-o", "raw")
+        assert raw.exit_code == 0 and raw.stdout_bytes == b"".join(payloads)
+    one = run("ledger", "read", LEDGER, "--from", "1", "--to", "1", "-o", "raw")
+    assert one.stdout_bytes == b"\x00\xff binary"
+
+
+def test_a_read_error_with_json_lines_is_one_more_line(run, fake):
+    fake.fail = QuireClientError(grpc.StatusCode.NOT_FOUND, "ERROR_REASON_LEDGER_NOT_FOUND", "no ledger")
+    failed = run("ledger", "read", LEDGER, "-o", "json")
+    assert failed.exit_code == 1 and len(failed.stdout.splitlines()) == 1
+    assert json.loads(failed.stdout)["error"]["code"] == "NOT_FOUND"
+    raw = run("ledger", "read", LEDGER, "-o", "raw")
+    assert raw.exit_code == 1 and raw.stdout_bytes == b"" and "NOT_FOUND" in raw.stderr

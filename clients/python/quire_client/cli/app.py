@@ -7,11 +7,25 @@ import sys
 from typing import Any
 
 import click
+from click.core import ParameterSource
 from click.shell_completion import get_completion_class
 
 from quire_api.errors import QuireError
 from quire_client.cli import blob, bookie, cluster, context, dev, etcd, ledger, placement, recovery
-from quire_client.cli.common import EXIT_CODES_HELP, ExitCode, Globals, option, report_error
+from quire_client.cli.common import (
+    ADDRESSES,
+    DEFAULT_ADDRESSES,
+    DEFAULT_SOURCE,
+    EXIT_CODES_HELP,
+    GATEWAY,
+    PLACEMENT,
+    REGISTRY,
+    ExitCode,
+    Globals,
+    exit_code_for,
+    option,
+    report_error,
+)
 from quire_client.client import QuireClientError
 from quire_client.cluster import ClusterError
 from quire_client.optional import MissingPackage
@@ -25,15 +39,17 @@ class QuireGroup(click.Group):
         try:
             return super().invoke(ctx)
         except QuireClientError as exc:
-            return report_error(getattr(exc.code, "name", str(exc.code)), exc.reason, exc.message)
-        except QuireError as exc:
-            return report_error(exc.code, exc.reason, exc.message)
+            return report_error(getattr(exc.code, "name", str(exc.code)), exc.reason, exc.message, exit_code_for(exc))
+        except QuireError as exc:  # input the client refused itself, before sending anything
+            return report_error(exc.code, exc.reason, exc.message, ExitCode.USAGE)
         except ClusterError as exc:
-            return report_error("UNAVAILABLE", "", str(exc))
+            return report_error("UNAVAILABLE", "", str(exc), ExitCode.UNAVAILABLE)
         except MissingPackage as exc:
             click.echo(f"error: {exc}", err=True)
             return ExitCode.USAGE
 
+
+LOCAL_ONLY = "HOST:PORT (the default applies only when no address is set at all)"
 
 EPILOG = (
     "\b\nExamples:\n"
@@ -69,9 +85,9 @@ EPILOG = (
     callback=context.apply_context,
     help="use this named context (default: the one `quire context use` selected)",
 )
-@option("--gateway", envvar="QUIRE_GATEWAY", default="127.0.0.1:7000", help="gateway HOST:PORT")
-@option("--registry", envvar="QUIRE_REGISTRY", default="127.0.0.1:7001", help="registry HOST:PORT")
-@option("--placement", envvar="QUIRE_PLACEMENT", default="127.0.0.1:7002", help="placement HOST:PORT")
+@option("--gateway", envvar="QUIRE_GATEWAY", default=DEFAULT_ADDRESSES[GATEWAY], help="gateway " + LOCAL_ONLY)
+@option("--registry", envvar="QUIRE_REGISTRY", default=DEFAULT_ADDRESSES[REGISTRY], help="registry " + LOCAL_ONLY)
+@option("--placement", envvar="QUIRE_PLACEMENT", default=DEFAULT_ADDRESSES[PLACEMENT], help="placement " + LOCAL_ONLY)
 @option("--tls-ca", envvar="QUIRE_CLIENT_TLS_CA", default="", show_default=False, help="CA file: use TLS")
 @option("--tls-cert", envvar="QUIRE_CLIENT_TLS_CERT", default="", show_default=False, help="client certificate")
 @option("--tls-key", envvar="QUIRE_CLIENT_TLS_KEY", default="", show_default=False, help="client key")
@@ -89,9 +105,27 @@ def quire(ctx: click.Context, context_name: str | None, **settings: Any) -> None
     problem = ctx.meta.get(context.CONTEXT_PROBLEM)
     if problem is not None and ctx.invoked_subcommand != "context":
         raise problem
+    sources = {name: _source(ctx, name, context_name) for name in settings if name != "progress"}
+    if any(sources[name] != DEFAULT_SOURCE for name in ADDRESSES):
+        # Any address given means a cluster elsewhere: an address left unset stays unset, never 127.0.0.1.
+        settings.update({name: "" for name in ADDRESSES if sources[name] == DEFAULT_SOURCE})
     # Tests hand in a factory for a fake client as `obj`; everyone else connects.
     factory = ctx.obj.get("make_client") if isinstance(ctx.obj, dict) else None
-    ctx.obj = Globals(**settings, **({"make_client": factory} if factory else {}))
+    ctx.obj = Globals(**settings, sources=sources, **({"make_client": factory} if factory else {}))
+
+
+def _source(ctx: click.Context, name: str, context_name: str | None) -> str:
+    """Where the root option `name` got its value: its flag, its environment
+    variable, the context, or DEFAULT_SOURCE."""
+    source = ctx.get_parameter_source(name)
+    if source == ParameterSource.COMMANDLINE:
+        return "--" + name.replace("_", "-")
+    if source == ParameterSource.ENVIRONMENT:
+        param = next(p for p in ctx.command.params if p.name == name)
+        return str(param.envvar)
+    if source == ParameterSource.DEFAULT_MAP:
+        return f"context {context_name}"
+    return DEFAULT_SOURCE
 
 
 @quire.command()

@@ -8,7 +8,16 @@ from typing import BinaryIO
 
 import click
 
-from quire_client.cli.common import Globals, meter, option, output_option, pass_globals, structured
+from quire_client.cli.common import (
+    Globals,
+    meter,
+    note_write_sent,
+    option,
+    output_option,
+    pass_globals,
+    structured,
+    writes,
+)
 
 CHUNK_BYTES = 1024 * 1024
 
@@ -36,12 +45,14 @@ def _size(stream: BinaryIO) -> int | None:
 @option("--scope", type=int, default=0, help="the scope of the blob's ledgers")
 @output_option()
 @pass_globals
+@writes
 def put(settings: Globals, file: BinaryIO, scope: int, output: str) -> None:
     """Store FILE (- for stdin) and print its blob id."""
     with meter("storing", total=_size(file), in_bytes=True) as progress, settings.client() as client:
 
         def parts() -> Iterator[bytes]:
             while chunk := file.read(CHUNK_BYTES):
+                note_write_sent()
                 yield chunk
                 progress.advance(len(chunk))
 

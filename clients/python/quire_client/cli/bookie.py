@@ -17,6 +17,7 @@ from quire_client.cli.common import (
     ExitCode,
     Globals,
     meter,
+    note_writing,
     option,
     output_option,
     pass_globals,
@@ -136,6 +137,7 @@ def decommission(settings: Globals, bookie_id: str, timeout: float) -> int:
                     return ExitCode.ERROR
                 progress.describe(f"{len(left)} segments still on {bookie_id}")
                 time.sleep(1.0)
+        note_writing()
         cookie = "its cookie removed" if client.delete_cookie(bookie_id) else "it had no cookie"
     click.echo(f"bookie {bookie_id} decommissioned: no ledger has a replica on it; {cookie}")
     return ExitCode.OK

@@ -15,8 +15,20 @@ from pathlib import Path
 from typing import Any
 
 import click
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from quire_client.cli.common import option, output_option, print_table, structured
+from quire_client.cli.common import (
+    ADDRESSES,
+    UNREACHABLE_CODES,
+    ExitCode,
+    check_connection_settings,
+    option,
+    output_option,
+    print_table,
+    structured,
+)
+from quire_client.client import ClientTls, open_client_channel
 
 SETTINGS = ("gateway", "registry", "placement", "tls_ca", "tls_cert", "tls_key", "token")
 PATH_SETTINGS = frozenset({"tls_ca", "tls_cert", "tls_key"})
@@ -115,6 +127,7 @@ def apply_context(ctx: click.Context, _param: click.Parameter, name: str | None)
     "  quire context add prod --gateway gw.prod:7000 --registry reg.prod:7001 --tls-ca ca.pem --select\n"
     "  quire context use staging\n"
     "  quire context ls\n"
+    "  quire context check prod                  reach each service it names\n"
     "  quire --context prod ledger list"
 )
 def context() -> None:
@@ -132,12 +145,13 @@ def context() -> None:
 @option("--token", default=None, help="bearer token (JWT); the file is readable by its owner only")
 @option("--select", is_flag=True, help="also make it the selected context")
 def add(name: str, select: bool, **settings: str | None) -> None:
-    """Create or replace context NAME."""
+    """Create or replace context NAME (its TLS files must be readable PEM files)."""
     chosen = {
         key: str(Path(value).expanduser().resolve()) if key in PATH_SETTINGS else value
         for key, value in settings.items()
         if value
     }
+    check_connection_settings(chosen, lambda _setting: "given to `quire context add`")
     store = ContextStore.default()
     path = store.save(name, chosen)
     if select:
@@ -196,3 +210,56 @@ def rm(name: str) -> None:
     """Remove context NAME (and unselect it)."""
     ContextStore.default().remove(name)
     click.echo(f"context {name} removed")
+
+
+HEALTH_CHECK_SECONDS = 5.0
+
+
+def _check_endpoint(target: str, tls: ClientTls | None, token: str) -> tuple[str, str]:
+    """(state, detail) of one service: its gRPC health, asked over the
+    context's TLS; state is "ok", "not serving" or "unreachable"."""
+    try:
+        with open_client_channel(target, tls, token or None) as channel:
+            answer = health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(), timeout=HEALTH_CHECK_SECONDS
+            )
+    except grpc.RpcError as exc:
+        code = exc.code()  # type: ignore[attr-defined]
+        state = "unreachable" if code.name in UNREACHABLE_CODES else "refused"
+        return state, f"{code.name}: {exc.details()}"  # type: ignore[attr-defined]
+    status = health_pb2.HealthCheckResponse.ServingStatus.Name(answer.status)
+    return ("ok" if answer.status == health_pb2.HealthCheckResponse.SERVING else "not serving"), status
+
+
+@context.command()
+@click.argument("name", required=False)
+@output_option()
+def check(name: str | None, output: str) -> int:
+    """Connect to each service context NAME (default: the selected one) names and report each.
+
+    Exit status 0 when every one answers SERVING, 3 when one cannot be
+    reached, 1 when one answers otherwise; 2 when the context itself is bad."""
+    store = ContextStore.default()
+    name = name or store.selected()
+    if name is None:
+        raise click.UsageError("no context is selected; name one (see `quire context ls`)")
+    settings = store.load(name)
+    check_connection_settings(settings, lambda _setting: f"in context {name}")
+    tls = None
+    if settings.get("tls_ca"):
+        cert, key = settings.get("tls_cert"), settings.get("tls_key")
+        tls = ClientTls(Path(settings["tls_ca"]), Path(cert) if cert else None, Path(key) if key else None)
+    rows = []
+    for service in ADDRESSES:
+        target = settings.get(service, "")
+        state, detail = _check_endpoint(target, tls, settings.get("token", "")) if target else ("not set", "")
+        rows.append({"service": service, "address": target, "state": state, "detail": detail})
+    if not structured(output, {"name": name, "services": rows}):
+        print_table(
+            ["SERVICE", "ADDRESS", "STATE", "DETAIL"],
+            [[r["service"], r["address"] or "-", r["state"], r["detail"]] for r in rows],
+        )
+    states = {row["state"] for row in rows}
+    if "unreachable" in states:
+        return ExitCode.UNAVAILABLE
+    return ExitCode.ERROR if states - {"ok", "not set"} else ExitCode.OK

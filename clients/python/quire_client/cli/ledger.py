@@ -5,25 +5,32 @@ digits and scope:ledger in decimal are accepted too."""
 
 from __future__ import annotations
 
+import base64
+import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import click
+from click.decorators import FC
 
 from quire.common.v1 import common_pb2
 from quire_api.ids import LedgerId
 from quire_client.cli.common import (
+    JSON_LINES,
     Globals,
     ledger_name,
     metadata_dict,
     meter,
+    note_write_sent,
+    note_writing,
     option,
     output_option,
     pass_globals,
     print_table,
     state_name,
     structured,
+    writes,
 )
 
 DIGESTS = {"crc32": 1, "hmac": 2, "crc32c": 3, "dummy": 4}
@@ -52,6 +59,7 @@ def ledger() -> None:
 @option("--legacy", is_flag=True, help="a scope-0 id from the 64-bit generator")
 @output_option()
 @pass_globals
+@writes
 def create(
     settings: Globals,
     ensemble: int,
@@ -100,6 +108,7 @@ def stdin_payloads() -> Iterator[bytes]:
 @option("--batch", type=int, default=100, help="entries per stream message")
 @output_option()
 @pass_globals
+@writes
 def append(
     settings: Globals, ledger_id: str, data: tuple[str, ...], count: int, size: int, batch: int, output: str
 ) -> None:
@@ -116,6 +125,7 @@ def append(
 
         def counted() -> Iterator[bytes]:
             for payload in payloads:
+                note_write_sent()
                 yield payload
                 progress.advance()
 
@@ -124,10 +134,41 @@ def append(
         click.echo(f"last entry id {last}")
 
 
-def _print_entry(entry: Any) -> None:
-    text = entry.payload.decode("utf-8", errors="backslashreplace")
-    click.echo(f"{entry.entry_id}\t{text}")
-    sys.stdout.flush()
+ENTRY_FORMATS = ("table", "json", "raw")
+
+
+def entries_output_option() -> Callable[[FC], FC]:
+    return option(
+        "-o",
+        "--output",
+        type=click.Choice(ENTRY_FORMATS),
+        default="table",
+        callback=_remember_entries_output,
+        help="table: ID<TAB>PAYLOAD per entry (undecodable bytes as \\x escapes); json: one object per line, "
+        '{"entry_id": N, "payload": BASE64}; raw: the payloads\' exact bytes back to back, nothing added',
+    )
+
+
+def _remember_entries_output(ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    ctx.meta["quire.output"] = value
+    ctx.meta[JSON_LINES] = True  # an error document is one more line
+    return value
+
+
+def _print_entries(entries: Iterable[Any], output: str) -> None:
+    """Each entry as soon as it arrives (a tail waits between them)."""
+    if output == "raw":
+        for entry in entries:
+            click.echo(entry.payload, nl=False)  # bytes go to the binary stream as they are
+            sys.stdout.flush()
+        return
+    for entry in entries:
+        if output == "json":
+            line = json.dumps({"entry_id": entry.entry_id, "payload": base64.b64encode(entry.payload).decode("ascii")})
+        else:
+            line = f"{entry.entry_id}\t{entry.payload.decode('utf-8', errors='backslashreplace')}"
+        click.echo(line)
+        sys.stdout.flush()
 
 
 @ledger.command()
@@ -137,27 +178,35 @@ def _print_entry(entry: Any) -> None:
 @option("--unconfirmed", is_flag=True, help="read past the LAC (BP-5; needs --to)")
 @option("--recover", is_flag=True, help="recover (fence and close) the ledger first")
 @option("--password", default="", show_default=False, help="the ledger password (for --recover)")
+@entries_output_option()
 @pass_globals
 def read(
-    settings: Globals, ledger_id: str, first: int, last: int, unconfirmed: bool, recover: bool, password: str
+    settings: Globals,
+    ledger_id: str,
+    first: int,
+    last: int,
+    unconfirmed: bool,
+    recover: bool,
+    password: str,
+    output: str,
 ) -> None:
-    """Read entries; prints `ID<TAB>PAYLOAD` per entry."""
+    """Read entries; prints `ID<TAB>PAYLOAD` per entry (-o json, -o raw: see --output)."""
     with settings.client() as client:
         if recover:
+            note_writing()  # a recovery closes the ledger
             client.recover_ledger(ledger_id, password.encode())
-        for entry in client.read(ledger_id, first, last, unconfirmed=unconfirmed):
-            _print_entry(entry)
+        _print_entries(client.read(ledger_id, first, last, unconfirmed=unconfirmed), output)
 
 
 @ledger.command()
 @click.argument("ledger_id", metavar="LEDGER")
 @option("--from", "first", type=int, default=0, help="first entry id")
+@entries_output_option()
 @pass_globals
-def tail(settings: Globals, ledger_id: str, first: int) -> None:
+def tail(settings: Globals, ledger_id: str, first: int, output: str) -> None:
     """Follow a ledger: print entries as they are confirmed (until it is closed)."""
     with settings.client() as client:
-        for entry in client.tail(ledger_id, first):
-            _print_entry(entry)
+        _print_entries(client.tail(ledger_id, first), output)
 
 
 def _closed(metadata: common_pb2.LedgerMetadata) -> dict[str, Any]:
@@ -169,6 +218,7 @@ def _closed(metadata: common_pb2.LedgerMetadata) -> dict[str, Any]:
 @option("--password", default="", show_default=False, help="the ledger password")
 @output_option()
 @pass_globals
+@writes
 def recover(settings: Globals, ledger_id: str, password: str, output: str) -> None:
     """Fence a ledger's writer, recover its end and close it."""
     with settings.client() as client:
@@ -183,6 +233,7 @@ def recover(settings: Globals, ledger_id: str, password: str, output: str) -> No
 @click.argument("ledger_id", metavar="LEDGER")
 @output_option()
 @pass_globals
+@writes
 def close(settings: Globals, ledger_id: str, output: str) -> None:
     """Close a ledger at its last-add-confirmed."""
     with settings.client() as client:
@@ -195,6 +246,7 @@ def close(settings: Globals, ledger_id: str, output: str) -> None:
 @click.argument("ledger_id", metavar="LEDGER")
 @option("--force", is_flag=True, help="really delete: there is no undo")
 @pass_globals
+@writes
 def delete(settings: Globals, ledger_id: str, force: bool) -> None:
     """Delete a ledger and its entries (needs --force)."""
     ledger_id_parsed = LedgerId.parse(ledger_id)
