@@ -25,7 +25,6 @@ from opentelemetry import metrics
 
 from quire_common.telemetry import duration_histogram
 
-RPC_SERVER_DURATION = "rpc.server.duration"
 ERROR_REASON_ATTRIBUTE = "quire.error.reason"
 
 # grpc.StatusCode's numeric values, the semantic conventions' form of the code.
@@ -36,7 +35,7 @@ _OK = grpc.StatusCode.OK
 def server_call_histogram(meter_: metrics.Meter) -> metrics.Histogram:
     return duration_histogram(
         meter_,
-        RPC_SERVER_DURATION,
+        "rpc.server.duration",
         "Calls served, from the handler's start to its last response or status; a streaming call once, at its "
         "end. rpc.grpc.status_code is the numeric gRPC status; quire.error.reason the ErrorInfo reason of a "
         "Quire error",
