@@ -123,8 +123,8 @@ def test_every_service_counts_calls_and_errors_by_method_code_and_reason(observe
                 lambda: ledgers.GetLedgerMetadata(ledger_pb2.GetLedgerMetadataRequest(ledger_id=MISSING), timeout=10),
                 grpc.StatusCode.NOT_FOUND,
             )
+        bad_quorum = ledger_pb2.CreateLedgerRequest(ensemble_size=3, write_quorum_size=2, ack_quorum_size=3)
         for _ in range(2):
-            bad_quorum = ledger_pb2.CreateLedgerRequest(ensemble_size=3, write_quorum_size=2, ack_quorum_size=3)
             failing(lambda: ledgers.CreateLedger(bad_quorum, timeout=10), grpc.StatusCode.INVALID_ARGUMENT)
         # A streaming call that fails: one call, recorded at its end.
         failing(
@@ -135,7 +135,9 @@ def test_every_service_counts_calls_and_errors_by_method_code_and_reason(observe
         registry = registry_pb2_grpc.RegistryServiceStub(channel)
         for _ in range(2):
             failing(
-                lambda: registry.GetLedgerMetadata(registry_pb2.GetLedgerMetadataRequest(ledger_id=MISSING), timeout=10),
+                lambda: registry.GetLedgerMetadata(
+                    registry_pb2.GetLedgerMetadataRequest(ledger_id=MISSING), timeout=10
+                ),
                 grpc.StatusCode.NOT_FOUND,
             )
     with grpc.insecure_channel(cluster.placement_target) as channel:

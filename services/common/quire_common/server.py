@@ -19,6 +19,7 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2, reflection_pb2_grpc
+from opentelemetry import metrics
 from opentelemetry.instrumentation.grpc import aio_server_interceptor
 
 from quire_api.errors import InvalidArgument, QuireError
@@ -91,9 +92,10 @@ class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):
     outcome and duration are recorded here (quire_common.rpc_metrics), where
     each outcome is known: the one place every Quire call passes through."""
 
-    def __init__(self) -> None:
+    def __init__(self, meter_: metrics.Meter | None = None) -> None:
+        """`meter_` defaults to the process's (quire_common.telemetry)."""
         self._handlers = HandlerCache()
-        self._calls_histogram = server_call_histogram(meter("quire.rpc"))
+        self._calls_histogram = server_call_histogram(meter_ or meter("quire.rpc"))
 
     async def intercept_service(
         self,
