@@ -116,6 +116,7 @@ start=$(date +%s)
 docker build --network host \
   --build-arg "BASE_IMAGE=$BASE" \
   --build-arg "WITH_TELEMETRY=$WITH_TELEMETRY" \
+  --build-arg "QUIRE_REVISION=$(git rev-parse HEAD 2>/dev/null || true)" \
   -f deploy/image/Dockerfile \
   -t "$IMAGE" -t "$REPOSITORY:$VERSION" \
   .

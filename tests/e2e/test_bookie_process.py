@@ -11,6 +11,7 @@ import urllib.request
 
 import grpc
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
 from quire_api.ids import LedgerId, ledger_id_to_proto
@@ -157,7 +158,14 @@ def test_admin_http_shows_status_metrics_and_the_unsafe_no_sync_mode(tmp_path):
         assert status["read_only"] is False and "unsafe" in status["sync"]
         assert status["disk"]["total_bytes"] >= status["disk"]["free_bytes"] > 0
         metrics = http_get(bookie.http_port, "/metrics")
-        assert 'quire_bookie_sync_disabled{bookie_id="bookie-under-test"} 1.0' in metrics
+        samples = {
+            (sample.name, sample.labels.get("bookie_id")): sample.value
+            for family in text_string_to_metric_families(metrics)
+            for sample in family.samples
+        }
+        assert samples[("quire_bookie_sync_disabled", "bookie-under-test")] == 1
+        assert samples[("quire_bookie_read_only", "bookie-under-test")] == 0
+        assert samples[("quire_bookie_disk_total_bytes", "bookie-under-test")] == status["disk"]["total_bytes"]
         assert "# TYPE quire_bookie_reads_total counter" in metrics
         with grpc.insecure_channel(bookie.target) as channel:
             info = bookie_pb2_grpc.BookieServiceStub(channel).GetBookieInfo(bookie_pb2.GetBookieInfoRequest())

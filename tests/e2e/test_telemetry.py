@@ -1,19 +1,28 @@
-"""Telemetry end to end: every service's metrics over HTTP, and the loop from
-a slowed bookie's telemetry through the Spark stage to placement's weights."""
+"""Telemetry end to end: every service's metrics over HTTP (the RED metrics
+of its calls and its build among them), and the loop from a slowed bookie's
+telemetry through the Spark stage to placement's weights."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
+import re
 import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator
 
 import grpc
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
+from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
+from quire.common.v1 import common_pb2
+from quire.gateway.v1 import ledger_pb2, ledger_pb2_grpc
 from quire.placement.v1 import placement_pb2, placement_pb2_grpc
+from quire.registry.v1 import registry_pb2, registry_pb2_grpc
 from quire_client import QuireClient
 from quire_client.cluster import LocalCluster, Ports
 
@@ -65,6 +74,124 @@ def test_every_service_serves_prometheus_metrics_and_status(observed_cluster):
     assert json.loads(get(f"http://127.0.0.1:{ports.placement_http}/status"))["service"] == "placement"
     gateway = get(f"http://127.0.0.1:{ports.gateway_http}/metrics")
     assert "quire_gateway_add_duration_seconds_count" in gateway
+
+
+Outcome = tuple[str, str, str]  # (rpc_method, rpc_grpc_status_code, quire_error_reason)
+NOT_FOUND, INVALID_ARGUMENT = str(grpc.StatusCode.NOT_FOUND.value[0]), str(grpc.StatusCode.INVALID_ARGUMENT.value[0])
+MISSING = common_pb2.LedgerId(scope_id=7, ledger_id=987_654_321)
+
+
+def calls_by_outcome(metrics_url: str, service: str) -> Counter[Outcome]:
+    """`rpc_server_duration_seconds_count` of one gRPC service, summed by method, code and reason."""
+    calls: Counter[Outcome] = Counter()
+    for family in text_string_to_metric_families(get(metrics_url)):
+        for sample in family.samples:
+            if sample.name == "rpc_server_duration_seconds_count" and sample.labels["rpc_service"] == service:
+                labels = sample.labels
+                outcome = (labels["rpc_method"], labels["rpc_grpc_status_code"], labels.get("quire_error_reason", ""))
+                calls[outcome] += int(sample.value)
+    return calls
+
+
+def failing(call: Callable[[], object], code: grpc.StatusCode) -> None:
+    with pytest.raises(grpc.RpcError) as raised:
+        call()
+    assert raised.value.code() == code, raised.value
+
+
+def test_every_service_counts_calls_and_errors_by_method_code_and_reason(observed_cluster):
+    """RED metrics from the one server interceptor, in every service: calls that
+    succeed and calls that fail with known codes appear by method, numeric code
+    and reason; a streaming call counts once however it ends."""
+    cluster = observed_cluster
+    endpoints = {
+        "gateway": (f"http://{cluster.gateway_http()}/metrics", "quire.gateway.v1.LedgerService"),
+        "registry": (f"http://127.0.0.1:{cluster.ports.registry_http}/metrics", "quire.registry.v1.RegistryService"),
+        "placement": (
+            f"http://127.0.0.1:{cluster.ports.placement_http}/metrics",
+            "quire.placement.v1.PlacementService",
+        ),
+        "bookie": (f"http://{cluster.bookie_http('bookie-1')}/metrics", "quire.bookie.v1.BookieService"),
+    }
+    before = {name: calls_by_outcome(*endpoint) for name, endpoint in endpoints.items()}
+
+    with grpc.insecure_channel(cluster.gateway_target) as channel:
+        ledgers = ledger_pb2_grpc.LedgerServiceStub(channel)
+        ledgers.CreateLedger(ledger_pb2.CreateLedgerRequest(ensemble_size=3, write_quorum_size=2, ack_quorum_size=2))
+        for _ in range(3):
+            failing(
+                lambda: ledgers.GetLedgerMetadata(ledger_pb2.GetLedgerMetadataRequest(ledger_id=MISSING), timeout=10),
+                grpc.StatusCode.NOT_FOUND,
+            )
+        bad_quorum = ledger_pb2.CreateLedgerRequest(ensemble_size=3, write_quorum_size=2, ack_quorum_size=3)
+        for _ in range(2):
+            failing(lambda: ledgers.CreateLedger(bad_quorum, timeout=10), grpc.StatusCode.INVALID_ARGUMENT)
+        # A streaming call that fails: one call, recorded at its end.
+        failing(
+            lambda: list(ledgers.ReadEntries(ledger_pb2.ReadEntriesRequest(ledger_id=MISSING), timeout=10)),
+            grpc.StatusCode.NOT_FOUND,
+        )
+    with grpc.insecure_channel(cluster.registry_target) as channel:
+        registry = registry_pb2_grpc.RegistryServiceStub(channel)
+        for _ in range(2):
+            failing(
+                lambda: registry.GetLedgerMetadata(
+                    registry_pb2.GetLedgerMetadataRequest(ledger_id=MISSING), timeout=10
+                ),
+                grpc.StatusCode.NOT_FOUND,
+            )
+    with grpc.insecure_channel(cluster.placement_target) as channel:
+        placement = placement_pb2_grpc.PlacementServiceStub(channel)
+        too_small = placement_pb2.NewEnsembleRequest(ensemble_size=2, write_quorum_size=3, ack_quorum_size=2)
+        failing(lambda: placement.NewEnsemble(too_small, timeout=10), grpc.StatusCode.INVALID_ARGUMENT)
+    with grpc.insecure_channel(cluster.bookie_id("bookie-1")) as channel:
+        bookie = bookie_pb2_grpc.BookieServiceStub(channel)
+        failing(
+            lambda: bookie.ReadEntry(bookie_pb2.ReadEntryRequest(ledger_id=MISSING, entry_id=0), timeout=10),
+            grpc.StatusCode.NOT_FOUND,
+        )
+
+    after = {name: calls_by_outcome(*endpoint) for name, endpoint in endpoints.items()}
+    made = {name: after[name] - before[name] for name in endpoints}
+    ledger_not_found = "ERROR_REASON_LEDGER_NOT_FOUND"
+    assert made["gateway"] == Counter(
+        {
+            ("CreateLedger", "0", ""): 1,
+            ("GetLedgerMetadata", NOT_FOUND, ledger_not_found): 3,
+            ("CreateLedger", INVALID_ARGUMENT, "ERROR_REASON_INVALID_QUORUM"): 2,
+            ("ReadEntries", NOT_FOUND, ledger_not_found): 1,
+        }
+    ), made["gateway"]
+    # The registry also answered the gateway's own lookups of the missing ledger.
+    assert made["registry"][("GetLedgerMetadata", NOT_FOUND, ledger_not_found)] >= 2, made["registry"]
+    assert made["registry"][("CreateLedgerMetadata", "0", "")] == 1, made["registry"]
+    assert made["placement"][("NewEnsemble", "0", "")] == 1, made["placement"]
+    assert made["placement"][("NewEnsemble", INVALID_ARGUMENT, "ERROR_REASON_INVALID_QUORUM")] == 1, made["placement"]
+    assert made["bookie"][("ReadEntry", NOT_FOUND, "ERROR_REASON_LEDGER_NOT_FOUND")] == 1, made["bookie"]
+
+
+def test_every_service_reports_its_version(observed_cluster):
+    cluster = observed_cluster
+    admin = {
+        "gateway": cluster.gateway_http(),
+        "registry": f"127.0.0.1:{cluster.ports.registry_http}",
+        "placement": f"127.0.0.1:{cluster.ports.placement_http}",
+        **{name: cluster.bookie_http(name) for name in cluster.bookie_names},
+    }
+    release = importlib.metadata.version("quire")
+    for name, address in admin.items():
+        status = json.loads(get(f"http://{address}/status"))
+        assert status["version"] == release, (name, status)
+        assert re.fullmatch("[0-9a-f]{40}", status.get("revision", "0" * 40)), (name, status)
+        build = [
+            sample
+            for family in text_string_to_metric_families(get(f"http://{address}/metrics"))
+            for sample in family.samples
+            if sample.name == "quire_build_info"
+        ]
+        assert len(build) == 1 and build[0].value == 1, (name, build)
+        assert build[0].labels["version"] == release, (name, build)
+        assert build[0].labels.get("revision", "") == status.get("revision", ""), (name, build, status)
 
 
 def test_a_slow_bookie_gets_a_lower_load_factor_and_is_drawn_less(observed_cluster, tmp_path):

@@ -51,7 +51,7 @@ def exported_metric_names() -> set[str]:
             elif strings and function in _COUNTERS | _GAUGES | _HISTOGRAMS:
                 kind = "counter" if function in _COUNTERS else "histogram" if function in _HISTOGRAMS else "gauge"
                 names |= _prometheus_names(strings[0], str(unit), kind)
-        # Hand-written lines (the bookie's admin rows, the gateway's streams gauge).
+        # Hand-written lines (the gateway's streams gauge).
         names |= set(re.findall(r'"(quire_[a-z0-9_]+)"', source))
         names |= set(re.findall(r"# TYPE (quire_[a-z0-9_]+) ", source))
     return names

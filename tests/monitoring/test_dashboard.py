@@ -29,6 +29,9 @@ def test_the_catalogue_knows_the_services_metrics():
         "quire_bookie_disk_free_bytes",
         "quire_gateway_active_streams",
         "quire_placement_selections_total",
+        "quire_bookie_sync_disabled",
+        "rpc_server_duration_seconds_count",
+        "quire_build_info",
     ):
         assert expected in names
     assert not any(name.endswith("_milliseconds_bucket") for name in names)

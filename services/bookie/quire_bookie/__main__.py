@@ -17,7 +17,7 @@ from grpc_health.v1 import health_pb2
 from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
 from quire.common.v1 import common_pb2
 from quire_api.errors import DataLoss, Reason
-from quire_bookie.admin import render_metrics, status
+from quire_bookie.admin import register_metrics, status
 from quire_bookie.bookie import Bookie
 from quire_bookie.collector import LedgerCollector
 from quire_bookie.config import BookieConfig
@@ -122,6 +122,7 @@ async def main(settings: BookieEnv) -> None:
     except DamagedJournal as exc:
         raise DataLoss(f"{exc}. {damaged_journal_way_out(config)}", Reason.STORAGE_ERROR) from None
     await bookie.start()
+    register_metrics(bookie, config.bookie_id)
 
     def register(server):  # type: ignore[no-untyped-def]
         bookie_pb2_grpc.add_BookieServiceServicer_to_server(BookieServicer(bookie), server)
@@ -144,8 +145,7 @@ async def main(settings: BookieEnv) -> None:
                 config.listen_address.rsplit(":", 1)[0],
                 config.http_port,
                 lambda: status(bookie, config.bookie_id),
-                lambda: render_metrics(bookie, config.bookie_id),
-                settings.common,
+                common=settings.common,
             )
             await admin.start()
 

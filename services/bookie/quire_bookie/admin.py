@@ -1,17 +1,24 @@
 """What the bookie's admin HTTP endpoint (the `http` endpoint it advertises,
 served by quire_common.admin_http) shows: `/status` as JSON, and the
-bookie's own counters and gauges in Prometheus text, which `/metrics` puts
-before the OpenTelemetry metrics. Every hand-written metric is defined in
-`render_metrics`, in one place; none repeats an OpenTelemetry one (entries
-and bytes stored, sync counts and times are in the `quire_bookie_*_seconds`
-histograms and `quire_bookie_written_bytes_total`), and latency is only a
-histogram: a percentile computed here could not be aggregated."""
+bookie's own counters and gauges as OpenTelemetry instruments, so they reach
+`/metrics` and OTLP alike. Every one of them is defined in
+`register_metrics`, in one place; none repeats another OpenTelemetry one
+(entries and bytes stored, sync counts and times are in the
+`quire_bookie_*_seconds` histograms and `quire_bookie_written_bytes_total`),
+and latency is only a histogram: a percentile computed here could not be
+aggregated."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from typing import Any
 
+from opentelemetry.metrics import CallbackOptions, Observation
+
 from quire_bookie.bookie import Bookie
+from quire_common.telemetry import meter
+
+_meter = meter("quire.bookie")
 
 
 def status(bookie: Bookie, bookie_id: str) -> dict[str, Any]:
@@ -37,26 +44,59 @@ def status(bookie: Bookie, bookie_id: str) -> dict[str, Any]:
     }
 
 
-def _label(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+def register_metrics(bookie: Bookie, bookie_id: str) -> None:
+    """The bookie's own counters and gauges, each labelled `bookie_id`, read
+    from the bookie when the metrics are collected: on a scrape of `/metrics`
+    and by the OTLP and file exporters (on their own thread, so the callbacks
+    read only plain fields). Call once per process."""
+    labels = {"bookie_id": bookie_id}
 
+    def observe(read: Callable[[], float]) -> Callable[[CallbackOptions], Iterable[Observation]]:
+        return lambda _: [Observation(read(), labels)]
 
-def render_metrics(bookie: Bookie, bookie_id: str) -> str:
-    info = bookie.info()
     counters = bookie.counters
-    labels = f'{{bookie_id="{_label(bookie_id)}"}}'
-    rows: list[tuple[str, str, str, float]] = [
-        ("quire_bookie_rejected_adds_total", "counter", "Add requests refused before storage.", counters.rejected_adds),
-        ("quire_bookie_reads_total", "counter", "Read requests served.", counters.reads),
-        ("quire_bookie_disk_total_bytes", "gauge", "Capacity of the data directories.", info.total_disk_bytes),
-        ("quire_bookie_disk_free_bytes", "gauge", "Free bytes of the data directories.", info.free_disk_bytes),
-        ("quire_bookie_disk_used_bytes", "gauge", "Bytes the bookie's data takes.", info.used_bytes),
-        ("quire_bookie_read_only", "gauge", "1 while the bookie refuses adds.", float(info.read_only)),
-        ("quire_bookie_sync_disabled", "gauge", "1 when adds are acknowledged without fsync (unsafe).",
-         float(info.sync_disabled)),
-        ("quire_bookie_ledgers", "gauge", "Ledgers with state on this bookie.", len(bookie.ledger_ids())),
-    ]  # fmt: skip
-    lines = []
-    for name, kind, text, value in rows:
-        lines += [f"# HELP {name} {text}", f"# TYPE {name} {kind}", f"{name}{labels} {float(value)!r}"]
-    return "\n".join(lines) + "\n"
+    _meter.create_observable_counter(
+        "quire.bookie.rejected_adds",
+        [observe(lambda: counters.rejected_adds)],
+        unit="{add}",
+        description="Add requests refused before storage",
+    )
+    _meter.create_observable_counter(
+        "quire.bookie.reads", [observe(lambda: counters.reads)], unit="{read}", description="Read requests served"
+    )
+    _meter.create_observable_gauge(
+        "quire.bookie.disk.total",
+        [observe(lambda: bookie.disk.total_bytes)],
+        unit="By",
+        description="Capacity of the data directories",
+    )
+    _meter.create_observable_gauge(
+        "quire.bookie.disk.free",
+        [observe(lambda: bookie.disk.free_bytes)],
+        unit="By",
+        description="Free bytes of the data directories",
+    )
+    _meter.create_observable_gauge(
+        "quire.bookie.disk.used",
+        [observe(lambda: bookie.disk.used_bytes)],
+        unit="By",
+        description="Bytes the bookie's data takes",
+    )
+    _meter.create_observable_gauge(
+        "quire.bookie.read_only",
+        [observe(lambda: int(bookie.read_only))],
+        unit="1",
+        description="1 while the bookie refuses adds",
+    )
+    _meter.create_observable_gauge(
+        "quire.bookie.sync_disabled",
+        [observe(lambda: int(not bookie.settings.sync))],
+        unit="1",
+        description="1 when adds are acknowledged without fsync (unsafe)",
+    )
+    _meter.create_observable_gauge(
+        "quire.bookie.ledgers",
+        [observe(bookie.ledger_count)],
+        unit="{ledger}",
+        description="Ledgers with state on this bookie",
+    )

@@ -93,8 +93,9 @@ class BookieInfo:
 
 @dataclass
 class Counters:
-    """Totals since start, for the Prometheus endpoint (admin.py). Entries
-    and bytes stored and the syncs are in the OpenTelemetry instruments above."""
+    """Totals since start, which admin.py reports as OpenTelemetry counters
+    when they are collected (nothing per read or add beyond the increment).
+    Entries and bytes stored and the syncs are in the instruments above."""
 
     reads: int = 0
     rejected_adds: int = 0
@@ -299,6 +300,15 @@ class Bookie:
         """Every ledger this bookie holds state for."""
         return list(self._committer.states)
 
+    def ledger_count(self) -> int:
+        """How many ledgers this bookie holds state for; safe to ask from another thread (a metric exporter's)."""
+        return len(self._committer.states)
+
+    @property
+    def disk(self) -> DiskUsage:
+        """The disk as of the last check (zeros before the first); safe to read from another thread."""
+        return self._disk or DiskUsage(0, 0, 0)
+
     # -- reads -----------------------------------------------------------------
 
     async def _read_storage(self, ledger_id: LedgerId, read: Callable[..., T], *args: object) -> T:
@@ -448,7 +458,7 @@ class Bookie:
 
     def info(self) -> BookieInfo:
         """Disk as of the last check, and load over the last minute."""
-        disk = self._disk or DiskUsage(0, 0, 0)
+        disk = self.disk
         now = time.time()
         recent = [f for f in self._recent_flushes if now - f.at <= LOAD_WINDOW_SECONDS]
         syncs_ms = sorted(1000 * f.sync_seconds for f in recent)

@@ -10,7 +10,8 @@ admin endpoint off, QUIRE_METRICS_ENABLED=false only /metrics. With TLS on
 service's certificate and every request needs `Authorization: Bearer <JWT>`
 with the admin role on "*" (QUIRE_AUTH_JWT_KEY_FILE); in development mode it
 is open unless a token key is configured.
-`/metrics` always carries the process's OpenTelemetry metrics
+`/status` always carries the build's version and revision
+(quire_common.build_info); `/metrics` always carries the process's OpenTelemetry metrics
 (quire_common.telemetry.prometheus_text); a service may put its own lines
 before them.
 """
@@ -26,6 +27,7 @@ from typing import Any
 
 from quire_api.errors import PermissionDenied, Unauthenticated
 from quire_common.auth import ADMIN, AuthSettings
+from quire_common.build_info import status_fields
 from quire_common.config import ConfigError
 from quire_common.security import tls_settings
 from quire_common.settings import CommonEnv, common_settings
@@ -154,7 +156,8 @@ class AdminServer:
             return refusal
         path = path.split("?", 1)[0]
         if path == "/status":
-            return 200, "application/json", (json.dumps(self._status(), indent=2) + "\n").encode()
+            status = {**self._status(), **status_fields()}
+            return 200, "application/json", (json.dumps(status, indent=2) + "\n").encode()
         if path == "/metrics" and self.metrics_enabled:
             return 200, PROMETHEUS_CONTENT_TYPE, self.metrics()
         return 404, "text/plain", b"not found; try /status or /metrics\n"

@@ -12,12 +12,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2, reflection_pb2_grpc
+from opentelemetry import metrics
 from opentelemetry.instrumentation.grpc import aio_server_interceptor
 
 from quire_api.errors import InvalidArgument, QuireError
@@ -26,9 +28,10 @@ from quire_common.call_limits import ConnectionLimits
 from quire_common.config import ConfigError
 from quire_common.faults import FaultInjectionInterceptor, fault_rules_from_settings
 from quire_common.handler_cache import HandlerCache
+from quire_common.rpc_metrics import MethodCalls, aborted_code, interrupted_code, server_call_histogram
 from quire_common.security import ProbePortInterceptor, ServiceIdentityInterceptor, server_credentials, tls_settings
 from quire_common.settings import ServerEnv, common_settings
-from quire_common.telemetry import tracing_enabled
+from quire_common.telemetry import meter, tracing_enabled
 
 log = logging.getLogger(__name__)
 
@@ -85,10 +88,14 @@ async def _checked_stream(requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
 class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):
     """Turns QuireErrors into status + ErrorInfo, and anything unexpected into
     INTERNAL without its traceback. Aborts and cancellations pass through.
-    A request that does not decode is INVALID_ARGUMENT."""
+    A request that does not decode is INVALID_ARGUMENT. Every call's method,
+    outcome and duration are recorded here (quire_common.rpc_metrics), where
+    each outcome is known: the one place every Quire call passes through."""
 
-    def __init__(self) -> None:
+    def __init__(self, meter_: metrics.Meter | None = None) -> None:
+        """`meter_` defaults to the process's (quire_common.telemetry)."""
         self._handlers = HandlerCache()
+        self._calls_histogram = server_call_histogram(meter_ or meter("quire.rpc"))
 
     async def intercept_service(
         self,
@@ -99,11 +106,21 @@ class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):
         method = handler_call_details.method
         if handler is None or not method.startswith(_QUIRE_METHOD_PREFIX):
             return handler
-        return self._handlers.get(method, handler, lambda: _error_mapped(handler, method))
+        return self._handlers.get(
+            method, handler, lambda: _error_mapped(handler, method, MethodCalls(self._calls_histogram, method))
+        )
 
 
-def _error_mapped(handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
-    """`handler` with QuireErrors and undecodable requests turned into statuses."""
+def _status_of(error: Exception) -> tuple[grpc.StatusCode, str]:
+    """The code and reason `_abort` answers `error` with."""
+    if isinstance(error, QuireError):
+        return grpc.StatusCode[error.code], error.reason
+    return grpc.StatusCode.INTERNAL, ""
+
+
+def _error_mapped(handler: grpc.RpcMethodHandler, method: str, calls: MethodCalls) -> grpc.RpcMethodHandler:
+    """`handler` with QuireErrors and undecodable requests turned into
+    statuses, and each call's outcome and duration recorded in `calls`."""
     streamed_requests = bool(handler.stream_unary or handler.stream_stream)
 
     def checked(request: Any) -> Any:
@@ -113,14 +130,23 @@ def _error_mapped(handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethod
         inner_unary = handler.unary_unary or handler.stream_unary
 
         async def unary_response(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            started = time.perf_counter()
             try:
-                return await inner_unary(checked(request), context)
+                response = await inner_unary(checked(request), context)
             except grpc.aio.AbortError:
+                calls.failed(started, aborted_code(context))
+                raise
+            except asyncio.CancelledError:
+                calls.failed(started, interrupted_code(context))
                 raise
             except Exception as exc:
                 error = exc
+            else:
+                calls.ok(started)
+                return response
             # grpc keeps the abort's exception, whose traceback holds this frame: let go of the request.
             del request
+            calls.failed(started, *_status_of(error))
             await _abort(context, error, method)
 
         factory = grpc.unary_unary_rpc_method_handler if handler.unary_unary else grpc.stream_unary_rpc_method_handler
@@ -133,15 +159,23 @@ def _error_mapped(handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethod
     inner_stream = handler.unary_stream or handler.stream_stream
 
     async def stream_response(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        started = time.perf_counter()
         try:
             async for response in inner_stream(checked(request), context):
                 yield response
-            return
         except grpc.aio.AbortError:
+            calls.failed(started, aborted_code(context))
+            raise
+        except (asyncio.CancelledError, GeneratorExit):  # GeneratorExit: closed while it waited to send
+            calls.failed(started, interrupted_code(context))
             raise
         except Exception as exc:
             error = exc
+        else:
+            calls.ok(started)
+            return
         request = response = None  # as above: nothing large stays reachable from the abort
+        calls.failed(started, *_status_of(error))
         await _abort(context, error, method)
 
     factory = grpc.unary_stream_rpc_method_handler if handler.unary_stream else grpc.stream_stream_rpc_method_handler

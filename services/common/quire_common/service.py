@@ -9,6 +9,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, NoReturn, Protocol, TypeVar
 
 from quire_api.errors import QuireError
+from quire_common.build_info import register_build_info_gauge, status_fields
 from quire_common.config import ConfigError, load_settings, renamed_in_use
 from quire_common.logs import setup_logging
 from quire_common.settings import CommonEnv, check_own_settings, use_common_settings
@@ -52,6 +53,8 @@ def run_service(name: str, settings_type: type[S], amain: Callable[[S], Coroutin
     use_common_settings(settings.common)
     setup_telemetry(name, settings.common.telemetry)
     setup_logging(name, settings.common.logs)
+    register_build_info_gauge()
+    log.info("%s %s", name, " ".join(f"{key} {value}" for key, value in status_fields().items()))
     for warning in renamed_in_use(settings_type):
         log.warning("%s", warning)
     try:
