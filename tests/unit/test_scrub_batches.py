@@ -2,7 +2,8 @@
 
 from quire.common.v1 import common_pb2
 from quire_api.ids import LedgerId
-from quire_gateway.scrub import CHECK_CHUNK_ENTRIES, _Asked, _Batch, _questions
+from quire_gateway import scrub
+from quire_gateway.scrub import CHECK_CHUNK_ENTRIES, PassSchedule, _Asked, _Batch, _questions
 
 
 def ledger(ensembles: list[tuple[int, list[str]]], last: int) -> common_pb2.LedgerMetadata:
@@ -41,3 +42,19 @@ def test_a_batch_takes_each_ledger_once_and_at_most_a_calls_worth_of_ids():
     assert not batch.takes(_Asked(LedgerId(1, 2), [0], [1]))  # one id too many
     assert not batch.takes(_Asked(LedgerId(1, 1), [0], []))  # that ledger is in it already
     assert _Batch().takes(_Asked(LedgerId(1, 3), list(range(CHECK_CHUNK_ENTRIES + 5)), []))  # alone, whatever its size
+
+
+async def test_a_pass_spreads_its_groups_over_nine_tenths_of_its_period(monkeypatch):
+    asked: list[float] = []
+
+    async def sleep(delay: float) -> None:
+        asked.append(delay)
+
+    monkeypatch.setattr(scrub.asyncio, "sleep", sleep)
+    schedule = PassSchedule(period_seconds=100.0, ledgers=4_000)
+    await schedule.wait_turn(1_000)
+    await schedule.wait_turn(4_000)
+    assert [round(delay) for delay in asked] == [22, 90]  # 0.9 x 100 s x 1/4, then the whole 90 s
+    schedule.started -= 1_000  # a pass the budgets made late does not wait
+    await schedule.wait_turn(2_000)
+    assert len(asked) == 2

@@ -55,7 +55,7 @@ from quire_gateway.leadership import RoleHolder
 from quire_gateway.metadata_updates import update_metadata
 from quire_gateway.recovery import read_last_add_confirmed
 from quire_gateway.remote import Remote
-from quire_gateway.scrub import SCRUB_GROUP_LEDGERS, Scrubber, ScrubSettings, ScrubStats
+from quire_gateway.scrub import SCRUB_GROUP_LEDGERS, PassSchedule, Scrubber, ScrubSettings, ScrubStats
 
 log = logging.getLogger(__name__)
 COPY_BATCH_ENTRIES = 100
@@ -63,6 +63,7 @@ COPY_BATCH_ENTRIES = 100
 
 ROLE = "auditor"
 # How long the auditor waits for a bookie's LAC answer (open ledgers).
+FIRST_SCRUB_DELAY_SECONDS = 60.0
 LAC_TIMEOUT_SECONDS = 2.0
 
 
@@ -201,11 +202,13 @@ class Auditor:
                 log.warning("audit round failed: %s", exc)
 
     async def _scrub_loop(self) -> None:
-        started = time.monotonic()
+        period = self.settings.scrub.pass_interval_seconds
+        # A gateway that has just started (or taken over) lets the cluster
+        # settle before its first pass, but does not wait a whole period.
+        await asyncio.sleep(min(period, FIRST_SCRUB_DELAY_SECONDS))
+        started = time.monotonic() - period  # the first pass is due at once
         while True:
-            # The first pass too waits an interval: a gateway that has just
-            # started (or taken over) lets the cluster settle first.
-            await asyncio.sleep(max(1.0, self.settings.scrub.pass_interval_seconds - (time.monotonic() - started)))
+            await asyncio.sleep(max(1.0, period - (time.monotonic() - started)))
             await self._wait_until_active()
             started = time.monotonic()
             try:
@@ -220,7 +223,9 @@ class Auditor:
         seen: set[tuple[int, int]] = set()
         group: list[tuple[common_pb2.LedgerMetadata, int]] = []
         self.scrubber.start_pass()
-        for metadata in await self._ledgers():
+        ledgers = await self._ledgers()
+        schedule = PassSchedule(self.settings.scrub.pass_interval_seconds, len(ledgers))
+        for index, metadata in enumerate(ledgers):
             if not self.active():
                 return False
             if metadata.state == common_pb2.LEDGER_STATE_IN_RECOVERY:
@@ -242,6 +247,7 @@ class Auditor:
             if len(group) >= SCRUB_GROUP_LEDGERS:
                 await self._scrub_group(group, registered)
                 group = []
+                await schedule.wait_turn(index + 1)
         if group and self.active():
             await self._scrub_group(group, registered)
         self.scrubber.end_pass(seen)

@@ -16,8 +16,11 @@ pass, so in time every entry is read. What is missing or damaged is marked
 in the ledger's metadata (the same markers readers and writers set) and the
 auditor copies it back from a good replica.
 
-Pace: entries checked and bytes re-read are spent from two budgets per
-second, so a scrub never takes more than its share of the bookies.
+Pace: a pass spreads its checks over its period
+(`QUIRE_AUDITOR_SCRUB_PASS_INTERVAL_SECONDS`, an hour by default) rather than
+running in a burst, and entries checked and bytes re-read are spent from two
+budgets per second, so a scrub never takes more than its share of the
+bookies; a pass the budgets make longer than its period runs back to back.
 """
 
 from __future__ import annotations
@@ -52,7 +55,7 @@ class ScrubSettings:
     entries_per_second: float = 2000.0  # 0: no scrub
     bytes_per_second: float = 8 * 1024 * 1024
     sample_entries: int = 16  # per ledger per pass, each read from every replica
-    pass_interval_seconds: float = 60.0  # from the start of one pass to the next
+    pass_interval_seconds: float = 3600.0  # a pass's period: its checks are spread over it
 
 
 @dataclass
@@ -90,6 +93,26 @@ class Pace:
         self._at = now
         if self._tokens < 0:
             await asyncio.sleep(-self._tokens / self.rate)
+
+
+class PassSchedule:
+    """Spreads a pass's checks over its period instead of spending the
+    budgets in a burst and then idling: the checks of ledger i of n wait
+    until 9/10 of the way through the period that i/n of it has gone (the
+    last tenth is room for a pass the budgets slow down)."""
+
+    SHARE = 0.9
+
+    def __init__(self, period_seconds: float, ledgers: int) -> None:
+        self.started = time.monotonic()
+        self.period = period_seconds
+        self.ledgers = max(ledgers, 1)
+
+    async def wait_turn(self, ledgers_done: int) -> None:
+        due = self.started + self.SHARE * self.period * ledgers_done / self.ledgers
+        delay = due - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
 
 
 class Scrubber:

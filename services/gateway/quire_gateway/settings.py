@@ -76,8 +76,10 @@ class AuditorEnv:
     )
     scrub_pass_interval_seconds: float = setting(
         "QUIRE_AUDITOR_SCRUB_PASS_INTERVAL_SECONDS",
-        60.0,
-        "from the start of one scrub pass to the start of the next (a pass the budgets make longer runs back to back)",
+        3600.0,
+        "the period of a scrub pass, from the start of one to the start of the next: a pass spreads its checks "
+        "over nine tenths of it (a thousand ledgers at a time), so every ledger is checked once per period at an "
+        "even pace (a pass the budgets make longer runs back to back)",
         services=GATEWAY,
         section=AUDITOR,
         unit="seconds",
