@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import socket
 import threading
@@ -61,3 +62,30 @@ def local_engine_socket() -> str:
     if not host.startswith("unix://"):
         pytest.skip(f"the TCP relay needs a local engine on a unix socket, not DOCKER_HOST={host}")
     return host.removeprefix("unix://")
+
+
+# How the container tests reach the engine: its unix socket; DOCKER_HOST=tcp://127.0.0.1:<port>
+# (a remote engine); tcp://<this machine's name>:<port> (a name, like docker:dind's tcp://docker:2375).
+ENGINES = ["local-socket", "tcp", "tcp-by-name"]
+
+
+def loopback_host_name() -> str:
+    """This machine's name, when it resolves to loopback here (where the relay listens)."""
+    name = socket.gethostname()
+    try:
+        address = socket.gethostbyname(name)
+    except OSError:
+        pytest.skip(f"this machine's name {name!r} does not resolve")
+    if not ipaddress.ip_address(address).is_loopback:
+        pytest.skip(f"this machine's name {name!r} resolves to {address}, not loopback")
+    return name
+
+
+def engine_docker_host(engine: str, request: pytest.FixtureRequest) -> str | None:
+    """DOCKER_HOST for `engine`, or None for the default (the local socket)."""
+    if engine == "local-socket":
+        return None
+    relay: DockerOverTcp = request.getfixturevalue("docker_over_tcp")
+    if engine == "tcp":
+        return relay.docker_host
+    return relay.docker_host.replace("127.0.0.1", loopback_host_name())

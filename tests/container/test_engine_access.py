@@ -1,6 +1,7 @@
 """QuireContainer on any Docker engine: the engine on its local socket, and the
 same engine reached over DOCKER_HOST=tcp://127.0.0.1:<port> (the relay of
-conftest.py), as a remote engine or docker:dind is. Either way the container is
+docker_tcp.py), as a remote engine is, and over tcp://<this machine's name>:<port>,
+as docker:dind's tcp://docker:2375 is (a name the container must resolve too). Each way the container is
 on a bridge network, clients reach it through the ports the engine published,
 and every address the services tell a client about (the gateway owning a
 ledger, each bookie's endpoints, etcd's client URL) answers from outside."""
@@ -19,23 +20,23 @@ from quire_api.bookie_addresses import HTTP_PROTOCOL, bookie_rpc_address, effect
 from quire_api.ids import LedgerId
 from quire_client import QuireClient
 from quire_client.testing.pytest_plugin import quire_test_image, require_container_support
-from tests.container.docker_tcp import DockerOverTcp
+from tests.container.docker_tcp import ENGINES, DockerOverTcp, engine_docker_host
 
 pytestmark = pytest.mark.container
 
 BOOKIES = 2
 
 
-@pytest.fixture(scope="module", params=["local-socket", "tcp"])
+@pytest.fixture(scope="module", params=ENGINES)
 def engine_container(request: pytest.FixtureRequest) -> Iterator[tuple[str, Any]]:
     image = quire_test_image()
     require_container_support(image)
     from quire_client.testing import QuireContainer
 
     with pytest.MonkeyPatch.context() as patch:
-        if request.param == "tcp":
-            relay: DockerOverTcp = request.getfixturevalue("docker_over_tcp")
-            patch.setenv("DOCKER_HOST", relay.docker_host)
+        docker_host = engine_docker_host(request.param, request)
+        if docker_host is not None:
+            patch.setenv("DOCKER_HOST", docker_host)
         with QuireContainer(image, bookies=BOOKIES) as container:
             yield request.param, container
 
@@ -51,12 +52,14 @@ def published_ports(container: Any) -> dict[int, int]:
 def test_the_engine_is_the_one_asked_for(engine_container: tuple[str, Any], request: pytest.FixtureRequest) -> None:
     engine, container = engine_container
     base_url = container.get_docker_client().client.api.base_url
-    if engine == "tcp":
-        relay: DockerOverTcp = request.getfixturevalue("docker_over_tcp")
-        assert base_url == relay.docker_host.replace("tcp://", "http://")
-        assert relay.connections > 0
-    else:
+    docker_host = engine_docker_host(engine, request)
+    if docker_host is None:
         assert base_url.startswith("http+docker://")  # the unix socket
+    else:
+        relay: DockerOverTcp = request.getfixturevalue("docker_over_tcp")
+        assert base_url == docker_host.replace("tcp://", "http://")
+        assert relay.connections > 0
+        assert container.advertised_host == base_url.split("//")[1].rsplit(":", 1)[0]
 
 
 def test_clients_connect_through_the_published_ports(engine_container: tuple[str, Any]) -> None:
