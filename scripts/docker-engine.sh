@@ -6,11 +6,14 @@
 #   scripts/docker-engine.sh status  # exit 0 when an engine answers
 #   scripts/docker-engine.sh stop    # stop the dockerd that `start` launched (by its pidfile)
 #
-# The dockerd started here runs without a bridge and without iptables
-# (`--bridge=none --iptables=false --ip-forward=false`): sandboxed machines and
-# CI runners often cannot create network devices or firewall rules, but host
-# networking works, and that is what the container tests use. Exit status of
-# `start`: 0 when an engine is running afterwards, 1 when none could be started.
+# The dockerd started here has its default bridge network (docker0), which the
+# container tests use (QuireContainer publishes the services' ports), but no
+# iptables rules (`--iptables=false --ip-forward=false`): sandboxed machines and
+# CI runners often cannot change the firewall, and published ports still work
+# through docker-proxy, Docker's userland proxy. Where not even a bridge can be
+# created it falls back to `--bridge=none`, says so, and only host networking is
+# left. Exit status of `start`: 0 when an engine is running afterwards, 1 when
+# none could be started.
 set -uo pipefail
 
 PIDFILE="${QUIRE_DOCKERD_PIDFILE:-/run/quire-dockerd.pid}"
@@ -53,8 +56,18 @@ start() {
   fi
   local dockerd
   dockerd="$(command -v dockerd || echo /usr/sbin/dockerd)"
-  say "starting $dockerd (log: $LOG)"
-  as_root bash -c "nohup '$dockerd' --pidfile '$PIDFILE' --iptables=false --ip-forward=false --bridge=none \
+  if launch "$dockerd"; then return 0; fi
+  say "dockerd did not start with a bridge network; trying again without one (--bridge=none)"
+  say "WARNING: without a bridge only host networking is left: the container tests need a bridge"
+  launch "$dockerd" --bridge=none
+}
+
+# launch DOCKERD [FLAGS...]: start dockerd and wait until it answers (0) or exits or times out (1).
+launch() {
+  local dockerd="$1"
+  shift
+  say "starting $dockerd $* (log: $LOG)"
+  as_root bash -c "nohup '$dockerd' --pidfile '$PIDFILE' --iptables=false --ip-forward=false $* \
     >>'$LOG' 2>&1 </dev/null &" || { say "NOT AVAILABLE (need root to start dockerd)"; return 1; }
   local waited=0
   while [ "$waited" -lt "$WAIT_SECONDS" ]; do
@@ -62,6 +75,7 @@ start() {
       say "RUNNING (started here, pid $(cat "$PIDFILE" 2>/dev/null), server $(docker version --format '{{.Server.Version}}'))"
       return 0
     fi
+    # dockerd writes its pidfile early; once it is there and the process is gone, it failed.
     if [ -f "$PIDFILE" ] && ! kill -0 "$(cat "$PIDFILE")" 2>/dev/null; then break; fi
     sleep 1
     waited=$((waited + 1))

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from quire_client.cluster import LocalCluster, Ports
-from quire_client.standalone import bind_public, ports_from_env
+from quire_client.standalone import advertised_host, ports_from_env, publish
 from quire_common.config import ConfigError
 
 
@@ -64,22 +64,40 @@ def test_bad_settings_name_the_variable(
         ports_from_env()
 
 
-def test_bind_public_moves_client_facing_listeners_only(tmp_path: Path) -> None:
+def test_publish_listens_everywhere_and_advertises_the_host_clients_use(tmp_path: Path) -> None:
     cluster = LocalCluster(tmp_path, Ports())
-    bind_public(cluster, "0.0.0.0")
+    publish(cluster, "0.0.0.0", "docker-host.example")
     assert cluster.processes["gateway"].env["QUIRE_GATEWAY_ADDRESS"] == "0.0.0.0:7000"
+    assert cluster.processes["gateway"].env["QUIRE_GATEWAY_ADVERTISED_ADDRESS"] == "docker-host.example:7000"
     assert cluster.processes["registry"].env["QUIRE_REGISTRY_ADDRESS"] == "0.0.0.0:7001"
     assert cluster.processes["placement"].env["QUIRE_PLACEMENT_ADDRESS"] == "0.0.0.0:7002"
+    for name in cluster.bookie_names:
+        assert cluster.processes[name].env["QUIRE_BOOKIE_LISTEN_HOST"] == "0.0.0.0"
+        assert cluster.processes[name].env["QUIRE_BOOKIE_ADVERTISED_HOST"] == "docker-host.example"
     etcd = cluster.processes["etcd"].command
     assert etcd[etcd.index("--listen-client-urls") + 1] == "http://0.0.0.0:2379"
-    assert etcd[etcd.index("--advertise-client-urls") + 1] == "http://127.0.0.1:2379"
-    # Health checks and the bookies stay on loopback.
+    assert etcd[etcd.index("--advertise-client-urls") + 1] == "http://docker-host.example:2379"
+    # The services find each other, and health checks find them, on loopback.
+    assert cluster.processes["gateway"].env["QUIRE_REGISTRY_TARGET"] == "127.0.0.1:7001"
     assert cluster.processes["gateway"].health_target == "127.0.0.1:7000"
-    assert cluster.processes["bookie-1"].env.get("QUIRE_BOOKIE_LISTEN_HOST", "127.0.0.1") != "0.0.0.0"
 
 
-def test_loopback_binding_changes_nothing(tmp_path: Path) -> None:
+def test_loopback_keeps_listeners_on_loopback(tmp_path: Path) -> None:
     cluster = LocalCluster(tmp_path, Ports())
-    before = {name: (list(p.command), dict(p.env)) for name, p in cluster.processes.items()}
-    bind_public(cluster, "127.0.0.1")
-    assert {name: (list(p.command), dict(p.env)) for name, p in cluster.processes.items()} == before
+    publish(cluster, "127.0.0.1", "127.0.0.1")
+    assert cluster.processes["gateway"].env["QUIRE_GATEWAY_ADDRESS"] == "127.0.0.1:7000"
+    assert cluster.processes["gateway"].env["QUIRE_GATEWAY_ADVERTISED_ADDRESS"] == "127.0.0.1:7000"
+    assert cluster.processes["bookie-1"].env["QUIRE_BOOKIE_LISTEN_HOST"] == "127.0.0.1"
+    etcd = cluster.processes["etcd"].command
+    assert etcd[etcd.index("--listen-client-urls") + 1] == "http://127.0.0.1:2379"
+
+
+@pytest.mark.parametrize("host", ["localhost", "127.0.0.1", "docker", "docker-host.example"])
+def test_advertised_host_takes_names_and_ipv4(host: str) -> None:
+    assert advertised_host(host) == host
+
+
+@pytest.mark.parametrize("host", ["", "::1", "host:7000", "http://host", "-host", "a b"])
+def test_advertised_host_refuses_what_is_not_a_host(host: str) -> None:
+    with pytest.raises(ConfigError, match="QUIRE_STANDALONE_ADVERTISED_HOST"):
+        advertised_host(host)

@@ -4,12 +4,19 @@
  * container) under the npm `testcontainers` package, like the Python
  * client's quire_client.testing.QuireContainer.
  *
- * On Linux the container shares the host's network and every service gets a
- * free host port chosen here, so several containers and local clusters can
- * run side by side; elsewhere (Docker Desktop) the default ports are
- * published. start() returns once the registry and gateway report SERVING
- * on gRPC health; a container that exits or does not get there in time
- * fails with its last log lines.
+ * The container runs on the engine's default bridge network. Every service
+ * gets a port chosen free here and published on the same number on the
+ * Docker host, and the services advertise that host (testcontainers' runtime
+ * host: the engine's address for a remote or TCP engine), so the addresses a
+ * client is told about (bookie endpoints, the gateway owning a ledger, etcd's
+ * client URL) lead to the container from outside it and from inside it, where
+ * the gateway reaches the bookies at them (docs/decisions.md). Several
+ * containers and local clusters can run side by side. `hostNetwork: true`
+ * shares the host's network instead, for an engine on this machine that has
+ * no bridge network (dockerd --bridge=none); nothing else needs it.
+ * start() returns once the registry and gateway report SERVING on gRPC
+ * health; a container that exits or does not get there in time fails with
+ * its last log lines. Nothing here changes the process's environment.
  *
  * `testcontainers` is an optional peer dependency: install it beside
  * @quire/client to use this module.
@@ -21,13 +28,12 @@ import type { StartedTestContainer } from "testcontainers";
 
 export const DEFAULT_IMAGE = "quire:latest";
 const LOG_LINES_ON_FAILURE = 60;
-const DEFAULT_PORTS = { gateway: 7000, registry: 7001, placement: 7002, etcd: 2379 };
 
 export class QuireContainerError extends Error {}
 
 export interface QuireContainerOptions {
   bookies?: number;
-  /** Share the host's network (default: on Linux). */
+  /** Share the host's network: only for a local engine with no bridge network (default false). */
   hostNetwork?: boolean;
   startupTimeoutMs?: number;
   stopTimeoutMs?: number;
@@ -115,6 +121,8 @@ export class QuireContainer {
   private readonly env: Record<string, string>;
   private ports?: Ports;
   private started?: StartedTestContainer;
+  /** The host the services advertise (known once start() has begun). */
+  advertisedHost?: string;
 
   constructor(image: string = DEFAULT_IMAGE, options: QuireContainerOptions = {}) {
     const bookies = options.bookies ?? 3;
@@ -123,46 +131,50 @@ export class QuireContainer {
     }
     this.image = image;
     this.bookies = bookies;
-    this.hostNetwork = options.hostNetwork ?? process.platform === "linux";
+    this.hostNetwork = options.hostNetwork ?? false;
     this.startupTimeoutMs = options.startupTimeoutMs ?? 120_000;
     this.stopTimeoutMs = options.stopTimeoutMs ?? 20_000;
     this.env = { ...(options.env ?? {}) };
   }
 
   async start(): Promise<this> {
+    const { GenericContainer, Wait, getContainerRuntimeClient } = await import("testcontainers");
+    // Readiness is decided below, on gRPC health, reporting a container that
+    // exits with its logs. testcontainers' default wait (each published port,
+    // checked from inside the container) would fail such a container first,
+    // with a bare "container is not running", so none of its own: an empty forAll.
+    let container = new GenericContainer(this.image).withCommand(["standalone"]).withWaitStrategy(Wait.forAll([]));
+    const ports = (this.ports = await freePorts(this.bookies));
+    let bindHost: string;
+    let advertisedHost: string;
     if (this.hostNetwork) {
-      // The services are on loopback. Without an override, testcontainers
-      // running inside a container looks the host up on the engine's bridge
-      // network, which a host-network-only engine does not have.
-      process.env.TESTCONTAINERS_HOST_OVERRIDE ??= "127.0.0.1";
-    }
-    const { GenericContainer } = await import("testcontainers");
-    let container = new GenericContainer(this.image).withCommand(["standalone"]);
-    let bookiePorts: number[];
-    let bookieHttpPorts: number[];
-    const env: Record<string, string> = {};
-    if (this.hostNetwork) {
-      this.ports = await freePorts(this.bookies);
-      bookiePorts = this.ports.bookies;
-      bookieHttpPorts = this.ports.bookieHttp;
+      // An engine with no bridge network: the services share the host's loopback.
       container = container.withNetworkMode("host");
-      env.QUIRE_STANDALONE_BIND_HOST = "127.0.0.1";
+      bindHost = advertisedHost = "127.0.0.1";
     } else {
-      const range = (base: number) => Array.from({ length: this.bookies }, (_, i) => base + i);
-      this.ports = {
-        ...DEFAULT_PORTS, etcdPeer: 2380, gatewayHttp: 8000, registryHttp: 8001, placementHttp: 8002,
-        bookies: range(3181), bookieHttp: range(8181),
-      };
-      bookiePorts = this.ports.bookies;
-      bookieHttpPorts = this.ports.bookieHttp;
-      container = container.withExposedPorts(...Object.values(DEFAULT_PORTS));
-      env.QUIRE_STANDALONE_BIND_HOST = "0.0.0.0";
+      // Same number inside and out: an address a service advertises is then
+      // right on both sides of the published port.
+      const published = [
+        ports.etcd, ports.gateway, ports.registry, ports.placement,
+        ports.gatewayHttp, ports.registryHttp, ports.placementHttp, ...ports.bookies, ...ports.bookieHttp,
+      ];
+      container = container.withExposedPorts(...published.map((port) => ({ container: port, host: port })));
+      bindHost = "0.0.0.0";
+      advertisedHost = (await getContainerRuntimeClient()).info.containerRuntime.host;
+      if (isHostName(advertisedHost)) {
+        // A name the engine's host answers to (tcp://docker:2375 of a
+        // docker:dind service): inside the container it must lead to that
+        // host too, where the ports are published.
+        container = container.withExtraHosts([{ host: advertisedHost, ipAddress: "host-gateway" }]);
+      }
     }
-    const ports = this.ports;
-    Object.assign(env, {
+    this.advertisedHost = advertisedHost;
+    const env: Record<string, string> = {
+      QUIRE_STANDALONE_BIND_HOST: bindHost,
+      QUIRE_STANDALONE_ADVERTISED_HOST: advertisedHost,
       QUIRE_STANDALONE_BOOKIES: String(this.bookies),
-      QUIRE_STANDALONE_BOOKIE_PORTS: bookiePorts.join(","),
-      QUIRE_STANDALONE_BOOKIE_HTTP_PORTS: bookieHttpPorts.join(","),
+      QUIRE_STANDALONE_BOOKIE_PORTS: ports.bookies.join(","),
+      QUIRE_STANDALONE_BOOKIE_HTTP_PORTS: ports.bookieHttp.join(","),
       QUIRE_STANDALONE_GATEWAY_PORT: String(ports.gateway),
       QUIRE_STANDALONE_REGISTRY_PORT: String(ports.registry),
       QUIRE_STANDALONE_PLACEMENT_PORT: String(ports.placement),
@@ -173,7 +185,7 @@ export class QuireContainer {
       QUIRE_STANDALONE_PLACEMENT_HTTP_PORT: String(ports.placementHttp),
       QUIRE_STANDALONE_START_TIMEOUT_SECONDS: String(Math.max(1, Math.ceil(this.startupTimeoutMs / 1000))),
       ...this.env,
-    });
+    };
     try {
       this.started = await container.withEnvironment(env).start();
     } catch (error) {
@@ -269,9 +281,20 @@ export class QuireContainer {
     return this.bookies;
   }
 
-  private target(service: keyof typeof DEFAULT_PORTS): string {
+  /** The Docker container's id. */
+  getId(): string {
+    if (!this.started) throw new Error("the container is not started");
+    return this.started.getId();
+  }
+
+  private target(service: "gateway" | "registry" | "placement" | "etcd"): string {
     if (!this.ports || !this.started) throw new Error("the container is not started");
     if (this.hostNetwork) return `127.0.0.1:${this.ports[service]}`;
-    return `${this.started.getHost()}:${this.started.getMappedPort(DEFAULT_PORTS[service])}`;
+    return `${this.started.getHost()}:${this.started.getMappedPort(this.ports[service])}`;
   }
+}
+
+/** A DNS name other than localhost (which every container resolves to itself), not an IP address. */
+function isHostName(host: string): boolean {
+  return host !== "localhost" && net.isIP(host) === 0;
 }

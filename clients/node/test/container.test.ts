@@ -28,6 +28,52 @@ test("writes and reads through the container's gateway", { skip, timeout: 300_00
   }
 });
 
+test("clients use the published ports, and every address the services advertise answers", { skip, timeout: 300_000 }, async () => {
+  const overrideBefore = process.env.TESTCONTAINERS_HOST_OVERRIDE;
+  const container = await new QuireContainer(image, { bookies: 2 }).start();
+  try {
+    // No process-wide setting changes under the caller's feet.
+    assert.equal(process.env.TESTCONTAINERS_HOST_OVERRIDE, overrideBefore);
+    const { getContainerRuntimeClient } = await import("testcontainers");
+    const runtime = await getContainerRuntimeClient();
+    const info = await runtime.container.inspect(runtime.container.getById(container.getId()));
+    assert.notEqual(info.HostConfig.NetworkMode, "host");
+    const published = Object.values(info.NetworkSettings.Ports ?? {}).flatMap((bindings) =>
+      (bindings ?? []).map((binding) => Number(binding.HostPort)),
+    );
+    for (const target of [container.getGatewayTarget(), container.getRegistryTarget(), container.getEtcdEndpoint()]) {
+      const [host, port] = [target.slice(0, target.lastIndexOf(":")), Number(target.slice(target.lastIndexOf(":") + 1))];
+      assert.equal(host, runtime.info.containerRuntime.host);
+      assert.ok(published.includes(port), `${target} is not on a published port (${published.join(", ")})`);
+    }
+
+    const client = new QuireClient(container.getGatewayTarget());
+    let ledgerId;
+    let owner: string | undefined;
+    const payloads = Array.from({ length: 10 }, (_, i) => `entry ${i}`);
+    try {
+      const metadata = await client.createLedger({ ensembleSize: 2, writeQuorumSize: 2, ackQuorumSize: 2 });
+      ledgerId = metadata.ledgerId;
+      owner = metadata.owner?.address;
+      await client.appendAll(ledgerId, payloads);
+    } finally {
+      client.close();
+    }
+    // The owner's address, where a write session may be sent, answers from here.
+    assert.ok(owner, "the ledger names no owner");
+    const atOwner = new QuireClient(owner);
+    try {
+      const read: string[] = [];
+      for await (const entry of atOwner.read(ledgerId)) read.push(entry.payload.toString());
+      assert.deepEqual(read, payloads);
+    } finally {
+      atOwner.close();
+    }
+  } finally {
+    await container.stop();
+  }
+});
+
 test("a container that cannot start fails with its logs", { skip, timeout: 300_000 }, async () => {
   const broken = new QuireContainer(image, { startupTimeoutMs: 60_000, env: { QUIRE_BOOKIE_MAX_ENTRY_BYTES: "1" } });
   await assert.rejects(broken.start(), (e) => {

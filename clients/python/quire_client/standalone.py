@@ -7,9 +7,11 @@ copied to stdout (prefixed with its name) so `docker logs` shows them all.
 Settings, all optional:
 
     QUIRE_STANDALONE_BOOKIES         number of bookies (3)
-    QUIRE_STANDALONE_BIND_HOST       where the gateway, registry, placement and
-                                     etcd listen: 0.0.0.0 (default, for published
-                                     ports) or 127.0.0.1 (host networking)
+    QUIRE_STANDALONE_BIND_HOST       where the services listen: 0.0.0.0 (default,
+                                     for published ports) or 127.0.0.1 (host
+                                     networking)
+    QUIRE_STANDALONE_ADVERTISED_HOST the host clients reach the published ports
+                                     at (127.0.0.1); see below
     QUIRE_STANDALONE_ETCD_PORT       2379     QUIRE_STANDALONE_ETCD_PEER_PORT  2380
     QUIRE_STANDALONE_GATEWAY_PORT    7000     QUIRE_STANDALONE_REGISTRY_PORT   7001
     QUIRE_STANDALONE_PLACEMENT_PORT  7002
@@ -22,13 +24,20 @@ Settings, all optional:
     QUIRE_STANDALONE_DATA_DIR        data and logs (data/standalone)
     QUIRE_STANDALONE_START_TIMEOUT_SECONDS  (120)
 
-Bookies listen on loopback and advertise 127.0.0.1: only the gateway, inside
-the same network namespace, talks to them. Any other QUIRE_* variable is passed
-on to every service.
+The services tell clients where they are: the bookies' endpoints and ids, the
+gateway's advertised address (ledger owners, which `follow_owner` clients
+resume at) and etcd's client URL all name QUIRE_STANDALONE_ADVERTISED_HOST and
+the port inside the container. They are right outside only when each port is
+published on the same number (`-p 7000:7000`, as QuireContainer does); the
+gateway reaches the bookies at those addresses too, so the advertised host must
+lead back to the container from inside it as well (127.0.0.1 and localhost do;
+so does the Docker host's own address, through the published port). Any other
+QUIRE_* variable is passed on to every service.
 """
 
 from __future__ import annotations
 
+import re
 import signal
 import sys
 import threading
@@ -70,7 +79,16 @@ class StandaloneEnv:
     bind_host: str = setting(
         "QUIRE_STANDALONE_BIND_HOST",
         "0.0.0.0",
-        "where the gateway, registry, placement and etcd listen",
+        "where the services listen",
+        services=STANDALONE,
+        section=STANDALONE,
+    )
+    advertised_host: str = setting(
+        "QUIRE_STANDALONE_ADVERTISED_HOST",
+        "127.0.0.1",
+        "the host name or IPv4 address clients reach the published ports at, named in the addresses the "
+        "services advertise (bookie endpoints and ids, the gateway's address, etcd's client URL); with the "
+        "ports published on the same numbers",
         services=STANDALONE,
         section=STANDALONE,
     )
@@ -143,22 +161,37 @@ def port_list(name: str, listed: str, count: int) -> list[int]:
     return ports
 
 
-def bind_public(cluster: LocalCluster, host: str) -> None:
-    """Make the client-facing listeners bind `host` instead of loopback.
+# A DNS name or an IPv4 address: it becomes part of bookie ids (`host:port`), so no IPv6 literal.
+_HOST_NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?")
 
-    LocalCluster binds everything to 127.0.0.1, which is right on a developer's
-    machine; in a container with published ports they must listen on 0.0.0.0.
-    Health checks keep using 127.0.0.1, which a 0.0.0.0 listener answers.
+
+def advertised_host(value: str) -> str:
+    if not _HOST_NAME.fullmatch(value):
+        raise ConfigError(f"QUIRE_STANDALONE_ADVERTISED_HOST={value!r} is not a host name or IPv4 address")
+    return value
+
+
+def publish(cluster: LocalCluster, bind_host: str, advertised: str) -> None:
+    """Make the services listen on `bind_host` and advertise `advertised`.
+
+    LocalCluster binds and advertises 127.0.0.1, which is right on a
+    developer's machine; in a container with published ports they must listen
+    on 0.0.0.0 and name the host clients reach the ports at. The processes
+    still find each other's registry, placement and etcd on loopback, and
+    health checks keep using 127.0.0.1, which a 0.0.0.0 listener answers.
     """
-    if host == "127.0.0.1":
-        return
     ports = cluster.ports
-    cluster.processes["registry"].env["QUIRE_REGISTRY_ADDRESS"] = f"{host}:{ports.registry}"
-    cluster.processes["placement"].env["QUIRE_PLACEMENT_ADDRESS"] = f"{host}:{ports.placement}"
-    cluster.processes["gateway"].env["QUIRE_GATEWAY_ADDRESS"] = f"{host}:{ports.gateway}"
+    if bind_host != "127.0.0.1":
+        cluster.processes["registry"].env["QUIRE_REGISTRY_ADDRESS"] = f"{bind_host}:{ports.registry}"
+        cluster.processes["placement"].env["QUIRE_PLACEMENT_ADDRESS"] = f"{bind_host}:{ports.placement}"
+        cluster.processes["gateway"].env["QUIRE_GATEWAY_ADDRESS"] = f"{bind_host}:{ports.gateway}"
+    cluster.processes["gateway"].env["QUIRE_GATEWAY_ADVERTISED_ADDRESS"] = f"{advertised}:{ports.gateway}"
+    for name in cluster.bookie_names:
+        cluster.processes[name].env["QUIRE_BOOKIE_LISTEN_HOST"] = bind_host
+        cluster.processes[name].env["QUIRE_BOOKIE_ADVERTISED_HOST"] = advertised
     etcd = cluster.processes["etcd"].command
-    listen = etcd.index("--listen-client-urls") + 1
-    etcd[listen] = f"http://{host}:{ports.etcd}"
+    etcd[etcd.index("--listen-client-urls") + 1] = f"http://{bind_host}:{ports.etcd}"
+    etcd[etcd.index("--advertise-client-urls") + 1] = f"http://{advertised}:{ports.etcd}"
 
 
 class LogFollower(threading.Thread):
@@ -200,6 +233,7 @@ def main() -> int:
         env = config.load_settings(StandaloneEnv)
         ports = ports_from_env(env)
         bind_host = env.bind_host
+        advertised = advertised_host(env.advertised_host)
         data_dir = Path(env.data_dir)
         timeout = env.start_timeout_seconds
     except ConfigError as exc:
@@ -211,7 +245,7 @@ def main() -> int:
         signal.signal(sig, lambda *_: stop.set())
 
     cluster = LocalCluster(data_dir, ports)
-    bind_public(cluster, bind_host)
+    publish(cluster, bind_host, advertised)
     (data_dir / "logs").mkdir(parents=True, exist_ok=True)
     follower = LogFollower(cluster)
     follower.start()
@@ -224,9 +258,10 @@ def main() -> int:
         print(f"quire standalone: cannot start: {exc}", file=sys.stderr, flush=True)
         return 1
     print(
-        f"{READY_LINE} in {time.monotonic() - started:.1f}s: gateway {bind_host}:{ports.gateway}, "
-        f"registry {bind_host}:{ports.registry}, placement {bind_host}:{ports.placement}, "
-        f"etcd {bind_host}:{ports.etcd}, bookies {', '.join(map(str, ports.bookies))}",
+        f"{READY_LINE} in {time.monotonic() - started:.1f}s: gateway {advertised}:{ports.gateway}, "
+        f"registry {advertised}:{ports.registry}, placement {advertised}:{ports.placement}, "
+        f"etcd {advertised}:{ports.etcd}, bookies {', '.join(f'{advertised}:{port}' for port in ports.bookies)} "
+        f"(listening on {bind_host})",
         flush=True,
     )
     status = 0

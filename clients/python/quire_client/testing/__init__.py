@@ -43,7 +43,8 @@ DEFAULT_IMAGE = "quire:latest"
 
 def container_support(image: str = DEFAULT_IMAGE) -> str | None:
     """Why QuireContainer cannot run here, or None when it can: testcontainers
-    is installed, a Docker engine answers, and `image` is present locally."""
+    is installed, a Docker engine answers, has a bridge network, and `image`
+    is present locally."""
     try:
         import docker
         import docker.errors
@@ -57,6 +58,12 @@ def container_support(image: str = DEFAULT_IMAGE) -> str | None:
     try:
         client.ping()
         client.images.get(image)
+        if not client.networks.list(names=["bridge"]):
+            return (
+                "the Docker engine has no bridge network (dockerd --bridge=none), which QuireContainer "
+                "publishes its ports on; restart it with one (scripts/docker-engine.sh stop, then start) "
+                "or pass host_network=True"
+            )
     except docker.errors.ImageNotFound:
         return f"image {image} is not built; run `make image`"
     except docker.errors.DockerException as exc:
