@@ -230,7 +230,11 @@ def plant_misplaced_copies(
     planted: list[bytes] = []
 
     def misplace(store: EntryStore, held: list[int]) -> None:
-        copies = {entry_id: bytes(store._entries[entry_key(ledger, entry_id)]) for entry_id in held}
+        copies: dict[int, bytes] = {}
+        for entry_id in held:
+            stored = store._entries.get(entry_key(ledger, entry_id))
+            assert stored is not None, f"the bookie holds no copy of entry {entry_id}"
+            copies[entry_id] = bytes(stored)
         for entry_id, other in zip(held, held[1:] + held[:1], strict=True):
             store._entries.put(entry_key(ledger, entry_id), copies[other])
             planted.append(copies[other])
