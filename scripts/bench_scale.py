@@ -5,10 +5,13 @@ bookies, one gateway, default settings; `--scrub-pass-interval` shortens the
 scrub's period so that its cost shows within the window) is
 filled with N closed ledgers of one 1 KiB entry each through the gateway
 (create, add, close; `--writers` at a time), then left idle with no client
-for `--idle-seconds`. Printed per N: creates/s while filling, each process's
-CPU (% of one core) and RSS while idle, etcd's database size per ledger, and
-the scrub's copies checked per CPU-second of the gateway and bookies together
-with its pass time (from the auditor's published figures).
+for `--idle-seconds`. Printed per N: ledgers filled per second, each
+process's CPU (% of one core) and RSS while idle, etcd's database size per
+ledger, the scrub's copies checked per CPU-second of the gateway and bookies
+together with its pass time (from the auditor's published figures); then
+creates/s (x1 and x16), the time to list every ledger, one-entry adds/s by
+16 writers spread over 1,000 open ledgers against 16, deletes/s, and the
+bookies' bytes on disk before and after deleting half the filled ledgers.
 
 Numbers are printed (and written as JSON with --json), never asserted.
 """
@@ -22,8 +25,9 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from quire_api.ids import LedgerId
 from quire_client import QuireClient
@@ -31,6 +35,8 @@ from quire_client.bench_closed import process_cpu_seconds
 from quire_client.cluster import LocalCluster, Ports
 
 PAYLOAD = b"\0" * 1024
+T = TypeVar("T")
+_DONE = object()
 
 
 def rss_mib(pid: int) -> float:
@@ -41,35 +47,105 @@ def rss_mib(pid: int) -> float:
     return 0.0
 
 
-def fill(client: QuireClient, ledgers: int, writers: int) -> float:
-    """N closed one-entry ledgers, `writers` at a time; returns creates/s."""
-    left = iter(range(ledgers))
+def at_once(items: list[T], writers: int, act: Callable[[T], object]) -> float:
+    """Run `act` on every item, `writers` threads at a time; returns items/s."""
+    left = iter(items)
     lock = threading.Lock()
     errors: list[BaseException] = []
 
-    def writer() -> None:
+    def worker() -> None:
         while True:
             with lock:
-                if next(left, None) is None:
-                    return
+                item = next(left, _DONE)
+            if item is _DONE:
+                return
             try:
-                metadata = client.create_ledger(ensemble_size=3, write_quorum_size=2, ack_quorum_size=2)
-                name = LedgerId(metadata.ledger_id.scope_id, metadata.ledger_id.ledger_id)
-                client.add_entry(name, PAYLOAD)
-                client.close_ledger(name)
+                act(cast(T, item))
             except BaseException as exc:  # reported once the threads are done
                 errors.append(exc)
                 return
 
     started = time.monotonic()
-    threads = [threading.Thread(target=writer) for _ in range(writers)]
+    threads = [threading.Thread(target=worker) for _ in range(writers)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
     if errors:
         raise errors[0]
-    return ledgers / (time.monotonic() - started)
+    return len(items) / (time.monotonic() - started) if items else 0.0
+
+
+def new_ledger(client: QuireClient) -> LedgerId:
+    metadata = client.create_ledger(ensemble_size=3, write_quorum_size=2, ack_quorum_size=2)
+    return LedgerId(metadata.ledger_id.scope_id, metadata.ledger_id.ledger_id)
+
+
+def fill(client: QuireClient, ledgers: int, writers: int) -> tuple[list[LedgerId], float]:
+    """N closed one-entry ledgers, `writers` at a time; returns them and ledgers/s."""
+    made: list[LedgerId] = []
+
+    def one(_: int) -> None:
+        ledger = new_ledger(client)
+        client.add_entry(ledger, PAYLOAD)
+        client.close_ledger(ledger)
+        made.append(ledger)
+
+    return made, at_once(list(range(ledgers)), writers, one)
+
+
+def adds_across(client: QuireClient, ledgers: list[LedgerId], writers: int, seconds: float) -> float:
+    """One-entry adds/s by `writers` threads, each add to the next of `ledgers` in turn."""
+    until = time.monotonic() + seconds
+    done = [0] * writers
+
+    def writer(index: int) -> None:
+        turn = index
+        while time.monotonic() < until:
+            client.add_entry(ledgers[turn % len(ledgers)], PAYLOAD)
+            turn += writers
+            done[index] += 1
+
+    started = time.monotonic()
+    at_once(list(range(writers)), writers, writer)
+    return sum(done) / (time.monotonic() - started)
+
+
+def bookie_bytes(data_dir: Path) -> int:
+    return sum(
+        p.stat().st_size
+        for name in ("bookie-1", "bookie-2", "bookie-3")
+        for p in (data_dir / name).rglob("*")
+        if p.is_file()
+    )
+
+
+def operations(client: QuireClient, filled: list[LedgerId], data_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """Creates, ListLedgers, adds across many open ledgers, deletes and the space they give back."""
+    figures: dict[str, Any] = {}
+    created: list[LedgerId] = []
+
+    def create(_: int) -> None:
+        created.append(new_ledger(client))
+
+    figures["creates_per_second_x1"] = round(at_once(list(range(200)), 1, create), 1)
+    figures["creates_per_second_x16"] = round(at_once(list(range(2000)), 16, create), 1)
+    started = time.monotonic()
+    listed = sum(1 for _ in client.list_ledgers(page_size=1000))
+    figures["list_all_ledgers_seconds"] = round(time.monotonic() - started, 2)
+    figures["ledgers_listed"] = listed
+    open_ledgers = created[:1000]
+    figures["adds_per_second_16_ledgers"] = round(adds_across(client, open_ledgers[:16], 16, args.adds_seconds), 1)
+    figures["adds_per_second_1000_ledgers"] = round(adds_across(client, open_ledgers, 16, args.adds_seconds), 1)
+    figures["deletes_per_second_x16"] = round(at_once(created, 16, client.delete_ledger), 1)
+    if filled:
+        before = bookie_bytes(data_dir)
+        half = filled[: len(filled) // 2]
+        figures["deletes_per_second_x16_one_entry"] = round(at_once(half, 16, client.delete_ledger), 1)
+        time.sleep(args.settle_seconds)
+        figures["bookie_bytes_before_deleting_half"] = before
+        figures["bookie_bytes_after_deleting_half"] = bookie_bytes(data_dir)
+    return figures
 
 
 def scrub_figures(client: QuireClient) -> dict[str, float]:
@@ -92,7 +168,7 @@ def measure(ledgers: int, args: argparse.Namespace) -> dict[str, Any]:
             pids = {name: pid for name in cluster.processes if (pid := cluster.pid(name)) is not None}
             empty_rss = {name: round(rss_mib(pid), 1) for name, pid in pids.items()}
             with QuireClient(cluster.gateway_target, registry=cluster.registry_target) as client:
-                creates_per_second = fill(client, ledgers, args.writers) if ledgers else 0.0
+                filled, creates_per_second = fill(client, ledgers, args.writers)
                 time.sleep(args.settle_seconds)
                 before_cpu = {name: process_cpu_seconds(pid) or 0.0 for name, pid in pids.items()}
                 before_scrub = scrub_figures(client)
@@ -101,27 +177,30 @@ def measure(ledgers: int, args: argparse.Namespace) -> dict[str, Any]:
                 elapsed = time.monotonic() - started
                 after_cpu = {name: process_cpu_seconds(pid) or 0.0 for name, pid in pids.items()}
                 after_scrub = scrub_figures(client)
+                rss_idle = {name: round(rss_mib(pid), 1) for name, pid in pids.items()}
+                db_bytes = etcd_db_bytes(Path(data_dir))
+                figures = operations(client, filled, Path(data_dir), args)
             cpu_percent = {name: round(100 * (after_cpu[name] - before_cpu[name]) / elapsed, 2) for name in pids}
             checked = sum(
                 after_scrub.get(key, 0.0) - before_scrub.get(key, 0.0)
                 for key in ("scrub_entries_checked", "scrub_entries_sampled")
             )
             scrub_cpu = sum(after_cpu[n] - before_cpu[n] for n in pids if n == "gateway" or n.startswith("bookie"))
-            db_bytes = etcd_db_bytes(Path(data_dir))
             return {
                 "ledgers": ledgers,
-                "creates_per_second": round(creates_per_second, 1),
+                "filled_per_second": round(creates_per_second, 1),
                 "idle_seconds": round(elapsed, 1),
                 "idle_cpu_percent_of_one_core": cpu_percent,
                 "idle_cpu_percent_all": round(sum(cpu_percent.values()), 2),
                 "rss_mib_empty": empty_rss,
-                "rss_mib_idle": {name: round(rss_mib(pid), 1) for name, pid in pids.items()},
+                "rss_mib_idle": rss_idle,
                 "etcd_db_bytes": db_bytes,
                 "etcd_db_bytes_per_ledger": round(db_bytes / ledgers, 1) if ledgers else None,
                 "scrub_copies_checked_in_window": int(checked),
                 "scrub_copies_per_cpu_second": round(checked / scrub_cpu) if scrub_cpu else None,
                 "scrub_passes_in_window": int(after_scrub.get("scrub_passes", 0) - before_scrub.get("scrub_passes", 0)),
                 "scrub_last_pass_seconds": after_scrub.get("scrub_last_pass_seconds"),
+                **figures,
             }
         finally:
             cluster.stop()
@@ -132,6 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ledgers", default="0,2000,10000", help="ledger counts, comma-separated")
     parser.add_argument("--writers", type=int, default=16)
     parser.add_argument("--idle-seconds", type=float, default=60.0)
+    parser.add_argument("--adds-seconds", type=float, default=5.0, help="each run of adds across open ledgers")
     parser.add_argument("--settle-seconds", type=float, default=5.0, help="after filling, before measuring")
     parser.add_argument(
         "--scrub-pass-interval",

@@ -50,6 +50,23 @@ async def test_deleted_ledgers_leave_no_sst_files_or_descriptors(tmp_path):
         await bookie.close()
 
 
+async def test_ledgers_deleted_at_once_are_gone_with_their_files(tmp_path):
+    bookie = Bookie(tmp_path)
+    await bookie.start()
+    try:
+        ledgers = [LedgerId(9, 200 + number) for number in range(40)]
+        for ledger in ledgers:
+            await bookie.add_entries(ledger, KEY, [(i, packed(i, b"x" * 1024, ledger)) for i in range(5)], False)
+        # Queued together, they share synced writes and compactions.
+        assert await asyncio.gather(*(bookie.delete_ledger(ledger) for ledger in ledgers)) == [5] * 40
+        assert bookie._store._db.live_files() == []
+        assert bookie.ledger_ids() == []
+        for ledger in ledgers:
+            assert (await bookie.read_entries(ledger, [0], 0, 0))[0] == []
+    finally:
+        await bookie.close()
+
+
 async def test_rocksdb_runs_with_explicit_memory_and_file_bounds(tmp_path):
     bookie = Bookie(tmp_path)
     await bookie.start()

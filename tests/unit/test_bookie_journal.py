@@ -170,17 +170,23 @@ async def test_lac_moves_are_signalled_once_written():
     await committer.stop()
 
 
-async def test_a_delete_takes_effect_in_queue_order():
-    class DeletingStore(FakeStore):
-        def __init__(self) -> None:
-            super().__init__()
-            self.deleted: list[tuple[LedgerId, int]] = []
+class DeletingStore(FakeStore):
+    def __init__(self) -> None:
+        super().__init__()
+        self.deleted: list[tuple[LedgerId, int]] = []
+        self.delete_batches: list[list[LedgerId]] = []
 
-        def delete_ledger(self, ledger_id: LedgerId) -> int:
+    def delete_ledgers(self, ledger_ids: list[LedgerId]) -> list[int]:
+        counts = []
+        for ledger_id in ledger_ids:
             stored = sum(1 for batch in self.batches for entry in batch if entry[0] == ledger_id)
             self.deleted.append((ledger_id, stored))
-            return stored
+            counts.append(stored)
+        self.delete_batches.append(list(ledger_ids))
+        return counts
 
+
+async def test_a_delete_takes_effect_in_queue_order():
     store = DeletingStore()
     store.release.clear()
     states: dict[LedgerId, LedgerState] = {}
@@ -197,6 +203,27 @@ async def test_a_delete_takes_effect_in_queue_order():
     assert await deleting == 2  # both earlier adds were written before the delete
     assert [len(batch) for batch in store.batches] == [1, 1, 1]  # the delete split the queue
     assert states[LEDGER].master_key == OTHER_KEY  # the add after the delete started afresh
+    await committer.stop()
+
+
+async def test_deletes_queued_together_share_one_storage_call_and_keep_queue_order():
+    store = DeletingStore()
+    store.release.clear()
+    others = [LedgerId(7, n) for n in range(3)]
+    states: dict[LedgerId, LedgerState] = {}
+    committer = GroupCommitter(store, states)  # type: ignore[arg-type]
+    committer.start()
+    first = asyncio.create_task(committer.add(LEDGER, KEY, [add(0)], False))
+    await asyncio.sleep(0.05)  # being written
+    deletes = [asyncio.create_task(committer.delete(ledger)) for ledger in [LEDGER, *others]]
+    after = asyncio.create_task(committer.add(LEDGER, OTHER_KEY, [add(0)], False))
+    await asyncio.sleep(0.05)
+    store.release.set()
+    await asyncio.gather(first, after)
+    assert [await d for d in deletes] == [1, 0, 0, 0]
+    assert store.delete_batches == [[LEDGER, *others]]  # one call for the four
+    assert [len(batch) for batch in store.batches] == [1, 1]  # the add after them came after
+    assert states[LEDGER].master_key == OTHER_KEY
     await committer.stop()
 
 

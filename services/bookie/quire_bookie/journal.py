@@ -23,7 +23,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, cast
 
 from opentelemetry.util.types import AttributeValue
 
@@ -236,6 +236,11 @@ def _settle(future: asyncio.Future[object], result: object, error: BaseException
         future.set_result(result)
 
 
+# Deletes synced and compacted together: concurrent deletes share one synced
+# write and one memtable flush, while a burst still lets adds in between.
+MAX_DELETES_PER_BATCH = 64
+
+
 class GroupCommitter:
     def __init__(
         self,
@@ -353,12 +358,15 @@ class GroupCommitter:
         return await future
 
     def _take_batch(self) -> list[Op]:
-        """Queued operations up to the byte bound; a delete goes alone, so the
-        writes before it are flushed first and the ones after it follow it."""
+        """Queued operations up to the byte bound. Deletes go in batches of
+        their own (up to MAX_DELETES_PER_BATCH), so the writes before them
+        are flushed first and the ones after them follow."""
         batch: list[Op] = []
         size = 0
         while self._queue and (not batch or size + self._queue[0].size_bytes <= self._max_batch_bytes):
-            if batch and (isinstance(self._queue[0], DeleteOp) or isinstance(batch[0], DeleteOp)):
+            if batch and isinstance(self._queue[0], DeleteOp) != isinstance(batch[0], DeleteOp):
+                break
+            if isinstance(self._queue[0], DeleteOp) and len(batch) == MAX_DELETES_PER_BATCH:
                 break
             op = self._queue.popleft()
             batch.append(op)
@@ -388,7 +396,7 @@ class GroupCommitter:
                     async with self._space:
                         self._space.notify_all()
                 if isinstance(batch[0], DeleteOp):
-                    await self._delete(batch[0])
+                    await self._delete(cast(list[DeleteOp], batch))
                 else:
                     await self._flush(batch)
             if self._closing:
@@ -396,16 +404,21 @@ class GroupCommitter:
                     self._space.notify_all()  # producers still waiting for space learn we are closing
                 return
 
-    async def _delete(self, op: DeleteOp) -> None:
+    async def _delete(self, ops: list[DeleteOp]) -> None:
         try:
-            count = await asyncio.to_thread(self._store.delete_ledger, op.ledger_id)
+            counts = await asyncio.to_thread(self._store.delete_ledgers, [op.ledger_id for op in ops])
         except Exception as exc:
-            log.error("deleting ledger %s failed", op.ledger_id, exc_info=exc)
-            op.future.set_exception(Unavailable(f"bookie storage delete failed: {exc}", Reason.BOOKIE_UNAVAILABLE))
+            log.error("deleting ledgers %s failed", [str(op.ledger_id) for op in ops], exc_info=exc)
+            for op in ops:
+                if not op.future.done():
+                    op.future.set_exception(
+                        Unavailable(f"bookie storage delete failed: {exc}", Reason.BOOKIE_UNAVAILABLE)
+                    )
             return
-        self.states.pop(op.ledger_id, None)
-        if not op.future.done():
-            op.future.set_result(count)
+        for op, count in zip(ops, counts, strict=True):
+            self.states.pop(op.ledger_id, None)
+            if not op.future.done():
+                op.future.set_result(count)
 
     def _fail(self, accepted: list[tuple[Op, LedgerState]], exc: Exception) -> None:
         if is_disk_full(exc):

@@ -455,33 +455,44 @@ class EntryStore:
             return int.from_bytes(stored_key[16:24], "big"), bytes(value)
         return None
 
-    @_locked
     def delete_ledger(self, ledger_id: LedgerId) -> int:
         """Remove a ledger's entries and state; returns how many entries went."""
-        prefix = ledger_id.key
-        count = 0
-        for key in self._entries.keys(from_key=prefix):
-            if cast(bytes, key)[:16] != prefix:
-                break
-            count += 1
-        self._entries.delete_range(prefix + b"\x00" * 8, prefix + b"\xff" * 8, self._write_options)
-        # delete_range's end is exclusive; the last possible id goes separately.
+        return self.delete_ledgers([ledger_id])[0]
+
+    @_locked
+    def delete_ledgers(self, ledger_ids: list[LedgerId]) -> list[int]:
+        """Remove ledgers' entries and state in one synced write, then give
+        their space back; returns how many entries each had."""
+        counts = []
         batch = WriteBatch(raw_mode=True)
-        batch.delete(prefix + b"\xff" * 8, self._entries_handle)
-        batch.delete(prefix, self._ledgers_handle)
+        for ledger_id in ledger_ids:
+            prefix = ledger_id.key
+            count = 0
+            for key in self._entries.keys(from_key=prefix):
+                if cast(bytes, key)[:16] != prefix:
+                    break
+                count += 1
+            counts.append(count)
+            # delete_range's end is exclusive; the last possible id goes separately.
+            batch.delete_range(prefix + b"\x00" * 8, prefix + b"\xff" * 8, self._entries_handle)
+            batch.delete(prefix + b"\xff" * 8, self._entries_handle)
+            batch.delete(prefix, self._ledgers_handle)
         self._db.write(batch, self._write_options)
-        # Give the space back now: flushing the memtables retires the WAL that
-        # still holds the entries, compaction drops them from the SST files.
-        # Compacting the bottom level too drops the deletes themselves: a file
-        # holding only them would otherwise be moved down as it is and stay,
-        # one or two SST files (and open descriptors) more per deleted ledger.
+        # Give the space back now, once for the whole batch: flushing the
+        # memtables retires the WAL that still holds the entries, compaction
+        # drops them from the SST files. Compacting the bottom level too drops
+        # the deletes themselves: a file holding only them would otherwise be
+        # moved down as it is and stay, one or two SST files (and open
+        # descriptors) more per deleted ledger.
         self._entries.flush()
         self._ledgers.flush()
         down_to_the_bottom = CompactOptions()
         down_to_the_bottom.set_bottommost_level_compaction(BottommostLevelCompaction.force_optimized())
-        self._entries.compact_range(prefix, prefix + b"\xff" * 8, down_to_the_bottom)
-        self._ledgers.compact_range(prefix, prefix + b"\x00", down_to_the_bottom)
-        return count
+        for ledger_id in ledger_ids:
+            prefix = ledger_id.key
+            self._entries.compact_range(prefix, prefix + b"\xff" * 8, down_to_the_bottom)
+            self._ledgers.compact_range(prefix, prefix + b"\x00", down_to_the_bottom)
+        return counts
 
 
 class DamagedJournal(DataLoss):
