@@ -159,7 +159,7 @@ def etcd_db_bytes(data_dir: Path) -> int:
 
 def measure(ledgers: int, args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="quire-scale-") as data_dir:
-        scrub_env = {}
+        scrub_env = dict(setting.split("=", 1) for setting in args.settings)
         if args.scrub_pass_interval:
             scrub_env["QUIRE_AUDITOR_SCRUB_PASS_INTERVAL_SECONDS"] = str(args.scrub_pass_interval)
         cluster = LocalCluster(Path(data_dir), Ports.free(bookies=3), extra_env=scrub_env)
@@ -219,8 +219,14 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="QUIRE_AUDITOR_SCRUB_PASS_INTERVAL_SECONDS (default: the cluster's); short periods show the scrub's cost",
     )
+    parser.add_argument(
+        "--set", dest="settings", action="append", default=[], metavar="NAME=VALUE", help="a setting for every service"
+    )
     parser.add_argument("--json", dest="json_file", default=None)
     args = parser.parse_args(argv)
+    if bad := [setting for setting in args.settings if "=" not in setting]:
+        print(f"--set: {bad[0]!r} is not NAME=VALUE", file=sys.stderr)
+        return 2
     try:
         counts = [int(part) for part in args.ledgers.split(",") if part.strip()]
     except ValueError:

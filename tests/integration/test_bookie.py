@@ -383,6 +383,31 @@ def snapshot(path) -> dict[str, bytes]:
     return {str(p): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
 
 
+async def test_lac_writes_of_many_ledgers_in_one_call_are_answered_each(bookie, bookie_stub):
+    ledgers = [LedgerId(9, 50 + n) for n in range(3)]
+    await bookie.write_last_add_confirmed(ledgers[1], KEY, 0)  # the key this ledger keeps
+
+    def write(ledger: LedgerId, key: bytes, lac: int) -> bookie_pb2.WriteLastAddConfirmedRequest:
+        return bookie_pb2.WriteLastAddConfirmedRequest(
+            ledger_id=ledger_id_to_proto(ledger), master_key=key, last_add_confirmed=lac
+        )
+
+    response = await bookie_stub.WriteLastAddConfirmedBatch(
+        bookie_pb2.WriteLastAddConfirmedBatchRequest(
+            writes=[write(ledgers[0], KEY, 4), write(ledgers[1], master_key(b"no"), 5), write(ledgers[2], KEY, 6)]
+        )
+    )
+    outcomes = [(r.code, r.reason, r.last_add_confirmed) for r in response.results]
+    denied = grpc.StatusCode.PERMISSION_DENIED.value[0]
+    assert outcomes[0] == (0, "", 4) and outcomes[2] == (0, "", 6)
+    assert outcomes[1][0] == denied and outcomes[1][2] == 0 and response.results[1].message
+    assert [bookie.last_add_confirmed(ledger)[0] for ledger in ledgers] == [4, 0, 6]
+    for writes in ([write(ledgers[0], KEY, 7)] * 2, [write(LedgerId(9, n), KEY, 1) for n in range(10_001)]):
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await bookie_stub.WriteLastAddConfirmedBatch(bookie_pb2.WriteLastAddConfirmedBatchRequest(writes=writes))
+        assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
 async def test_lac_rpcs_long_poll_and_explicit_write(bookie_stub):
     ledger = ledger_id_to_proto(LEDGER)
     poll = asyncio.ensure_future(

@@ -3,6 +3,8 @@ incarnations of a ledger id kept apart, runs stop at the first gap."""
 
 from __future__ import annotations
 
+import random
+
 from quire.common.v1 import common_pb2
 from quire_api.ids import LedgerId
 from quire_gateway.entry_cache import ENTRY_OVERHEAD_BYTES, EntryCache, incarnation
@@ -71,3 +73,19 @@ def test_a_zero_sized_cache_is_off():
     cache = EntryCache(0)
     cache.put(LEDGER, 7, 0, b"a", 1)
     assert not cache.enabled and len(cache) == 0
+
+
+def test_dropping_after_evictions_and_refreshes_frees_exactly_what_is_left():
+    rng = random.Random(7)
+    cache = EntryCache(capacity_bytes=20 * (100 + ENTRY_OVERHEAD_BYTES))
+    ledgers = [LedgerId(1, n) for n in range(4)]
+    for _ in range(500):
+        ledger = rng.choice(ledgers)
+        if rng.random() < 0.05:
+            cache.drop_ledger(ledger)
+        else:
+            cache.put(ledger, 1, rng.randrange(30), b"x" * 100, 0)
+    for ledger in ledgers:
+        held = sum(1 for entry_id in range(30) if cache.contains(ledger, 1, entry_id))
+        assert cache.drop_ledger(ledger) == held
+    assert len(cache) == 0 and cache.size_bytes == 0

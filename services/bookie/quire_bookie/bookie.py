@@ -11,7 +11,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import TypeVar, cast
 
 from quire_api.errors import (
     DataLoss,
@@ -50,6 +50,8 @@ _bytes_read = _meter.create_counter("quire.bookie.read", unit="By", description=
 LOAD_WINDOW_SECONDS = 60.0
 # Entry ids one FindMissingEntries or CheckEntries call may ask about (about 0.5 MB of request).
 MAX_CHECKED_ENTRIES = 65_536
+# LAC writes one WriteLastAddConfirmedBatch call may carry.
+MAX_LAC_WRITES = 10_000
 
 
 @dataclass(frozen=True)
@@ -290,6 +292,24 @@ class Bookie:
         if lac < NO_ENTRY:
             raise InvalidArgument(f"last_add_confirmed {lac} is below -1")
         return await self._committer.write_lac(ledger_id, master_key, lac)
+
+    async def write_last_add_confirmed_batch(
+        self, writes: list[tuple[LedgerId, bytes, int]]
+    ) -> list[LedgerState | QuireError]:
+        """Many ledgers' LAC writes, queued together so they share a sync;
+        each answered on its own (its state, or why it was refused)."""
+        if len(writes) > MAX_LAC_WRITES:
+            raise InvalidArgument(f"{len(writes)} LAC writes in one call; at most {MAX_LAC_WRITES}")
+        if len({ledger_id for ledger_id, _, _ in writes}) < len(writes):
+            raise InvalidArgument("a ledger is listed more than once")
+        outcomes = await asyncio.gather(
+            *(self.write_last_add_confirmed(ledger_id, key, lac) for ledger_id, key, lac in writes),
+            return_exceptions=True,
+        )
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException) and not isinstance(outcome, QuireError):
+                raise outcome
+        return cast(list[LedgerState | QuireError], outcomes)
 
     async def delete_ledger(self, ledger_id: LedgerId) -> int:
         count = await self._committer.delete(ledger_id)

@@ -121,6 +121,23 @@ class BookieServicer(bookie_pb2_grpc.BookieServiceServicer):
         )
         return bookie_pb2.WriteLastAddConfirmedResponse(last_add_confirmed=state.lac)
 
+    async def WriteLastAddConfirmedBatch(
+        self, request: bookie_pb2.WriteLastAddConfirmedBatchRequest, context: grpc.aio.ServicerContext
+    ) -> bookie_pb2.WriteLastAddConfirmedBatchResponse:
+        outcomes = await self.bookie.write_last_add_confirmed_batch(
+            [(ledger_id_from_proto(w.ledger_id), w.master_key, w.last_add_confirmed) for w in request.writes]
+        )
+        return bookie_pb2.WriteLastAddConfirmedBatchResponse(
+            results=[
+                bookie_pb2.LastAddConfirmedWritten(
+                    code=grpc.StatusCode[outcome.code].value[0], reason=outcome.reason, message=outcome.message
+                )
+                if isinstance(outcome, QuireError)
+                else bookie_pb2.LastAddConfirmedWritten(last_add_confirmed=outcome.lac)
+                for outcome in outcomes
+            ]
+        )
+
     async def FenceLedger(
         self, request: bookie_pb2.FenceLedgerRequest, context: grpc.aio.ServicerContext
     ) -> bookie_pb2.FenceLedgerResponse:

@@ -67,6 +67,7 @@ ALLOWED_CALLERS: dict[str, frozenset[str]] = {
         _BOOKIE + "ReadEntries": {GATEWAY},
         _BOOKIE + "ReadLastAddConfirmed": {GATEWAY},
         _BOOKIE + "WriteLastAddConfirmed": {GATEWAY},
+        _BOOKIE + "WriteLastAddConfirmedBatch": {GATEWAY},
         _BOOKIE + "FenceLedger": {GATEWAY},
         _BOOKIE + "DeleteLedger": {GATEWAY},
         _BOOKIE + "FindMissingEntries": {GATEWAY},

@@ -77,6 +77,17 @@ def error_from_status(
     return error_class(message or code_name, reason, **(details or {}))
 
 
+_CODE_NAMES = {status.value[0]: status.name for status in grpc.StatusCode}
+
+
+def error_from_result(code: int, reason: str, message: str, what: str) -> QuireError | None:
+    """The QuireError of one item's result in a batch or stream answer (a
+    numeric google.rpc.Code with reason and message); None when it is OK."""
+    if code == 0:
+        return None
+    return error_from_status(_CODE_NAMES.get(code, "UNKNOWN"), reason, message, what)
+
+
 async def call(awaitable: Awaitable[T], what: str) -> T:
     """Await one RPC, raising a QuireError instead of an AioRpcError."""
     try:

@@ -42,12 +42,11 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
 from quire_api.errors import QuireError, Reason, Unavailable
 from quire_api.ids import LedgerId, ledger_id_to_proto
-from quire_common.channels import error_from_rpc, error_from_status
+from quire_common.channels import error_from_result, error_from_rpc
 from quire_common.telemetry import tracing_enabled
 
 log = logging.getLogger(__name__)
 
-_OK = grpc.StatusCode.OK.value[0]
 # Request messages sent and not fully answered, per bookie. While one is in
 # flight, adds wait and leave together in the next message: under load that
 # turns many small messages into a few large ones (each message costs both
@@ -66,7 +65,6 @@ FULL_MESSAGE_BYTES = 1024 * 1024
 YIELDS_BEFORE_SENDING = 5
 # How often adds past their deadline are looked for (so a deadline is met within this).
 SWEEP_SECONDS = 0.1
-_CODE_NAMES = {status.value[0]: status.name for status in grpc.StatusCode}
 
 
 _PROPAGATOR = TraceContextTextMapPropagator()
@@ -367,18 +365,8 @@ class BookieAddStream:
                     pending = self._unanswered.get(result.add_id)
                     if pending is None:
                         continue
-                    if result.code == _OK:
-                        self._settle(pending, None)
-                    else:
-                        self._settle(
-                            pending,
-                            error_from_status(
-                                _CODE_NAMES.get(result.code, "UNKNOWN"),
-                                result.reason,
-                                result.message,
-                                f"adding entries on bookie {self.bookie_id}",
-                            ),
-                        )
+                    what = f"adding entries on bookie {self.bookie_id}"
+                    self._settle(pending, error_from_result(result.code, result.reason, result.message, what))
         except grpc.aio.AioRpcError as exc:
             self._broken(call, error_from_rpc(exc, f"adding entries on bookie {self.bookie_id}"))
         except QuireError as exc:

@@ -54,6 +54,9 @@ class EntryCache:
         self.size_bytes = 0
         self.stats = EntryCacheStats()
         self._entries: OrderedDict[tuple[LedgerId, int, int], CachedEntry] = OrderedDict()
+        # Each ledger's keys, so that dropping a deleted ledger costs its own
+        # entries, not a scan of the whole cache.
+        self._keys_of: dict[LedgerId, set[tuple[LedgerId, int, int]]] = {}
 
     @property
     def enabled(self) -> bool:
@@ -71,13 +74,22 @@ class EntryCache:
         old = self._entries.pop(key, None)
         if old is not None:
             self.size_bytes -= len(old.payload) + ENTRY_OVERHEAD_BYTES
+        else:
+            self._keys_of.setdefault(ledger_id, set()).add(key)
         self._entries[key] = CachedEntry(payload, length)
         self.size_bytes += cost
         self.stats.inserts += 1
         while self.size_bytes > self.capacity_bytes:
-            _, evicted = self._entries.popitem(last=False)
+            evicted_key, evicted = self._entries.popitem(last=False)
             self.size_bytes -= len(evicted.payload) + ENTRY_OVERHEAD_BYTES
+            self._forget_key(evicted_key)
             self.stats.evictions += 1
+
+    def _forget_key(self, key: tuple[LedgerId, int, int]) -> None:
+        keys = self._keys_of[key[0]]
+        keys.discard(key)
+        if not keys:
+            del self._keys_of[key[0]]
 
     def get(self, ledger_id: LedgerId, life: int, entry_id: int) -> CachedEntry | None:
         key = (ledger_id, life, entry_id)
@@ -105,7 +117,7 @@ class EntryCache:
 
     def drop_ledger(self, ledger_id: LedgerId) -> int:
         """Forget every entry of a ledger (it was deleted); how many went."""
-        doomed = [key for key in self._entries if key[0] == ledger_id]
+        doomed = self._keys_of.pop(ledger_id, set())
         for key in doomed:
             self.size_bytes -= len(self._entries.pop(key).payload) + ENTRY_OVERHEAD_BYTES
         return len(doomed)

@@ -23,12 +23,13 @@ from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
 from quire.common.v1 import common_pb2
 from quire.placement.v1 import placement_pb2, placement_pb2_grpc
 from quire.registry.v1 import registry_pb2, registry_pb2_grpc
-from quire_api.errors import Aborted, NotFound, Reason, Unavailable
+from quire_api.errors import Aborted, NotFound, QuireError, Reason, Unavailable
 from quire_api.ids import LedgerId, ledger_id_to_proto
 from quire_common.bookie_resolver import BookieChannels, BookieDirectory
-from quire_common.channels import call, error_from_rpc, open_channel
+from quire_common.channels import call, error_from_result, error_from_rpc, open_channel
 from quire_common.tasks import cancel_and_wait
 from quire_gateway.bookie_streams import AddDone, AddRequest, BookieAddStreams
+from quire_gateway.lac_batches import LacBatches, LacWrite
 from quire_gateway.metadata_cache import ChangeKind, MetadataChange, MetadataObserver
 
 log = logging.getLogger(__name__)
@@ -126,6 +127,7 @@ class Remote:
         self.bookies = bookies
         self._bookie_channels = BookieChannels(bookies)
         self._add_streams = BookieAddStreams(self._bookie, self._bookie_channels.failed)
+        self._lac_batches = LacBatches(self._write_lac_batch)
 
     def start_health_checks(self, interval_seconds: float) -> None:
         """Check the registry's and placement's health every `interval_seconds` (0: never)."""
@@ -147,6 +149,7 @@ class Remote:
         await self._registry_channel.close()
         await self._placement_channel.close()
         await self._add_streams.close()
+        await self._lac_batches.close()
         await self._bookie_channels.close()
 
     # -- registry ----------------------------------------------------------------
@@ -442,12 +445,32 @@ class Remote:
         return response.last_add_confirmed, response.last_entry_id, response.fenced
 
     async def write_last_add_confirmed(self, bookie_id: str, ledger_id: LedgerId, master_key: bytes, lac: int) -> int:
-        """Record the writer's LAC on one bookie (explicit LAC); the bookie's LAC then."""
-        request = bookie_pb2.WriteLastAddConfirmedRequest(
-            ledger_id=ledger_id_to_proto(ledger_id), master_key=master_key, last_add_confirmed=lac
+        """Record the writer's LAC on one bookie (explicit LAC), gathered with
+        other ledgers' (lac_batches.py); the bookie's LAC then."""
+        return await self._lac_batches.write(bookie_id, ledger_id, master_key, lac)
+
+    async def _write_lac_batch(self, bookie_id: str, writes: list[LacWrite]) -> list[int | QuireError]:
+        request = bookie_pb2.WriteLastAddConfirmedBatchRequest(
+            writes=[
+                bookie_pb2.WriteLastAddConfirmedRequest(
+                    ledger_id=ledger_id_to_proto(w.ledger_id),
+                    master_key=w.master_key,
+                    last_add_confirmed=w.last_add_confirmed,
+                )
+                for w in writes
+            ]
         )
-        response = await self._bookie_call(bookie_id, "WriteLastAddConfirmed", request, "writing the LAC")
-        return response.last_add_confirmed
+        what = f"writing the LAC of {len(writes)} ledgers"
+        response = await self._bookie_call(bookie_id, "WriteLastAddConfirmedBatch", request, what)
+        if len(response.results) != len(writes):
+            raise Unavailable(
+                f"bookie {bookie_id} answered {len(response.results)} of {len(writes)} LAC writes",
+                Reason.BOOKIE_UNAVAILABLE,
+            )
+        return [
+            error_from_result(r.code, r.reason, r.message, f"{what} on bookie {bookie_id}") or r.last_add_confirmed
+            for r in response.results
+        ]
 
     async def fence_ledger(
         self, bookie_id: str, ledger_id: LedgerId, master_key: bytes, timeout_seconds: float | None = None

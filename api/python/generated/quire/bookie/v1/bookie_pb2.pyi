@@ -155,6 +155,30 @@ class WriteLastAddConfirmedResponse(_message.Message):
     last_add_confirmed: int
     def __init__(self, last_add_confirmed: _Optional[int] = ...) -> None: ...
 
+class WriteLastAddConfirmedBatchRequest(_message.Message):
+    __slots__ = ("writes",)
+    WRITES_FIELD_NUMBER: _ClassVar[int]
+    writes: _containers.RepeatedCompositeFieldContainer[WriteLastAddConfirmedRequest]
+    def __init__(self, writes: _Optional[_Iterable[_Union[WriteLastAddConfirmedRequest, _Mapping]]] = ...) -> None: ...
+
+class WriteLastAddConfirmedBatchResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[LastAddConfirmedWritten]
+    def __init__(self, results: _Optional[_Iterable[_Union[LastAddConfirmedWritten, _Mapping]]] = ...) -> None: ...
+
+class LastAddConfirmedWritten(_message.Message):
+    __slots__ = ("code", "reason", "message", "last_add_confirmed")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    LAST_ADD_CONFIRMED_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    reason: str
+    message: str
+    last_add_confirmed: int
+    def __init__(self, code: _Optional[int] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ..., last_add_confirmed: _Optional[int] = ...) -> None: ...
+
 class FenceLedgerRequest(_message.Message):
     __slots__ = ("ledger_id", "master_key")
     LEDGER_ID_FIELD_NUMBER: _ClassVar[int]
