@@ -26,6 +26,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -94,8 +95,9 @@ def fill(client: QuireClient, ledgers: int, writers: int) -> tuple[list[LedgerId
     return made, at_once(list(range(ledgers)), writers, one)
 
 
-def adds_across(client: QuireClient, ledgers: list[LedgerId], writers: int, seconds: float) -> float:
-    """One-entry adds/s by `writers` threads, each add to the next of `ledgers` in turn."""
+def adds_across(client: QuireClient, ledgers: list[LedgerId], writers: int, seconds: float) -> int:
+    """One-entry adds by `writers` threads for `seconds`, each add to the next
+    of `ledgers` in turn; returns how many were acknowledged."""
     until = time.monotonic() + seconds
     done = [0] * writers
 
@@ -106,9 +108,8 @@ def adds_across(client: QuireClient, ledgers: list[LedgerId], writers: int, seco
             turn += writers
             done[index] += 1
 
-    started = time.monotonic()
     at_once(list(range(writers)), writers, writer)
-    return sum(done) / (time.monotonic() - started)
+    return sum(done)
 
 
 def bookie_bytes(data_dir: Path) -> int:
@@ -120,32 +121,54 @@ def bookie_bytes(data_dir: Path) -> int:
     )
 
 
-def operations(client: QuireClient, filled: list[LedgerId], data_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
+class Phases:
+    """Times phases of operations and what each server process spent on them."""
+
+    def __init__(self, pids: dict[str, int]) -> None:
+        self.pids = pids
+        self.figures: dict[str, Any] = {}
+
+    def run(self, name: str, count: int, act: Callable[[], object]) -> None:
+        """Record `name`_per_second (count / wall time) and `name`_cpu_us: each
+        process's CPU per operation, in µs."""
+        before = {n: process_cpu_seconds(pid) or 0.0 for n, pid in self.pids.items()}
+        started = time.monotonic()
+        done = act()
+        elapsed = time.monotonic() - started
+        count = done if isinstance(done, int) else count
+        after = {n: process_cpu_seconds(pid) or 0.0 for n, pid in self.pids.items()}
+        self.figures[f"{name}_per_second"] = round(count / elapsed, 1)
+        self.figures[f"{name}_cpu_us"] = {n: round(1e6 * (after[n] - before[n]) / max(count, 1)) for n in self.pids}
+
+
+def operations(
+    client: QuireClient, pids: dict[str, int], filled: list[LedgerId], data_dir: Path, args: argparse.Namespace
+) -> dict[str, Any]:
     """Creates, ListLedgers, adds across many open ledgers, deletes and the space they give back."""
-    figures: dict[str, Any] = {}
+    phases = Phases(pids)
     created: list[LedgerId] = []
 
     def create(_: int) -> None:
         created.append(new_ledger(client))
 
-    figures["creates_per_second_x1"] = round(at_once(list(range(200)), 1, create), 1)
-    figures["creates_per_second_x16"] = round(at_once(list(range(2000)), 16, create), 1)
+    phases.run("creates_x1", 200, lambda: at_once(list(range(200)), 1, create))
+    phases.run("creates_x16", 2000, lambda: at_once(list(range(2000)), 16, create))
     started = time.monotonic()
-    listed = sum(1 for _ in client.list_ledgers(page_size=1000))
-    figures["list_all_ledgers_seconds"] = round(time.monotonic() - started, 2)
-    figures["ledgers_listed"] = listed
+    phases.figures["ledgers_listed"] = sum(1 for _ in client.list_ledgers(page_size=1000))
+    phases.figures["list_all_ledgers_seconds"] = round(time.monotonic() - started, 2)
     open_ledgers = created[:1000]
-    figures["adds_per_second_16_ledgers"] = round(adds_across(client, open_ledgers[:16], 16, args.adds_seconds), 1)
-    figures["adds_per_second_1000_ledgers"] = round(adds_across(client, open_ledgers, 16, args.adds_seconds), 1)
-    figures["deletes_per_second_x16"] = round(at_once(created, 16, client.delete_ledger), 1)
+    for spread in (16, 1000):
+        spread_over = open_ledgers[:spread]
+        phases.run(f"adds_{spread}_ledgers", 0, partial(adds_across, client, spread_over, 16, args.adds_seconds))
+    phases.run("deletes_x16", len(created), lambda: at_once(created, 16, client.delete_ledger))
     if filled:
         before = bookie_bytes(data_dir)
         half = filled[: len(filled) // 2]
-        figures["deletes_per_second_x16_one_entry"] = round(at_once(half, 16, client.delete_ledger), 1)
+        phases.run("deletes_x16_one_entry", len(half), lambda: at_once(half, 16, client.delete_ledger))
         time.sleep(args.settle_seconds)
-        figures["bookie_bytes_before_deleting_half"] = before
-        figures["bookie_bytes_after_deleting_half"] = bookie_bytes(data_dir)
-    return figures
+        phases.figures["bookie_bytes_before_deleting_half"] = before
+        phases.figures["bookie_bytes_after_deleting_half"] = bookie_bytes(data_dir)
+    return phases.figures
 
 
 def scrub_figures(client: QuireClient) -> dict[str, float]:
@@ -179,7 +202,7 @@ def measure(ledgers: int, args: argparse.Namespace) -> dict[str, Any]:
                 after_scrub = scrub_figures(client)
                 rss_idle = {name: round(rss_mib(pid), 1) for name, pid in pids.items()}
                 db_bytes = etcd_db_bytes(Path(data_dir))
-                figures = operations(client, filled, Path(data_dir), args)
+                figures = operations(client, pids, filled, Path(data_dir), args)
             cpu_percent = {name: round(100 * (after_cpu[name] - before_cpu[name]) / elapsed, 2) for name in pids}
             checked = sum(
                 after_scrub.get(key, 0.0) - before_scrub.get(key, 0.0)

@@ -11,7 +11,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar, cast
+from typing import TypeVar
 
 from quire_api.errors import (
     DataLoss,
@@ -302,14 +302,11 @@ class Bookie:
             raise InvalidArgument(f"{len(writes)} LAC writes in one call; at most {MAX_LAC_WRITES}")
         if len({ledger_id for ledger_id, _, _ in writes}) < len(writes):
             raise InvalidArgument("a ledger is listed more than once")
-        outcomes = await asyncio.gather(
-            *(self.write_last_add_confirmed(ledger_id, key, lac) for ledger_id, key, lac in writes),
-            return_exceptions=True,
-        )
-        for outcome in outcomes:
-            if isinstance(outcome, BaseException) and not isinstance(outcome, QuireError):
-                raise outcome
-        return cast(list[LedgerState | QuireError], outcomes)
+        for _, key, lac in writes:  # a malformed write refuses the call, as it would refuse WriteLastAddConfirmed
+            check_master_key_length(key)
+            if lac < NO_ENTRY:
+                raise InvalidArgument(f"last_add_confirmed {lac} is below -1")
+        return await self._committer.write_lacs(writes)
 
     async def delete_ledger(self, ledger_id: LedgerId) -> int:
         count = await self._committer.delete(ledger_id)

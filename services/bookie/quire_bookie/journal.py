@@ -350,6 +350,18 @@ class GroupCommitter:
         await self._enqueue(LacOp(ledger_id, master_key, last_add_confirmed, future))
         return await future
 
+    async def write_lacs(self, writes: list[tuple[LedgerId, bytes, int]]) -> list[LedgerState | QuireError]:
+        """Many explicit LACs queued at once (no task per write); each
+        answered with its ledger's state or why it was refused."""
+        loop = asyncio.get_running_loop()
+        ops = [LacOp(ledger_id, key, lac, loop.create_future()) for ledger_id, key, lac in writes]
+        await self._enqueue_many(ops)
+        outcomes = await asyncio.gather(*(op.future for op in ops), return_exceptions=True)
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException) and not isinstance(outcome, QuireError):
+                raise outcome
+        return cast(list[LedgerState | QuireError], outcomes)
+
     async def delete(self, ledger_id: LedgerId) -> int:
         """Delete a ledger after everything queued before; returns how many
         entries went."""
