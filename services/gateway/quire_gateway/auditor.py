@@ -5,7 +5,11 @@ Every gateway runs the auditor's loops, but only the holder of the
 "auditor" role (leadership.py, a lease through the registry) acts; a standby
 takes over when the holder's lease lapses, within its TTL.
 
-Every `interval_seconds` it lists the registered bookies and every ledger.
+Every `interval_seconds` it lists the registered bookies, and every ledger
+when a round is due: when the registered bookies changed, when the last round
+left a missing bookie or a marked ledger, and otherwise every tenth interval
+(markers set meanwhile wait for it), so a quiet cluster does not read all its
+metadata every interval.
 A bookie referenced by a ledger but not registered is *missing*; once it has
 been missing for `lost_bookie_delay_seconds` (so a rolling restart causes no
 re-replication storm) it is *lost*. For each CLOSED ledger with a segment on
@@ -65,6 +69,9 @@ ROLE = "auditor"
 # How long the auditor waits for a bookie's LAC answer (open ledgers).
 FIRST_SCRUB_DELAY_SECONDS = 60.0
 LAC_TIMEOUT_SECONDS = 2.0
+# While the bookies stay as they were and the last round found nothing to
+# repair, only every tenth interval reads every ledger (docs/decisions.md).
+QUIET_ROUNDS_BETWEEN_FULL_ROUNDS = 9
 
 
 @dataclass(frozen=True)
@@ -162,6 +169,8 @@ class Auditor:
             role.published = lambda: {k: str(v) for k, v in self.state.figures().items()}
         self.scrubber = Scrubber(remote, settings.scrub, self.state.scrub)
         self._settled_lac: dict[tuple[int, int], int] = {}  # open ledger -> its LAC at the previous pass
+        self._registered_at_last_round: frozenset[tuple[str, bool]] = frozenset()
+        self._quiet_rounds = 0  # intervals since the last full round, while nothing called for one
 
     def active(self) -> bool:
         return self.role is None or self.role.holds()
@@ -172,6 +181,7 @@ class Auditor:
             self._settled_lac.clear()
             self.state.missing_since.clear()  # the clock starts again for a new holder
             self.state.cluster = None  # another gateway reports the cluster now
+            self._registered_at_last_round = frozenset()
             await self.role.wait_until_held()
 
     async def run(self) -> None:
@@ -197,7 +207,10 @@ class Auditor:
             await asyncio.sleep(self.settings.interval_seconds)
             await self._wait_until_active()
             try:
-                await self.audit_once()
+                records = await self.bookies.records(registry_pb2.BOOKIE_STATE_ALL)
+                if not self._round_due(records):
+                    continue
+                await self.audit_once(records)
             except QuireError as exc:
                 log.warning("audit round failed: %s", exc)
 
@@ -282,9 +295,31 @@ class Auditor:
             if not token:
                 return ledgers
 
-    async def audit_once(self) -> int:
+    def _round_due(self, records: list[registry_pb2.BookieRecord]) -> bool:
+        """Whether this interval's round must read every ledger's metadata,
+        whose cost grows with the ledgers held: when the registered bookies
+        changed, when the last round left something to repair or wait for
+        (a missing bookie, a marker), and otherwise every
+        QUIET_ROUNDS_BETWEEN_FULL_ROUNDS intervals, for markers that readers
+        and writers set meanwhile."""
+        registered = frozenset((r.bookie_id, r.read_only) for r in records)
+        quiet = (
+            registered == self._registered_at_last_round
+            and not self.state.missing_since
+            and self.state.cluster is not None
+            and self.state.cluster.under_replicated_ledgers == 0
+        )
+        if quiet and self._quiet_rounds < QUIET_ROUNDS_BETWEEN_FULL_ROUNDS:
+            self._quiet_rounds += 1
+            return False
+        self._quiet_rounds = 0
+        self._registered_at_last_round = registered
+        return True
+
+    async def audit_once(self, records: list[registry_pb2.BookieRecord] | None = None) -> int:
         """One round; returns how many segments it re-replicated."""
-        records = await self.bookies.records(registry_pb2.BOOKIE_STATE_ALL)
+        if records is None:
+            records = await self.bookies.records(registry_pb2.BOOKIE_STATE_ALL)
         registered = {r.bookie_id for r in records}
         ledgers = await self._ledgers()
         referenced = {b for m in ledgers for e in m.ensembles for b in e.bookie_ids}

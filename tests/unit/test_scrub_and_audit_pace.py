@@ -1,4 +1,4 @@
-"""How the scrub packs its questions into bookies' CheckEntries calls."""
+"""How the scrub packs its questions into bookies' CheckEntries calls, and how the scrub and the audit pace themselves."""
 
 from quire.common.v1 import common_pb2
 from quire_api.ids import LedgerId
@@ -58,3 +58,22 @@ async def test_a_pass_spreads_its_groups_over_nine_tenths_of_its_period(monkeypa
     schedule.started -= 1_000  # a pass the budgets made late does not wait
     await schedule.wait_turn(2_000)
     assert len(asked) == 2
+
+
+def test_a_quiet_cluster_reads_every_ledger_only_every_tenth_interval():
+    from quire.registry.v1 import registry_pb2
+    from quire_gateway.auditor import QUIET_ROUNDS_BETWEEN_FULL_ROUNDS, Auditor, AuditorSettings, ClusterFigures
+
+    auditor = Auditor(None, None, AuditorSettings())  # type: ignore[arg-type]
+    bookies = [registry_pb2.BookieRecord(bookie_id=f"b{n}:3181") for n in range(3)]
+    assert auditor._round_due(bookies)  # the first round
+    auditor.state.cluster = ClusterFigures()  # what that round found: nothing to repair
+    due = [auditor._round_due(bookies) for _ in range(2 * (QUIET_ROUNDS_BETWEEN_FULL_ROUNDS + 1))]
+    assert due == ([False] * QUIET_ROUNDS_BETWEEN_FULL_ROUNDS + [True]) * 2
+    assert auditor._round_due(bookies[:2])  # a bookie went away
+    assert auditor._round_due([*bookies[:2], registry_pb2.BookieRecord(bookie_id="b2:3181", read_only=True)])
+    auditor.state.missing_since = {"b9:3181": 0.0}  # waiting for a missing bookie: every interval
+    assert all(auditor._round_due(bookies[:2]) for _ in range(3))
+    auditor.state.missing_since = {}
+    auditor.state.cluster = ClusterFigures(under_replicated_ledgers=1)  # a marker to repair
+    assert all(auditor._round_due(bookies[:2]) for _ in range(3))
