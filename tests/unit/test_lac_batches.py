@@ -72,3 +72,12 @@ async def test_each_write_gets_its_own_refusal_and_a_failed_call_fails_them_all(
     with pytest.raises(Unavailable):
         await batches.write("b1", LedgerId(1, 1), b"k", 2)
     await batches.close()
+
+
+async def test_an_unexpected_failure_of_the_call_fails_its_writes_rather_than_leaving_them_waiting():
+    async def broken(bookie_id: str, writes: list[LacWrite]) -> list[int | Exception]:
+        raise RuntimeError("a bug")
+
+    batches = LacBatches(broken)  # type: ignore[arg-type]
+    with pytest.raises(Unavailable, match="a bug"):
+        await asyncio.wait_for(batches.write("b1", LedgerId(1, 1), b"k", 1), 10)

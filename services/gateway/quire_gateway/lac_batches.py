@@ -15,7 +15,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from quire_api.errors import QuireError
+from quire_api.errors import QuireError, Reason, Unavailable
 from quire_api.ids import LedgerId
 from quire_common.tasks import cancel_and_wait
 
@@ -80,6 +80,11 @@ class LacBatches:
                     outcomes: list[int | QuireError] = await self._send(bookie_id, [w.write for w in ready])
                 except QuireError as exc:
                     outcomes = [exc] * len(ready)
+                except Exception as exc:  # a bug here must not leave writers waiting for good
+                    failure = Unavailable(
+                        f"writing LACs on bookie {bookie_id} failed: {exc!r}", Reason.BOOKIE_UNAVAILABLE
+                    )
+                    outcomes = [failure] * len(ready)
                 for entry, outcome in zip(ready, outcomes, strict=True):
                     for future in entry.futures:
                         if future.done():  # its caller gave up waiting
