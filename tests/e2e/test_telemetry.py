@@ -178,7 +178,7 @@ def test_every_service_reports_its_version(observed_cluster):
         "placement": f"127.0.0.1:{cluster.ports.placement_http}",
         **{name: cluster.bookie_http(name) for name in cluster.bookie_names},
     }
-    release = importlib.metadata.version("quire")
+    release = importlib.metadata.version("quire-ledger")
     for name, address in admin.items():
         status = json.loads(get(f"http://{address}/status"))
         assert status["version"] == release, (name, status)

@@ -75,7 +75,7 @@ EPILOG = (
         "max_content_width": 110,
     },
 )
-@click.version_option(package_name="quire-client", prog_name="quire", message="%(prog)s %(version)s")
+@click.version_option(package_name="quire-ledger-client", prog_name="quire", message="%(prog)s %(version)s")
 @option(
     "--context",
     "context_name",
