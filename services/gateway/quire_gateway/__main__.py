@@ -20,11 +20,14 @@ from quire_common.tasks import cancel_and_wait
 from quire_gateway import metrics
 from quire_gateway.auditor import ROLE, Auditor
 from quire_gateway.authn import GatewayAuthInterceptor
-from quire_gateway.blobs import BlobSettings, BlobStore
+from quire_gateway.blobs import BlobStore
 from quire_gateway.config import (
     advertised_address,
     auditor_settings,
+    blob_settings,
     connection_limits,
+    read_settings,
+    recovery_settings,
     request_idle,
     write_settings,
 )
@@ -34,8 +37,6 @@ from quire_gateway.leadership import RoleHolder
 from quire_gateway.ledgers import LedgerManager
 from quire_gateway.metadata_cache import LedgerMetadataCache
 from quire_gateway.peers import GatewayPeers
-from quire_gateway.reads import ReadSettings
-from quire_gateway.recovery import RecoverySettings
 from quire_gateway.remote import Remote
 from quire_gateway.servicer import ActiveStreams, BlobServicer, LedgerServicer
 from quire_gateway.sessions import GatewaySession
@@ -55,15 +56,8 @@ async def main(env: GatewayEnv) -> None:
     settings = write_settings(env)
     if not settings.mark_replaced_copies:
         log.warning("QUIRE_GATEWAY_FAULT_UNSAFE_NO_REPAIR_MARKS is set: replaced bookies' copies are NOT restored")
-    recovery = RecoverySettings(
-        timeout_seconds=env.recovery_timeout_seconds,
-        bookie_timeout_seconds=env.recovery_bookie_timeout_seconds,
-    )
-    reads = ReadSettings(
-        speculative_delay_seconds=env.speculative_read_seconds,
-        verify_digests=not env.fault_unsafe_skip_digest_check,
-        read_your_writes=not env.fault_unsafe_no_read_your_writes,
-    )
+    recovery = recovery_settings(env)
+    reads = read_settings(env)
     if not reads.verify_digests:
         log.warning("QUIRE_GATEWAY_FAULT_UNSAFE_SKIP_DIGEST_CHECK is set: reads are NOT verified; test use only")
     if not reads.read_your_writes:
@@ -102,11 +96,7 @@ async def main(env: GatewayEnv) -> None:
     bookies.on_joined(lambda bookie_id, _address: manager.quarantine.lift(bookie_id, "it registered again"))
     blobs = BlobStore(
         manager,
-        BlobSettings(
-            ledgers_per_scope=env.blob_ledgers_per_scope,
-            ledger_max_bytes=env.blob_ledger_max_bytes,
-            ledger_max_age_seconds=env.blob_ledger_max_age_seconds,
-        ),
+        blob_settings(env),
     )
 
     auditor_config = auditor_settings(env.auditor)
