@@ -189,9 +189,8 @@ def run(fake: FakeClient, tmp_path, monkeypatch):  # type: ignore[no-untyped-def
 
     def invoke(*args: str, input: str | bytes | None = None) -> Run:
         runner = click.testing.CliRunner()
-        result = runner.invoke(
-            quire, list(args), input=input, obj={"make_client": lambda settings: fake, "make_admin_client": lambda settings: fake}, standalone_mode=False
-        )
+        factories = {"make_client": lambda settings: fake, "make_admin_client": lambda settings: fake}
+        result = runner.invoke(quire, list(args), input=input, obj=factories, standalone_mode=False)
         code = result.return_value if result.exception is None else None
         if isinstance(result.exception, click.ClickException):
             code = result.exception.exit_code
