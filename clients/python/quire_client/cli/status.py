@@ -137,8 +137,8 @@ def cluster_status(settings: Globals, output: str) -> int:
     gateway could not be reached."""
     report = _ask(settings)
     if isinstance(report, QuireClientError):
-        document = {"status": UNREACHABLE, "problems": [report.message], "client_version": client_version()}
-        if structured(output, document):
+        unreachable = {"status": UNREACHABLE, "problems": [report.message], "client_version": client_version()}
+        if structured(output, unreachable):
             click.echo(f"error: {report.message}", err=True)
             return ExitCode.UNAVAILABLE
         return report_error("UNAVAILABLE", report.reason, report.message, ExitCode.UNAVAILABLE)
