@@ -533,6 +533,51 @@ def test_the_command_line_speaks_tls_with_certificates_and_tokens(
     assert plaintext.returncode == 3 and "UNAVAILABLE" in plaintext.stderr and "Traceback" not in plaintext.stderr
 
 
+def test_the_admin_api_needs_the_admin_role_on_every_scope_never_a_service_identity(
+    tls_cluster: LocalCluster, bundle: CertBundle
+) -> None:
+    """Only the gateway's address and a client credential with admin on "*":
+    every admin command works; a writer, a reader's token, an admin of one
+    scope and the operator's service certificate are refused."""
+    gateway = tls_cluster.gateway_target
+
+    def quire(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "quire_client.cli", "--gateway", gateway, "--tls-ca", str(bundle.ca)]
+        return subprocess.run([*command, *args], capture_output=True, text=True, timeout=120)
+
+    def identity(name: str) -> list[str]:
+        return ["--tls-cert", str(bundle.cert(name)), "--tls-key", str(bundle.key(name))]
+
+    as_admin = identity("client-admin")
+    listed = quire(*as_admin, "bookie", "list", "-o", "json")
+    assert listed.returncode == 0 and tls_cluster.bookie_id("bookie-1") in listed.stdout, listed.stderr
+    for command in (["bookieinfo"], ["placement", "weights"], ["recovery", "status"], ["version"]):
+        answered = quire(*as_admin, *command, "-o", "json")
+        assert answered.returncode == 0, (command, answered.stderr)
+    status = quire(*as_admin, "cluster", "status", "-o", "json")
+    report = json.loads(status.stdout)
+    assert {c["certificate"] for c in report["certificates"]} == {"service", "ca", "client_ca"}, report
+    assert all(c["days_left"] > 1 for c in report["certificates"])
+    assert all(s["health"] == "SERVING" for s in report["services"]), report["services"]
+    assert len([s for s in report["services"] if s["service"] == "bookie"]) == len(tls_cluster.bookie_names)
+
+    admin_token = bundle.token("ops", {"*": ["admin"]})
+    assert quire(*identity("client-reader"), "--token", admin_token, "bookie", "list").returncode == 0
+    refusals = {
+        "writer certificate": identity("client-writer"),
+        "reader token": [*identity("client-admin"), "--token", bundle.token("viewer", {"*": ["reader"]})],
+        "admin of scope 7 only": [*identity("client-admin"), "--token", bundle.token("ops", {"7": ["admin"]})],
+    }
+    for who, credentials in refusals.items():
+        refused = quire(*credentials, "bookie", "list")
+        assert refused.returncode == 1, (who, refused.stderr)
+        assert "PERMISSION_DENIED [PERMISSION_DENIED_ROLE]" in refused.stderr and "Traceback" not in refused.stderr
+    # The operator's service identity (service CA) holds no roles at the gateway.
+    as_service = quire(*identity("operator"), "bookie", "list")
+    assert as_service.returncode == 1 and "UNAUTHENTICATED" in as_service.stderr, as_service.stderr
+    assert "Traceback" not in as_service.stderr
+
+
 def identity_files(cluster: LocalCluster, label: str, identity: tuple[bytes, bytes]) -> ClientTls:
     """A certificate and key written where a QuireClient can read them."""
     directory = cluster.data_dir / "identities" / label.replace(":", "_").replace("/", "_")
@@ -775,48 +820,3 @@ def test_certificate_rotation_is_picked_up_without_restart(
             if time.monotonic() > deadline + 5:
                 raise
             time.sleep(0.2)
-
-
-def test_the_admin_api_needs_the_admin_role_on_every_scope_never_a_service_identity(
-    tls_cluster: LocalCluster, bundle: CertBundle
-) -> None:
-    """Only the gateway's address and a client credential with admin on "*":
-    every admin command works; a writer, a reader's token, an admin of one
-    scope and the operator's service certificate are refused."""
-    gateway = tls_cluster.gateway_target
-
-    def quire(*args: str) -> subprocess.CompletedProcess[str]:
-        command = [sys.executable, "-m", "quire_client.cli", "--gateway", gateway, "--tls-ca", str(bundle.ca)]
-        return subprocess.run([*command, *args], capture_output=True, text=True, timeout=120)
-
-    def identity(name: str) -> list[str]:
-        return ["--tls-cert", str(bundle.cert(name)), "--tls-key", str(bundle.key(name))]
-
-    as_admin = identity("client-admin")
-    listed = quire(*as_admin, "bookie", "list", "-o", "json")
-    assert listed.returncode == 0 and tls_cluster.bookie_id("bookie-1") in listed.stdout, listed.stderr
-    for command in (["bookieinfo"], ["placement", "weights"], ["recovery", "status"], ["version"]):
-        answered = quire(*as_admin, *command, "-o", "json")
-        assert answered.returncode == 0, (command, answered.stderr)
-    status = quire(*as_admin, "cluster", "status", "-o", "json")
-    report = json.loads(status.stdout)
-    assert {c["certificate"] for c in report["certificates"]} == {"service", "ca", "client_ca"}, report
-    assert all(c["days_left"] > 1 for c in report["certificates"])
-    assert all(s["health"] == "SERVING" for s in report["services"]), report["services"]
-    assert len([s for s in report["services"] if s["service"] == "bookie"]) == len(tls_cluster.bookie_names)
-
-    admin_token = bundle.token("ops", {"*": ["admin"]})
-    assert quire(*identity("client-reader"), "--token", admin_token, "bookie", "list").returncode == 0
-    refusals = {
-        "writer certificate": identity("client-writer"),
-        "reader token": [*identity("client-admin"), "--token", bundle.token("viewer", {"*": ["reader"]})],
-        "admin of scope 7 only": [*identity("client-admin"), "--token", bundle.token("ops", {"7": ["admin"]})],
-    }
-    for who, credentials in refusals.items():
-        refused = quire(*credentials, "bookie", "list")
-        assert refused.returncode == 1, (who, refused.stderr)
-        assert "PERMISSION_DENIED [PERMISSION_DENIED_ROLE]" in refused.stderr and "Traceback" not in refused.stderr
-    # The operator's service identity (service CA) holds no roles at the gateway.
-    as_service = quire(*identity("operator"), "bookie", "list")
-    assert as_service.returncode == 1 and "UNAUTHENTICATED" in as_service.stderr, as_service.stderr
-    assert "Traceback" not in as_service.stderr
