@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
+CLIENT = "quire-ledger-client"  # this distribution: the client and the command line
 SERVER = "quire-ledger"  # the services, their runtime and RocksDB, etcd, OpenTelemetry
 CERTS = "quire-ledger-client[certs]"  # cryptography and PyJWT
 

@@ -28,7 +28,7 @@ from quire_client.cli.common import (
 )
 from quire_client.client import QuireClientError
 from quire_client.cluster import ClusterError
-from quire_client.optional import MissingPackage
+from quire_client.optional import CLIENT, MissingPackage
 
 
 class QuireGroup(click.Group):
@@ -76,7 +76,7 @@ EPILOG = (
         "max_content_width": 110,
     },
 )
-@click.version_option(package_name="quire-ledger-client", prog_name="quire", message="%(prog)s %(version)s")
+@click.version_option(package_name=CLIENT, prog_name="quire", message="%(prog)s %(version)s")
 @option(
     "--context",
     "context_name",

@@ -23,6 +23,7 @@ from quire_client.cli.common import (
     structured,
 )
 from quire_client.errors import QuireClientError
+from quire_client.optional import CLIENT
 
 # A certificate closer than this to its notAfter makes the cluster degraded.
 CERTIFICATE_WARNING_DAYS = 14
@@ -32,7 +33,7 @@ STATUS_EXIT = {HEALTHY: ExitCode.OK, DEGRADED: ExitCode.ERROR, UNREACHABLE: Exit
 
 def client_version() -> str:
     try:
-        return importlib.metadata.version("quire-client")
+        return importlib.metadata.version(CLIENT)
     except importlib.metadata.PackageNotFoundError:
         return "unknown"
 
