@@ -150,7 +150,9 @@ def list_ledgers_request(scope_id: int | None, page_size: int, page_token: str) 
     )
 
 
-def blob_part_requests(part: bytes | bytearray | memoryview, scope_id: int, part_bytes: int) -> Iterator[blob_pb2.PutBlobRequest]:
+def blob_part_requests(
+    part: bytes | bytearray | memoryview, scope_id: int, part_bytes: int
+) -> Iterator[blob_pb2.PutBlobRequest]:
     """One part of a blob as PutBlob messages of at most `part_bytes` each
     (an empty part: one empty message)."""
     for start in range(0, max(len(part), 1), part_bytes):
