@@ -46,6 +46,15 @@ _Answer = TypeVar("_Answer")
 # What a payload source ends with, in the queue between it and the write sessions.
 _SOURCE_DONE = object()
 
+# What grpc.aio reports, in place of the call's own status, when a message of
+# a request stream could not be sent because the stream had already ended or
+# its connection broke (grpc/grpc#36066).
+_FAILED_SEND = "Internal error from Core"
+
+
+def _failed_send(error: QuireClientError) -> bool:
+    return error.code == grpc.StatusCode.INTERNAL and not error.reason and error.message == _FAILED_SEND
+
 
 class AsyncQuireClient:
     """The asyncio client of one Quire cluster's gateways. One instance is
@@ -338,6 +347,8 @@ class AsyncQuireClient:
                     raise progress.ended_early()
                 except grpc.RpcError as exc:
                     error = translate(exc)
+                    if _failed_send(error):
+                        error = await self._session_end_unknown(progress, deadline)
                 except UnavailableError as exc:  # ended early, or from next_entry_id
                     error = exc
                 finally:
@@ -355,6 +366,25 @@ class AsyncQuireClient:
                 await asyncio.sleep(deadline.pause(resume.pause))
         finally:
             feeder.cancel()
+
+    async def _session_end_unknown(self, progress: protocol.WriteResumption, deadline: Deadline) -> QuireClientError:
+        """What to resume a session by when grpc.aio hid how it ended (a
+        failed send, _FAILED_SEND): the writer's refusal of a probe, which
+        names its next entry id and LAC as a refused conditional session
+        would, or the error the probe met (the gateway lost, the ledger
+        closed or fenced, ...)."""
+        if not progress.conditional:
+            return UnavailableError(grpc.StatusCode.UNAVAILABLE, "", f"the stream broke while sending ({_FAILED_SEND})")
+        try:
+            await self._unary(
+                self._ledgers.AddEntry,
+                protocol.next_entry_id_probe(progress.ledger),
+                ledger_pb2.AddEntryResponse,
+                Deadline(deadline.pause(self.timeout)),
+            )
+        except QuireClientError as exc:
+            return exc
+        return protocol.PROBE_ACCEPTED
 
     async def append_all(
         self,

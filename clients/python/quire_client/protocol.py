@@ -274,7 +274,9 @@ class WriteResumption:
             ) from None
         if not settled:  # the landed entries are not confirmed yet: ask again after a pause
             return Resume(next_gateway=False, pause=resume_pause(self.attempt))
-        ack = AppendAck(self.next_id, actual - 1, actual - 1) if landed else None
+        if not landed:  # nothing landed: resend at once, but count the attempt (no progress)
+            return Resume(next_gateway=False, pause=0.0)
+        ack = AppendAck(self.next_id, actual - 1, actual - 1)
         self._settle(landed)
         self.next_id, self.attempt = actual, 0
         return Resume(next_gateway=False, pause=0.0, landed=ack)
