@@ -38,7 +38,7 @@ gen-check: setup ## fail if the generated code, docs/api.md or docs/configuratio
 
 lock: setup ## recompile requirements/lock.txt (exact pins for make setup, the image and CI) from the pyproject.toml files and requirements/dev.in
 	$(VENV)/bin/uv pip compile requirements/lock.in -o requirements/lock.txt --universal --python-version 3.11 \
-		--no-emit-package quire-api --no-emit-package quire-client --no-emit-package quire \
+		--no-emit-package quire-ledger-api --no-emit-package quire-ledger-client --no-emit-package quire-ledger \
 		--custom-compile-command "make lock" --quiet
 	$(PY) scripts/check_lock.py
 

@@ -117,6 +117,7 @@ docker build --network host \
   --build-arg "BASE_IMAGE=$BASE" \
   --build-arg "WITH_TELEMETRY=$WITH_TELEMETRY" \
   --build-arg "QUIRE_REVISION=$(git rev-parse HEAD 2>/dev/null || true)" \
+  --build-arg "QUIRE_VERSION=$(python3 -c 'import tomllib; print(tomllib.load(open("services/pyproject.toml", "rb"))["project"]["version"])')" \
   -f deploy/image/Dockerfile \
   -t "$IMAGE" -t "$REPOSITORY:$VERSION" \
   .

@@ -107,6 +107,23 @@ CALL_ERRORS: dict[str, list[tuple[str, str]]] = {
         ("UNAVAILABLE", "NOT_ENOUGH_BOOKIES"),
         ("UNAVAILABLE", "BOOKIE_UNAVAILABLE"),
     ],
+    # AdminService: every call needs admin on "*" (EVERY_CALL's PERMISSION_DENIED) and asks the
+    # registry (METADATA_STORE_UNAVAILABLE when etcd is down, SERVICE_UNAVAILABLE when it is).
+    "quire.admin.v1.AdminService.ListBookies": [],
+    "quire.admin.v1.AdminService.GetBookieServiceInfo": [
+        ("INVALID_ARGUMENT", "INVALID_BOOKIE_ID"),
+        ("NOT_FOUND", "BOOKIE_NOT_FOUND"),
+    ],
+    "quire.admin.v1.AdminService.GetBookieDisks": [],
+    "quire.admin.v1.AdminService.GetPlacementWeights": [],
+    "quire.admin.v1.AdminService.GetAuditor": [],
+    "quire.admin.v1.AdminService.GetRecoveryStatus": [("INVALID_ARGUMENT", "INVALID_BOOKIE_ID")],
+    "quire.admin.v1.AdminService.DeleteBookieCookie": [
+        ("INVALID_ARGUMENT", "INVALID_BOOKIE_ID"),
+        ("FAILED_PRECONDITION", "BOOKIE_ALREADY_REGISTERED"),
+        ("ABORTED", "METADATA_VERSION_CONFLICT"),
+    ],
+    "quire.admin.v1.AdminService.GetClusterStatus": [],
     "quire.gateway.v1.BlobService.GetBlob": [
         ("NOT_FOUND", "ENTRY_NOT_FOUND"),
         ("DATA_LOSS", "DIGEST_MISMATCH"),
@@ -114,7 +131,8 @@ CALL_ERRORS: dict[str, list[tuple[str, str]]] = {
         ("UNAVAILABLE", "BOOKIE_UNAVAILABLE"),
     ],
 }
-PUBLIC_PACKAGE = "quire.gateway.v1"
+# What clients call at the gateway: the ledger and blob API, and the operators' admin API.
+PUBLIC_PACKAGES = ("quire.gateway.v1", "quire.admin.v1")
 _LINT_IGNORE = "buf:lint:ignore "
 _PREFIX = "ERROR_REASON_"
 
@@ -191,8 +209,9 @@ def render(files: list[descriptor_pb2.FileDescriptorProto]) -> str:
         "",
         "<!-- Rendered by scripts/gen_api_docs.py from the comments in protos/; `make gen` rewrites it. -->",
         "",
-        "Quire's public API is the gateway's `quire.gateway.v1` package (LedgerService, BlobService); the",
-        "other packages are the services' internal APIs, listed for completeness. Read docs/errors.md",
+        "Quire's public API is the gateway's `quire.gateway.v1` package (LedgerService, BlobService) and",
+        "its `quire.admin.v1` AdminService for operators (the admin role on `*`); the other packages are",
+        "the services' internal APIs, listed for completeness. Read docs/errors.md",
         "first: status details (ErrorInfo, RetryInfo), which reasons are retryable, message sizes and",
         "64-bit ids apply to every call below.",
         "",
@@ -203,8 +222,8 @@ def render(files: list[descriptor_pb2.FileDescriptorProto]) -> str:
         + ".",
         "",
     ]
-    public = [f for f in files if f.package == PUBLIC_PACKAGE]
-    internal = [f for f in files if f.package != PUBLIC_PACKAGE]
+    public = sorted((f for f in files if f.package in PUBLIC_PACKAGES), key=lambda f: PUBLIC_PACKAGES.index(f.package))
+    internal = [f for f in files if f.package not in PUBLIC_PACKAGES]
     for file in [*public, *internal]:
         notes = comments(file)
         out += [f"## {file.name}", "", f"Package `{file.package}`.", ""]

@@ -65,10 +65,14 @@ for input in "${inputs[@]}"; do [ "$input" -nt "$stamp" ] && stale=true; done
 if [ "$stale" = true ]; then
   echo "setup: installing Quire and its development tools into $VENV"
   "$VENV/bin/python" -m pip install -q --upgrade pip
-  # Before the split the whole repository was one editable distribution, `quire` at the root.
-  if "$VENV/bin/python" -m pip show quire 2>/dev/null | grep -q "^Editable project location: $PWD\$"; then
-    "$VENV/bin/python" -m pip uninstall -q -y quire
-  fi
+  # Earlier names of this checkout's own distributions (one editable `quire` at the root before
+  # the split; quire-api, quire-client and quire before the quire-ledger names): uninstalled, so
+  # that two distributions never claim the same packages.
+  for old in quire quire-api quire-client; do
+    if "$VENV/bin/python" -m pip show "$old" 2>/dev/null | grep -q "^Editable project location: $PWD"; then
+      "$VENV/bin/python" -m pip uninstall -q -y "$old"
+    fi
+  done
   "$VENV/bin/python" -m pip install -q -c requirements/lock.txt \
     -e ./api/python -e './clients/python[testing,certs]' -e './services[telemetry]' -r requirements/dev.in
   touch "$stamp"

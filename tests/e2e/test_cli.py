@@ -189,11 +189,15 @@ def test_not_enough_bookies_exits_1_and_an_unreachable_gateway_3_named_with_its_
             assert f"no answer from the gateway at {closed} {source}" in stderr and "Traceback" not in stderr
 
 
-def test_a_gateway_only_context_refuses_registry_commands_and_context_check_reports_each_service(cluster, tmp_path):
+def test_a_gateway_only_context_runs_admin_commands_through_the_gateway_and_refuses_direct_ones(cluster, tmp_path):
     env = {"QUIRE_CONFIG_DIR": str(tmp_path / "config")}
     assert quire_alone("context", "add", "gw-only", "--gateway", cluster.gateway_target, env=env).returncode == 0
     assert quire_alone("--context", "gw-only", "ledger", "list", env=env).returncode == 0
-    refused = quire_alone("--context", "gw-only", "bookie", "list", env=env)
+    listed = quire_alone("--context", "gw-only", "bookie", "list", "-o", "json", env=env)
+    assert listed.returncode == 0, listed.stderr
+    assert {r["bookie_id"] for r in json.loads(listed.stdout)} == {cluster.bookie_id(n) for n in cluster.bookie_names}
+    # Break-glass: --direct needs the registry named, and never assumes 127.0.0.1 for it.
+    refused = quire_alone("--context", "gw-only", "--direct", "bookie", "list", env=env)
     assert refused.returncode == 2 and b"needs the registry's address" in refused.stderr, refused.stderr
 
     full = ["--gateway", cluster.gateway_target, "--registry", cluster.registry_target]

@@ -1,4 +1,4 @@
-"""A client-only install: quire-api and quire-client, built from their folders
+"""A client-only install: quire-ledger-api and quire-ledger-client, built from their folders
 into a fresh virtualenv at the lock file's versions, talk to a cluster (run
 from the dev virtualenv) without any of the services' dependencies."""
 
@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 LOCK = ROOT / "requirements" / "lock.txt"
 # Distributions only the services need; none may come with the client.
 SERVER_DISTRIBUTIONS = {
-    "quire",
+    "quire-ledger",
     "rocksdict",
     "etcd3aio",
     "opentelemetry-api",
@@ -97,7 +97,7 @@ def run_in(venv: Path, program: str, *args: str) -> subprocess.CompletedProcess[
 
 def test_client_install_brings_no_server_dependency(client_venv: Path) -> None:
     installed = set(json.loads(run_in(client_venv, "python", "-c", INSTALLED_SCRIPT).stdout))
-    assert {"quire-api", "quire-client", "grpcio", "protobuf", "click"} <= installed
+    assert {"quire-ledger-api", "quire-ledger-client", "grpcio", "protobuf", "click"} <= installed
     assert installed & SERVER_DISTRIBUTIONS == set()
     for module in SERVER_MODULES:
         probe = run_in(client_venv, "python", "-c", f"import {module}")
@@ -136,12 +136,13 @@ def test_client_only_command_line(client_venv: Path, cluster: LocalCluster) -> N
 def test_commands_that_need_the_server_name_the_package(client_venv: Path, tmp_path: Path) -> None:
     # Usage errors (exit 2) with one line naming what to install, never a traceback.
     up = run_in(client_venv, "quire", "cluster", "up", "--data-dir", str(tmp_path / "data"))
-    assert up.returncode == 2 and "pip install 'quire'" in up.stderr and "Traceback" not in up.stderr
+    assert up.returncode == 2 and "pip install 'quire-ledger'" in up.stderr and "Traceback" not in up.stderr
     inspect = run_in(client_venv, "quire", "bookie", "inspect", "--data-dir", str(tmp_path))
-    assert inspect.returncode == 2 and "pip install 'quire'" in inspect.stderr and "Traceback" not in inspect.stderr
+    assert inspect.returncode == 2 and "pip install 'quire-ledger'" in inspect.stderr
+    assert "Traceback" not in inspect.stderr
     certs = run_in(client_venv, "quire", "dev", "certs", "--out", str(tmp_path / "certs"))
-    assert certs.returncode == 2 and "pip install 'quire-client[certs]'" in certs.stderr
+    assert certs.returncode == 2 and "pip install 'quire-ledger-client[certs]'" in certs.stderr
     assert "Traceback" not in certs.stderr
     standalone = run_in(client_venv, "python", "-m", "quire_client.standalone")
-    assert standalone.returncode == 2 and "pip install 'quire'" in standalone.stderr
+    assert standalone.returncode == 2 and "pip install 'quire-ledger'" in standalone.stderr
     assert "Traceback" not in standalone.stderr

@@ -1,14 +1,16 @@
 """A real Prometheus (Debian's `prometheus`, started here on a free port with
 a temporary config and data directory, stopped by PID) scrapes a local
 cluster and evaluates the shipped alert rules: every target is up, every
-query of the Grafana dashboard returns data, every alert is inactive on a
-healthy cluster, and killing a bookie makes QuireBookieDown fire.
+query of the Grafana dashboard returns data (its variables filled in as
+Grafana's "All" would), every alert is inactive on a healthy cluster, and
+killing a bookie, then placement, the registry and the gateway makes each
+one's down alert fire for that process alone.
 
 The cluster runs in plaintext development mode, so /metrics is plain HTTP
 without a token (under TLS it is HTTPS and needs an admin bearer token:
-docs/runbook.md). The rules are the shipped ones, except that
-QuireBookieDown's `for:` is cut to a few seconds so the test need not wait
-two minutes. Nothing here bounds wall-clock time: Prometheus's API is
+docs/runbook.md). The rules are the shipped ones, except that the down
+alerts' `for:` is cut to a few seconds so the test need not wait two
+minutes. Nothing here bounds wall-clock time: Prometheus's API is
 polled with generous deadlines."""
 
 from __future__ import annotations
@@ -29,7 +31,13 @@ import yaml
 from quire_client import QuireClient
 from quire_client.cluster import LocalCluster, free_port
 from tests.e2e.conftest import running_cluster
-from tests.monitoring.catalogue import RULES, as_prometheus_query, dashboard_queries
+from tests.monitoring.catalogue import (
+    RULES,
+    as_prometheus_query,
+    dashboard_queries,
+    dashboard_variables,
+    variable_selector,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -38,6 +46,8 @@ DEADLINE_SECONDS = 180.0
 # Panels that stay empty on this cluster, and why.
 EMPTY_HERE = {"Certificate days left": "plaintext development mode: no certificates"}
 KILLED = "bookie-3"
+# The process each down alert is about, in the order they are killed.
+DOWN_ALERTS = {"placement": "QuirePlacementDown", "registry": "QuireRegistryDown", "gateway": "QuireGatewayDown"}
 
 
 def wait_for(what: str, probe: Callable[[], T | None], deadline: float = DEADLINE_SECONDS) -> T:
@@ -62,7 +72,7 @@ class Prometheus:
         rules = yaml.safe_load(RULES.read_text())
         for group in rules["groups"]:
             for rule in group["rules"]:
-                if rule["alert"] == "QuireBookieDown":
+                if rule["alert"] in {"QuireBookieDown", *DOWN_ALERTS.values()}:
                     rule["for"] = "3s"
         (workdir / "rules.yaml").write_text(yaml.safe_dump(rules))
 
@@ -124,6 +134,17 @@ class Prometheus:
         data = self.api("rules") or {"groups": []}
         return [rule for group in data["groups"] for rule in group["rules"]]
 
+    def firing(self, alertname: str) -> list[dict[str, Any]] | None:
+        alerts = (self.api("alerts") or {}).get("alerts", [])
+        return [a for a in alerts if a["labels"]["alertname"] == alertname and a["state"] == "firing"] or None
+
+    def jobs_regex(self) -> str:
+        """What Grafana's "All" makes of the dashboard's job variable: the
+        alternation of the jobs its query finds."""
+        query = variable_selector(dashboard_variables()["job"]["query"])
+        jobs = self.api("label/job/values", **{"match[]": as_prometheus_query(query)}) or []
+        return "(" + "|".join(sorted(jobs)) + ")"
+
 
 @pytest.fixture(scope="module")
 def watched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalCluster, Prometheus]]:
@@ -160,8 +181,10 @@ def test_prometheus_scrapes_every_service_and_the_dashboard_has_data(watched):
 
     jobs = {t["labels"]["job"] for t in wait_for("every target up", all_up)}
     assert jobs == {"quire-bookie", "quire-gateway", "quire-registry", "quire-placement"}
+    # The job variable finds every service (each exports quire_build_info).
+    wait_for("every job in the job variable", lambda: [1] if prometheus.jobs_regex().count("quire-") == 4 else None)
 
-    queries = [(title, as_prometheus_query(expr)) for title, expr in dashboard_queries()]
+    queries = [(title, as_prometheus_query(expr, jobs=prometheus.jobs_regex())) for title, expr in dashboard_queries()]
     for title, query in queries:
         if title in EMPTY_HERE:
             assert prometheus.query(query) == [], f"{title}: expected no data ({EMPTY_HERE[title]})"
@@ -198,16 +221,28 @@ def test_a_killed_bookie_fires_bookie_down_and_nothing_else_fires_before(watched
     target = cluster.bookie_http(KILLED)
     cluster.kill(KILLED)
 
-    def fired() -> list[dict[str, Any]] | None:
-        alerts = (prometheus.api("alerts") or {}).get("alerts", [])
-        down = [a for a in alerts if a["labels"]["alertname"] == "QuireBookieDown" and a["state"] == "firing"]
-        return down or None
-
-    down = wait_for("QuireBookieDown firing", fired)
+    down = wait_for("QuireBookieDown firing", lambda: prometheus.firing("QuireBookieDown"))
     assert [a["labels"]["instance"] for a in down] == [target]
-    assert down[0]["annotations"]["runbook_url"] == "docs/runbook.md#quirebookiedown"
+    assert down[0]["annotations"]["runbook_url"].startswith("https://")
+    assert down[0]["annotations"]["runbook_url"].endswith("/runbook.md#quirebookiedown")
     # The auditor sees it too, once its registration lapses.
     wait_for(
         "the auditor counting the bookie missing",
         lambda: [1] if prometheus.query('quire_cluster_bookies{state="missing"} == 1') else None,
     )
+
+
+def test_each_service_killed_in_turn_fires_its_own_down_alert(watched):
+    cluster, prometheus = watched
+    ports = cluster.ports
+    admin = {
+        "placement": f"127.0.0.1:{ports.placement_http}",
+        "registry": f"127.0.0.1:{ports.registry_http}",
+        "gateway": f"127.0.0.1:{ports.gateway_http}",
+    }
+    for process, alertname in DOWN_ALERTS.items():
+        assert prometheus.firing(alertname) is None, f"{alertname} fired before {process} was killed"
+        cluster.kill(process)
+        down = wait_for(f"{alertname} firing", lambda alertname=alertname: prometheus.firing(alertname))
+        assert [a["labels"]["instance"] for a in down] == [admin[process]]
+        assert down[0]["annotations"]["runbook_url"].endswith(f"#{alertname.lower()}")

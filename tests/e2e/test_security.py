@@ -6,6 +6,7 @@ open per RPC only to the service identities allowed to call it."""
 from __future__ import annotations
 
 import datetime
+import json
 import shutil
 import ssl
 import subprocess
@@ -514,22 +515,67 @@ def test_the_command_line_speaks_tls_with_certificates_and_tokens(
     refused = quire(*as_writer, "--token", token, "ledger", "append", ledger, "x")
     assert refused.returncode == 1
     assert "PERMISSION_DENIED [PERMISSION_DENIED_ROLE]" in refused.stderr and "Traceback" not in refused.stderr
-    # Cluster commands reach internal services as the operator's service identity.
-    as_operator = ["--registry", tls_cluster.registry_target, "--placement", tls_cluster.placement_target]
+    # Break-glass (--direct): cluster commands reach internal services as the operator's service identity.
+    as_operator = ["--direct", "--registry", tls_cluster.registry_target, "--placement", tls_cluster.placement_target]
     as_operator += ["--tls-ca", str(bundle.ca), "--tls-cert", str(bundle.cert("operator"))]
     as_operator += ["--tls-key", str(bundle.key("operator"))]
     listed = quire(*as_operator, "bookie", "list", "-o", "json")
     assert listed.returncode == 0 and tls_cluster.bookie_id("bookie-1") in listed.stdout, listed.stderr
     weights = quire(*as_operator, "placement", "weights")
     assert weights.returncode == 0, weights.stderr
-    as_gateway = [*as_operator[:4], "--tls-ca", str(bundle.ca), "--tls-cert", str(bundle.cert("gateway"))]
-    as_gateway += ["--tls-key", str(bundle.key("gateway"))]
-    refused = quire(*as_gateway, "placement", "weights")  # GetPlacementWeights is the operator's
+    as_bookie = [*as_operator[:5], "--tls-ca", str(bundle.ca), "--tls-cert", str(bundle.cert("bookie"))]
+    as_bookie += ["--tls-key", str(bundle.key("bookie"))]
+    refused = quire(*as_bookie, "placement", "weights")  # GetPlacementWeights is not a bookie's
     assert refused.returncode != 0 and "SERVICE_IDENTITY_REQUIRED" in refused.stderr, refused.stderr
     assert "Traceback" not in refused.stderr
     plaintext = quire("ledger", "read", ledger)
     # A plaintext client cannot even connect to a TLS gateway: unavailable, exit status 3.
     assert plaintext.returncode == 3 and "UNAVAILABLE" in plaintext.stderr and "Traceback" not in plaintext.stderr
+
+
+def test_the_admin_api_needs_the_admin_role_on_every_scope_never_a_service_identity(
+    tls_cluster: LocalCluster, bundle: CertBundle
+) -> None:
+    """Only the gateway's address and a client credential with admin on "*":
+    every admin command works; a writer, a reader's token, an admin of one
+    scope and the operator's service certificate are refused."""
+    gateway = tls_cluster.gateway_target
+
+    def quire(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "quire_client.cli", "--gateway", gateway, "--tls-ca", str(bundle.ca)]
+        return subprocess.run([*command, *args], capture_output=True, text=True, timeout=120)
+
+    def identity(name: str) -> list[str]:
+        return ["--tls-cert", str(bundle.cert(name)), "--tls-key", str(bundle.key(name))]
+
+    as_admin = identity("client-admin")
+    listed = quire(*as_admin, "bookie", "list", "-o", "json")
+    assert listed.returncode == 0 and tls_cluster.bookie_id("bookie-1") in listed.stdout, listed.stderr
+    for command in (["bookieinfo"], ["placement", "weights"], ["recovery", "status"], ["version"]):
+        answered = quire(*as_admin, *command, "-o", "json")
+        assert answered.returncode == 0, (command, answered.stderr)
+    status = quire(*as_admin, "cluster", "status", "-o", "json")
+    report = json.loads(status.stdout)
+    assert {c["certificate"] for c in report["certificates"]} == {"service", "ca", "client_ca"}, report
+    assert all(c["days_left"] > 1 for c in report["certificates"])
+    assert all(s["health"] == "SERVING" for s in report["services"]), report["services"]
+    assert len([s for s in report["services"] if s["service"] == "bookie"]) == len(tls_cluster.bookie_names)
+
+    admin_token = bundle.token("ops", {"*": ["admin"]})
+    assert quire(*identity("client-reader"), "--token", admin_token, "bookie", "list").returncode == 0
+    refusals = {
+        "writer certificate": identity("client-writer"),
+        "reader token": [*identity("client-admin"), "--token", bundle.token("viewer", {"*": ["reader"]})],
+        "admin of scope 7 only": [*identity("client-admin"), "--token", bundle.token("ops", {"7": ["admin"]})],
+    }
+    for who, credentials in refusals.items():
+        refused = quire(*credentials, "bookie", "list")
+        assert refused.returncode == 1, (who, refused.stderr)
+        assert "PERMISSION_DENIED [PERMISSION_DENIED_ROLE]" in refused.stderr and "Traceback" not in refused.stderr
+    # The operator's service identity (service CA) holds no roles at the gateway.
+    as_service = quire(*identity("operator"), "bookie", "list")
+    assert as_service.returncode == 1 and "UNAUTHENTICATED" in as_service.stderr, as_service.stderr
+    assert "Traceback" not in as_service.stderr
 
 
 def identity_files(cluster: LocalCluster, label: str, identity: tuple[bytes, bytes]) -> ClientTls:

@@ -58,8 +58,15 @@ def get(url: str) -> str:
         return response.read().decode()
 
 
+def acknowledged_entries(metrics_text: str) -> float:
+    """quire_gateway_entries_acknowledged_total in a /metrics page (0 before the first entry)."""
+    found = re.search(r"^quire_gateway_entries_acknowledged_total(?:\{[^}]*\})? (\S+)$", metrics_text, re.MULTILINE)
+    return float(found.group(1)) if found else 0.0
+
+
 def test_every_service_serves_prometheus_metrics_and_status(observed_cluster):
     ports = observed_cluster.ports
+    acknowledged_before = acknowledged_entries(get(f"http://127.0.0.1:{ports.gateway_http}/metrics"))
     with QuireClient(observed_cluster.gateway_target, observed_cluster.registry_target) as client:
         metadata = client.create_ledger(ensemble_size=3, write_quorum_size=2, ack_quorum_size=2)
         client.append_all(f"{metadata.ledger_id.scope_id}:{metadata.ledger_id.ledger_id}", [b"x"] * 10)
@@ -74,6 +81,7 @@ def test_every_service_serves_prometheus_metrics_and_status(observed_cluster):
     assert json.loads(get(f"http://127.0.0.1:{ports.placement_http}/status"))["service"] == "placement"
     gateway = get(f"http://127.0.0.1:{ports.gateway_http}/metrics")
     assert "quire_gateway_add_duration_seconds_count" in gateway
+    assert acknowledged_entries(gateway) - acknowledged_before == 10, "each of the 10 entries counted once"
 
 
 Outcome = tuple[str, str, str]  # (rpc_method, rpc_grpc_status_code, quire_error_reason)
@@ -178,7 +186,7 @@ def test_every_service_reports_its_version(observed_cluster):
         "placement": f"127.0.0.1:{cluster.ports.placement_http}",
         **{name: cluster.bookie_http(name) for name in cluster.bookie_names},
     }
-    release = importlib.metadata.version("quire")
+    release = importlib.metadata.version("quire-ledger")
     for name, address in admin.items():
         status = json.loads(get(f"http://{address}/status"))
         assert status["version"] == release, (name, status)

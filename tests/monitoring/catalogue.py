@@ -19,6 +19,20 @@ _HISTOGRAMS = {"create_histogram"}
 _UNIT_SUFFIX = {"s": "_seconds", "By": "_bytes"}
 # Series Prometheus adds itself to every target.
 PROMETHEUS_OWN = {"up", "scrape_duration_seconds", "scrape_samples_scraped"}
+# /metrics serves prometheus_client's default registry (quire_common.telemetry),
+# whose process collector adds these on Linux (test_dashboard.py checks them
+# against the library).
+PROCESS_SERIES = {
+    "process_cpu_seconds_total",
+    "process_resident_memory_bytes",
+    "process_virtual_memory_bytes",
+    "process_start_time_seconds",
+    "process_open_fds",
+    "process_max_fds",
+}
+# The dashboard's variables, and what "All" stands for where a label may be
+# absent (a Prometheus without cluster or namespace labels).
+SCOPE_MATCHERS = ('cluster=~"$cluster"', 'namespace=~"$namespace"', 'job=~"$job"')
 
 
 def _prometheus_names(name: str, unit: str, kind: str) -> set[str]:
@@ -77,15 +91,35 @@ def metric_names(expr: str) -> set[str]:
     return found
 
 
+def dashboard_panels() -> list[dict]:
+    return list(json.loads(DASHBOARD.read_text())["panels"])
+
+
 def dashboard_queries() -> list[tuple[str, str]]:
     """(panel title, expression) of every target in the Grafana dashboard."""
     queries = []
-    for panel in json.loads(DASHBOARD.read_text())["panels"]:
+    for panel in dashboard_panels():
         for target in panel.get("targets", []):
             queries.append((panel["title"], target["expr"]))
     return queries
 
 
-def as_prometheus_query(expr: str, rate_window: str = "1m") -> str:
-    """A dashboard expression with Grafana's variables filled in, for Prometheus's API."""
-    return expr.replace("$__rate_interval", rate_window)
+def dashboard_variables() -> dict[str, dict]:
+    """The dashboard's template variables by name."""
+    return {variable["name"]: variable for variable in json.loads(DASHBOARD.read_text())["templating"]["list"]}
+
+
+def variable_selector(query: str) -> str:
+    """The series selector of a `label_values(selector, label)` variable query."""
+    match = re.fullmatch(r"label_values\((.*),\s*[a-z_]+\)", query)
+    assert match, query
+    return match.group(1)
+
+
+def as_prometheus_query(expr: str, rate_window: str = "1m", jobs: str = ".*") -> str:
+    """A dashboard expression with Grafana's variables filled in, for Prometheus's
+    API: every cluster and namespace ("All" matches a missing label too), and
+    `jobs` (a regex: Grafana's "All" is the alternation of the job variable's values)."""
+    for name, value in (("$__rate_interval", rate_window), ("$cluster", ".*"), ("$namespace", ".*"), ("$job", jobs)):
+        expr = expr.replace(name, value)
+    return expr

@@ -5,11 +5,13 @@ from __future__ import annotations
 from quire.common.v1 import common_pb2
 from quire_common.entry import Digester, DigestType, master_key
 from quire_common.ledger_secrets import (
+    PASSWORD_HASH_ITERATIONS,
     ledger_digester,
     ledger_master_key,
     needs_sealing,
     password_matches,
     seal,
+    slow_to_check,
     without_secrets,
 )
 
@@ -78,3 +80,14 @@ def test_kept_beside_the_secrets_for_the_previous_version_then_dropped() -> None
     assert needs_sealing(record)
     seal(record)
     assert not record.password and password_matches(record, PASSWORD)
+
+
+def test_only_a_real_password_is_stretched() -> None:
+    with_password, without = legacy(), common_pb2.LedgerMetadata(ensemble_size=1, digest_type=DigestType.CRC32C)
+    seal(with_password)
+    seal(without)
+    assert with_password.secrets.password_iterations == PASSWORD_HASH_ITERATIONS
+    assert slow_to_check(with_password)
+    assert without.secrets.password_iterations == 1  # the empty password is everyone's: nothing to slow down
+    assert not slow_to_check(without)
+    assert password_matches(without, b"") and not password_matches(without, PASSWORD)

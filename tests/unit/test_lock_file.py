@@ -28,7 +28,7 @@ def test_a_pin_outside_a_range_or_of_quire_itself_is_reported(tmp_path):
     lock = tmp_path / "lock.txt"
     text = (ROOT / "requirements" / "lock.txt").read_text()
     pin = next(line for line in text.splitlines() if line.startswith("protobuf=="))
-    lock.write_text(text.replace(pin, "protobuf==6.33.0") + "quire-api==0.1.0\n")
+    lock.write_text(text.replace(pin, "protobuf==6.33.0") + "quire-ledger-api==0.1.0\n")
     found = _check_lock().problems(lock)
     assert any("protobuf" in problem and "6.33.0" in problem for problem in found), found
-    assert any("pins quire-api" in problem for problem in found), found
+    assert any("pins quire-ledger-api" in problem for problem in found), found

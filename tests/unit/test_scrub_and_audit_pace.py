@@ -1,4 +1,5 @@
-"""How the scrub packs its questions into bookies' CheckEntries calls, and how the scrub and the audit pace themselves."""
+"""How the scrub packs its questions into bookies' CheckEntries calls, and how the scrub and
+the audit pace themselves."""
 
 from quire.common.v1 import common_pb2
 from quire_api.ids import LedgerId

@@ -1,6 +1,6 @@
-"""What a client-only install (quire-client) does not bring, imported when needed.
+"""What a client-only install (quire-ledger-client) does not bring, imported when needed.
 
-The client needs only quire-api. The commands that run Quire's own code
+The client needs only quire-ledger-api. The commands that run Quire's own code
 (`quire cluster up`, `bookie inspect`, `telemetry`, `bench bookie`, the
 standalone entry point) need the server distribution, and `quire dev certs` and
 `dev token` need cryptography and PyJWT; they import those here, when they run,
@@ -12,8 +12,8 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-SERVER = "quire"  # the services, their runtime and RocksDB, etcd, OpenTelemetry
-CERTS = "quire-client[certs]"  # cryptography and PyJWT
+SERVER = "quire-ledger"  # the services, their runtime and RocksDB, etcd, OpenTelemetry
+CERTS = "quire-ledger-client[certs]"  # cryptography and PyJWT
 
 
 class MissingPackage(Exception):

@@ -65,27 +65,7 @@ class BookieConfig:
                 "QUIRE_BOOKIE_FAULT_LOSE_UNSYNCED_WRITES needs QUIRE_BOOKIE_UNSAFE_NO_SYNC_LOSES_DATA=true "
                 "(a synced write cannot be lost)"
             )
-        storage = BookieSettings(
-            max_entry_bytes=env.max_entry_bytes,
-            max_read_bytes=env.max_read_bytes,
-            max_read_entries=env.max_read_entries,
-            group_commit_max_bytes=env.group_commit_max_bytes,
-            group_commit_max_delay_seconds=env.group_commit_max_delay_seconds,
-            sync=not env.unsafe_no_sync_loses_data,
-            capacity_bytes=env.capacity_bytes,
-            read_only=ReadOnlyPolicy(env.read_only_usage, env.writable_usage, env.force_read_only),
-            disk_check_interval_seconds=env.disk_check_interval_seconds,
-            max_long_poll_seconds=env.max_long_poll_seconds,
-            verify_digests=env.verify_digests,
-            fault_sync_delay_seconds=env.fault_sync_delay_seconds,
-            fault_storage=StorageFaults(
-                Path(env.fault_write_eio_file) if env.fault_write_eio_file else None,
-                Path(env.fault_read_eio_file) if env.fault_read_eio_file else None,
-                env.fault_lose_unsynced_writes,
-            ),
-            fault_unsafe_wal_point_in_time_recovery=env.fault_unsafe_wal_point_in_time_recovery,
-            fault_unsafe_ignore_fence=env.fault_unsafe_ignore_fence,
-        )
+        storage = storage_settings(env)
         return cls(
             listen_address=f"{env.listen_host}:{port}",
             advertised_host=env.advertised_host,
@@ -110,3 +90,28 @@ class BookieConfig:
         """From the process's environment (tools and tests; the service reads
         its settings once in run_service)."""
         return cls.from_settings(load_settings(BookieEnv))
+
+
+def storage_settings(env: BookieEnv) -> BookieSettings:
+    """What the bookie's storage and checks take from its settings."""
+    return BookieSettings(
+        max_entry_bytes=env.max_entry_bytes,
+        max_read_bytes=env.max_read_bytes,
+        max_read_entries=env.max_read_entries,
+        group_commit_max_bytes=env.group_commit_max_bytes,
+        group_commit_max_delay_seconds=env.group_commit_max_delay_seconds,
+        sync=not env.unsafe_no_sync_loses_data,
+        capacity_bytes=env.capacity_bytes,
+        read_only=ReadOnlyPolicy(env.read_only_usage, env.writable_usage, env.force_read_only),
+        disk_check_interval_seconds=env.disk_check_interval_seconds,
+        max_long_poll_seconds=env.max_long_poll_seconds,
+        verify_digests=env.verify_digests,
+        fault_sync_delay_seconds=env.fault_sync_delay_seconds,
+        fault_storage=StorageFaults(
+            Path(env.fault_write_eio_file) if env.fault_write_eio_file else None,
+            Path(env.fault_read_eio_file) if env.fault_read_eio_file else None,
+            env.fault_lose_unsynced_writes,
+        ),
+        fault_unsafe_wal_point_in_time_recovery=env.fault_unsafe_wal_point_in_time_recovery,
+        fault_unsafe_ignore_fence=env.fault_unsafe_ignore_fence,
+    )

@@ -8,13 +8,15 @@ QUIRE_RPC_ALLOWLIST_ENABLED=false. The callers are the processes whose code
 calls each RPC:
 
 - gateway: ledger metadata, leadership (writer ownership, the auditor),
-  bookie directory, ensembles, and every bookie call of the write, read,
-  recovery, repair and scrub paths;
+  bookie directory, ensembles, every bookie call of the write, read,
+  recovery, repair and scrub paths, and what its admin API (quire.admin.v1)
+  asks on an operator's behalf: placement weights, bookies' GetBookieInfo,
+  and a decommission's GetCookie and DeleteCookie;
 - placement: the bookie directory, load weights, bookies' GetBookieInfo;
 - bookie: its own registration and cookie, ledger metadata for its collector;
-- operator: the command line's cluster commands (`quire bookie ...`,
-  `placement weights`, `auditor`), the cluster runner, the init Job, and the
-  telemetry job's PutLoadWeights.
+- operator: the command line's break-glass cluster commands (`quire --direct
+  bookie ...`, `placement weights`, `recovery status`), the cluster runner,
+  the init Job, and the telemetry job's PutLoadWeights.
 
 docs/security.md shows this table; tests/unit/test_allowlist.py checks that
 the two agree and that every internal RPC of the protos is listed.
@@ -42,9 +44,9 @@ ALLOWED_CALLERS: dict[str, frozenset[str]] = {
         _REGISTRY + "ListBookies": {GATEWAY, PLACEMENT, OPERATOR},
         _REGISTRY + "GetBookieServiceInfo": {GATEWAY, PLACEMENT, OPERATOR},
         _REGISTRY + "WatchBookies": {GATEWAY, PLACEMENT},
-        _REGISTRY + "GetCookie": {BOOKIE, OPERATOR},
+        _REGISTRY + "GetCookie": {BOOKIE, GATEWAY, OPERATOR},
         _REGISTRY + "PutCookie": {BOOKIE},
-        _REGISTRY + "DeleteCookie": {OPERATOR},
+        _REGISTRY + "DeleteCookie": {GATEWAY, OPERATOR},
         _REGISTRY + "CreateLedgerMetadata": {GATEWAY},
         _REGISTRY + "GetLedgerMetadata": {GATEWAY, BOOKIE},
         _REGISTRY + "UpdateLedgerMetadata": {GATEWAY},
@@ -58,7 +60,7 @@ ALLOWED_CALLERS: dict[str, frozenset[str]] = {
         _REGISTRY + "GetLeader": {GATEWAY, OPERATOR},
         _PLACEMENT + "NewEnsemble": {GATEWAY},
         _PLACEMENT + "ReplaceBookie": {GATEWAY},
-        _PLACEMENT + "GetPlacementWeights": {OPERATOR},
+        _PLACEMENT + "GetPlacementWeights": {GATEWAY, OPERATOR},
         _BOOKIE + "AddStream": {GATEWAY},
         # The unary forms of the gateway's adds and reads: no process calls them
         # with TLS on (the gateway streams), so they stay the gateway's alone.
@@ -72,7 +74,7 @@ ALLOWED_CALLERS: dict[str, frozenset[str]] = {
         _BOOKIE + "DeleteLedger": {GATEWAY},
         _BOOKIE + "FindMissingEntries": {GATEWAY},
         _BOOKIE + "CheckEntries": {GATEWAY},
-        _BOOKIE + "GetBookieInfo": {PLACEMENT, OPERATOR},
+        _BOOKIE + "GetBookieInfo": {GATEWAY, PLACEMENT, OPERATOR},
     }.items()
 }
 

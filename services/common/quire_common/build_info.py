@@ -23,7 +23,7 @@ from opentelemetry.metrics import CallbackOptions, Observation
 
 from quire_common.telemetry import meter
 
-DISTRIBUTION = "quire"
+DISTRIBUTION = "quire-ledger"
 REVISION_FILE = Path(sys.prefix) / "quire-revision"
 _COMMIT = re.compile(r"[0-9a-f]{40}")
 

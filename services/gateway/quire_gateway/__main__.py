@@ -6,6 +6,7 @@ import asyncio
 import logging
 import socket
 
+from quire.admin.v1 import admin_pb2, admin_pb2_grpc
 from quire.gateway.v1 import blob_pb2, blob_pb2_grpc, ledger_pb2, ledger_pb2_grpc
 from quire_api.errors import QuireError
 from quire_common.admin_http import start_admin_server
@@ -13,18 +14,23 @@ from quire_common.auth import AuthSettings
 from quire_common.bookie_resolver import BookieDirectory
 from quire_common.call_limits import CallsPerCaller
 from quire_common.config import ConfigError
-from quire_common.security import tls_settings
+from quire_common.security import TlsSettings, certificate_not_after, tls_settings
 from quire_common.server import create_server, mark_not_serving, mark_serving, serve_until_signalled
 from quire_common.service import run_service
 from quire_common.tasks import cancel_and_wait
 from quire_gateway import metrics
+from quire_gateway.admin import AdminOperations
+from quire_gateway.admin_servicer import AdminServicer
 from quire_gateway.auditor import ROLE, Auditor
 from quire_gateway.authn import GatewayAuthInterceptor
-from quire_gateway.blobs import BlobSettings, BlobStore
+from quire_gateway.blobs import BlobStore
 from quire_gateway.config import (
     advertised_address,
     auditor_settings,
+    blob_settings,
     connection_limits,
+    read_settings,
+    recovery_settings,
     request_idle,
     write_settings,
 )
@@ -34,8 +40,6 @@ from quire_gateway.leadership import RoleHolder
 from quire_gateway.ledgers import LedgerManager
 from quire_gateway.metadata_cache import LedgerMetadataCache
 from quire_gateway.peers import GatewayPeers
-from quire_gateway.reads import ReadSettings
-from quire_gateway.recovery import RecoverySettings
 from quire_gateway.remote import Remote
 from quire_gateway.servicer import ActiveStreams, BlobServicer, LedgerServicer
 from quire_gateway.sessions import GatewaySession
@@ -45,6 +49,7 @@ log = logging.getLogger("quire_gateway")
 SERVICE_NAMES = [
     ledger_pb2.DESCRIPTOR.services_by_name["LedgerService"].full_name,
     blob_pb2.DESCRIPTOR.services_by_name["BlobService"].full_name,
+    admin_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name,
 ]
 
 
@@ -55,15 +60,8 @@ async def main(env: GatewayEnv) -> None:
     settings = write_settings(env)
     if not settings.mark_replaced_copies:
         log.warning("QUIRE_GATEWAY_FAULT_UNSAFE_NO_REPAIR_MARKS is set: replaced bookies' copies are NOT restored")
-    recovery = RecoverySettings(
-        timeout_seconds=env.recovery_timeout_seconds,
-        bookie_timeout_seconds=env.recovery_bookie_timeout_seconds,
-    )
-    reads = ReadSettings(
-        speculative_delay_seconds=env.speculative_read_seconds,
-        verify_digests=not env.fault_unsafe_skip_digest_check,
-        read_your_writes=not env.fault_unsafe_no_read_your_writes,
-    )
+    recovery = recovery_settings(env)
+    reads = read_settings(env)
     if not reads.verify_digests:
         log.warning("QUIRE_GATEWAY_FAULT_UNSAFE_SKIP_DIGEST_CHECK is set: reads are NOT verified; test use only")
     if not reads.read_your_writes:
@@ -102,11 +100,7 @@ async def main(env: GatewayEnv) -> None:
     bookies.on_joined(lambda bookie_id, _address: manager.quarantine.lift(bookie_id, "it registered again"))
     blobs = BlobStore(
         manager,
-        BlobSettings(
-            ledgers_per_scope=env.blob_ledgers_per_scope,
-            ledger_max_bytes=env.blob_ledger_max_bytes,
-            ledger_max_age_seconds=env.blob_ledger_max_age_seconds,
-        ),
+        blob_settings(env),
     )
 
     auditor_config = auditor_settings(env.auditor)
@@ -115,13 +109,17 @@ async def main(env: GatewayEnv) -> None:
     metrics.auditor_figures = lambda: {**auditor.state.figures(), "active": int(role.holds())}
 
     streams = ActiveStreams()
+    tls = tls_settings()
+    admin_operations = AdminOperations(
+        remote, advertised_address(address, env.advertised_address), lambda: certificate_expiry(tls)
+    )
 
     def register(server):  # type: ignore[no-untyped-def]
         ledger_pb2_grpc.add_LedgerServiceServicer_to_server(LedgerServicer(manager, streams, forwarder), server)
         blob_pb2_grpc.add_BlobServiceServicer_to_server(BlobServicer(blobs, streams), server)
+        admin_pb2_grpc.add_AdminServiceServicer_to_server(AdminServicer(admin_operations), server)
         return SERVICE_NAMES
 
-    tls = tls_settings()
     unsafe_roles = env.fault_unsafe_roles_by_common_name
     auth = AuthSettings.from_settings(env.common.auth, tls.enabled, service_names_allowed=unsafe_roles)
     if unsafe_roles:
@@ -214,6 +212,24 @@ async def main(env: GatewayEnv) -> None:
         await bookies.close()
 
     await serve_until_signalled(server, health, on_stop=on_stop)
+
+
+def certificate_expiry(tls: TlsSettings) -> list[tuple[str, float]]:
+    """(role, notAfter) of the TLS files this gateway serves with, read now
+    (a renewed file shows at once); [] without TLS. An unreadable file is
+    left out: the quire.tls.certificate.not_after gauge and its log say why."""
+    if not tls.enabled:
+        return []
+    files = [("service", tls.cert_path), ("ca", tls.ca_path), ("client_ca", tls.client_ca_path)]
+    found = []
+    for role, path in files:
+        if path is None:
+            continue
+        try:
+            found.append((role, certificate_not_after(path.read_bytes())))
+        except (OSError, ValueError):
+            continue
+    return found
 
 
 if __name__ == "__main__":

@@ -36,7 +36,8 @@ from quire_common.security import PeerIdentity, guard_handler, peer_client_name,
 from quire_gateway.peers import FORWARDED_BY
 from quire_gateway.permissions import EVERY_MESSAGE_AUTHORIZED, required_permission
 
-_PUBLIC_PREFIXES = ("/quire.gateway.",)
+# Every service a client may call: guarded here. Health and reflection are not.
+_PUBLIC_PREFIXES = ("/quire.gateway.", "/quire.admin.")
 GATEWAY_IDENTITY = SERVICE_IDENTITY_PREFIX + GATEWAY
 
 

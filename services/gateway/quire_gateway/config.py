@@ -8,7 +8,10 @@ import socket
 from quire_common.call_limits import ConnectionLimits, RequestIdle
 from quire_common.config import ConfigError
 from quire_gateway.auditor import AuditorSettings
+from quire_gateway.blobs import BlobSettings
 from quire_gateway.handle import WriteSettings
+from quire_gateway.reads import ReadSettings
+from quire_gateway.recovery import RecoverySettings
 from quire_gateway.scrub import ScrubSettings
 from quire_gateway.settings import AuditorEnv, CallLimitsEnv, GatewayEnv
 
@@ -48,6 +51,29 @@ def write_settings(env: GatewayEnv) -> WriteSettings:
         max_entry_bytes=env.max_entry_bytes,
         mark_replaced_copies=not env.fault_unsafe_no_repair_marks,
         explicit_lac_seconds=env.explicit_lac_seconds,
+    )
+
+
+def recovery_settings(env: GatewayEnv) -> RecoverySettings:
+    return RecoverySettings(
+        timeout_seconds=env.recovery_timeout_seconds,
+        bookie_timeout_seconds=env.recovery_bookie_timeout_seconds,
+    )
+
+
+def read_settings(env: GatewayEnv) -> ReadSettings:
+    return ReadSettings(
+        speculative_delay_seconds=env.speculative_read_seconds,
+        verify_digests=not env.fault_unsafe_skip_digest_check,
+        read_your_writes=not env.fault_unsafe_no_read_your_writes,
+    )
+
+
+def blob_settings(env: GatewayEnv) -> BlobSettings:
+    return BlobSettings(
+        ledgers_per_scope=env.blob_ledgers_per_scope,
+        ledger_max_bytes=env.blob_ledger_max_bytes,
+        ledger_max_age_seconds=env.blob_ledger_max_age_seconds,
     )
 
 

@@ -527,12 +527,14 @@ class WriteHandle:
         (not while the ensemble changes)."""
         if not self._stable.is_set():
             return
+        confirmed_before = self.last_add_confirmed
         newest: _Pending | None = None
         while True:
             pending = self._pending.get(self.last_add_confirmed + 1)
             if pending is None or len(pending.acks) < self.ack_quorum:
                 if newest is not None:
                     metrics.add_latency.record(time.perf_counter() - newest.submitted_at)
+                    metrics.entry_counts.acknowledged += self.last_add_confirmed - confirmed_before
                 break
             newest = pending
             self.last_add_confirmed += 1

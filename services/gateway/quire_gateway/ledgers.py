@@ -27,7 +27,7 @@ from quire_api.errors import (
 )
 from quire_api.ids import LedgerId, ledger_id_to_proto, validate_request_id
 from quire_common.entry import DigestType
-from quire_common.ledger_secrets import password_matches, without_secrets
+from quire_common.ledger_secrets import password_matches, slow_to_check, without_secrets
 from quire_common.quorum_sizes import validate_quorum
 from quire_common.telemetry import tracer, tracing_enabled
 from quire_gateway import metrics
@@ -192,8 +192,12 @@ class LedgerManager:
         its agreed end. The password is checked first, so a wrong one fences
         nothing."""
         metadata, version = await self.metadata(ledger_id)
-        # A salted slow hash: checked off the event loop.
-        if not await asyncio.to_thread(password_matches, metadata, password):
+        # A salted slow hash is checked off the event loop; the empty password's is not slow.
+        if slow_to_check(metadata):
+            matches = await asyncio.to_thread(password_matches, metadata, password)
+        else:
+            matches = password_matches(metadata, password)
+        if not matches:
             raise PermissionDenied(f"wrong password for ledger {ledger_id}", Reason.WRONG_PASSWORD)
         if recovery:
             closed = await Recovery(self.remote, ledger_id, metadata, version, self.recovery_settings).run()

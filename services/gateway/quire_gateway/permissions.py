@@ -28,11 +28,28 @@ _LEDGER_WRITES = {"AppendEntries", "AddEntry", "CloseLedger"}
 EVERY_MESSAGE_AUTHORIZED = frozenset({"ReadEntryStream"})
 
 
+# quire.admin.v1.AdminService: the operator's calls, on the whole cluster.
+ADMIN_SERVICE_METHODS = frozenset(
+    {
+        "ListBookies",
+        "GetBookieServiceInfo",
+        "GetBookieDisks",
+        "GetPlacementWeights",
+        "GetAuditor",
+        "GetRecoveryStatus",
+        "DeleteBookieCookie",
+        "GetClusterStatus",
+    }
+)
+
+
 def required_permission(method: str, request: Any) -> tuple[str, int | None]:
     """(permission, scope or None for "every scope") for `request` to the
     RPC named `method` (e.g. "ReadEntries"). Unknown methods need admin on
     "*": a new RPC is closed until it is listed here. Malformed ids raise
     InvalidArgument, as the servicer would."""
+    if method in ADMIN_SERVICE_METHODS:
+        return ADMIN, None
     if method in _LEDGER_READS:
         return READ, ledger_id_from_proto(request.ledger_id).scope_id
     if method in _LEDGER_WRITES:

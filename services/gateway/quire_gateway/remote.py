@@ -14,6 +14,7 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncGenerator
+from dataclasses import dataclass, replace
 from typing import Any
 
 import grpc
@@ -27,6 +28,7 @@ from quire_api.errors import Aborted, NotFound, QuireError, Reason, Unavailable
 from quire_api.ids import LedgerId, ledger_id_to_proto
 from quire_common.bookie_resolver import BookieChannels, BookieDirectory
 from quire_common.channels import call, error_from_result, error_from_rpc, open_channel
+from quire_common.server import VERSION_METADATA
 from quire_common.tasks import cancel_and_wait
 from quire_gateway.bookie_streams import AddDone, AddRequest, BookieAddStreams
 from quire_gateway.lac_batches import LacBatches, LacWrite
@@ -107,6 +109,30 @@ class DependencyHealth:
             "state": self.state,
             "seconds_in_state": round(time.monotonic() - self._since, 1),
         }
+
+
+@dataclass(frozen=True)
+class HealthAnswer:
+    """One health check of a service: SERVING, NOT_SERVING or UNREACHABLE,
+    the version it reported (VERSION_METADATA; "" when unknown) and why it
+    was not reached."""
+
+    health: str
+    version: str = ""
+    detail: str = ""
+    address: str = ""
+
+
+async def check_health(channel: grpc.aio.Channel, timeout_seconds: float) -> HealthAnswer:
+    answer = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=timeout_seconds)
+    try:
+        response = await answer
+        metadata = await answer.initial_metadata()
+    except grpc.aio.AioRpcError as exc:
+        return HealthAnswer("UNREACHABLE", detail=f"{exc.code().name}: {exc.details()}")
+    version = next((str(value) for key, value in metadata or () if key == VERSION_METADATA), "")
+    serving = response.status == health_pb2.HealthCheckResponse.SERVING
+    return HealthAnswer("SERVING" if serving else "NOT_SERVING", version)
 
 
 class Remote:
@@ -304,6 +330,80 @@ class Remote:
             raise error_from_rpc(exc, "watching ledger metadata") from None
         finally:
             stream.cancel()
+
+    # -- what the admin API asks (quire_gateway.admin) -------------------------------
+
+    async def list_bookies(self, state: int) -> list[registry_pb2.BookieRecord]:
+        """The registry's answer, not this gateway's view of it: an operator asks what is registered now."""
+        response = await call(
+            self.registry.ListBookies(registry_pb2.ListBookiesRequest(state=state), timeout=self.timeout),
+            "listing bookies",
+        )
+        return list(response.bookies)
+
+    async def bookie_service_info(self, bookie_id: str) -> registry_pb2.GetBookieServiceInfoResponse:
+        return await call(
+            self.registry.GetBookieServiceInfo(
+                registry_pb2.GetBookieServiceInfoRequest(bookie_id=bookie_id), timeout=self.timeout
+            ),
+            f"reading bookie {bookie_id}'s registration",
+        )
+
+    async def leader(self, role: str) -> registry_pb2.Leader:
+        """The role's holder and the figures it publishes (holder empty: nobody)."""
+        response = await call(
+            self.registry.GetLeader(registry_pb2.GetLeaderRequest(role=role), timeout=self.timeout),
+            f"asking who holds the {role} role",
+        )
+        return response.leader
+
+    async def delete_cookie(self, bookie_id: str) -> bool:
+        """Remove the bookie's cookie; False when it has none."""
+        try:
+            current = await call(
+                self.registry.GetCookie(registry_pb2.GetCookieRequest(bookie_id=bookie_id), timeout=self.timeout),
+                f"reading bookie {bookie_id}'s cookie",
+            )
+        except NotFound:
+            return False
+        await call(
+            self.registry.DeleteCookie(
+                registry_pb2.DeleteCookieRequest(bookie_id=bookie_id, expected_version=current.version),
+                timeout=self.timeout,
+            ),
+            f"removing bookie {bookie_id}'s cookie",
+        )
+        return True
+
+    async def placement_weights(self) -> placement_pb2.GetPlacementWeightsResponse:
+        return await call(
+            self.placement.GetPlacementWeights(placement_pb2.GetPlacementWeightsRequest(), timeout=self.timeout),
+            "reading placement's weights",
+        )
+
+    async def bookie_disk(self, bookie_id: str, timeout_seconds: float) -> bookie_pb2.GetBookieInfoResponse:
+        return await self._bookie_call(
+            bookie_id, "GetBookieInfo", bookie_pb2.GetBookieInfoRequest(), "reading disk space", timeout_seconds
+        )
+
+    async def service_health(self, service: str, timeout_seconds: float) -> HealthAnswer:
+        """A health check of the registry or placement, now."""
+        channel, dependency = {
+            "registry": (self._registry_channel, self.registry_health),
+            "placement": (self._placement_channel, self.placement_health),
+        }[service]
+        return replace(await check_health(channel, timeout_seconds), address=dependency.target)
+
+    async def bookie_health(self, bookie_id: str, timeout_seconds: float) -> HealthAnswer:
+        try:
+            address = await self.bookies.resolve(bookie_id)
+        except QuireError as exc:
+            return HealthAnswer("UNREACHABLE", detail=str(exc), address=bookie_id)
+        channel = open_channel(address)  # its own: a status check must not disturb the write path's channels
+        try:
+            return replace(await check_health(channel, timeout_seconds), address=address)
+        finally:
+            await channel.close()
 
     # -- placement ---------------------------------------------------------------
 

@@ -310,9 +310,8 @@ class Registry:
         if request_id:
             validate_request_id(request_id)
             fingerprint = create_fingerprint(mode, metadata, ledger_id, scope_id)
-            earlier = await self._created_by(request_id, fingerprint)
-            if earlier is not None:
-                return earlier
+        # A repeated request_id is found when the transaction fails on its key (below), not
+        # looked up first: nearly every create is a first attempt, and a read each cost an etcd call.
         metadata = await sealed(metadata, self.keep_ledger_passwords)
         attempts = _LEGACY_ID_ATTEMPTS if mode is IdMode.LEGACY else _ID_ATTEMPTS
         for _ in range(attempts):
@@ -340,7 +339,7 @@ class Registry:
                 ops.append(Put(self.keys.create_request(request_id), _request_record(candidate, fingerprint)))
             version = await self.store.transact(absent, versions, ops)
             if version is not None:
-                log.info("ledger %s created", candidate)
+                log.debug("ledger %s created", candidate)
                 return record, version
             if request_id:  # a concurrent create with this request_id may have won
                 earlier = await self._created_by(request_id, fingerprint)
@@ -538,7 +537,10 @@ async def sealed(metadata: common_pb2.LedgerMetadata, keep_password: bool = Fals
     record = common_pb2.LedgerMetadata()
     record.CopyFrom(metadata)
     if needs_sealing(record, keep_password):
-        await asyncio.to_thread(functools.partial(seal, record, keep_password=keep_password))
+        if record.password:  # a salted slow hash: off the event loop
+            await asyncio.to_thread(functools.partial(seal, record, keep_password=keep_password))
+        else:
+            seal(record, keep_password=keep_password)
     return record
 
 

@@ -12,6 +12,7 @@ import click.testing
 import grpc
 import pytest
 
+from quire.admin.v1 import admin_pb2
 from quire.common.v1 import common_pb2
 from quire.gateway.v1 import ledger_pb2
 from quire.registry.v1 import registry_pb2
@@ -140,6 +141,27 @@ class FakeClient:
         self._check("delete_cookie")
         return True
 
+    # The admin API's own calls (AdminClient); the methods above serve both paths.
+
+    def recovery_status(self, bookie_id: str = "") -> admin_pb2.GetRecoveryStatusResponse:
+        self._check("recovery_status")
+        segments = [
+            admin_pb2.UnderReplicatedSegment(
+                ledger_id=common_pb2.LedgerId(scope_id=found.scope_id, ledger_id=found.ledger_id),
+                state=self._metadata(found).state,
+                segment=0,
+                first_entry_id=0,
+                last_entry_id=9,
+                bookie_id=bookie,
+                why="missing",
+            )
+            for found, bookie in ((LedgerId.parse(ledger), bookie) for ledger, bookie in self.lost)
+            if not bookie_id or bookie == bookie_id
+        ]
+        return admin_pb2.GetRecoveryStatusResponse(
+            auditor=registry_pb2.Leader(holder="gateway-1"), segments=segments, total_segments=len(segments)
+        )
+
 
 @pytest.fixture
 def fake() -> FakeClient:
@@ -167,9 +189,8 @@ def run(fake: FakeClient, tmp_path, monkeypatch):  # type: ignore[no-untyped-def
 
     def invoke(*args: str, input: str | bytes | None = None) -> Run:
         runner = click.testing.CliRunner()
-        result = runner.invoke(
-            quire, list(args), input=input, obj={"make_client": lambda settings: fake}, standalone_mode=False
-        )
+        factories = {"make_client": lambda settings: fake, "make_admin_client": lambda settings: fake}
+        result = runner.invoke(quire, list(args), input=input, obj=factories, standalone_mode=False)
         code = result.return_value if result.exception is None else None
         if isinstance(result.exception, click.ClickException):
             code = result.exception.exit_code

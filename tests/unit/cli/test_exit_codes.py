@@ -82,12 +82,14 @@ def test_an_unreachable_service_is_named_with_where_its_address_came_from(run, f
     assert by_flag.exit_code == 3
     assert "no answer from the gateway at gw.example:7000 (from --gateway)" in by_flag.stderr
     monkeypatch.setenv("QUIRE_REGISTRY", "reg.example:7001")
-    by_env = run("bookie", "list")
+    by_env = run("--direct", "bookie", "list")
     assert "the registry at reg.example:7001 (from QUIRE_REGISTRY)" in by_env.stderr
     run("context", "add", "prod", "--gateway", "gw.prod:7000", "--registry", "reg.prod:7001")
     monkeypatch.delenv("QUIRE_REGISTRY")
-    by_context = run("--context", "prod", "recovery", "status")
+    by_context = run("--context", "prod", "--direct", "recovery", "status")
     assert "no answer from the registry at reg.prod:7001 (from context prod)" in by_context.stderr
+    through_gateway = run("--context", "prod", "recovery", "status")
+    assert "no answer from the gateway at gw.prod:7000 (from context prod)" in through_gateway.stderr
     by_default = run("ledger", "list")
     assert "the gateway at 127.0.0.1:7000 (the default)" in by_default.stderr
     fake.fail = QuireClientError(grpc.StatusCode.NOT_FOUND, "ERROR_REASON_LEDGER_NOT_FOUND", "no ledger")

@@ -21,6 +21,6 @@ def test_a_command_without_its_package_is_a_usage_error(run, monkeypatch, tmp_pa
         monkeypatch.setitem(sys.modules, module, None)
     monkeypatch.setitem(sys.modules, "quire_client.devcerts", None)
     inspect = run("bookie", "inspect", "--data-dir", str(tmp_path))
-    assert inspect.exit_code == 2 and "pip install 'quire'" in inspect.stderr
+    assert inspect.exit_code == 2 and "pip install 'quire-ledger'" in inspect.stderr
     certs = run("dev", "certs", "--out", str(tmp_path / "certs"))
-    assert certs.exit_code == 2 and "pip install 'quire-client[certs]'" in certs.stderr
+    assert certs.exit_code == 2 and "pip install 'quire-ledger-client[certs]'" in certs.stderr

@@ -80,14 +80,24 @@ def test_context_check_refuses_a_context_whose_files_are_gone(run, pem):
 def test_a_context_naming_only_the_gateway_never_reaches_127_0_0_1_for_the_rest(run, fake):
     run("context", "add", "prod", "--gateway", "gw.prod:7000", "--select")
     assert run("ledger", "list").exit_code == 0  # the gateway is all the ledger commands need
+    for args in (["bookie", "list"], ["recovery", "status"]):
+        assert run(*args).exit_code == 0  # and the admin commands: the gateway's admin API
+    # Break-glass: the direct path needs the registry and placement named, never 127.0.0.1.
+    calls_before = len(fake.calls)
     for args, service in ((["bookie", "list"], "registry"), (["placement", "weights"], "placement")):
-        refused = run(*args)
+        refused = run("--direct", *args)
         assert refused.exit_code == 2, refused.stderr
         assert f"needs the {service}'s address" in refused.stderr and "gateway (from context prod)" in refused.stderr
         assert f"--{service}" in refused.stderr
-    assert "list_bookies" not in fake.calls
-    flag_only = run("--context", "prod", "--registry", "reg:7001", "recovery", "status", "-o", "json")
+    assert len(fake.calls) == calls_before
+    flag_only = run("--context", "prod", "--direct", "--registry", "reg:7001", "recovery", "status", "-o", "json")
     assert flag_only.exit_code == 0, flag_only.stderr  # the registry from a flag, the gateway from the context
+
+
+def test_admin_commands_through_the_gateway_need_its_address(run, fake):
+    refused = run("--registry", "reg:7001", "bookie", "list")
+    assert refused.exit_code == 2 and "needs the gateway's address" in refused.stderr
+    assert "list_bookies" not in fake.calls
 
 
 def test_with_no_address_given_the_local_defaults_apply(run, fake):

@@ -11,7 +11,7 @@ from click.core import ParameterSource
 from click.shell_completion import get_completion_class
 
 from quire_api.errors import QuireError
-from quire_client.cli import blob, bookie, cluster, context, dev, etcd, ledger, placement, recovery
+from quire_client.cli import blob, bookie, cluster, context, dev, etcd, ledger, placement, recovery, status
 from quire_client.cli.common import (
     ADDRESSES,
     DEFAULT_ADDRESSES,
@@ -55,7 +55,8 @@ EPILOG = (
     "\b\nExamples:\n"
     "  quire cluster up                              a local cluster (what `make run` runs)\n"
     "  L=$(quire ledger create) && quire ledger append $L hello && quire ledger read $L\n"
-    "  quire --gateway gw:7000 bookie list -o json\n"
+    "  quire --gateway gw:7000 bookie list -o json     through the gateway's admin API\n"
+    "  quire cluster status -o json                  exit 0 healthy, 1 degraded, 3 unreachable\n"
     "  quire context add prod --gateway gw.prod:7000 --select\n"
     '  eval "$(quire completion bash)"                 shell completion\n'
     "\n"
@@ -75,7 +76,7 @@ EPILOG = (
         "max_content_width": 110,
     },
 )
-@click.version_option(package_name="quire-client", prog_name="quire", message="%(prog)s %(version)s")
+@click.version_option(package_name="quire-ledger-client", prog_name="quire", message="%(prog)s %(version)s")
 @option(
     "--context",
     "context_name",
@@ -86,8 +87,27 @@ EPILOG = (
     help="use this named context (default: the one `quire context use` selected)",
 )
 @option("--gateway", envvar="QUIRE_GATEWAY", default=DEFAULT_ADDRESSES[GATEWAY], help="gateway " + LOCAL_ONLY)
-@option("--registry", envvar="QUIRE_REGISTRY", default=DEFAULT_ADDRESSES[REGISTRY], help="registry " + LOCAL_ONLY)
-@option("--placement", envvar="QUIRE_PLACEMENT", default=DEFAULT_ADDRESSES[PLACEMENT], help="placement " + LOCAL_ONLY)
+@option(
+    "--registry",
+    envvar="QUIRE_REGISTRY",
+    default=DEFAULT_ADDRESSES[REGISTRY],
+    help="break-glass, with --direct only: registry " + LOCAL_ONLY,
+)
+@option(
+    "--placement",
+    envvar="QUIRE_PLACEMENT",
+    default=DEFAULT_ADDRESSES[PLACEMENT],
+    help="break-glass, with --direct only: placement " + LOCAL_ONLY,
+)
+@option(
+    "--direct",
+    is_flag=True,
+    envvar="QUIRE_DIRECT",
+    default=False,
+    help="break-glass: admin commands (bookie, bookieinfo, placement, recovery) call the registry, placement "
+    "and bookies themselves at --registry/--placement instead of the gateway's admin API (needs a certificate "
+    "they accept under mTLS)",
+)
 @option("--tls-ca", envvar="QUIRE_CLIENT_TLS_CA", default="", show_default=False, help="CA file: use TLS")
 @option("--tls-cert", envvar="QUIRE_CLIENT_TLS_CERT", default="", show_default=False, help="client certificate")
 @option("--tls-key", envvar="QUIRE_CLIENT_TLS_KEY", default="", show_default=False, help="client key")
@@ -105,13 +125,13 @@ def quire(ctx: click.Context, context_name: str | None, **settings: Any) -> None
     problem = ctx.meta.get(context.CONTEXT_PROBLEM)
     if problem is not None and ctx.invoked_subcommand != "context":
         raise problem
-    sources = {name: _source(ctx, name, context_name) for name in settings if name != "progress"}
+    sources = {name: _source(ctx, name, context_name) for name in settings if name not in ("progress", "direct")}
     if any(sources[name] != DEFAULT_SOURCE for name in ADDRESSES):
         # Any address given means a cluster elsewhere: an address left unset stays unset, never 127.0.0.1.
         settings.update({name: "" for name in ADDRESSES if sources[name] == DEFAULT_SOURCE})
-    # Tests hand in a factory for a fake client as `obj`; everyone else connects.
-    factory = ctx.obj.get("make_client") if isinstance(ctx.obj, dict) else None
-    ctx.obj = Globals(**settings, sources=sources, **({"make_client": factory} if factory else {}))
+    # Tests hand in factories for fake clients as `obj` (make_client, make_admin_client); everyone else connects.
+    factories = {k: v for k, v in ctx.obj.items() if k.startswith("make_")} if isinstance(ctx.obj, dict) else {}
+    ctx.obj = Globals(**settings, sources=sources, **factories)
 
 
 def _source(ctx: click.Context, name: str, context_name: str | None) -> str:
@@ -166,6 +186,8 @@ quire.add_command(etcd.etcd)
 quire.add_command(_telemetry_group())
 quire.add_command(_bench_group())
 quire.add_command(context.context)
+quire.add_command(status.version)
+cluster.cluster.add_command(status.cluster_status)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,6 +13,7 @@ from quire.registry.v1 import registry_pb2
 from quire_api.bookie_addresses import bookie_rpc_address, legacy_address
 from quire_api.errors import QuireError
 from quire_api.ids import LedgerId
+from quire_client.cli.admin_calls import open_admin
 from quire_client.cli.common import (
     ExitCode,
     Globals,
@@ -25,8 +26,6 @@ from quire_client.cli.common import (
     readable_bytes,
     structured,
 )
-from quire_client.cli.recovery import under_replicated_rows
-from quire_client.client import QuireClientError
 from quire_client.optional import SERVER, import_for
 
 BOOKIE_STATES = {
@@ -59,8 +58,8 @@ def _record_dict(record: registry_pb2.BookieRecord) -> dict[str, Any]:
 @pass_globals
 def list_bookies(settings: Globals, state: str, output: str) -> None:
     """List registered bookies."""
-    with settings.client() as client:
-        records = client.list_bookies(BOOKIE_STATES[state])
+    with open_admin(settings) as admin:
+        records = admin.list_bookies(BOOKIE_STATES[state])
     if structured(output, [_record_dict(record) for record in records]):
         return
     rows = [
@@ -81,8 +80,8 @@ def list_bookies(settings: Globals, state: str, output: str) -> None:
 @pass_globals
 def endpoints(settings: Globals, bookie_id: str, output: str) -> None:
     """A bookie's registered info and the address it resolves to."""
-    with settings.client() as client:
-        response = client.bookie_service_info(bookie_id)
+    with open_admin(settings) as admin:
+        response = admin.bookie_service_info(bookie_id)
     record = response.record
     address = bookie_rpc_address(record.bookie_id, record.service_info)
     try:
@@ -117,28 +116,28 @@ def decommission(settings: Globals, bookie_id: str, timeout: float) -> int:
     lost-bookie delay; once no ledger names the bookie, its cookie is removed so
     the id can be reused on a fresh disk. Exit status 1 if it is still
     registered or segments remain after --timeout."""
-    with settings.client() as client:
-        if any(record.bookie_id == bookie_id for record in client.list_bookies()):
+    with open_admin(settings) as admin:
+        if any(record.bookie_id == bookie_id for record in admin.list_bookies(registry_pb2.BOOKIE_STATE_ALL)):
             click.echo(f"error: bookie {bookie_id} is still registered; stop it first, then decommission it", err=True)
             return ExitCode.ERROR
         deadline = time.monotonic() + timeout
         with meter(f"waiting for {bookie_id}'s segments to move") as progress:
             while True:
-                left = [r for r in under_replicated_rows(client) if r["bookie_id"] == bookie_id]
-                if not left:
+                left, total = admin.under_replicated(bookie_id)
+                if not total:
                     break
                 if time.monotonic() >= deadline:
                     ledgers = sorted({str(r["ledger"]) for r in left})
                     click.echo(
-                        f"error: after {timeout:.0f}s, {len(left)} segments of {len(ledgers)} ledgers still "
+                        f"error: after {timeout:.0f}s, {total} segments of {len(ledgers)} ledgers still "
                         f"name {bookie_id} (open ledgers wait until closed): {', '.join(ledgers[:5])}",
                         err=True,
                     )
                     return ExitCode.ERROR
-                progress.describe(f"{len(left)} segments still on {bookie_id}")
+                progress.describe(f"{total} segments still on {bookie_id}")
                 time.sleep(1.0)
         note_writing()
-        cookie = "its cookie removed" if client.delete_cookie(bookie_id) else "it had no cookie"
+        cookie = "its cookie removed" if admin.delete_cookie(bookie_id) else "it had no cookie"
     click.echo(f"bookie {bookie_id} decommissioned: no ledger has a replica on it; {cookie}")
     return ExitCode.OK
 
@@ -208,14 +207,12 @@ def bookieinfo(settings: Globals, output: str) -> int:
     """Free and total disk space of every bookie, and the cluster's totals (each bookie counted once)."""
     answers: dict[str, tuple[int, int]] = {}
     failures: dict[str, str] = {}
-    with settings.client() as client:
-        for record in client.list_bookies(registry_pb2.BOOKIE_STATE_ALL):
-            try:
-                info = client.bookie_info(record)
-            except (QuireClientError, QuireError) as exc:
-                failures[record.bookie_id] = str(exc)
-                continue
-            answers[record.bookie_id] = (int(info.free_disk_bytes), int(info.total_disk_bytes))
+    with open_admin(settings) as admin:
+        for disk in admin.bookie_disks():
+            if disk.error:
+                failures[disk.bookie_id] = disk.error
+            else:
+                answers[disk.bookie_id] = (int(disk.free_disk_bytes), int(disk.total_disk_bytes))
     if not answers:
         click.echo("Failed to retrieve bookie information from any of the bookies", err=True)
         return ExitCode.ERROR

@@ -16,7 +16,7 @@ from quire_client.optional import CERTS, SERVER, import_for
 
 @click.group()
 def cluster() -> None:
-    """Local clusters."""
+    """Local clusters, and any cluster's status."""
 
 
 def _summary(cluster: LocalCluster, ports: Ports, tls: str | None, context_name: str | None) -> str:

@@ -20,6 +20,7 @@ from google.protobuf import json_format
 
 from quire.common.v1 import common_pb2
 from quire_api.ids import LedgerId
+from quire_client.admin import AdminClient
 from quire_client.client import ClientTls, QuireClient
 from quire_client.errors import QuireClientError, never_sent
 
@@ -59,7 +60,8 @@ DEFAULT_ADDRESSES = {GATEWAY: "127.0.0.1:7000", REGISTRY: "127.0.0.1:7001", PLAC
 TLS_FILES = ("tls_ca", "tls_cert", "tls_key")
 DEFAULT_SOURCE = "the default"
 
-# Client methods that talk to a service other than the gateway; every other one is the gateway's.
+# QuireClient's methods that talk to a service other than the gateway (the
+# admin commands' break-glass path, --direct); every other one is the gateway's.
 SERVICES_OF_METHOD: dict[str, tuple[str, ...]] = {
     "list_bookies": (REGISTRY,),
     "bookie_service_info": (REGISTRY,),
@@ -149,7 +151,10 @@ class Globals:
     tls_key: str = ""
     token: str = ""
     progress: bool | None = None  # None: only when stderr is a terminal
+    # Break-glass: admin commands call the registry, placement and bookies themselves, not the admin API.
+    direct: bool = False
     make_client: Callable[[Globals], Any] = field(default=lambda g: g.connect())
+    make_admin_client: Callable[[Globals], Any] = field(default=lambda g: g.connect_admin())
     # Where each setting came from: "--gateway", "QUIRE_GATEWAY", "context prod" or DEFAULT_SOURCE.
     sources: dict[str, str] = field(default_factory=dict)
 
@@ -157,27 +162,35 @@ class Globals:
         found = self.sources.get(setting, DEFAULT_SOURCE)
         return found if found == DEFAULT_SOURCE else f"from {found}"
 
+    def client_tls(self) -> ClientTls | None:
+        if not self.tls_ca:
+            return None
+        return ClientTls(
+            Path(self.tls_ca).expanduser(),
+            Path(self.tls_cert).expanduser() if self.tls_cert else None,
+            Path(self.tls_key).expanduser() if self.tls_key else None,
+        )
+
     def connect(self) -> QuireClient:
-        tls = None
-        if self.tls_ca:
-            tls = ClientTls(
-                Path(self.tls_ca).expanduser(),
-                Path(self.tls_cert).expanduser() if self.tls_cert else None,
-                Path(self.tls_key).expanduser() if self.tls_key else None,
-            )
         return QuireClient(
             self.gateway or DEFAULT_ADDRESSES[GATEWAY],  # not used unless set: ServiceCalls checks first
             self.registry,
             placement=self.placement,
-            tls=tls,
+            tls=self.client_tls(),
             token=self.token or None,
+        )
+
+    def connect_admin(self) -> AdminClient:
+        return AdminClient(self.gateway, tls=self.client_tls(), token=self.token or None)
+
+    def check_settings(self) -> None:
+        check_connection_settings(
+            {name: getattr(self, name) for name in (*ADDRESSES, *TLS_FILES, "token")}, self.source
         )
 
     def client(self) -> Any:
         """The client for this command, after its settings were checked."""
-        check_connection_settings(
-            {name: getattr(self, name) for name in (*ADDRESSES, *TLS_FILES, "token")}, self.source
-        )
+        self.check_settings()
         return ServiceCalls(self.make_client(self), self)
 
     def require(self, services: tuple[str, ...]) -> None:
@@ -211,9 +224,14 @@ class ServiceCalls:
     service's address is set and whose "no answer" errors name the service
     and where its address came from."""
 
-    def __init__(self, client: Any, settings: Globals) -> None:
+    def __init__(
+        self, client: Any, settings: Globals, services_of_method: dict[str, tuple[str, ...]] | None = None
+    ) -> None:
+        """`services_of_method`: which services each method calls (default
+        SERVICES_OF_METHOD, QuireClient's); a method not in it calls the gateway."""
         self._client = client
         self._settings = settings
+        self._services_of_method = SERVICES_OF_METHOD if services_of_method is None else services_of_method
 
     def __enter__(self) -> ServiceCalls:
         self._client.__enter__()
@@ -223,8 +241,8 @@ class ServiceCalls:
         self._client.__exit__(*exc_info)
 
     def __getattr__(self, name: str) -> Any:
-        services = SERVICES_OF_METHOD.get(name, (GATEWAY,))
-        if name in SERVICES_OF_METHOD:
+        services = self._services_of_method.get(name, (GATEWAY,))
+        if name in self._services_of_method:
             self._settings.require(services)  # before anything of the client is touched
         attribute = getattr(self._client, name)
         if not callable(attribute):

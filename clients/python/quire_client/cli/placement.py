@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 from google.protobuf import json_format
 
+from quire_client.cli.admin_calls import open_admin
 from quire_client.cli.common import Globals, output_option, pass_globals, print_table, readable_bytes, structured
 
 
@@ -18,8 +19,8 @@ def placement() -> None:
 @pass_globals
 def weights(settings: Globals, output: str) -> None:
     """How placement weighs each writable bookie (BP-2)."""
-    with settings.client() as client:
-        response = client.placement_weights()
+    with open_admin(settings) as admin:
+        response = admin.placement_weights()
     if structured(output, json_format.MessageToDict(response, preserving_proto_field_name=True)):
         return
     state = "on" if response.disk_weight_placement_enabled else "off (uniform draws)"

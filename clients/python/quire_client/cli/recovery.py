@@ -2,39 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import click
 
-from quire_client.cli.common import (
-    Globals,
-    ledger_name,
-    output_option,
-    pass_globals,
-    print_table,
-    state_name,
-    structured,
-)
+from quire_client.cli.admin_calls import open_admin
+from quire_client.cli.common import Globals, output_option, pass_globals, print_table, structured
 
 
 @click.group()
 def recovery() -> None:
     """Re-replication."""
-
-
-def under_replicated_rows(client: Any) -> list[dict[str, Any]]:
-    return [
-        {
-            "ledger": ledger_name(metadata),
-            "state": state_name(metadata),
-            "segment": replica.segment,
-            "first_entry_id": replica.first_entry_id,
-            "last_entry_id": replica.last_entry_id,
-            "bookie_id": replica.bookie_id,
-            "why": why,
-        }
-        for metadata, replica, why in client.under_replicated()
-    ]
 
 
 @recovery.command()
@@ -45,11 +21,12 @@ def status(settings: Globals, output: str) -> None:
     repaired; segments with a replica on a bookie that is not registered, or
     with entries flagged for repair (left out or replaced by a writer, found
     damaged by a read, missing or damaged by the scrub)."""
-    with settings.client() as client:
-        rows = under_replicated_rows(client)
-        auditor = client.auditor()
+    with open_admin(settings) as admin:
+        rows, total = admin.under_replicated()
+        auditor = admin.auditor()
     figures = dict(auditor.properties)
-    if structured(output, {"auditor": {"holder": auditor.holder, **figures}, "under_replicated": rows}):
+    document = {"auditor": {"holder": auditor.holder, **figures}, "under_replicated": rows, "total_segments": total}
+    if structured(output, document):
         return
     if auditor.holder:
         shown = ", ".join(f"{name.removeprefix('scrub_')} {value}" for name, value in sorted(figures.items()))
@@ -67,3 +44,5 @@ def status(settings: Globals, output: str) -> None:
             for r in rows
         ],
     )  # fmt: skip
+    if total > len(rows):
+        click.echo(f"... and {total - len(rows)} more segments (the gateway lists the first {len(rows)})")

@@ -43,7 +43,7 @@ def analyze(
     try:
         import pyspark  # noqa: F401
     except ImportError:
-        click.echo("error: the telemetry stage needs PySpark: pip install 'quire[telemetry]'", err=True)
+        click.echo("error: the telemetry stage needs PySpark: pip install 'quire-ledger[telemetry]'", err=True)
         return ExitCode.USAGE
     import_for("quire_telemetry.stage", "`quire telemetry analyze`", SERVER)
     from quire_telemetry.publish import publish_load_factors

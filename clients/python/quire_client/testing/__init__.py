@@ -14,7 +14,7 @@ Both have the same getters (`get_gateway_target()`, `get_registry_target()`,
 live in `quire_client.testing.pytest_plugin`.
 
 `QuireContainer` needs the optional `testcontainers` package
-(`pip install 'quire-client[testing]'`); it is imported only when `QuireContainer` is
+(`pip install 'quire-ledger-client[testing]'`); it is imported only when `QuireContainer` is
 used, so `LocalQuireCluster` works without it.
 """
 
@@ -50,7 +50,7 @@ def container_support(image: str = DEFAULT_IMAGE) -> str | None:
         import docker.errors
         import testcontainers  # noqa: F401
     except ImportError:
-        return "testcontainers is not installed (pip install 'quire-client[testing]')"
+        return "testcontainers is not installed (pip install 'quire-ledger-client[testing]')"
     try:
         client = docker.from_env(timeout=10)
     except docker.errors.DockerException as exc:
