@@ -43,6 +43,8 @@ def generate(output: pathlib.Path) -> None:
     # protoc writes modules but no packages; every directory becomes one.
     for directory in [output / "quire", *(p for p in (output / "quire").rglob("*") if p.is_dir())]:
         (directory / "__init__.py").touch()
+    # PEP 561: the messages' .pyi stubs are for type checkers of applications too.
+    (output / "quire" / "py.typed").touch()
 
 
 if __name__ == "__main__":

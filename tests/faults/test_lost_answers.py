@@ -32,8 +32,9 @@ import pytest
 from quire.common.v1 import common_pb2
 from quire.registry.v1 import registry_pb2, registry_pb2_grpc
 from quire_api.ids import LedgerId, ledger_id_to_proto
-from quire_client.client import QuireClientError, _translate
 from quire_client.cluster import LocalCluster, Ports, free_port, grpc_serving
+from quire_client.errors import QuireClientError
+from quire_client.errors import translate as _translate
 from tests.faults.etcd_proxy import EtcdAnswerProxy
 from tests.faults.lab import FAST_SETTINGS
 from tests.faults.report import Scenario

@@ -7,6 +7,9 @@ subclasses, as from QuireClient."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import grpc
 
 from quire.admin.v1 import admin_pb2, admin_pb2_grpc
@@ -35,7 +38,7 @@ class AdminClient:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def _unary(self, method, request):  # type: ignore[no-untyped-def]
+    def _unary(self, method: Callable[..., Any], request: Any) -> Any:
         try:
             return method(request, timeout=self.timeout)
         except grpc.RpcError as exc:
@@ -46,26 +49,26 @@ class AdminClient:
 
     def bookie_service_info(self, bookie_id: str) -> registry_pb2.GetBookieServiceInfoResponse:
         request = admin_pb2.GetBookieServiceInfoRequest(bookie_id=validate_bookie_id(bookie_id))
-        return self._unary(self._stub.GetBookieServiceInfo, request).info  # type: ignore[no-any-return]
+        return self._unary(self._stub.GetBookieServiceInfo, request).info
 
     def bookie_disks(self) -> list[admin_pb2.BookieDisk]:
         return list(self._unary(self._stub.GetBookieDisks, admin_pb2.GetBookieDisksRequest()).bookies)
 
     def placement_weights(self) -> placement_pb2.GetPlacementWeightsResponse:
-        return self._unary(self._stub.GetPlacementWeights, admin_pb2.GetPlacementWeightsRequest()).weights  # type: ignore[no-any-return]
+        return self._unary(self._stub.GetPlacementWeights, admin_pb2.GetPlacementWeightsRequest()).weights
 
     def auditor(self) -> registry_pb2.Leader:
-        return self._unary(self._stub.GetAuditor, admin_pb2.GetAuditorRequest()).auditor  # type: ignore[no-any-return]
+        return self._unary(self._stub.GetAuditor, admin_pb2.GetAuditorRequest()).auditor
 
     def recovery_status(self, bookie_id: str = "") -> admin_pb2.GetRecoveryStatusResponse:
         if bookie_id:
             validate_bookie_id(bookie_id)
         request = admin_pb2.GetRecoveryStatusRequest(bookie_id=bookie_id)
-        return self._unary(self._stub.GetRecoveryStatus, request)  # type: ignore[no-any-return]
+        return self._unary(self._stub.GetRecoveryStatus, request)
 
     def delete_cookie(self, bookie_id: str) -> bool:
         request = admin_pb2.DeleteBookieCookieRequest(bookie_id=validate_bookie_id(bookie_id))
         return bool(self._unary(self._stub.DeleteBookieCookie, request).deleted)
 
     def cluster_status(self) -> admin_pb2.GetClusterStatusResponse:
-        return self._unary(self._stub.GetClusterStatus, admin_pb2.GetClusterStatusRequest())  # type: ignore[no-any-return]
+        return self._unary(self._stub.GetClusterStatus, admin_pb2.GetClusterStatusRequest())

@@ -175,10 +175,10 @@ def matrix(args: argparse.Namespace) -> Iterator[tuple[tuple[int, int, int], int
             for size in args.sizes:
                 entries = args.entries if size <= 4096 else max(writers, args.entries * 1024 // size * 4)
                 batch = min(args.batch, max(1, 1024 * 1024 // size))  # at most ~1 MiB per message
-                yield quorum, writers, size, entries, batch, 0.0  # type: ignore[misc]
+                yield quorum, writers, size, entries, batch, 0.0
     for quorum in quorums:
         # Latency at moderate load: one writer, one entry per message, paced.
-        yield quorum, 1, 1024, args.paced_entries, 1, args.paced_rate  # type: ignore[misc]
+        yield quorum, 1, 1024, args.paced_entries, 1, args.paced_rate
 
 
 def _print(result: RunResult) -> None:

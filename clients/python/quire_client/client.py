@@ -13,12 +13,8 @@ import itertools
 import queue
 import threading
 import time
-import uuid
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 
@@ -27,14 +23,14 @@ from quire.common.v1 import common_pb2
 from quire.gateway.v1 import blob_pb2, blob_pb2_grpc, ledger_pb2, ledger_pb2_grpc
 from quire.placement.v1 import placement_pb2, placement_pb2_grpc
 from quire.registry.v1 import registry_pb2, registry_pb2_grpc
-from quire_api.backoff import Backoff
 from quire_api.bookie_addresses import bookie_rpc_address
-from quire_api.errors import InvalidArgument
-from quire_api.ids import U64_MAX, LedgerId, ledger_id_to_proto, validate_bookie_id, validate_request_id
+from quire_api.ids import U64_MAX, LedgerId, ledger_id_to_proto, validate_bookie_id
 from quire_api.replication import LostReplica, lost_replicas, marked_replicas
+from quire_client import protocol
+from quire_client.channels import CHANNEL_OPTIONS, ClientTls, open_client_channel
 
 # The error classes live in quire_client.errors; importable from here as before.
-from quire_client.errors import (  # noqa: F401
+from quire_client.errors import (
     AbortedError,
     AlreadyExistsError,
     DataLossError,
@@ -53,75 +49,33 @@ from quire_client.errors import (  # noqa: F401
 )
 from quire_client.errors import error_from_read_error as _error_from_read_error
 from quire_client.errors import translate as _translate
+from quire_client.protocol import as_ledger_id as _as_ledger_id
+from quire_client.results import AppendAck
 
-_CREATE_RETRY = Backoff(first_seconds=0.5, longest_seconds=2.0)  # a create retried after a lost answer
+__all__ = [
+    "AbortedError",
+    "AlreadyExistsError",
+    "AppendAck",
+    "ClientTls",
+    "DataLossError",
+    "DeadlineExceededError",
+    "FailedPreconditionError",
+    "InvalidArgumentError",
+    "LedgerWriter",
+    "NotFoundError",
+    "OutOfRangeError",
+    "PermissionDeniedError",
+    "QuireClient",
+    "QuireClientError",
+    "ResourceExhaustedError",
+    "UnauthenticatedError",
+    "UnavailableError",
+    "UnimplementedError",
+    "never_sent",
+    "open_client_channel",
+]
 
-
-_UNEXPECTED_ENTRY_ID = "ERROR_REASON_UNEXPECTED_ENTRY_ID"
-_RESUME_BACKOFF = Backoff(first_seconds=0.1, longest_seconds=2.0)  # between attempts of a resumed session
-
-
-def _backoff(attempt: int, suggested: float | None = None) -> float:
-    """The pause before attempt `attempt` + 1 of a resumed session (write,
-    read or tail), never shorter than the delay the service suggested
-    (RetryInfo), if any."""
-    return max(_RESUME_BACKOFF.pause(attempt), suggested or 0.0)
-
-
-@dataclass(frozen=True)
-class AppendAck:
-    first_entry_id: int
-    last_entry_id: int
-    last_add_confirmed: int
-
-
-_U32_MAX = (1 << 32) - 1
-_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
-
-
-def _in_range(name: str, value: int, low: int, high: int) -> int:
-    """`value` for a request field, or INVALID_ARGUMENT naming the field (a
-    number the field cannot hold would otherwise fail inside protobuf)."""
-    if not low <= value <= high:
-        raise InvalidArgument(f"{name} {value} is out of range: it must be between {low} and {high}")
-    return value
-
-
-def _as_ledger_id(ledger: LedgerId | str) -> LedgerId:
-    return ledger if isinstance(ledger, LedgerId) else LedgerId.parse(ledger)
-
-
-@dataclass(frozen=True)
-class ClientTls:
-    """TLS for the client's channels: the CA that signed the services'
-    certificates and, for mutual TLS, the client's certificate and key."""
-
-    ca: Path
-    cert: Path | None = None
-    key: Path | None = None
-
-    def credentials(self, token: str | None = None) -> grpc.ChannelCredentials:
-        credentials = grpc.ssl_channel_credentials(
-            root_certificates=self.ca.read_bytes(),
-            private_key=self.key.read_bytes() if self.key else None,
-            certificate_chain=self.cert.read_bytes() if self.cert else None,
-        )
-        if token:
-            # Sent as `authorization: Bearer <token>` on every call.
-            credentials = grpc.composite_channel_credentials(credentials, grpc.access_token_call_credentials(token))
-        return credentials
-
-
-def open_client_channel(
-    target: str, tls: ClientTls | None, token: str | None = None, options: list[tuple[str, int]] | None = None
-) -> grpc.Channel:
-    """A plaintext channel without `tls` (development clusters), else TLS,
-    with the bearer token on every call when one is given."""
-    if tls is None:
-        if token:
-            raise ValueError("a bearer token needs TLS (grpc sends call credentials only over TLS)")
-        return grpc.insecure_channel(target, options=options)
-    return grpc.secure_channel(target, tls.credentials(token), options=options)
+_Answer = TypeVar("_Answer")
 
 
 class _AppendSessions:
@@ -160,10 +114,7 @@ class QuireClient:
         bounds the attempts of one resumption. `conditional_resume=False`
         resends unacknowledged entries without expected_entry_id: it can write
         them twice (a test-only positive control)."""
-        options = [
-            ("grpc.max_receive_message_length", 64 * 1024 * 1024),
-            ("grpc.max_send_message_length", 64 * 1024 * 1024),
-        ]
+        options = CHANNEL_OPTIONS
         self._targets = [gateway, *gateways]
         self.gateway = gateway  # the gateway calls go to now
         self._gateway_channel = open_client_channel(gateway, tls, token, options)
@@ -225,11 +176,14 @@ class QuireClient:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def _unary(self, method, request):  # type: ignore[no-untyped-def]
+    def _unary(self, method: Callable[..., Any], request: Any, answer: type[_Answer]) -> _Answer:
+        """One unary call (`answer`: the type of its answer, which the
+        generated stubs do not declare)."""
         try:
-            return method(request, timeout=self.timeout)
+            response: _Answer = method(request, timeout=self.timeout)
         except grpc.RpcError as exc:
             raise _translate(exc) from None
+        return response
 
     def create_ledger(
         self,
@@ -251,36 +205,25 @@ class QuireClient:
         (its outcome unknown) is sent again with it, up to `attempts` times:
         the gateway then returns the ledger the lost attempt made, never a
         second one. Not enough bookies is a definite answer, not retried."""
-        if attempts < 1:
-            raise ValueError(f"attempts {attempts} must be at least 1")
-        request = ledger_pb2.CreateLedgerRequest(
-            ensemble_size=_in_range("ensemble_size", ensemble_size, 0, _U32_MAX),
-            write_quorum_size=_in_range("write_quorum_size", write_quorum_size, 0, _U32_MAX),
-            ack_quorum_size=_in_range("ack_quorum_size", ack_quorum_size, 0, _U32_MAX),
+        request = protocol.create_ledger_request(
+            ensemble_size=ensemble_size,
+            write_quorum_size=write_quorum_size,
+            ack_quorum_size=ack_quorum_size,
             password=password,
             digest_type=digest_type,
-            custom_metadata=custom_metadata or {},
-            request_id=validate_request_id(request_id) if request_id is not None else str(uuid.uuid4()),
+            ledger_id=ledger_id,
+            scope_id=scope_id,
+            legacy=legacy,
+            custom_metadata=custom_metadata,
+            request_id=request_id,
         )
-        if ledger_id is not None:
-            request.ledger_id.CopyFrom(ledger_id_to_proto(_as_ledger_id(ledger_id)))
-        elif scope_id is not None:
-            request.scope_id = _in_range("scope_id", scope_id, 0, U64_MAX)
-        elif legacy:
-            request.legacy = True
-        sent_unanswered: QuireClientError | None = None  # an attempt that may have made the ledger
-        for attempt in range(1, attempts + 1):
+        retries = protocol.CreateAttempts(attempts)
+        for attempt in itertools.count(1):
             try:
-                return self._unary(self.ledgers.CreateLedger, request).metadata  # type: ignore[no-any-return]
-            except (UnavailableError, DeadlineExceededError) as exc:
-                if exc.reason == "ERROR_REASON_NOT_ENOUGH_BOOKIES":  # a definite answer
-                    raise
-                if not never_sent(exc):
-                    sent_unanswered = exc
-                if attempt == attempts:
-                    # A later attempt that could not connect says less than an earlier one that was lost.
-                    raise sent_unanswered or exc from None
-                time.sleep(_CREATE_RETRY.pause(attempt))
+                return self._unary(self.ledgers.CreateLedger, request, ledger_pb2.CreateLedgerResponse).metadata
+            except QuireClientError as exc:
+                pause = retries.pause_after(exc, attempt)
+            time.sleep(pause)
         raise AssertionError("unreachable")
 
     def open_ledger(
@@ -290,9 +233,9 @@ class QuireClient:
         ledger's bookies, recover its end and close it (the LAC returned is
         then its last entry)."""
         request = ledger_pb2.OpenLedgerRequest(
-            ledger_id=ledger_id_to_proto(_as_ledger_id(ledger)), password=password, recovery=recovery
+            ledger_id=protocol.ledger_proto(ledger), password=password, recovery=recovery
         )
-        return self._unary(self.ledgers.OpenLedger, request)  # type: ignore[no-any-return]
+        return self._unary(self.ledgers.OpenLedger, request, ledger_pb2.OpenLedgerResponse)
 
     def recover_ledger(self, ledger: LedgerId | str, password: bytes = b"") -> common_pb2.LedgerMetadata:
         """Fence, recover and close a ledger; its closed metadata."""
@@ -302,10 +245,9 @@ class QuireClient:
         """Append one entry; with `expected_entry_id`, only if it gets that id
         (else FailedPreconditionError, reason ERROR_REASON_UNEXPECTED_ENTRY_ID,
         details next_entry_id)."""
-        request = ledger_pb2.AddEntryRequest(ledger_id=ledger_id_to_proto(_as_ledger_id(ledger)), payload=payload)
-        if expected_entry_id is not None:
-            request.expected_entry_id = expected_entry_id
-        return self._unary(self.ledgers.AddEntry, request).entry_id
+        request = protocol.add_entry_request(ledger, payload, expected_entry_id)
+        entry_id: int = self._unary(self.ledgers.AddEntry, request, ledger_pb2.AddEntryResponse).entry_id
+        return entry_id
 
     def append(self, ledger: LedgerId | str, payloads: Iterable[bytes], batch_size: int = 100) -> Iterator[AppendAck]:
         """Stream payloads in write sessions, batch_size per message; yields
@@ -319,84 +261,53 @@ class QuireClient:
         confirmed they are acknowledged here and the rest are sent again, so
         none is lost or written twice. This assumes one writer per ledger (as
         BookKeeper's ledgers have). Other errors, or running out of
-        `resume_attempts`, end the iteration with the error."""
-        ledger_id = _as_ledger_id(ledger)
+        `resume_attempts`, end the iteration with the error. (The rules are
+        protocol.WriteResumption's, shared with the asyncio client.)"""
+        progress = protocol.WriteResumption(
+            _as_ledger_id(ledger), conditional=self.conditional_resume, resume_attempts=self.resume_attempts
+        )
         source = iter(payloads)
-        unacked: deque[bytes] = deque()  # sent (or being sent), not acknowledged, in order
-        next_id: int | None = None  # the id of unacked[0] (or of the next entry), once known
-        owner_address = ""
-        attempt = 0
         # Per call, so that appends running at once on one client do not stop each other's sessions.
         sessions = _AppendSessions()
         while True:
             session = sessions.begin()  # an older session's request stream stops taking entries
             try:
-                if next_id is None and self.conditional_resume:
-                    next_id = self.next_entry_id(ledger_id)
-                expected = next_id if self.conditional_resume else None
+                if progress.needs_next_id:
+                    progress.next_id = self.next_entry_id(progress.ledger)
                 calls = self.ledgers.AppendEntries(
-                    self._session_requests(ledger_id, expected, unacked, source, batch_size, sessions, session),
-                    timeout=self.timeout * 10,
+                    self._session_requests(progress, source, batch_size, sessions, session), timeout=self.timeout * 10
                 )
-                for ack in calls:
-                    if ack.HasField("owner"):
-                        owner_address = ack.owner.address
-                    for _ in range(ack.last_entry_id - ack.first_entry_id + 1):
-                        unacked.popleft()
-                    next_id, attempt = ack.last_entry_id + 1, 0
-                    yield AppendAck(ack.first_entry_id, ack.last_entry_id, ack.last_add_confirmed)
-                if not unacked:
+                for answer in calls:
+                    yield progress.acknowledged(answer)
+                if not progress.unacked:
                     return
-                raise UnavailableError(grpc.StatusCode.UNAVAILABLE, "", "the write session ended early")
+                raise progress.ended_early()
             except grpc.RpcError as exc:
                 error = _translate(exc)
             except UnavailableError as exc:
                 error = exc
-            attempt += 1
-            if attempt > self.resume_attempts:
-                raise error
-            if isinstance(error, UnavailableError):
-                self.resumed_writes += 1
-                self._next_gateway(owner_address)
-            elif error.reason == _UNEXPECTED_ENTRY_ID and self.conditional_resume:
-                self.resumed_writes += 1
-                actual = int(error.details.get("next_entry_id", "-1"))
-                settled = int(error.details.get("last_add_confirmed", "-1")) >= actual - 1
-                assert next_id is not None  # always known with conditional_resume
-                landed = actual - next_id
-                if landed < 0 or landed > len(unacked):
-                    raise FailedPreconditionError(
-                        error.code, error.reason, f"another writer wrote ledger {ledger_id}: {error.message}"
-                    ) from None
-                if settled:
-                    for _ in range(landed):
-                        unacked.popleft()
-                    self.landed_on_resume += landed
-                    if landed:
-                        yield AppendAck(next_id, actual - 1, actual - 1)
-                    next_id, attempt = actual, 0
-                    continue
-            else:
-                raise error
-            time.sleep(_backoff(attempt))
+            resume = progress.after_failure(error)
+            self.resumed_writes += 1
+            if resume.landed is not None:
+                self.landed_on_resume += resume.landed.last_entry_id - resume.landed.first_entry_id + 1
+                yield resume.landed
+            if resume.next_gateway:
+                self._next_gateway(progress.owner_address)
+            time.sleep(resume.pause)
 
     def next_entry_id(self, ledger: LedgerId | str) -> int:
         """The id the ledger's writer would give its next entry, asked without
         writing: a conditional AddEntry with an impossible expected id (-1) is
         refused with it."""
         try:
-            self.add_entry(ledger, b"", expected_entry_id=-1)
+            self._unary(self.ledgers.AddEntry, protocol.next_entry_id_probe(ledger), ledger_pb2.AddEntryResponse)
         except FailedPreconditionError as exc:
-            if exc.reason == _UNEXPECTED_ENTRY_ID:
-                return int(exc.details["next_entry_id"])
-            raise
-        raise FailedPreconditionError(grpc.StatusCode.FAILED_PRECONDITION, "", "expected_entry_id -1 was accepted")
+            return protocol.next_entry_id_from(exc)
+        raise protocol.PROBE_ACCEPTED
 
     def _session_requests(
         self,
-        ledger: LedgerId,
-        expected: int | None,
-        unacked: deque[bytes],
+        progress: protocol.WriteResumption,
         source: Iterator[bytes],
         batch_size: int,
         sessions: _AppendSessions,
@@ -408,11 +319,9 @@ class QuireClient:
         be taking a batch from `source` (gRPC stops reading it when its call
         ends): the lock lets it record that batch before this one copies the
         entries to send again, and it stops there."""
-        first = ledger_pb2.AppendEntriesRequest(ledger_id=ledger_id_to_proto(ledger))
-        if expected is not None:
-            first.expected_entry_id = expected
+        first = progress.first_request()
         with sessions.lock:
-            resend = list(unacked)
+            resend = list(progress.unacked)
         yield first
         for start in range(0, len(resend), batch_size):
             yield ledger_pb2.AppendEntriesRequest(payloads=resend[start : start + batch_size])
@@ -421,7 +330,7 @@ class QuireClient:
                 if sessions.current != session:
                     return
                 batch = list(itertools.islice(source, batch_size))
-                unacked.extend(batch)
+                progress.unacked.extend(batch)
                 if not batch or sessions.current != session:
                     return  # the source is done, or a newer session sends this batch
             yield ledger_pb2.AppendEntriesRequest(payloads=batch)
@@ -451,19 +360,13 @@ class QuireClient:
         `last` -1 a resumed read goes up to the LAC at the time it resumes."""
         ledger_id = _as_ledger_id(ledger)
         ledger_proto = ledger_id_to_proto(ledger_id)
-        first = _in_range("first_entry_id", first, _I64_MIN, _I64_MAX)
-        last = _in_range("last_entry_id", last, _I64_MIN, _I64_MAX)
+        first, last = protocol.checked_read_range(first, last)
 
         def stream(start: int) -> Iterable[ledger_pb2.ReadEntriesResponse]:
-            if unconfirmed:
-                request = ledger_pb2.ReadUnconfirmedEntriesRequest(
-                    ledger_id=ledger_proto, first_entry_id=start, last_entry_id=last
-                )
-                return self.ledgers.ReadUnconfirmedEntries(request, timeout=self.timeout * 10)  # type: ignore[no-any-return]
-            return self.ledgers.ReadEntries(  # type: ignore[no-any-return]
-                ledger_pb2.ReadEntriesRequest(ledger_id=ledger_proto, first_entry_id=start, last_entry_id=last),
-                timeout=self.timeout * 10,
-            )
+            request = protocol.read_request(ledger_proto, start, last, unconfirmed)
+            method = self.ledgers.ReadUnconfirmedEntries if unconfirmed else self.ledgers.ReadEntries
+            calls: Iterable[ledger_pb2.ReadEntriesResponse] = method(request, timeout=self.timeout * 10)
+            return calls
 
         # A resumed read up to the LAC asks the (new) gateway for it first:
         # ReadLastAddConfirmed refreshes what that gateway knows.
@@ -476,11 +379,8 @@ class QuireClient:
         ERROR_REASON_READ_BEYOND_LAC, details last_add_confirmed), an unknown
         ledger NotFoundError. One call, not resumed: a retryable error is
         raised for the caller to try again."""
-        request = ledger_pb2.ReadEntryRequest(
-            ledger_id=ledger_id_to_proto(_as_ledger_id(ledger)),
-            entry_id=_in_range("entry_id", entry_id, _I64_MIN, _I64_MAX),
-        )
-        return self._unary(self.ledgers.ReadEntry, request).entry  # type: ignore[no-any-return]
+        request = protocol.read_entry_request(ledger, entry_id)
+        return self._unary(self.ledgers.ReadEntry, request, ledger_pb2.ReadEntryResponse).entry
 
     def read_entries_by_id(
         self, ledger: LedgerId | str, entry_ids: Iterable[int]
@@ -492,11 +392,10 @@ class QuireClient:
         are still read; check with isinstance(item, QuireClientError). A
         failure of the stream itself (the gateway lost, PERMISSION_DENIED, a
         deadline) is raised; it is not resumed."""
-        ledger_proto = ledger_id_to_proto(_as_ledger_id(ledger))
-        wanted = [_in_range("entry_id", entry_id, _I64_MIN, _I64_MAX) for entry_id in entry_ids]
+        wanted = [protocol.read_entry_request(ledger, entry_id) for entry_id in entry_ids]
         if not wanted:
             return
-        requests = (ledger_pb2.ReadEntryRequest(ledger_id=ledger_proto, entry_id=entry_id) for entry_id in wanted)
+        requests = iter(wanted)
         call = self.ledgers.ReadEntryStream(requests, timeout=self.timeout * 10)
         answered = 0
         try:
@@ -519,12 +418,13 @@ class QuireClient:
         """Confirmed entries from `first` on, as they are confirmed; ends when
         the ledger is closed and its last entry delivered. Resumed like
         read() after a retryable failure: every entry once, in order."""
-        ledger_proto = ledger_id_to_proto(_as_ledger_id(ledger))
-        first = _in_range("first_entry_id", first, _I64_MIN, _I64_MAX)
+        ledger_proto = protocol.ledger_proto(ledger)
+        first, _ = protocol.checked_read_range(first, -1)
 
         def stream(start: int) -> Iterable[ledger_pb2.TailEntriesResponse]:
             request = ledger_pb2.TailEntriesRequest(ledger_id=ledger_proto, first_entry_id=start)
-            return self.ledgers.TailEntries(request)  # type: ignore[no-any-return]
+            calls: Iterable[ledger_pb2.TailEntriesResponse] = self.ledgers.TailEntries(request)
+            return calls
 
         return self._resumed(stream, first, None)
 
@@ -538,38 +438,30 @@ class QuireClient:
         """The entries of `open_stream(first)`, opening it again from the next
         entry after a retryable failure (see read()). `last`: the last entry
         asked for (-1: up to the LAC, None: a tail)."""
-        next_id = first
-        attempt = 0
-        resuming = False
-        started = False  # a stream answered: a failure now is a broken stream, not a refused call
+        progress = protocol.ReadResumption(
+            first, last, resume_attempts=self.resume_attempts, single_gateway=len(self._targets) == 1
+        )
         while True:
             try:
-                if resuming and refresh_lac is not None and next_id > refresh_lac():
+                if progress.resuming and refresh_lac is not None and progress.next_id > refresh_lac():
                     return  # a read up to the LAC whose broken stream had delivered all of it
-                for response in open_stream(next_id):
-                    started = True
+                for response in open_stream(progress.next_id):
+                    progress.answered()
                     for entry in response.entries:
-                        if entry.entry_id < next_id:
-                            continue  # already delivered before the stream was resumed
-                        yield entry
-                        next_id, attempt = entry.entry_id + 1, 0
+                        if progress.fresh(entry.entry_id):
+                            yield entry
                 return
             except grpc.RpcError as exc:
                 error = _translate(exc)
             except QuireClientError as exc:  # from refresh_lac
                 error = exc
-            if started and last is not None and last >= 0 and next_id > last:
-                return  # every entry asked for was delivered; only the end of the stream was lost
-            attempt += 1
-            if not error.retryable or attempt > self.resume_attempts:
-                raise error
-            if not started and len(self._targets) == 1:
-                raise error  # the only gateway refused or cannot be reached: say so at once
-            if isinstance(error, UnavailableError):
+            resume = progress.after_failure(error)
+            if resume is None:
+                return
+            if resume.next_gateway:
                 self._next_gateway("")
             self.resumed_reads += 1
-            resuming = True
-            time.sleep(_backoff(attempt, error.retry_delay))
+            time.sleep(resume.pause)
 
     def writer(self, ledger: LedgerId | str, batch_size: int = 100) -> LedgerWriter:
         """A write session as a context manager: append() queues entries,
@@ -580,13 +472,13 @@ class QuireClient:
     def put_blob(self, data: bytes | Iterable[bytes], scope_id: int = 0, part_bytes: int = 1024 * 1024) -> str:
         """Store a blob (bytes, or an iterable of parts for a large one); its id."""
         parts = [data] if isinstance(data, bytes | bytearray | memoryview) else data
-        _in_range("scope_id", scope_id, 0, U64_MAX)
+        protocol.in_range("scope_id", scope_id, 0, U64_MAX)
 
         def requests() -> Iterator[blob_pb2.PutBlobRequest]:
             sent = False
             for part in parts:
-                for start in range(0, max(len(part), 1), part_bytes):
-                    yield blob_pb2.PutBlobRequest(scope_id=scope_id, data=bytes(part[start : start + part_bytes]))
+                for request in protocol.blob_part_requests(part, scope_id, part_bytes):
+                    yield request
                     sent = True
             if not sent:
                 yield blob_pb2.PutBlobRequest(scope_id=scope_id)
@@ -607,41 +499,42 @@ class QuireClient:
         return b"".join(self.get_blob_parts(blob_id))
 
     def last_add_confirmed(self, ledger: LedgerId | str) -> int:
-        request = ledger_pb2.ReadLastAddConfirmedRequest(ledger_id=ledger_id_to_proto(_as_ledger_id(ledger)))
-        return self._unary(self.ledgers.ReadLastAddConfirmed, request).last_add_confirmed
+        request = ledger_pb2.ReadLastAddConfirmedRequest(ledger_id=protocol.ledger_proto(ledger))
+        answer = self._unary(self.ledgers.ReadLastAddConfirmed, request, ledger_pb2.ReadLastAddConfirmedResponse)
+        last_add_confirmed: int = answer.last_add_confirmed
+        return last_add_confirmed
 
     def close_ledger(self, ledger: LedgerId | str) -> common_pb2.LedgerMetadata:
-        request = ledger_pb2.CloseLedgerRequest(ledger_id=ledger_id_to_proto(_as_ledger_id(ledger)))
-        return self._unary(self.ledgers.CloseLedger, request).metadata
+        request = ledger_pb2.CloseLedgerRequest(ledger_id=protocol.ledger_proto(ledger))
+        return self._unary(self.ledgers.CloseLedger, request, ledger_pb2.CloseLedgerResponse).metadata
 
     def delete_ledger(self, ledger: LedgerId | str) -> None:
-        request = ledger_pb2.DeleteLedgerRequest(ledger_id=ledger_id_to_proto(_as_ledger_id(ledger)))
-        self._unary(self.ledgers.DeleteLedger, request)
+        request = ledger_pb2.DeleteLedgerRequest(ledger_id=protocol.ledger_proto(ledger))
+        self._unary(self.ledgers.DeleteLedger, request, ledger_pb2.DeleteLedgerResponse)
 
     def ledger_metadata(self, ledger: LedgerId | str) -> tuple[common_pb2.LedgerMetadata, int]:
-        request = ledger_pb2.GetLedgerMetadataRequest(ledger_id=ledger_id_to_proto(_as_ledger_id(ledger)))
-        response = self._unary(self.ledgers.GetLedgerMetadata, request)
+        request = ledger_pb2.GetLedgerMetadataRequest(ledger_id=protocol.ledger_proto(ledger))
+        response = self._unary(self.ledgers.GetLedgerMetadata, request, ledger_pb2.GetLedgerMetadataResponse)
         return response.metadata, response.version
 
     def list_ledgers(self, scope_id: int | None = None, page_size: int = 100) -> Iterator[common_pb2.LedgerMetadata]:
         """Ledgers of one scope, or of every scope when scope_id is None."""
-        if scope_id is not None:
-            _in_range("scope_id", scope_id, 0, U64_MAX)
-        token = ""
+        request = protocol.list_ledgers_request(scope_id, page_size, "")
         while True:
-            response = self._unary(
-                self.ledgers.ListLedgers,
-                ledger_pb2.ListLedgersRequest(
-                    scope_id=scope_id or 0, all_scopes=scope_id is None, page_size=page_size, page_token=token
-                ),
-            )
+            response = self._unary(self.ledgers.ListLedgers, request, ledger_pb2.ListLedgersResponse)
             yield from response.ledgers
-            token = response.next_page_token
-            if not token:
+            if not response.next_page_token:
                 return
+            request.page_token = response.next_page_token
 
     def list_bookies(self, state: int = registry_pb2.BOOKIE_STATE_ALL) -> list[registry_pb2.BookieRecord]:
-        return list(self._unary(self.registry.ListBookies, registry_pb2.ListBookiesRequest(state=state)).bookies)
+        return list(
+            self._unary(
+                self.registry.ListBookies,
+                registry_pb2.ListBookiesRequest(state=state),
+                registry_pb2.ListBookiesResponse,
+            ).bookies
+        )
 
     def bookie_info(self, record: registry_pb2.BookieRecord, timeout: float = 5.0) -> bookie_pb2.GetBookieInfoResponse:
         """One bookie's GetBookieInfo, at the address its registration resolves to."""
@@ -657,7 +550,11 @@ class QuireClient:
     def placement_weights(self) -> placement_pb2.GetPlacementWeightsResponse:
         with open_client_channel(self._placement_target, self._tls, self._token, self._options) as channel:
             stub = placement_pb2_grpc.PlacementServiceStub(channel)
-            return self._unary(stub.GetPlacementWeights, placement_pb2.GetPlacementWeightsRequest())
+            return self._unary(
+                stub.GetPlacementWeights,
+                placement_pb2.GetPlacementWeightsRequest(),
+                placement_pb2.GetPlacementWeightsResponse,
+            )
 
     def under_replicated(self) -> list[tuple[common_pb2.LedgerMetadata, LostReplica, str]]:
         """Every ledger segment with a replica on a bookie that is not registered
@@ -680,19 +577,26 @@ class QuireClient:
     def auditor(self) -> registry_pb2.Leader:
         """Which gateway holds the auditor role (holder empty: none yet), and
         the figures it publishes: what its scrub checked, found and repaired."""
-        return self._unary(self.registry.GetLeader, registry_pb2.GetLeaderRequest(role="auditor")).leader
+        return self._unary(
+            self.registry.GetLeader, registry_pb2.GetLeaderRequest(role="auditor"), registry_pb2.GetLeaderResponse
+        ).leader
 
     def delete_cookie(self, bookie_id: str) -> bool:
         """Remove a stopped bookie's cookie (the end of a decommission); False
         when it has none. The registry refuses while the bookie is registered."""
         validate_bookie_id(bookie_id)
         try:
-            current = self._unary(self.registry.GetCookie, registry_pb2.GetCookieRequest(bookie_id=bookie_id))
+            current = self._unary(
+                self.registry.GetCookie,
+                registry_pb2.GetCookieRequest(bookie_id=bookie_id),
+                registry_pb2.GetCookieResponse,
+            )
         except NotFoundError:
             return False
         self._unary(
             self.registry.DeleteCookie,
             registry_pb2.DeleteCookieRequest(bookie_id=bookie_id, expected_version=current.version),
+            registry_pb2.DeleteCookieResponse,
         )
         return True
 
@@ -700,7 +604,9 @@ class QuireClient:
         """A bookie's registration as stored, and the service info clients use."""
         validate_bookie_id(bookie_id)
         return self._unary(
-            self.registry.GetBookieServiceInfo, registry_pb2.GetBookieServiceInfoRequest(bookie_id=bookie_id)
+            self.registry.GetBookieServiceInfo,
+            registry_pb2.GetBookieServiceInfoRequest(bookie_id=bookie_id),
+            registry_pb2.GetBookieServiceInfoResponse,
         )
 
 

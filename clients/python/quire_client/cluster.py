@@ -101,7 +101,7 @@ def grpc_serving(target: str, service: str = "", tls: CertBundle | None = None) 
             response = health_pb2_grpc.HealthStub(channel).Check(
                 health_pb2.HealthCheckRequest(service=service), timeout=1
             )
-            return response.status == health_pb2.HealthCheckResponse.SERVING
+            return bool(response.status == health_pb2.HealthCheckResponse.SERVING)
     except grpc.RpcError:
         return False
 

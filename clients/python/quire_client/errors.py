@@ -24,7 +24,7 @@ class QuireClientError(common.QuireError):
     `retry_delay` the RetryInfo delay in seconds: None when the service says
     that trying again cannot help. `retryable` is whether it can."""
 
-    code: grpc.StatusCode  # type: ignore[assignment]
+    code: grpc.StatusCode
 
     def __init__(
         self,
@@ -169,7 +169,7 @@ def error_from_read_error(error: ledger_pb2.ReadEntryError) -> QuireClientError:
 
 def translate(exc: grpc.RpcError) -> QuireClientError:
     """The client error a failed call stands for."""
-    return error_from_status(call_status(exc))  # type: ignore[arg-type]
+    return error_from_status(call_status(exc))
 
 
 # What gRPC says when a call ended before it reached any server: the

@@ -19,7 +19,7 @@ def is_serving(target: str, service: str = "", timeout_seconds: float = 1.0) -> 
             response = health_pb2_grpc.HealthStub(channel).Check(
                 health_pb2.HealthCheckRequest(service=service), timeout=timeout_seconds
             )
-            return response.status == health_pb2.HealthCheckResponse.SERVING
+            return bool(response.status == health_pb2.HealthCheckResponse.SERVING)
     except grpc.RpcError:
         return False
 
