@@ -7,6 +7,7 @@ the balancer to another."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -24,6 +25,7 @@ from quire_api.ids import LedgerId, ledger_id_from_proto
 from quire_client import OutOfRangeError, QuireClient
 from quire_client.client import QuireClientError
 from quire_client.cluster import LocalCluster, Ports
+from tests.waiting import wait_until
 
 pytestmark = [
     pytest.mark.e2e,
@@ -469,3 +471,34 @@ def test_a_read_through_the_balancer_survives_the_death_of_its_gateway(cluster: 
                 cluster.kill(landed)
         assert client.resumed_reads >= 1
     assert seen == payloads
+
+
+def test_cluster_status_lists_every_gateway_and_a_dead_one_as_unreachable(cluster: LocalCluster) -> None:
+    """`quire cluster status` through one gateway checks every gateway holding a
+    session (found in the registry), not only the one it asked."""
+    asked = cluster.gateway_targets[0]
+
+    def status() -> tuple[int, dict[str, dict[str, str]]]:
+        shown = quire(cluster, "--gateway", asked, "cluster", "status", "-o", "json")
+        assert shown.returncode in (0, 1), shown.stderr
+        report = json.loads(shown.stdout)
+        return shown.returncode, {s["address"]: s for s in report["services"] if s["service"] == "gateway"}
+
+    code, gateways = status()
+    assert code == 0 and sorted(gateways) == sorted(cluster.gateway_targets), gateways
+    assert all(g["health"] == "SERVING" and g["version"] for g in gateways.values()), gateways
+
+    dead = cluster.gateway_targets[2]
+    cluster.kill(cluster.gateway_names[2])
+    seen: list[tuple[int, str]] = []
+
+    def no_longer_serving() -> bool:
+        code, gateways = status()
+        if dead in gateways:
+            seen.append((code, gateways[dead]["health"]))
+        return dead not in gateways or gateways[dead]["health"] != "SERVING"
+
+    wait_until("the dead gateway is no longer reported serving", no_longer_serving, poll_seconds=0.2)
+    # Listed while its session lives on (until its lease lapses), then gone; while listed, unreachable
+    # and the cluster degraded.
+    assert all(entry == (1, "UNREACHABLE") for entry in seen if entry[1] != "SERVING"), seen

@@ -58,6 +58,7 @@ ALLOWED_CALLERS: dict[str, frozenset[str]] = {
         _REGISTRY + "Campaign": {GATEWAY},
         _REGISTRY + "Resign": {GATEWAY},
         _REGISTRY + "GetLeader": {GATEWAY, OPERATOR},
+        _REGISTRY + "ListLeaders": {GATEWAY, OPERATOR},
         _PLACEMENT + "NewEnsemble": {GATEWAY},
         _PLACEMENT + "ReplaceBookie": {GATEWAY},
         _PLACEMENT + "GetPlacementWeights": {GATEWAY, OPERATOR},

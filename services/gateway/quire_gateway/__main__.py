@@ -111,7 +111,11 @@ async def main(env: GatewayEnv) -> None:
     streams = ActiveStreams()
     tls = tls_settings()
     admin_operations = AdminOperations(
-        remote, advertised_address(address, env.advertised_address), lambda: certificate_expiry(tls)
+        remote,
+        advertised_address(address, env.advertised_address),
+        lambda: certificate_expiry(tls),
+        gateway_name=name,
+        peer_tls_name=env.peer_tls_name,
     )
 
     def register(server):  # type: ignore[no-untyped-def]

@@ -24,6 +24,7 @@ from quire_api.replication import lost_replicas, marked_replicas
 from quire_common.build_info import version
 from quire_gateway.auditor import ROLE as AUDITOR_ROLE
 from quire_gateway.remote import HealthAnswer
+from quire_gateway.sessions import ADDRESS_PROPERTY, SESSION_ROLE_PREFIX
 
 # GetRecoveryStatus lists at most this many segments (and counts them all), so
 # its answer stays far below the 4 MiB a client receives by default.
@@ -43,6 +44,8 @@ class AdminRemote(Protocol):
     async def placement_weights(self) -> placement_pb2.GetPlacementWeightsResponse: ...
     async def bookie_disk(self, bookie_id: str, timeout_seconds: float) -> bookie_pb2.GetBookieInfoResponse: ...
     async def service_health(self, service: str, timeout_seconds: float) -> HealthAnswer: ...
+    async def list_leaders(self, role_prefix: str) -> list[registry_pb2.Leader]: ...
+    async def gateway_health(self, address: str, server_name: str, timeout_seconds: float) -> HealthAnswer: ...
     async def bookie_health(self, bookie_id: str, timeout_seconds: float) -> HealthAnswer: ...
     async def list_ledger_metadata(
         self, scope_id: int, page_size: int, page_token: str, all_scopes: bool = False
@@ -95,11 +98,18 @@ class AdminOperations:
         remote: AdminRemote,
         gateway_address: str,
         certificates: Callable[[], list[tuple[str, float]]] = list,
+        *,
+        gateway_name: str = "",
+        peer_tls_name: str = "",
     ) -> None:
-        """`gateway_address`: how this gateway names itself in a cluster status.
+        """`gateway_address`: how this gateway names itself in a cluster status;
+        `gateway_name` tells its own session from the other gateways' and
+        `peer_tls_name` is the name their certificates carry ("" for their address's host).
         `certificates`: its TLS files' (role, notAfter in Unix seconds), [] without TLS."""
         self.remote = remote
         self.gateway_address = gateway_address
+        self.gateway_name = gateway_name
+        self.peer_tls_name = peer_tls_name
         self.certificates = certificates
 
     async def list_bookies(self, state: int) -> list[registry_pb2.BookieRecord]:
@@ -180,6 +190,7 @@ class AdminOperations:
             status.services[1].health = "UNREACHABLE"
             status.services[1].detail = f"{exc.code}: {exc.message}"
             return status
+        status.services.extend(await self._other_gateways())
         answers = await asyncio.gather(*(self.remote.bookie_health(r.bookie_id, CHECK_SECONDS) for r in records))
         for record, answer in zip(records, answers, strict=True):
             bookie = _service("bookie", answer.address or record.bookie_id, answer)
@@ -199,6 +210,30 @@ class AdminOperations:
             except ValueError:
                 pass  # a figure this release does not read: left out rather than guessed
         return status
+
+    async def _other_gateways(self) -> list[admin_pb2.ServiceHealth]:
+        """Every other gateway holding a session now, checked at the address it advertises.
+        A gateway whose session lapsed is not listed: nothing routes to it any more."""
+        sessions = [
+            leader
+            for leader in await self.remote.list_leaders(SESSION_ROLE_PREFIX)
+            if leader.holder and leader.holder != self.gateway_name
+        ]
+        addresses = [leader.properties.get(ADDRESS_PROPERTY, "") for leader in sessions]
+        answers = await asyncio.gather(
+            *(
+                self.remote.gateway_health(address, self.peer_tls_name, CHECK_SECONDS) if address else _no_address()
+                for address in addresses
+            )
+        )
+        return [
+            _service("gateway", address or leader.holder, answer)
+            for leader, address, answer in zip(sessions, addresses, answers, strict=True)
+        ]
+
+
+async def _no_address() -> HealthAnswer:
+    return HealthAnswer("UNREACHABLE", detail="its session advertises no address")
 
 
 def _service(name: str, address: str, answer: HealthAnswer) -> admin_pb2.ServiceHealth:

@@ -357,6 +357,14 @@ class Remote:
         )
         return response.leader
 
+    async def list_leaders(self, role_prefix: str) -> list[registry_pb2.Leader]:
+        """The roles held now whose names start with `role_prefix`."""
+        response = await call(
+            self.registry.ListLeaders(registry_pb2.ListLeadersRequest(role_prefix=role_prefix), timeout=self.timeout),
+            f"listing the roles held under {role_prefix!r}",
+        )
+        return list(response.leaders)
+
     async def delete_cookie(self, bookie_id: str) -> bool:
         """Remove the bookie's cookie; False when it has none."""
         try:
@@ -400,6 +408,15 @@ class Remote:
         except QuireError as exc:
             return HealthAnswer("UNREACHABLE", detail=str(exc), address=bookie_id)
         channel = open_channel(address)  # its own: a status check must not disturb the write path's channels
+        try:
+            return replace(await check_health(channel, timeout_seconds), address=address)
+        finally:
+            await channel.close()
+
+    async def gateway_health(self, address: str, server_name: str, timeout_seconds: float) -> HealthAnswer:
+        """A health check of another gateway at its advertised address
+        (`server_name`: the name its certificate carries, "" for the address's host)."""
+        channel = open_channel(address, server_name=server_name)
         try:
             return replace(await check_health(channel, timeout_seconds), address=address)
         finally:

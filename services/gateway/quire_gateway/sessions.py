@@ -28,10 +28,13 @@ log = logging.getLogger(__name__)
 ADDRESS_PROPERTY = "address"
 
 
+SESSION_ROLE_PREFIX = "gateway-"  # every gateway session's role starts so (ListLeaders finds them all)
+
+
 def session_role(gateway_name: str) -> str:
     """The registry role a gateway's session is held as. Names may hold any
     printable characters and roles may not, so the role carries a digest."""
-    return "gateway-" + hashlib.sha256(gateway_name.encode()).hexdigest()[:48]
+    return SESSION_ROLE_PREFIX + hashlib.sha256(gateway_name.encode()).hexdigest()[:48]
 
 
 class GatewaySession:

@@ -117,6 +117,13 @@ class Leadership:
         await self.store.revoke_lease(lease_id)
         log.info("%s resigned the %s role", candidate, role)
 
+    async def leaders(self, role_prefix: str) -> list[registry_pb2.Leader]:
+        """The roles held now whose names start with `role_prefix`, in role order."""
+        if role_prefix:
+            validate_role(role_prefix)
+        held, _ = await self.store.list_prefix(self.keys.leader(role_prefix))
+        return [registry_pb2.Leader.FromString(kv.value) for kv in held]
+
     async def leader(self, role: str) -> tuple[registry_pb2.Leader, int]:
         """The holder and the lease it holds the role on (0: nobody holds it)."""
         validate_role(role)

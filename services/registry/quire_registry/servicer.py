@@ -179,6 +179,11 @@ class RegistryServicer(registry_pb2_grpc.RegistryServiceServicer):
         await self.leadership.resign(request.role, request.candidate, request.lease_id)
         return registry_pb2.ResignResponse()
 
+    async def ListLeaders(
+        self, request: registry_pb2.ListLeadersRequest, context: grpc.aio.ServicerContext
+    ) -> registry_pb2.ListLeadersResponse:
+        return registry_pb2.ListLeadersResponse(leaders=await self.leadership.leaders(request.role_prefix))
+
     async def GetLeader(
         self, request: registry_pb2.GetLeaderRequest, context: grpc.aio.ServicerContext
     ) -> registry_pb2.GetLeaderResponse:

@@ -370,6 +370,18 @@ class GetLeaderResponse(_message.Message):
     lease_id: int
     def __init__(self, leader: _Optional[_Union[Leader, _Mapping]] = ..., lease_id: _Optional[int] = ...) -> None: ...
 
+class ListLeadersRequest(_message.Message):
+    __slots__ = ("role_prefix",)
+    ROLE_PREFIX_FIELD_NUMBER: _ClassVar[int]
+    role_prefix: str
+    def __init__(self, role_prefix: _Optional[str] = ...) -> None: ...
+
+class ListLeadersResponse(_message.Message):
+    __slots__ = ("leaders",)
+    LEADERS_FIELD_NUMBER: _ClassVar[int]
+    leaders: _containers.RepeatedCompositeFieldContainer[Leader]
+    def __init__(self, leaders: _Optional[_Iterable[_Union[Leader, _Mapping]]] = ...) -> None: ...
+
 class PutLoadWeightsRequest(_message.Message):
     __slots__ = ("weights",)
     WEIGHTS_FIELD_NUMBER: _ClassVar[int]

@@ -127,6 +127,11 @@ class RegistryServiceStub:
                 request_serializer=quire_dot_registry_dot_v1_dot_registry__pb2.GetLeaderRequest.SerializeToString,
                 response_deserializer=quire_dot_registry_dot_v1_dot_registry__pb2.GetLeaderResponse.FromString,
                 _registered_method=True)
+        self.ListLeaders = channel.unary_unary(
+                '/quire.registry.v1.RegistryService/ListLeaders',
+                request_serializer=quire_dot_registry_dot_v1_dot_registry__pb2.ListLeadersRequest.SerializeToString,
+                response_deserializer=quire_dot_registry_dot_v1_dot_registry__pb2.ListLeadersResponse.FromString,
+                _registered_method=True)
 
 
 class RegistryServiceServicer:
@@ -280,6 +285,14 @@ class RegistryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListLeaders(self, request, context):
+        """ListLeaders lists the roles held now whose names start with a prefix
+        (every gateway's session, say), in role order.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RegistryServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -372,6 +385,11 @@ def add_RegistryServiceServicer_to_server(servicer, server):
                     servicer.GetLeader,
                     request_deserializer=quire_dot_registry_dot_v1_dot_registry__pb2.GetLeaderRequest.FromString,
                     response_serializer=quire_dot_registry_dot_v1_dot_registry__pb2.GetLeaderResponse.SerializeToString,
+            ),
+            'ListLeaders': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListLeaders,
+                    request_deserializer=quire_dot_registry_dot_v1_dot_registry__pb2.ListLeadersRequest.FromString,
+                    response_serializer=quire_dot_registry_dot_v1_dot_registry__pb2.ListLeadersResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -863,6 +881,33 @@ class RegistryService:
             '/quire.registry.v1.RegistryService/GetLeader',
             quire_dot_registry_dot_v1_dot_registry__pb2.GetLeaderRequest.SerializeToString,
             quire_dot_registry_dot_v1_dot_registry__pb2.GetLeaderResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListLeaders(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/quire.registry.v1.RegistryService/ListLeaders',
+            quire_dot_registry_dot_v1_dot_registry__pb2.ListLeadersRequest.SerializeToString,
+            quire_dot_registry_dot_v1_dot_registry__pb2.ListLeadersResponse.FromString,
             options,
             channel_credentials,
             insecure,
