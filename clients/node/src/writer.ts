@@ -17,7 +17,7 @@ import { Writable } from "node:stream";
 import { finished } from "node:stream/promises";
 import { status as Status, type ClientDuplexStream } from "@grpc/grpc-js";
 import { CallContext, type CallOptions } from "./call";
-import { CancelledError, DeadlineExceededError, FailedPreconditionError, QuireError, UnavailableError } from "./errors";
+import { CancelledError, FailedPreconditionError, QuireError, UnavailableError } from "./errors";
 import type { LedgerId } from "./ids";
 import { entryIdArgument, toAck, toBuffer, type AppendAck, type Wire } from "./wire";
 
@@ -124,13 +124,9 @@ export class LedgerWriter extends Writable {
     // and finished(): it must not also crash a process that listens to none
     // of the stream's events.
     this.on("error", () => undefined);
+    // The deadline needs no timer of its own: each session's call and the
+    // nextEntryId call carry it, and the pauses between them stop at it.
     this.stopWatchingAbort = this.ctx.onAbort(() => this.destroy(this.ctx.stopped()));
-    if (this.ctx.deadline !== undefined) {
-      const expire = () => this.destroy(new DeadlineExceededError(Status.DEADLINE_EXCEEDED, "the writer's deadline passed"));
-      const timer = setTimeout(expire, Math.max(0, this.ctx.deadline - Date.now()));
-      timer.unref();
-      this.once("close", () => clearTimeout(timer));
-    }
   }
 
   /** Entries handed over and not acknowledged: after a failure, these (ids lastEntryId + 1 on) may or may not be stored. */
