@@ -71,6 +71,26 @@ test("entries another writer appended meanwhile are not taken for this writer's"
   assert.equal(fake.stored.length, 70);
 });
 
+test("with followOwner a broken session resumes at the owner its acknowledgements named", async () => {
+  fresh();
+  const owner = await new FakeGateway(fake.stored).start(); // the same ledger, at another address
+  fake.ownerAddress = owner.target;
+  fake.breakSessionAfter = 40;
+  const following = new QuireClient(fake.target, { followOwner: true, resumeBackoffMs: [1, 20] });
+  try {
+    const writer = following.writer(ledger, { batchSize: 10 });
+    await pipeline(Readable.from(entries(200)), writer);
+    assert.deepEqual(fake.stored.map(String), entries(200));
+    assert.equal(following.gateway, owner.target);
+    assert.equal(fake.sessions.length, 1);
+    assert.ok(owner.sessions.length >= 1);
+  } finally {
+    fake.ownerAddress = "";
+    following.close();
+    owner.stop();
+  }
+});
+
 test("write callbacks wait for acknowledgements: entries in flight stay bounded", async () => {
   fresh();
   fake.withholdAcks = true;

@@ -24,8 +24,8 @@ function refusal(code: number, message: string, reason: string, metadata: Record
 
 export class FakeGateway {
   target = "";
-  /** The ledger's entries, in id order. */
-  readonly stored: Buffer[] = [];
+  /** Named as the ledger's owner in each session's first acknowledgement, when set. */
+  ownerAddress = "";
   /** Each AppendEntries session: the expected_entry_id it carried, if any. */
   readonly sessions: Array<{ expected?: number }> = [];
   /** The next session fails UNAVAILABLE once it has stored this many entries, the last batch unacknowledged. */
@@ -40,6 +40,9 @@ export class FakeGateway {
   payloadMessages = 0;
   private readonly withheld: Array<() => void> = [];
   private server = new Server();
+
+  /** `stored`: the ledger's entries, in id order; two fakes given the same array are two gateways of one ledger. */
+  constructor(readonly stored: Buffer[] = []) {}
 
   async start(): Promise<this> {
     const { LedgerService } = loadGatewayServices();
@@ -92,7 +95,7 @@ export class FakeGateway {
   }
 
   private appendEntries(call: ServerDuplexStream<Wire, Wire>): void {
-    const session: { expected?: number } = {};
+    const session: { expected?: number; acknowledged?: boolean } = {};
     this.sessions.push(session);
     const breakAfter = this.breakSessionAfter;
     this.breakSessionAfter = undefined;
@@ -127,8 +130,10 @@ export class FakeGateway {
         return;
       }
       const last = first + payloads.length - 1;
+      const owner = session.acknowledged ? null : { gateway: "owner", address: this.ownerAddress, sessionId: "1" };
+      session.acknowledged = true;
       const ack = () => {
-        if (!over) call.write({ firstEntryId: String(first), lastEntryId: String(last), lastAddConfirmed: String(last) });
+        if (!over) call.write({ firstEntryId: String(first), lastEntryId: String(last), lastAddConfirmed: String(last), owner });
       };
       if (this.withholdAcks) this.withheld.push(ack);
       else ack();
