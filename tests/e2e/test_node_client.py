@@ -1,9 +1,12 @@
 """The Node.js client (clients/node) against real clusters: plaintext, then
-mutual TLS with a bearer token. Skipped only when node or npm is missing."""
+mutual TLS with a bearer token, two gateways (a read and a tail whose gateway
+dies) and three behind HAProxy (a write session whose gateway dies). Skipped
+only when node or npm is missing (and the HAProxy one when haproxy is)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -16,7 +19,16 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
 
 def test_unit_files_need_no_cluster() -> None:
-    output = run_node_tests(["ids.test.js", "errors.test.js", "resume.test.js", "backpressure.test.js"], {})
+    unit_files = [
+        "ids.test.js",
+        "errors.test.js",
+        "enums.test.js",
+        "resume.test.js",
+        "backpressure.test.js",
+        "writer.test.js",
+        "calls.test.js",
+    ]
+    output = run_node_tests(unit_files, {})
     assert "# fail 0" in output and "# skipped 0" in output
 
 
@@ -63,3 +75,32 @@ def test_node_reads_and_tails_resume_when_their_gateway_dies(tmp_path_factory: p
         output = run_node_tests(["failover.test.js"], env)
         assert "# skipped 0" in output, output
         assert local.pid("gateway-2") is None  # the suite killed it mid-read
+
+
+@pytest.mark.skipif(not Path("/usr/sbin/haproxy").exists(), reason="haproxy is not installed (make setup)")
+def test_node_write_session_resumes_when_its_gateway_dies_behind_a_balancer(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    data_dir = tmp_path_factory.mktemp("balanced-node")
+    local = LocalCluster(
+        data_dir,
+        Ports.free(bookies=3, balanced_gateways=3),
+        gateways=3,
+        balancer=True,
+        extra_env={"QUIRE_TELEMETRY_DIR": str(data_dir / "telemetry"), "QUIRE_BOOKIE_TTL_SECONDS": "3"},
+    )
+    local.start()
+    try:
+        pids = {name: local.pid(name) for name in local.gateway_names}
+        targets = dict(zip(local.gateway_names, local.gateway_targets, strict=True))
+        env = {
+            "QUIRE_BALANCER": local.gateway_target,
+            "QUIRE_GATEWAY_PIDS": ",".join(f"{targets[name]}={pid}" for name, pid in pids.items()),
+        }
+        output = run_node_tests(["balanced.test.js"], env)
+        assert "# skipped 0" in output, output
+        print(output)  # the writer's resumptions, in pytest's captured output
+        dead = [name for name in local.gateway_names if local.pid(name) is None]
+        assert len(dead) == 1, f"the suite should have killed exactly one gateway: {dead}"
+    finally:
+        local.stop()

@@ -1,12 +1,14 @@
 /**
  * QuireClient: the gateway's LedgerService and BlobService over @grpc/grpc-js.
+ * Every call takes an AbortSignal and a deadline (CallOptions, src/call.ts);
+ * write sessions are LedgerWriters (src/writer.ts).
  */
 import * as fs from "node:fs";
-import { setTimeout as sleep } from "node:timers/promises";
+import { Readable } from "node:stream";
+import { pipeline } from "node:stream/promises";
 import {
   credentials as grpcCredentials,
   Metadata,
-  type CallOptions,
   type ChannelCredentials,
   type Client,
   type ClientDuplexStream,
@@ -14,17 +16,24 @@ import {
   type ClientWritableStream,
   type ServiceError,
 } from "@grpc/grpc-js";
-import {
-  FailedPreconditionError,
-  QuireError,
-  quireErrorFromDetails,
-  translate,
-  UnavailableError,
-} from "./errors";
-import { LedgerId, toU64, type LedgerIdLike, type LedgerIdMessage } from "./ids";
+import { CallContext, type CallOptions } from "./call";
+import type { DigestType } from "./enums";
+import { FailedPreconditionError, QuireError, UnavailableError } from "./errors";
+import { LedgerId, toU64, type LedgerIdLike } from "./ids";
 import { loadGatewayServices } from "./protos";
+import {
+  entryIdArgument,
+  safeNumber,
+  toBuffer,
+  toEntry,
+  toMetadata,
+  toReadError,
+  type Entry,
+  type LedgerMetadata,
+  type Wire,
+} from "./wire";
+import { LedgerWriter, UNEXPECTED_ENTRY_ID, type WriterHost, type WriterOptions } from "./writer";
 
-const UNEXPECTED_ENTRY_ID = "ERROR_REASON_UNEXPECTED_ENTRY_ID";
 const MAX_MESSAGE_BYTES = 64 * 1024 * 1024;
 
 /** TLS material: PEM contents or paths of PEM files. */
@@ -39,14 +48,16 @@ export interface ClientTls {
 }
 
 export interface QuireClientOptions {
-  /** Deadline of unary calls, in milliseconds (default 30000). */
+  /** Deadline of calls with one answer, in milliseconds, unless a call sets its own (default 30000). */
   timeoutMs?: number;
   tls?: ClientTls;
   /** A bearer token sent as `authorization: Bearer <token>` on every call (needs TLS). */
   token?: string;
-  /** More gateways of the same cluster: a read or tail that loses its gateway resumes at the next one. */
+  /** More gateways of the same cluster: a read, tail or write session that loses its gateway resumes at the next one. */
   gateways?: string[];
-  /** Attempts of one resumption of a read or tail after UNAVAILABLE (default 5). */
+  /** A write session that loses its gateway resumes at the ledger's owner, as its answers name it (when reachable from here). */
+  followOwner?: boolean;
+  /** Attempts of one resumption of a read, tail or write session (default 10). */
   resumeAttempts?: number;
   /** First and longest pause between those attempts, in milliseconds (default [100, 2000]). */
   resumeBackoffMs?: [number, number];
@@ -54,49 +65,7 @@ export interface QuireClientOptions {
   protosDir?: string;
 }
 
-export interface Ensemble {
-  firstEntryId: number;
-  bookieIds: string[];
-}
-
-export interface LedgerOwner {
-  gateway: string;
-  address: string;
-  sessionId: string;
-}
-
-export interface LedgerMetadata {
-  ledgerId: LedgerId;
-  ensembleSize: number;
-  writeQuorumSize: number;
-  ackQuorumSize: number;
-  /** LEDGER_STATE_OPEN, LEDGER_STATE_IN_RECOVERY or LEDGER_STATE_CLOSED. */
-  state: string;
-  /** The last entry of a closed ledger; -1 when empty or not closed. */
-  lastEntryId: number;
-  length: number;
-  digestType: string;
-  ensembles: Ensemble[];
-  customMetadata: Record<string, string>;
-  createTime?: Date;
-  createRequestId: string;
-  owner?: LedgerOwner;
-}
-
-export interface Entry {
-  entryId: number;
-  payload: Buffer;
-  /** The ledger's cumulative length up to and including this entry. */
-  length: number;
-}
-
-export interface AppendAck {
-  firstEntryId: number;
-  lastEntryId: number;
-  lastAddConfirmed: number;
-}
-
-export interface CreateLedgerOptions {
+export interface CreateLedgerOptions extends CallOptions {
   /** A new id within this scope. */
   scopeId?: bigint | number | string;
   /** Exactly this id (ALREADY_EXISTS when taken). */
@@ -106,19 +75,26 @@ export interface CreateLedgerOptions {
   ensembleSize?: number;
   writeQuorumSize?: number;
   ackQuorumSize?: number;
-  /** DIGEST_TYPE_CRC32C (default), DIGEST_TYPE_CRC32, DIGEST_TYPE_HMAC or DIGEST_TYPE_DUMMY. */
-  digestType?: string;
+  /** Default: DIGEST_TYPE_UNSPECIFIED, which the services take as CRC32C. */
+  digestType?: DigestType;
   password?: Buffer | string;
   customMetadata?: Record<string, string>;
   /** Idempotency key: a retried create with the same one returns the same ledger. */
   requestId?: string;
 }
 
+export interface ReadOptions extends CallOptions {
+  first?: number;
+  /** -1 (the default): up to the LAC. */
+  last?: number;
+  /** Past the LAC too (`last` must then be given). */
+  unconfirmed?: boolean;
+}
+
 export type Payloads = Iterable<Uint8Array | string> | AsyncIterable<Uint8Array | string>;
 
 // grpc-js clients are untyped here: the services are loaded at run time.
 type AnyClient = Client & Record<string, (...args: unknown[]) => unknown>;
-type Wire = Record<string, any>;
 
 function readPem(value: string | Buffer | undefined): Buffer | null {
   if (value === undefined) return null;
@@ -144,73 +120,6 @@ export function channelCredentials(tls?: ClientTls, token?: string): ChannelCred
   return creds;
 }
 
-function safeNumber(name: string, value: string | number | undefined): number {
-  const number = Number(value ?? 0);
-  if (!Number.isSafeInteger(number)) throw new RangeError(`${name} ${value} exceeds 2^53`);
-  return number;
-}
-
-function entryIdArgument(name: string, value: number): string {
-  if (!Number.isSafeInteger(value)) throw new RangeError(`${name} ${value} must be an integer`);
-  return String(value);
-}
-
-function toBuffer(value: Uint8Array | string): Buffer {
-  return typeof value === "string" ? Buffer.from(value) : Buffer.from(value.buffer, value.byteOffset, value.byteLength);
-}
-
-function toMetadata(wire: Wire): LedgerMetadata {
-  const seconds = wire.createTime ? Number(wire.createTime.seconds ?? 0) : undefined;
-  return {
-    ledgerId: LedgerId.fromMessage(wire.ledgerId as LedgerIdMessage),
-    ensembleSize: wire.ensembleSize,
-    writeQuorumSize: wire.writeQuorumSize,
-    ackQuorumSize: wire.ackQuorumSize,
-    state: wire.state,
-    lastEntryId: safeNumber("last_entry_id", wire.lastEntryId),
-    length: safeNumber("length", wire.length),
-    digestType: wire.digestType,
-    ensembles: (wire.ensembles ?? []).map((e: Wire) => ({
-      firstEntryId: safeNumber("first_entry_id", e.firstEntryId),
-      bookieIds: [...e.bookieIds],
-    })),
-    customMetadata: { ...(wire.customMetadata ?? {}) },
-    createTime:
-      seconds === undefined ? undefined : new Date(seconds * 1000 + Math.floor((wire.createTime.nanos ?? 0) / 1e6)),
-    createRequestId: wire.createRequestId ?? "",
-    owner: wire.owner
-      ? { gateway: wire.owner.gateway, address: wire.owner.address, sessionId: String(wire.owner.sessionId) }
-      : undefined,
-  };
-}
-
-function toEntry(wire: Wire): Entry {
-  return {
-    entryId: safeNumber("entry_id", wire.entryId),
-    payload: wire.payload as Buffer,
-    length: safeNumber("length", wire.length),
-  };
-}
-
-/** One failed request of a ReadEntryStream (a ReadEntryError) as the error ReadEntry would have thrown. */
-function toReadError(wire: Wire): QuireError {
-  const delay = wire.retryDelay as { seconds?: string | number; nanos?: number } | null | undefined;
-  return quireErrorFromDetails(Number(wire.code), wire.message ?? "", {
-    reason: wire.reason ?? "",
-    domain: "quire",
-    metadata: { ...(wire.metadata ?? {}) },
-    retryDelayMs: delay ? Number(delay.seconds ?? 0) * 1000 + Math.round((delay.nanos ?? 0) / 1e6) : undefined,
-  });
-}
-
-function toAck(wire: Wire): AppendAck {
-  return {
-    firstEntryId: safeNumber("first_entry_id", wire.firstEntryId),
-    lastEntryId: safeNumber("last_entry_id", wire.lastEntryId),
-    lastAddConfirmed: safeNumber("last_add_confirmed", wire.lastAddConfirmed),
-  };
-}
-
 /** Resolves once the stream asks for more (drain) or can take no more (it ended or failed). */
 function writable(stream: NodeJS.EventEmitter): Promise<void> {
   return new Promise((resolve) => {
@@ -225,19 +134,22 @@ function writable(stream: NodeJS.EventEmitter): Promise<void> {
 export class QuireClient {
   readonly timeoutMs: number;
   readonly resumeAttempts: number;
+  readonly followOwner: boolean;
   private readonly resumeBackoffMs: [number, number];
   private readonly targets: string[];
   private readonly credentials: ChannelCredentials;
   private readonly channelOptions: Record<string, string | number>;
   private readonly services: ReturnType<typeof loadGatewayServices>;
-  private current = 0;
+  private current = "";
   private ledgers!: AnyClient;
   private blobs!: AnyClient;
 
   constructor(gateway = "127.0.0.1:7000", options: QuireClientOptions = {}) {
     this.timeoutMs = options.timeoutMs ?? 30_000;
-    this.resumeAttempts = options.resumeAttempts ?? 5;
+    new CallContext({}, this.timeoutMs); // checks it
+    this.resumeAttempts = options.resumeAttempts ?? 10;
     this.resumeBackoffMs = options.resumeBackoffMs ?? [100, 2000];
+    this.followOwner = options.followOwner ?? false;
     this.targets = [gateway, ...(options.gateways ?? [])];
     this.credentials = channelCredentials(options.tls, options.token);
     this.channelOptions = {
@@ -246,26 +158,36 @@ export class QuireClient {
     };
     if (options.tls?.serverName) this.channelOptions["grpc.ssl_target_name_override"] = options.tls.serverName;
     this.services = loadGatewayServices(options.protosDir);
-    this.connect(0);
+    this.connect(gateway);
   }
 
   /** The gateway calls go to now. */
   get gateway(): string {
-    return this.targets[this.current];
+    return this.current;
   }
 
-  private connect(index: number): void {
+  private connect(target: string): void {
     this.ledgers?.close();
     this.blobs?.close();
-    this.current = index;
-    const target = this.targets[index];
+    this.current = target;
     this.ledgers = new this.services.LedgerService(target, this.credentials, this.channelOptions) as AnyClient;
     this.blobs = new this.services.BlobService(target, this.credentials, this.channelOptions) as AnyClient;
   }
 
-  /** After losing gateway `failed`: the next one given, unless another stream has moved on already. */
-  private failOver(failed: number): void {
-    if (this.targets.length > 1 && this.current === failed) this.connect((failed + 1) % this.targets.length);
+  /**
+   * After losing gateway `used` ("" for the current one): the ledger's owner
+   * if asked to follow it, else the next gateway given, unless another
+   * stream has moved on already.
+   */
+  private failOver(used: string, ownerAddress = ""): void {
+    if (used && used !== this.current) return;
+    if (this.followOwner && ownerAddress && ownerAddress !== this.current) {
+      this.connect(ownerAddress);
+      return;
+    }
+    if (this.targets.length < 2) return; // one address (a balancer, say): gRPC reconnects to it
+    const index = this.targets.indexOf(this.current);
+    this.connect(this.targets[(index + 1) % this.targets.length]);
   }
 
   close(): void {
@@ -273,17 +195,23 @@ export class QuireClient {
     this.blobs.close();
   }
 
-  private deadline(): CallOptions {
-    return { deadline: Date.now() + this.timeoutMs };
+  /** A call with one answer, stopped by its signal or deadline. */
+  private unary(client: AnyClient, method: string, request: Wire, ctx: CallContext): Promise<Wire> {
+    const stopped = ctx.stopped();
+    if (stopped) return Promise.reject(stopped);
+    return new Promise((resolve, reject) => {
+      let release = () => undefined as void;
+      const call = client[method](request, new Metadata(), ctx.grpcOptions(), (error: ServiceError | null, response: Wire) => {
+        release();
+        if (error) reject(ctx.failure(error));
+        else resolve(response);
+      }) as { cancel(): void };
+      release = ctx.cancelOnAbort(call);
+    });
   }
 
-  private unary(client: AnyClient, method: string, request: Wire): Promise<Wire> {
-    return new Promise((resolve, reject) => {
-      client[method](request, new Metadata(), this.deadline(), (error: ServiceError | null, response: Wire) => {
-        if (error) reject(translate(error));
-        else resolve(response);
-      });
-    });
+  private context(options: CallOptions): CallContext {
+    return new CallContext(options, this.timeoutMs);
   }
 
   async createLedger(options: CreateLedgerOptions = {}): Promise<LedgerMetadata> {
@@ -299,20 +227,21 @@ export class QuireClient {
     if (options.ledgerId !== undefined) request.ledgerId = LedgerId.from(options.ledgerId).toMessage();
     else if (options.scopeId !== undefined) request.scopeId = toU64("scopeId", options.scopeId).toString();
     else if (options.legacy) request.legacy = true;
-    const response = await this.unary(this.ledgers, "CreateLedger", request);
+    const response = await this.unary(this.ledgers, "CreateLedger", request, this.context(options));
     return toMetadata(response.metadata);
   }
 
   /** Opens a ledger for reading; with `recovery` fences it and closes it at its agreed end. */
   async openLedger(
     ledger: LedgerIdLike,
-    options: { password?: Buffer | string; recovery?: boolean } = {},
+    options: CallOptions & { password?: Buffer | string; recovery?: boolean } = {},
   ): Promise<{ metadata: LedgerMetadata; lastAddConfirmed: number }> {
-    const response = await this.unary(this.ledgers, "OpenLedger", {
+    const request = {
       ledgerId: LedgerId.from(ledger).toMessage(),
       password: Buffer.from(options.password ?? ""),
       recovery: options.recovery ?? false,
-    });
+    };
+    const response = await this.unary(this.ledgers, "OpenLedger", request, this.context(options));
     return {
       metadata: toMetadata(response.metadata),
       lastAddConfirmed: safeNumber("last_add_confirmed", response.lastAddConfirmed),
@@ -323,20 +252,20 @@ export class QuireClient {
   async addEntry(
     ledger: LedgerIdLike,
     payload: Uint8Array | string,
-    options: { expectedEntryId?: number } = {},
+    options: CallOptions & { expectedEntryId?: number } = {},
   ): Promise<number> {
     const request: Wire = { ledgerId: LedgerId.from(ledger).toMessage(), payload: toBuffer(payload) };
     if (options.expectedEntryId !== undefined) {
       request.expectedEntryId = entryIdArgument("expectedEntryId", options.expectedEntryId);
     }
-    const response = await this.unary(this.ledgers, "AddEntry", request);
+    const response = await this.unary(this.ledgers, "AddEntry", request, this.context(options));
     return safeNumber("entry_id", response.entryId);
   }
 
   /** The id the ledger's writer would give its next entry, asked without writing. */
-  async nextEntryId(ledger: LedgerIdLike): Promise<number> {
+  async nextEntryId(ledger: LedgerIdLike, options: CallOptions = {}): Promise<number> {
     try {
-      await this.addEntry(ledger, Buffer.alloc(0), { expectedEntryId: -1 });
+      await this.addEntry(ledger, Buffer.alloc(0), { ...options, expectedEntryId: -1 });
     } catch (error) {
       if (error instanceof FailedPreconditionError && error.reason === UNEXPECTED_ENTRY_ID) {
         return safeNumber("next_entry_id", error.metadata.next_entry_id);
@@ -347,52 +276,34 @@ export class QuireClient {
   }
 
   /**
-   * A write session (AppendEntries). `await writer.write(...)` returns once
-   * the stream takes more, so a fast producer waits for the gateway;
-   * `await writer.end()` waits for every acknowledgement.
+   * A write session to one ledger, as a Writable in object mode (one chunk,
+   * one entry), resumed through the next gateway (or the balancer again)
+   * when its stream or gateway is lost, with no entry lost or written twice.
+   * See LedgerWriter and the README.
    */
-  writer(ledger: LedgerIdLike, options: { expectedEntryId?: number; onAck?: (ack: AppendAck) => void } = {}): LedgerWriter {
-    const call = this.ledgers.AppendEntries(new Metadata(), {}) as ClientDuplexStream<Wire, Wire>;
-    return new LedgerWriter(call, LedgerId.from(ledger), options.expectedEntryId, options.onAck);
+  writer(ledger: LedgerIdLike, options: WriterOptions = {}): LedgerWriter {
+    const host: WriterHost = {
+      resumeAttempts: this.resumeAttempts,
+      openAppendEntries: (ctx) => ({
+        call: this.ledgers.AppendEntries(new Metadata(), ctx.grpcOptions()) as ClientDuplexStream<Wire, Wire>,
+        target: this.current,
+      }),
+      nextEntryId: (id, callOptions) => this.nextEntryId(id, callOptions),
+      failOver: (used, ownerAddress) => this.failOver(used, ownerAddress),
+      backoff: (attempt, suggestedMs) => this.backoff(attempt, suggestedMs),
+    };
+    return new LedgerWriter(host, LedgerId.from(ledger), options);
   }
 
   /**
-   * Appends every payload in one write session, up to `batchSize` entries
-   * and about `batchBytes` (default 1 MiB) per message, well under the
-   * services' message bound; returns the last entry id (-1 if none).
+   * Appends every payload through one writer (pipeline() into it) and
+   * returns the last entry id (-1 if none): up to `batchSize` entries and
+   * about `batchBytes` (default 1 MiB) per message.
    */
-  async appendAll(
-    ledger: LedgerIdLike,
-    payloads: Payloads,
-    options: { batchSize?: number; batchBytes?: number } = {},
-  ): Promise<number> {
-    const batchSize = options.batchSize ?? 100;
-    const batchBytes = options.batchBytes ?? 1024 * 1024;
-    const writer = this.writer(ledger);
-    let batch: Buffer[] = [];
-    let bytes = 0;
-    try {
-      for await (const payload of payloads) {
-        const buffer = toBuffer(payload);
-        if (batch.length && bytes + buffer.length > batchBytes) {
-          await writer.write(batch);
-          batch = [];
-          bytes = 0;
-        }
-        batch.push(buffer);
-        bytes += buffer.length;
-        if (batch.length >= batchSize) {
-          await writer.write(batch);
-          batch = [];
-          bytes = 0;
-        }
-      }
-      if (batch.length) await writer.write(batch);
-    } catch (error) {
-      writer.cancel();
-      throw error;
-    }
-    return writer.end();
+  async appendAll(ledger: LedgerIdLike, payloads: Payloads, options: WriterOptions = {}): Promise<number> {
+    const writer = this.writer(ledger, options);
+    await pipeline(Readable.from(payloads), writer);
+    return writer.lastEntryId;
   }
 
   /**
@@ -401,20 +312,18 @@ export class QuireClient {
    * fails UNAVAILABLE resumes from the next entry (at the next gateway, if
    * several were given), at most `resumeAttempts` times in a row.
    */
-  read(
-    ledger: LedgerIdLike,
-    options: { first?: number; last?: number; unconfirmed?: boolean } = {},
-  ): AsyncGenerator<Entry> {
+  read(ledger: LedgerIdLike, options: ReadOptions = {}): AsyncGenerator<Entry> {
     const ledgerId = LedgerId.from(ledger).toMessage();
     const last = options.last ?? -1;
     const method = options.unconfirmed ? "ReadUnconfirmedEntries" : "ReadEntries";
     entryIdArgument("last", last);
-    return this.resumable(options.first ?? 0, last, (next) =>
-      this.ledgers[method]({
-        ledgerId,
-        firstEntryId: entryIdArgument("first", next),
-        lastEntryId: String(last),
-      }) as ClientReadableStream<Wire>,
+    const ctx = new CallContext(options);
+    return this.resumable(options.first ?? 0, last, ctx, (next) =>
+      this.ledgers[method](
+        { ledgerId, firstEntryId: entryIdArgument("first", next), lastEntryId: String(last) },
+        new Metadata(),
+        ctx.grpcOptions(),
+      ) as ClientReadableStream<Wire>,
     );
   }
 
@@ -424,11 +333,9 @@ export class QuireClient {
    * ERROR_REASON_READ_BEYOND_LAC, metadata last_add_confirmed), an unknown
    * ledger a NotFoundError. One call, not resumed.
    */
-  async readEntry(ledger: LedgerIdLike, entryId: number): Promise<Entry> {
-    const response = await this.unary(this.ledgers, "ReadEntry", {
-      ledgerId: LedgerId.from(ledger).toMessage(),
-      entryId: entryIdArgument("entryId", entryId),
-    });
+  async readEntry(ledger: LedgerIdLike, entryId: number, options: CallOptions = {}): Promise<Entry> {
+    const request = { ledgerId: LedgerId.from(ledger).toMessage(), entryId: entryIdArgument("entryId", entryId) };
+    const response = await this.unary(this.ledgers, "ReadEntry", request, this.context(options));
     return toEntry(response.entry);
   }
 
@@ -438,13 +345,21 @@ export class QuireClient {
    * `entryIds`. An id that fails (past the LAC, ...) yields the QuireError
    * readEntry() would have thrown, without throwing, and the next ids are
    * still read. A failure of the stream itself (the gateway lost,
-   * PERMISSION_DENIED, ...) is thrown; it is not resumed.
+   * PERMISSION_DENIED, ...) is thrown; it is not resumed. Default deadline:
+   * ten times the client's timeoutMs.
    */
-  async *readEntriesById(ledger: LedgerIdLike, entryIds: Iterable<number>): AsyncGenerator<Entry | QuireError> {
+  async *readEntriesById(
+    ledger: LedgerIdLike,
+    entryIds: Iterable<number>,
+    options: CallOptions = {},
+  ): AsyncGenerator<Entry | QuireError> {
     const ledgerId = LedgerId.from(ledger).toMessage();
     const wanted = Array.from(entryIds, (id) => entryIdArgument("entryId", id));
     if (wanted.length === 0) return;
-    const call = this.ledgers.ReadEntryStream(new Metadata(), { deadline: Date.now() + this.timeoutMs * 10 }) as ClientDuplexStream<Wire, Wire>;
+    const ctx = new CallContext(options, this.timeoutMs * 10);
+    ctx.check();
+    const call = this.ledgers.ReadEntryStream(new Metadata(), ctx.grpcOptions()) as ClientDuplexStream<Wire, Wire>;
+    const release = ctx.cancelOnAbort(call);
     // Sent while the answers are read: the gateway reads ahead only so far, so
     // waiting for every request to go out first could wait for ever.
     const sending = (async () => {
@@ -462,8 +377,9 @@ export class QuireClient {
         yield response.result === "error" ? toReadError(response.error) : toEntry(response.entry);
       }
     } catch (failure) {
-      throw translate(failure);
+      throw ctx.failure(failure);
     } finally {
+      release();
       call.cancel();
     }
     if (answered !== wanted.length) {
@@ -476,23 +392,31 @@ export class QuireClient {
    * ledger is closed and its last entry delivered. Resumes after
    * UNAVAILABLE like read().
    */
-  tail(ledger: LedgerIdLike, options: { first?: number } = {}): AsyncGenerator<Entry> {
+  tail(ledger: LedgerIdLike, options: CallOptions & { first?: number } = {}): AsyncGenerator<Entry> {
     const ledgerId = LedgerId.from(ledger).toMessage();
-    return this.resumable(options.first ?? 0, -1, (next) =>
-      this.ledgers.TailEntries({ ledgerId, firstEntryId: entryIdArgument("first", next) }) as ClientReadableStream<Wire>,
+    const ctx = new CallContext(options);
+    return this.resumable(options.first ?? 0, -1, ctx, (next) =>
+      this.ledgers.TailEntries(
+        { ledgerId, firstEntryId: entryIdArgument("first", next) },
+        new Metadata(),
+        ctx.grpcOptions(),
+      ) as ClientReadableStream<Wire>,
     );
   }
 
   private async *resumable(
     first: number,
     last: number,
+    ctx: CallContext,
     open: (next: number) => ClientReadableStream<Wire>,
   ): AsyncGenerator<Entry> {
     let next = first;
     let attempt = 0;
     for (;;) {
+      ctx.check();
       const used = this.current;
       const call = open(next);
+      const release = ctx.cancelOnAbort(call);
       try {
         for await (const response of call) {
           for (const wire of response.entries as Wire[]) {
@@ -504,13 +428,14 @@ export class QuireClient {
         }
         return;
       } catch (failure) {
-        const error = translate(failure);
+        const error = ctx.failure(failure);
         if (!(error instanceof UnavailableError) || attempt >= this.resumeAttempts) throw error;
         if (last >= 0 && next > last) return; // everything asked for was delivered
         attempt += 1;
         this.failOver(used);
-        await sleep(this.backoff(attempt, error.retryDelayMs));
+        await ctx.pause(this.backoff(attempt, error.retryDelayMs));
       } finally {
+        release();
         call.cancel();
       }
     }
@@ -521,35 +446,48 @@ export class QuireClient {
     return Math.max(suggestedMs ?? 0, Math.min(firstMs * 2 ** (attempt - 1), longestMs));
   }
 
-  async lastAddConfirmed(ledger: LedgerIdLike): Promise<number> {
-    const response = await this.unary(this.ledgers, "ReadLastAddConfirmed", { ledgerId: LedgerId.from(ledger).toMessage() });
+  async lastAddConfirmed(ledger: LedgerIdLike, options: CallOptions = {}): Promise<number> {
+    const request = { ledgerId: LedgerId.from(ledger).toMessage() };
+    const response = await this.unary(this.ledgers, "ReadLastAddConfirmed", request, this.context(options));
     return safeNumber("last_add_confirmed", response.lastAddConfirmed);
   }
 
-  async closeLedger(ledger: LedgerIdLike): Promise<LedgerMetadata> {
-    const response = await this.unary(this.ledgers, "CloseLedger", { ledgerId: LedgerId.from(ledger).toMessage() });
+  async closeLedger(ledger: LedgerIdLike, options: CallOptions = {}): Promise<LedgerMetadata> {
+    const request = { ledgerId: LedgerId.from(ledger).toMessage() };
+    const response = await this.unary(this.ledgers, "CloseLedger", request, this.context(options));
     return toMetadata(response.metadata);
   }
 
-  async deleteLedger(ledger: LedgerIdLike): Promise<void> {
-    await this.unary(this.ledgers, "DeleteLedger", { ledgerId: LedgerId.from(ledger).toMessage() });
+  async deleteLedger(ledger: LedgerIdLike, options: CallOptions = {}): Promise<void> {
+    await this.unary(this.ledgers, "DeleteLedger", { ledgerId: LedgerId.from(ledger).toMessage() }, this.context(options));
   }
 
-  async ledgerMetadata(ledger: LedgerIdLike): Promise<{ metadata: LedgerMetadata; version: string }> {
-    const response = await this.unary(this.ledgers, "GetLedgerMetadata", { ledgerId: LedgerId.from(ledger).toMessage() });
+  async ledgerMetadata(
+    ledger: LedgerIdLike,
+    options: CallOptions = {},
+  ): Promise<{ metadata: LedgerMetadata; version: string }> {
+    const request = { ledgerId: LedgerId.from(ledger).toMessage() };
+    const response = await this.unary(this.ledgers, "GetLedgerMetadata", request, this.context(options));
     return { metadata: toMetadata(response.metadata), version: String(response.version) };
   }
 
-  /** Every ledger of a scope (or of all scopes, scopeId undefined), page by page. */
-  async *listLedgers(options: { scopeId?: bigint | number | string; pageSize?: number } = {}): AsyncGenerator<LedgerMetadata> {
+  /**
+   * Every ledger of a scope (or of all scopes, scopeId undefined), page by
+   * page. A deadline given bounds the whole listing; the default bounds each page.
+   */
+  async *listLedgers(
+    options: CallOptions & { scopeId?: bigint | number | string; pageSize?: number } = {},
+  ): AsyncGenerator<LedgerMetadata> {
+    const whole = options.timeoutMs !== undefined || options.deadline !== undefined ? this.context(options) : undefined;
     let pageToken = "";
     do {
-      const response = await this.unary(this.ledgers, "ListLedgers", {
+      const request = {
         scopeId: toU64("scopeId", options.scopeId ?? 0).toString(),
         allScopes: options.scopeId === undefined,
         pageSize: options.pageSize ?? 100,
         pageToken,
-      });
+      };
+      const response = await this.unary(this.ledgers, "ListLedgers", request, whole ?? this.context(options));
       for (const wire of response.ledgers as Wire[]) yield toMetadata(wire);
       pageToken = response.nextPageToken;
     } while (pageToken);
@@ -558,15 +496,20 @@ export class QuireClient {
   /** Stores a blob (bytes, or parts streamed in order) and returns its id. */
   async putBlob(
     data: Uint8Array | string | Payloads,
-    options: { scopeId?: bigint | number | string; partBytes?: number } = {},
+    options: CallOptions & { scopeId?: bigint | number | string; partBytes?: number } = {},
   ): Promise<string> {
     const scopeId = toU64("scopeId", options.scopeId ?? 0).toString();
     const partBytes = options.partBytes ?? 1024 * 1024;
+    const ctx = new CallContext(options);
+    ctx.check();
     return new Promise<string>((resolve, reject) => {
-      const call = this.blobs.PutBlob(new Metadata(), {}, (error: ServiceError | null, response: Wire) => {
-        if (error) reject(translate(error));
+      let release = () => undefined as void;
+      const call = this.blobs.PutBlob(new Metadata(), ctx.grpcOptions(), (error: ServiceError | null, response: Wire) => {
+        release();
+        if (error) reject(ctx.failure(error));
         else resolve(response.blobId);
       }) as ClientWritableStream<Wire>;
+      release = ctx.cancelOnAbort(call);
       (async () => {
         const parts: Payloads = typeof data === "string" || data instanceof Uint8Array ? [data] : data;
         let first = true;
@@ -581,6 +524,7 @@ export class QuireClient {
         if (first) call.write({ scopeId, data: Buffer.alloc(0) });
         call.end();
       })().catch((error) => {
+        release();
         call.cancel();
         reject(error);
       });
@@ -588,89 +532,24 @@ export class QuireClient {
   }
 
   /** A blob's parts as they arrive. */
-  async *getBlobParts(blobId: string): AsyncGenerator<Buffer> {
-    const call = this.blobs.GetBlob({ blobId }) as ClientReadableStream<Wire>;
+  async *getBlobParts(blobId: string, options: CallOptions = {}): AsyncGenerator<Buffer> {
+    const ctx = new CallContext(options);
+    ctx.check();
+    const call = this.blobs.GetBlob({ blobId }, new Metadata(), ctx.grpcOptions()) as ClientReadableStream<Wire>;
+    const release = ctx.cancelOnAbort(call);
     try {
       for await (const response of call) yield response.data as Buffer;
     } catch (error) {
-      throw translate(error);
+      throw ctx.failure(error);
     } finally {
+      release();
       call.cancel();
     }
   }
 
-  async getBlob(blobId: string): Promise<Buffer> {
+  async getBlob(blobId: string, options: CallOptions = {}): Promise<Buffer> {
     const parts: Buffer[] = [];
-    for await (const part of this.getBlobParts(blobId)) parts.push(part);
+    for await (const part of this.getBlobParts(blobId, options)) parts.push(part);
     return Buffer.concat(parts);
   }
 }
-
-/** One AppendEntries session; see QuireClient.writer(). */
-export class LedgerWriter {
-  readonly ledger: LedgerId;
-  /** The last acknowledged entry id; -1 before the first acknowledgement. */
-  lastEntryId = -1;
-  /** How many times write() waited for the stream to drain (back-pressure at work). */
-  drainWaits = 0;
-  private sent = 0;
-  private acknowledged = 0;
-  private failure?: unknown;
-  private readonly finished: Promise<void>;
-
-  constructor(
-    private readonly call: ClientDuplexStream<Wire, Wire>,
-    ledger: LedgerId,
-    expectedEntryId: number | undefined,
-    onAck?: (ack: AppendAck) => void,
-  ) {
-    this.ledger = ledger;
-    this.finished = new Promise((resolve) => {
-      call.on("data", (wire: Wire) => {
-        const ack = toAck(wire);
-        this.acknowledged += ack.lastEntryId - ack.firstEntryId + 1;
-        this.lastEntryId = ack.lastEntryId;
-        onAck?.(ack);
-      });
-      call.on("error", (error) => {
-        this.failure ??= translate(error);
-        resolve();
-      });
-      call.on("end", () => resolve());
-    });
-    const first: Wire = { ledgerId: ledger.toMessage(), payloads: [] };
-    if (expectedEntryId !== undefined) first.expectedEntryId = entryIdArgument("expectedEntryId", expectedEntryId);
-    call.write(first);
-  }
-
-  /** Sends payloads (one message); resolves once the stream can take more. */
-  async write(payloads: Uint8Array | string | Array<Uint8Array | string>): Promise<void> {
-    if (this.failure) throw this.failure;
-    const list = Array.isArray(payloads) ? payloads.map(toBuffer) : [toBuffer(payloads)];
-    if (list.length === 0) return;
-    this.sent += list.length;
-    if (!this.call.write({ payloads: list })) {
-      this.drainWaits += 1;
-      await writable(this.call);
-    }
-    if (this.failure) throw this.failure;
-  }
-
-  /** Ends the session once every entry is acknowledged; returns the last entry id (-1 if none). */
-  async end(): Promise<number> {
-    this.call.end();
-    await this.finished;
-    if (this.failure) throw this.failure;
-    if (this.acknowledged < this.sent) {
-      throw new UnavailableError(14, `the write session ended with ${this.sent - this.acknowledged} entries unacknowledged`);
-    }
-    return this.lastEntryId;
-  }
-
-  /** Abandons the session: entries not acknowledged may or may not be stored. */
-  cancel(): void {
-    this.call.cancel();
-  }
-}
-
-

@@ -8,6 +8,7 @@
  */
 import { Metadata, status as Status, type ServiceError } from "@grpc/grpc-js";
 import * as protobuf from "protobufjs";
+import type { ErrorReason } from "./enums";
 
 const STATUS_DETAILS_KEY = "grpc-status-details-bin";
 const ERROR_INFO_TYPE = "type.googleapis.com/google.rpc.ErrorInfo";
@@ -63,13 +64,16 @@ export interface ErrorDetails {
   retryDelayMs?: number;
 }
 
+/** A gRPC status code's name ("FAILED_PRECONDITION"), or CODE_n for a number gRPC does not name. */
+export type CodeName = keyof typeof Status | `CODE_${number}`;
+
 export class QuireError extends Error {
   /** The numeric gRPC status code. */
   readonly code: number;
   /** Its name, e.g. "FAILED_PRECONDITION". */
-  readonly codeName: string;
+  readonly codeName: CodeName;
   /** The ErrorInfo reason, e.g. "ERROR_REASON_LEDGER_CLOSED"; "" when none was sent. */
-  readonly reason: string;
+  readonly reason: ErrorReason | "";
   /** The ErrorInfo metadata (for example next_entry_id, last_add_confirmed). */
   readonly metadata: Record<string, string>;
   /** Whether the same call may succeed later. */
@@ -78,12 +82,12 @@ export class QuireError extends Error {
   readonly retryDelayMs?: number;
 
   constructor(code: number, message: string, details: Partial<ErrorDetails> = {}) {
-    const codeName = Status[code] ?? `CODE_${code}`;
+    const codeName = (Status[code] ?? `CODE_${code}`) as CodeName;
     super(details.reason ? `${codeName} ${details.reason}: ${message}` : `${codeName}: ${message}`);
     this.name = new.target.name;
     this.code = code;
     this.codeName = codeName;
-    this.reason = details.reason ?? "";
+    this.reason = (details.reason ?? "") as ErrorReason | "";
     this.metadata = details.metadata ?? {};
     this.retryDelayMs = details.retryDelayMs;
     this.retryable = details.retryDelayMs !== undefined || RETRYABLE_CODES.has(code);
@@ -103,6 +107,21 @@ export class ResourceExhaustedError extends QuireError {}
 export class DataLossError extends QuireError {}
 /** The outcome is unknown: a write may or may not have been stored. */
 export class DeadlineExceededError extends QuireError {}
+/** The call was cancelled (gRPC CANCELLED); a write's outcome is then unknown. */
+export class CancelledError extends QuireError {}
+
+/**
+ * A call stopped by its AbortSignal: a CancelledError named "AbortError" (the
+ * name fetch() and Node's own APIs give theirs), with the signal's reason as
+ * `cause`. A write's outcome is unknown.
+ */
+export class AbortError extends CancelledError {
+  constructor(message = "the call was aborted", reason?: unknown) {
+    super(Status.CANCELLED, message);
+    this.name = "AbortError";
+    if (reason !== undefined) Object.defineProperty(this, "cause", { value: reason, configurable: true, writable: true });
+  }
+}
 
 const ERRORS_BY_CODE: Record<number, typeof QuireError> = {
   [Status.INVALID_ARGUMENT]: InvalidArgumentError,
@@ -117,6 +136,7 @@ const ERRORS_BY_CODE: Record<number, typeof QuireError> = {
   [Status.RESOURCE_EXHAUSTED]: ResourceExhaustedError,
   [Status.DATA_LOSS]: DataLossError,
   [Status.DEADLINE_EXCEEDED]: DeadlineExceededError,
+  [Status.CANCELLED]: CancelledError,
 };
 
 /** The typed error for a gRPC status and its trailers. */

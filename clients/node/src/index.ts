@@ -1,17 +1,16 @@
 export { LedgerId, type LedgerIdLike, type LedgerIdMessage } from "./ids";
 export * from "./errors";
+export * from "./enums";
+export { type CallOptions } from "./call";
 export {
   QuireClient,
-  LedgerWriter,
   channelCredentials,
-  type AppendAck,
   type ClientTls,
   type CreateLedgerOptions,
-  type Ensemble,
-  type Entry,
-  type LedgerMetadata,
-  type LedgerOwner,
   type Payloads,
   type QuireClientOptions,
+  type ReadOptions,
 } from "./client";
+export { LedgerWriter, type WriterOptions } from "./writer";
+export { type AppendAck, type Ensemble, type Entry, type LedgerMetadata, type LedgerOwner } from "./wire";
 // QuireContainer lives in "@quire/client/container" (it needs the optional testcontainers package).

@@ -1,6 +1,7 @@
 // Back-pressure of a write session against an in-process server that does
-// not read until told to: write() stops resolving while the stream is full,
-// and every entry is acknowledged once the server reads again.
+// not read until told to: append() stops resolving once the entries in flight
+// reach the writer's bound, and every entry is acknowledged once the server
+// reads again.
 import { after, before, test } from "node:test";
 import * as assert from "node:assert/strict";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -47,22 +48,22 @@ async function until(condition: () => boolean, what: string): Promise<void> {
 test("a write session waits while the server does not read", async () => {
   const client = new QuireClient(target);
   try {
-    const writer = client.writer(new LedgerId(0n, 1n));
+    const writer = client.writer(new LedgerId(0n, 1n), { expectedEntryId: 0 }); // this server has no AddEntry to ask
     const total = 400;
     const payload = Buffer.alloc(256 * 1024, 7); // 100 MiB in all: far more than the stream buffers
     let written = 0;
     const producing = (async () => {
       for (let i = 0; i < total; i++) {
-        await writer.write(payload);
+        await writer.append(payload);
         written += 1;
       }
     })();
-    await until(() => writer.drainWaits > 0, "write() to wait for the stream");
+    await until(() => writer.backPressureWaits > 0, "append() to wait for the gateway");
     const whileBlocked = written;
     assert.ok(whileBlocked < total, `all ${total} writes went through a server that reads nothing`);
     release();
     await producing;
-    assert.equal(await writer.end(), total - 1);
+    assert.equal(await writer.close(), total - 1);
     assert.equal(written, total);
   } finally {
     client.close();

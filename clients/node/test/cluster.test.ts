@@ -1,14 +1,20 @@
 // Against a running cluster: QUIRE_GATEWAY names its gateway (tests/e2e/test_node_client.py sets it).
 import { test } from "node:test";
 import * as assert from "node:assert/strict";
+import { Readable } from "node:stream";
+import { pipeline } from "node:stream/promises";
 import {
+  AbortError,
+  DeadlineExceededError,
   FailedPreconditionError,
   LedgerId,
   NotFoundError,
   OutOfRangeError,
   QuireClient,
   QuireError,
+  type AppendAck,
   type Entry,
+  type LedgerState,
 } from "../src";
 
 const gateway = process.env.QUIRE_GATEWAY;
@@ -46,18 +52,68 @@ test("create, write a session, read back, close", { skip }, async () => {
   }
 });
 
-test("a writer waits for the stream and reports every acknowledgement", { skip }, async () => {
+test("a writer waits for the gateway and reports every acknowledgement", { skip }, async () => {
   const client = connect();
   try {
     const { ledgerId } = await client.createLedger();
     const acked: number[] = [];
     const writer = client.writer(ledgerId, { onAck: (ack) => acked.push(ack.lastEntryId) });
     const payload = Buffer.alloc(64 * 1024, 1);
-    for (let i = 0; i < 200; i++) await writer.write([payload, payload]);
-    assert.equal(await writer.end(), 399);
+    for (let i = 0; i < 400; i++) await writer.append(payload);
+    assert.equal(await writer.close(), 399);
     assert.equal(acked.at(-1), 399);
     assert.deepEqual(acked, [...acked].sort((a, b) => a - b));
     assert.equal(await client.lastAddConfirmed(ledgerId), 399);
+  } finally {
+    client.close();
+  }
+});
+
+test("pipeline() from a generator into a writer: every entry acknowledged, in order, when it resolves", { skip }, async () => {
+  const client = connect();
+  try {
+    const { ledgerId } = await client.createLedger();
+    const count = 3000;
+    async function* produce() {
+      for (let i = 0; i < count; i++) yield `piped ${i}`;
+    }
+    const acks: AppendAck[] = [];
+    const writer = client.writer(ledgerId, { maxInFlightEntries: 200 });
+    writer.on("ack", (ack: AppendAck) => acks.push(ack));
+    await pipeline(produce(), writer);
+    assert.equal(writer.lastEntryId, count - 1);
+    assert.equal(writer.unacknowledged, 0);
+    assert.ok(writer.backPressureWaits > 0, "3000 entries went through a window of 200 without waiting");
+    assert.deepEqual(acks.map((a) => a.firstEntryId), [0, ...acks.slice(0, -1).map((a) => a.lastEntryId + 1)]);
+    const state: LedgerState = (await client.closeLedger(ledgerId)).state;
+    assert.equal(state, "LEDGER_STATE_CLOSED");
+    const read = await collect(client.read(ledgerId));
+    assert.deepEqual(read.map((e) => e.payload.toString()), Array.from({ length: count }, (_, i) => `piped ${i}`));
+  } finally {
+    client.close();
+  }
+});
+
+test("a tail of a live ledger stops on its signal and at its deadline", { skip }, async () => {
+  const client = connect();
+  try {
+    const { ledgerId } = await client.createLedger();
+    await client.appendAll(ledgerId, Readable.from(["one", "two"]));
+    const controller = new AbortController();
+    const seen: string[] = [];
+    await assert.rejects(
+      (async () => {
+        for await (const entry of client.tail(ledgerId, { signal: controller.signal })) {
+          seen.push(entry.payload.toString());
+          if (seen.length === 2) controller.abort();
+        }
+      })(),
+      (error) => error instanceof AbortError && error.name === "AbortError",
+    );
+    assert.deepEqual(seen, ["one", "two"]);
+    await assert.rejects(collect(client.tail(ledgerId, { timeoutMs: 500 })), (error) => error instanceof DeadlineExceededError);
+    await assert.rejects(client.closeLedger(ledgerId, { signal: AbortSignal.abort() }), (error) => error instanceof AbortError);
+    assert.equal((await client.ledgerMetadata(ledgerId)).metadata.state, "LEDGER_STATE_OPEN"); // the aborted close never went out
   } finally {
     client.close();
   }
@@ -126,8 +182,8 @@ test("errors carry their type, reason and metadata", { skip }, async () => {
     const writer = client.writer(ledgerId);
     await assert.rejects(
       (async () => {
-        await writer.write("after close");
-        await writer.end();
+        await writer.append("after close");
+        await writer.close();
       })(),
       (e) => e instanceof FailedPreconditionError && e.reason === "ERROR_REASON_LEDGER_CLOSED",
     );
