@@ -5,6 +5,9 @@ only when node or npm is missing (and the HAProxy one when haproxy is)."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,7 +16,7 @@ import pytest
 from quire_client.cluster import LocalCluster, Ports
 from quire_client.devcerts import CertBundle, write_dev_certs
 from tests.e2e.conftest import running_cluster
-from tests.node_suite import run_node_tests
+from tests.node_suite import PACKAGE, build_node_client, run_node_tests
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
@@ -104,3 +107,59 @@ def test_node_write_session_resumes_when_its_gateway_dies_behind_a_balancer(
         assert len(dead) == 1, f"the suite should have killed exactly one gateway: {dead}"
     finally:
         local.stop()
+
+
+def test_the_packed_tarball_installs_into_an_empty_folder_and_works(cluster: LocalCluster, tmp_path: Path) -> None:
+    """What a user gets from the registry: `npm pack`'s tarball (the package's
+    declared files only), installed by name into a folder of its own, writes
+    and reads a ledger."""
+    build_node_client()
+    packed = subprocess.run(
+        ["npm", "pack", "--pack-destination", str(tmp_path)],
+        cwd=PACKAGE,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert packed.returncode == 0, packed.stderr
+    tarball = tmp_path / packed.stdout.strip().splitlines()[-1]
+    assert tarball.name == "quire-ledger-client-0.1.0.tgz", tarball
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "package.json").write_text('{"name": "app", "private": true}\n')
+    installed = subprocess.run(
+        ["npm", "install", "--no-audit", "--no-fund", "--prefer-offline", str(tarball)],
+        cwd=app,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert installed.returncode == 0, installed.stderr
+    (app / "app.js").write_text(
+        """
+const { QuireClient } = require("@quire-ledger/client");
+(async () => {
+  const quire = new QuireClient(process.env.QUIRE_GATEWAY);
+  const { ledgerId } = await quire.createLedger({ ensembleSize: 3, writeQuorumSize: 2, ackQuorumSize: 2 });
+  const last = await quire.appendAll(ledgerId, ["from", "the", "tarball"]);
+  await quire.closeLedger(ledgerId);
+  const read = [];
+  for await (const entry of quire.read(ledgerId)) read.push(Buffer.from(entry.payload).toString());
+  quire.close();
+  console.log(JSON.stringify({ last, read }));
+})().catch((error) => { console.error(error); process.exit(1); });
+"""
+    )
+    ran = subprocess.run(
+        ["node", "app.js"],
+        cwd=app,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "QUIRE_GATEWAY": cluster.gateway_target},
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout.strip().splitlines()[-1]) == {"last": 2, "read": ["from", "the", "tarball"]}

@@ -19,7 +19,7 @@
  * its last log lines. Nothing here changes the process's environment.
  *
  * `testcontainers` is an optional peer dependency: install it beside
- * @quire/client to use this module.
+ * @quire-ledger/client to use this module.
  */
 import * as net from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";

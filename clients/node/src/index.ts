@@ -13,4 +13,4 @@ export {
 } from "./client";
 export { LedgerWriter, type WriterOptions } from "./writer";
 export { type AppendAck, type Ensemble, type Entry, type LedgerMetadata, type LedgerOwner } from "./wire";
-// QuireContainer lives in "@quire/client/container" (it needs the optional testcontainers package).
+// QuireContainer lives in "@quire-ledger/client/container" (it needs the optional testcontainers package).
