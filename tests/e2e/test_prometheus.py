@@ -204,6 +204,11 @@ def test_a_killed_bookie_fires_bookie_down_and_nothing_else_fires_before(watched
         "the auditor's bookie count",
         lambda: [1] if prometheus.query('quire_cluster_bookies{state="writable"} == 3') else None,
     )
+    # ... and the largest ensemble in use (traffic's ledgers have 3), which QuireTooFewWritableBookies needs.
+    wait_for(
+        "the auditor's largest ensemble",
+        lambda: [1] if prometheus.query("quire_cluster_largest_ensemble == 3") else None,
+    )
 
     def quiet() -> list[dict[str, Any]] | None:
         rules = prometheus.rules()

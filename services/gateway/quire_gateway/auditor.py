@@ -101,6 +101,9 @@ class ClusterFigures:
     # Entries of known extent on a missing bookie or marked: an open
     # ledger's last segment counts only once its end is known.
     under_replicated_entries: int = 0
+    # The largest ensemble of any ledger: fewer writable bookies than this and
+    # a ledger's ensemble change can find no replacement.
+    largest_ensemble: int = 0
 
     def flat(self) -> dict[str, float]:
         return {
@@ -110,6 +113,7 @@ class ClusterFigures:
             **{f"ledgers_{state}": count for state, count in self.ledgers.items()},
             "under_replicated_ledgers": self.under_replicated_ledgers,
             "under_replicated_entries": self.under_replicated_entries,
+            "largest_ensemble": self.largest_ensemble,
         }
 
 
@@ -343,6 +347,7 @@ class Auditor:
             state = _LEDGER_STATES.get(metadata.state)
             if state is not None:
                 cluster.ledgers[state] += 1
+            cluster.largest_ensemble = max(cluster.largest_ensemble, metadata.ensemble_size)
             if replicas or marked:
                 cluster.under_replicated_ledgers += 1
                 cluster.under_replicated_entries += under_replicated_entries(metadata, replicas + marked)

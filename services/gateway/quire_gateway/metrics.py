@@ -224,6 +224,12 @@ cluster_bookies = _meter.create_observable_gauge(
     unit="{bookie}",
     description="Bookies registered writable or read-only, and missing (named by a ledger, not registered)",
 )
+cluster_largest_ensemble = _meter.create_observable_gauge(
+    "quire.cluster.largest_ensemble",
+    callbacks=[_observe_cluster({"largest_ensemble": {}})],
+    unit="{bookie}",
+    description="The largest ensemble of any ledger: the writable bookies an ensemble change may need (auditor)",
+)
 cluster_ledgers = _meter.create_observable_gauge(
     "quire.cluster.ledgers",
     callbacks=[_observe_cluster({f"ledgers_{state}": {"state": state} for state in ("open", "in_recovery", "closed")})],
