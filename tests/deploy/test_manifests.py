@@ -416,7 +416,7 @@ def test_bookies_and_etcd_spread_over_nodes(rendered: list[Manifest]) -> None:
 def test_init_job_and_telemetry_cronjob_exist(rendered: list[Manifest]) -> None:
     init = named(rendered, "Job", "quire-init")
     script = init["spec"]["template"]["spec"]["containers"][0]["args"][0]
-    assert "quire bookie list" in script
+    assert "quire --direct bookie list" in script  # the registry itself, with the operator identity
     if not of_kind(rendered, "CronJob"):
         return  # components/shared-telemetry not included
     cron = named(rendered, "CronJob", "quire-telemetry")

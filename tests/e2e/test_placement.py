@@ -111,7 +111,15 @@ def test_bookieinfo_says_so_when_no_bookie_answers(weighted_cluster):
     for name in weighted_cluster.bookie_names:
         weighted_cluster.kill(name)  # registrations outlive them for a few seconds
     result = subprocess.run(
-        [sys.executable, "-m", "quire_client.cli", "--registry", weighted_cluster.registry_target, "bookieinfo"],
+        [
+            sys.executable,
+            "-m",
+            "quire_client.cli",
+            "--direct",
+            "--registry",
+            weighted_cluster.registry_target,
+            "bookieinfo",
+        ],
         capture_output=True,
         text=True,
         timeout=60,

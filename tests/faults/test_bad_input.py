@@ -1288,7 +1288,8 @@ def test_bad11_cli_misuse(cluster: LocalCluster, client: QuireClient, scenario: 
     unreachable_runs = [
         (dict(gateway=unreachable), ["ledger", "list"], unreachable),
         (dict(gateway=unreachable), ["ledger", "list", "-o", "json"], unreachable),
-        (dict(registry=unreachable), ["bookie", "list", "-o", "json"], unreachable),
+        (dict(gateway=unreachable), ["bookie", "list", "-o", "json"], unreachable),  # the admin API's path
+        (dict(registry=unreachable), ["--direct", "bookie", "list", "-o", "json"], unreachable),  # break-glass
     ]
     jobs: list[Callable[[], Any]] = [partial(quire_cli, cluster, *a) for a in usage]
     jobs += [partial(quire_cli, cluster, *a) for a, _ in json_errors]
