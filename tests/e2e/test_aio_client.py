@@ -104,7 +104,8 @@ async def test_an_asyncio_application_survives_a_sigkill_of_its_gateway(cluster:
         tailing = asyncio.create_task(tail())
         acks = await write_through_a_gateway_that_is_killed(cluster, writer, ledger)
 
-        assert writer.resumed_writes >= 1 and writer.gateway == cluster.gateway_targets[2]
+        # It moved off the killed gateway (to whichever answered: the next, or the owner it was told of).
+        assert writer.resumed_writes >= 1 and writer.gateway != cluster.gateway_targets[1]
         # The acknowledgements cover every entry once, in order, from 0.
         assert [a.first_entry_id for a in acks] == [0] + [a.last_entry_id + 1 for a in acks[:-1]]
         assert acks[-1].last_entry_id == ENTRIES - 1
