@@ -135,18 +135,18 @@ def held_adds(bookie: Bookie) -> Iterator[asyncio.Event]:
     """Every add the bookie receives waits until the returned event is set
     (set, and the bookie restored, on the way out whatever happens)."""
     gate = asyncio.Event()
-    real_start_adds = bookie.start_adds
+    real_queue = bookie.queue_add_message
 
-    async def held_start_adds(*args):  # type: ignore[no-untyped-def]
+    async def held_queue(*args):  # type: ignore[no-untyped-def]
         await gate.wait()
-        return await real_start_adds(*args)
+        return await real_queue(*args)
 
-    bookie.start_adds = held_start_adds  # type: ignore[method-assign]
+    bookie.queue_add_message = held_queue  # type: ignore[method-assign]
     try:
         yield gate
     finally:
         gate.set()
-        bookie.start_adds = real_start_adds  # type: ignore[method-assign]
+        bookie.queue_add_message = real_queue  # type: ignore[method-assign]
 
 
 async def test_the_gateway_stream_multiplexes_ledgers_and_maps_errors(served):
@@ -236,19 +236,19 @@ async def test_adds_queued_behind_a_bookie_that_answers_do_not_expire(served):
     bookie, stub, _, _ = served
     stream = stream_to(stub, max_message_bytes=4096)  # one add per message
     ledger = LedgerId(8, 1)
-    real_start_adds = bookie.start_adds
+    real_queue = bookie.queue_add_message
 
-    async def slow_start_adds(*args):  # type: ignore[no-untyped-def]
+    async def slow_queue(*args):  # type: ignore[no-untyped-def]
         await asyncio.sleep(0.5)
-        return await real_start_adds(*args)
+        return await real_queue(*args)
 
-    bookie.start_adds = slow_start_adds  # type: ignore[method-assign]
+    bookie.queue_add_message = slow_queue  # type: ignore[method-assign]
     try:
         outcomes = [sent(stream, ledger, e, b"x" * 3000, timeout=3) for e in range(12)]
         assert await asyncio.wait_for(asyncio.gather(*outcomes), 120) == [None] * 12
         assert stream.messages_sent == 12
     finally:
-        bookie.start_adds = real_start_adds  # type: ignore[method-assign]
+        bookie.queue_add_message = real_queue  # type: ignore[method-assign]
         await stream.close()
 
 

@@ -25,7 +25,7 @@ from quire_api.errors import (
 from quire_api.ids import LedgerId
 from quire_bookie.disk import DiskUsage, ReadOnlyPolicy, measure
 from quire_bookie.faults import FaultyStore, StorageFaults
-from quire_bookie.journal import AddGroup, AddOp, FlushStats, GroupCommitter
+from quire_bookie.journal import AddMessage, FlushStats, GroupCommitter
 from quire_bookie.storage import NO_ENTRY, CheckedEntries, EntriesToCheck, EntryStore, LedgerState
 from quire_common.entry import check_keyless_digest, header_ids
 from quire_common.tasks import cancel_and_wait
@@ -140,6 +140,7 @@ class Bookie:
             fences_hold=not self.settings.fault_unsafe_ignore_fence,
             on_flush=self._flushed,
             on_lac_moved=self._signal_lac,
+            check_add=self._counted_check_add,
         )
         self._disk_task: asyncio.Task[None] | None = None
         self._shutdown_listeners: list[Callable[[], None]] = []
@@ -226,25 +227,20 @@ class Bookie:
             raise
         return await self._committer.start_add(ledger_id, master_key, checked, recovery)
 
-    async def start_adds(
-        self, adds: list[tuple[int, LedgerId, bytes, list[tuple[int, bytes]], bool]], group: AddGroup
-    ) -> None:
-        """Check the adds of one message, each (its index in `group`, ledger,
-        master key, entries, recovery), and queue those that pass together:
-        each is settled in `group` with its refusal at once, or once a synced
-        write covers it."""
-        now = time.perf_counter()
-        queued: list[AddOp] = []
-        for index, ledger_id, master_key, entries, recovery in adds:
-            try:
-                checked = self._check_add(ledger_id, master_key, entries, recovery)
-            except QuireError as exc:
-                self.counters.rejected_adds += 1
-                group.settle(index, exc)
-                continue
-            queued.append(AddOp(ledger_id, master_key, checked, recovery, group.slot(index), now))
-        if queued:
-            await self._committer.start_adds(queued)
+    async def queue_add_message(self, message: AddMessage) -> None:
+        """Queue one AddStream message; the writer thread checks its adds
+        (`_check_add`, then the ledger's state) and writes those that pass in
+        its next synced write, then its session is given the answer."""
+        await self._committer.take_message(message)
+
+    def _counted_check_add(
+        self, ledger_id: LedgerId, master_key: bytes, entries: list[tuple[int, bytes]], recovery: bool
+    ) -> list[tuple[int, int, bytes]]:
+        try:
+            return self._check_add(ledger_id, master_key, entries, recovery)
+        except QuireError:
+            self.counters.rejected_adds += 1
+            raise
 
     def _check_add(
         self, ledger_id: LedgerId, master_key: bytes, entries: list[tuple[int, bytes]], recovery: bool

@@ -1,14 +1,15 @@
 """Durable group commit.
 
 Every state-changing operation (add, fence, explicit LAC, delete) goes through one
-queue and one flusher task, so operations take effect in arrival order. The
-flusher takes what is queued (up to a byte bound), checks each operation
+queue to one writer thread, so operations take effect in arrival order. The
+writer takes what is queued (up to a byte bound), checks each operation
 against the ledger states as they stand at that point, writes the accepted
-ones in ONE synced WriteBatch, and only then resolves their futures. While a
-sync runs new operations queue up and share the next one: that is where
-throughput comes from, and no add is ever acknowledged before a sync covering
-it. A time bound (max_delay_seconds) lets the flusher wait a little for more
-work before syncing a small batch; 0 syncs as soon as the previous sync ends.
+ones in ONE synced WriteBatch, and only then hands their outcomes back to the
+event loop, which resolves their futures. While a sync runs new operations
+queue up and share the next one: that is where throughput comes from, and no
+add is ever acknowledged before a sync covering it. A time bound
+(max_delay_seconds) lets the writer wait a little for more work before syncing
+a small batch; 0 syncs as soon as the previous sync ends.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol, TypeVar, cast
+from typing import Any, Protocol, cast
 
 from opentelemetry.util.types import AttributeValue
 
@@ -39,66 +40,53 @@ from quire_api.ids import LedgerId
 from quire_bookie.storage import EntryStore, LedgerState, is_disk_full
 from quire_common.telemetry import tracer, tracing_enabled
 
-T = TypeVar("T")
 log = logging.getLogger(__name__)
 _tracer = tracer(__name__)
 
 NO_STATE = LedgerState()
 
 
-class AddWaiter(Protocol):
-    """Who is told that an add is durable, or why not: a future for a single
-    add, or an AddGroup's slot for each add of an AddStream message."""
+@dataclass(slots=True)
+class StreamedAdd:
+    """One add of an AddStream message, as decoded on the writer thread."""
 
-    def done(self) -> bool: ...
-
-    def set_result(self, result: None, /) -> None: ...
-
-    def set_exception(self, exception: BaseException, /) -> None: ...
-
-
-class AddGroup:
-    """The adds of one AddStream message: queued together and answered
-    together, with one call of `on_settled` once the last of them is settled,
-    instead of a future, a callback and a wakeup per add."""
-
-    __slots__ = ("_on_settled", "_unsettled", "errors")
-
-    def __init__(self, count: int, on_settled: Callable[[AddGroup], None]) -> None:
-        self.errors: list[BaseException | None] = [None] * count  # per add, in message order
-        self._unsettled = count
-        self._on_settled = on_settled
-
-    def slot(self, index: int) -> _GroupSlot:
-        return _GroupSlot(self, index)
-
-    def settle(self, index: int, error: BaseException | None) -> None:
-        self.errors[index] = error
-        self._unsettled -= 1
-        if not self._unsettled:
-            self._on_settled(self)
+    add_id: int
+    ledger_id: LedgerId
+    master_key: bytes
+    entries: list[tuple[int, bytes]]
+    recovery: bool
+    refused: QuireError | None = None  # found invalid while decoding: answered with this, not stored
+    traceparent: str = ""  # the writer's span, when it traces
 
 
-class _GroupSlot:
-    """One add's place in its AddGroup, told as a future would be."""
+class AddMessageSession(Protocol):
+    """The AddStream a message came on (add_stream.py). The writer thread
+    decodes the message and builds its answer; the event loop delivers it."""
 
-    __slots__ = ("_done", "_group", "_index")
+    def decode(self, message: object) -> list[StreamedAdd]: ...
 
-    def __init__(self, group: AddGroup, index: int) -> None:
-        self._group = group
-        self._index = index
-        self._done = False
+    def answer(self, message: AddMessage, adds: list[StreamedAdd], errors: list[QuireError | None]) -> object: ...
 
-    def done(self) -> bool:
-        return self._done
+    def deliver(self, answer: object) -> None: ...
 
-    def set_result(self, result: None, /) -> None:
-        self._done = True
-        self._group.settle(self._index, None)
+    def broken(self, error: BaseException) -> None: ...
 
-    def set_exception(self, exception: BaseException, /) -> None:
-        self._done = True
-        self._group.settle(self._index, exception)
+
+@dataclass(slots=True)
+class AddMessage:
+    """The adds of one AddStream message: decoded, checked, written and
+    answered together on the writer thread, with no object per add on the
+    event loop."""
+
+    session: AddMessageSession = field(repr=False)
+    message: object = field(repr=False)
+    size_bytes: int
+    received_at: float  # time.perf_counter() when it arrived
+
+
+# Checks an add before its ledger's state rules: (ledger, master key, entries as (id, packed
+# bytes), recovery) -> entries as (id, LAC from the header, packed bytes), or a QuireError.
+AddCheck = Callable[[LedgerId, bytes, list[tuple[int, bytes]], bool], list[tuple[int, int, bytes]]]
 
 
 @dataclass
@@ -107,7 +95,7 @@ class AddOp:
     master_key: bytes
     entries: list[tuple[int, int, bytes]]  # (entry id, lac from header, packed bytes)
     recovery: bool
-    future: AddWaiter = field(repr=False)
+    future: asyncio.Future[None] = field(repr=False)
     received_at: float = 0.0  # time.perf_counter() when the add arrived (its latency, per flush)
     size_bytes: int = field(init=False)  # counted once: the queue's bounds look at it several times
 
@@ -143,7 +131,7 @@ class DeleteOp:
     size_bytes: int = 0
 
 
-Op = AddOp | FenceOp | LacOp | DeleteOp
+Op = AddOp | AddMessage | FenceOp | LacOp | DeleteOp
 
 
 def check_master_key(ledger_id: LedgerId, state: LedgerState, master_key: bytes) -> None:
@@ -160,18 +148,39 @@ def apply(op: AddOp | FenceOp | LacOp, state: LedgerState, fences_hold: bool = T
     """The ledger state after `op`, or a QuireError saying why `op` is refused.
     Pure: the flusher applies it to states as they will be after the batch.
     `fences_hold=False` is a test's positive control only: normal adds pass a fence."""
-    check_master_key(op.ledger_id, state, op.master_key)
-    if not state.master_key:
-        state = replace(state, master_key=op.master_key)
+    state = with_master_key(op.ledger_id, state, op.master_key)
     if isinstance(op, FenceOp):
         return replace(state, fenced=True)
     if isinstance(op, LacOp):
         check_not_fenced(op.ledger_id, state)
         return replace(state, explicit_lac=max(state.explicit_lac, op.last_add_confirmed))
-    if not op.recovery and fences_hold:
-        check_not_fenced(op.ledger_id, state)
-    # One state update per op, not per entry: this runs for every add.
-    return state.with_entry(max(e[0] for e in op.entries), max(e[1] for e in op.entries))
+    return apply_add(op.ledger_id, op.entries, op.recovery, state, fences_hold)
+
+
+def with_master_key(ledger_id: LedgerId, state: LedgerState, master_key: bytes) -> LedgerState:
+    """`state` once `master_key` is checked against it (the first one sets it)."""
+    check_master_key(ledger_id, state, master_key)
+    return state if state.master_key else replace(state, master_key=master_key)
+
+
+def apply_add(
+    ledger_id: LedgerId,
+    entries: list[tuple[int, int, bytes]],
+    recovery: bool,
+    state: LedgerState,
+    fences_hold: bool = True,
+) -> LedgerState:
+    """`apply` for an add, once `with_master_key` has checked its key."""
+    if not recovery and fences_hold:
+        check_not_fenced(ledger_id, state)
+    # One state update per add, not per entry: this runs for every add.
+    top, top_lac = entries[0][0], entries[0][1]
+    for entry_id, lac, _ in entries:
+        if entry_id > top:
+            top = entry_id
+        if lac > top_lac:
+            top_lac = lac
+    return state.with_entry(top, top_lac)
 
 
 @dataclass
@@ -186,62 +195,35 @@ class FlushStats:
     longest_add_seconds: float = 0.0
 
 
-class WriterThread:
-    """One thread that runs the flusher's storage calls in order, so a synced
-    write runs off the event loop without asyncio's default executor: a
-    thread-pool submission and a copied context per flush cost the bookie
-    about a sixth of its event loop's time at 16 one-entry writers."""
-
-    def __init__(self) -> None:
-        self._jobs: queue.SimpleQueue[tuple[Callable[[], object], asyncio.Future[object]] | None] = queue.SimpleQueue()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._thread = threading.Thread(target=self._work, name="bookie-writer", daemon=True)
-        self._thread.start()
-
-    async def run(self, job: Callable[[], T]) -> T:
-        if self._thread is None:
-            return await asyncio.to_thread(job)  # not started (tests that drive the committer directly)
-        future: asyncio.Future[object] = asyncio.get_running_loop().create_future()
-        self._jobs.put((job, future))
-        return await future  # type: ignore[return-value]
-
-    def _work(self) -> None:
-        assert self._loop is not None
-        while (item := self._jobs.get()) is not None:
-            job, future = item
-            try:
-                result = job()
-            except BaseException as exc:  # handed back to the flusher, which decides
-                self._loop.call_soon_threadsafe(_settle, future, None, exc)
-            else:
-                self._loop.call_soon_threadsafe(_settle, future, result, None)
-
-    def stop(self) -> None:
-        if self._thread is not None:
-            self._jobs.put(None)
-            self._thread.join()
-            self._thread = None
-
-
-def _settle(future: asyncio.Future[object], result: object, error: BaseException | None) -> None:
-    if future.done():
-        return
-    if error is not None:
-        future.set_exception(error)
-    else:
-        future.set_result(result)
-
-
 # Deletes synced and compacted together: concurrent deletes share one synced
 # write and one memtable flush, while a burst still lets adds in between.
 MAX_DELETES_PER_BATCH = 64
 
+_STOP = None  # put on the inbox by stop(): everything queued before it is written first
+
+
+@dataclass(slots=True)
+class _Written:
+    """What the writer thread hands back to the event loop for one batch."""
+
+    outcomes: list[tuple[Op, object]]  # (op, its result or the QuireError refusing it)
+    released_bytes: int  # of the batch's ops: room for producers again
+    lac_moved: list[LedgerId] = field(default_factory=list)
+    stats: FlushStats | None = None
+
 
 class GroupCommitter:
+    """The bookie's one writer. Producers on the event loop put operations on
+    an inbox (one put per message's adds); a writer thread takes everything
+    queued, checks each operation against the ledger states as they will be
+    after the batch, writes the accepted ones in one synced WriteBatch, updates
+    the states and hands the outcomes back to the loop in one call, where
+    futures are resolved. The loop only queues and answers: no flusher task,
+    no future per flush, no thread hand-off per batch besides that one call.
+
+    The thread alone changes `states`; the loop only reads single ledgers from
+    it (or copies it whole), which the GIL keeps consistent."""
+
     def __init__(
         self,
         store: EntryStore,
@@ -254,43 +236,53 @@ class GroupCommitter:
         max_queued_bytes: int = 64 * 1024 * 1024,
         on_flush: Callable[[FlushStats], None] | None = None,
         on_lac_moved: Callable[[LedgerId], None] | None = None,
+        check_add: AddCheck | None = None,
     ) -> None:
         self._store = store
+        self._check_add = check_add  # for AddMessages: the bookie's checks, run on the writer thread
         self.states = states
         self._max_batch_bytes = max_batch_bytes
         self._max_delay_seconds = max_delay_seconds
         self._fault_sync_delay_seconds = fault_sync_delay_seconds
         self._fences_hold = fences_hold  # False only as a test's positive control
-        self._queue: deque[Op] = deque()
-        self._queued_bytes = 0
-        self._wakeup = asyncio.Event()
-        self._batch_full = asyncio.Event()
-        # Bounded: producers wait here instead of growing memory without limit.
-        self._space = asyncio.Condition()
-        self._max_queued_bytes = max_queued_bytes
-        self._waiting_for_space = 0  # producers waiting in _enqueue_many
         self._on_flush = on_flush
         self._on_lac_moved = on_lac_moved
+        self._traced = tracing_enabled()
+        # Event loop side: bytes queued and not yet written, bounded; producers wait for room.
+        self._inbox: queue.SimpleQueue[list[Op] | None] = queue.SimpleQueue()
+        self._queued_bytes = 0
+        self._max_queued_bytes = max_queued_bytes
+        self._space_freed = asyncio.Event()  # set whenever room is given back (or on stop)
+        self._waiting_for_space = 0  # producers waiting in _enqueue_many
         self._closing = False
-        self._task: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._stopped: asyncio.Future[None] | None = None
+        # Writer thread side.
+        self._backlog: deque[Op] = deque()
+        self._backlog_bytes = 0
+        self._stop_seen = False
         # Set when a write failed: RocksDB refuses every later write until reopened.
         self._store_failed = False
-        self._writer = WriterThread()
-        self._traced = tracing_enabled()
 
     def start(self) -> None:
-        self._writer.start()
-        self._task = asyncio.create_task(self._run(), name="group-commit")
+        self._loop = asyncio.get_running_loop()
+        self._stopped = self._loop.create_future()
+        self._thread = threading.Thread(target=self._work, name="bookie-writer", daemon=True)
+        self._thread.start()
 
     async def stop(self) -> None:
         """Refuse new operations, write and sync everything already queued,
-        then end the flusher."""
+        then end the writer thread."""
+        first = not self._closing
         self._closing = True
-        self._wakeup.set()
-        self._batch_full.set()
-        if self._task is not None:
-            await self._task
-        self._writer.stop()
+        self._space_freed.set()  # producers still waiting for space learn we are closing
+        if self._thread is None or self._stopped is None:
+            return
+        if first:
+            self._inbox.put(_STOP)
+        await asyncio.shield(self._stopped)
+        self._thread.join()
 
     async def _enqueue(self, op: Op) -> None:
         await self._enqueue_many([op])
@@ -303,23 +295,17 @@ class GroupCommitter:
         if full or self._waiting_for_space:  # wait behind those already waiting, in order
             self._waiting_for_space += 1
             try:
-                async with self._space:
-                    await self._space.wait_for(
-                        lambda: (
-                            self._closing
-                            or self._queued_bytes == 0
-                            or self._queued_bytes + size <= self._max_queued_bytes
-                        )
-                    )
+                while not (
+                    self._closing or self._queued_bytes == 0 or self._queued_bytes + size <= self._max_queued_bytes
+                ):
+                    self._space_freed.clear()
+                    await self._space_freed.wait()
             finally:
                 self._waiting_for_space -= 1
         if self._closing:
             raise Unavailable("the bookie is shutting down; retry on another bookie", Reason.BOOKIE_UNAVAILABLE)
-        self._queue.extend(ops)
         self._queued_bytes += size
-        if self._queued_bytes >= self._max_batch_bytes:
-            self._batch_full.set()
-        self._wakeup.set()
+        self._inbox.put(list(ops))
 
     async def add(
         self, ledger_id: LedgerId, master_key: bytes, entries: list[tuple[int, int, bytes]], recovery: bool
@@ -335,10 +321,10 @@ class GroupCommitter:
         await self._enqueue(AddOp(ledger_id, master_key, entries, recovery, future, time.perf_counter()))
         return future
 
-    async def start_adds(self, adds: list[AddOp]) -> None:
-        """Queue several adds at once, in order; each one's waiter is told as
-        `start_add`'s future is."""
-        await self._enqueue_many(adds)
+    async def take_message(self, message: AddMessage) -> None:
+        """Queue an AddStream message (waiting only for queue space); its
+        session is given the answer once a synced write covers its adds."""
+        await self._enqueue_many([message])
 
     async def fence(self, ledger_id: LedgerId, master_key: bytes) -> LedgerState:
         future: asyncio.Future[LedgerState] = asyncio.get_running_loop().create_future()
@@ -369,91 +355,150 @@ class GroupCommitter:
         await self._enqueue(DeleteOp(ledger_id, future))
         return await future
 
+    # -- on the event loop, once per batch ---------------------------------------
+
+    def _written(self, written: _Written) -> None:
+        """A batch is done (written and synced, refused, or failed): resolve
+        its waiters, give its room back, then tell who watches LACs and flushes."""
+        for op, outcome in written.outcomes:
+            if isinstance(op, AddMessage):
+                if isinstance(outcome, BaseException):
+                    op.session.broken(outcome)
+                else:
+                    op.session.deliver(outcome)
+                continue
+            if op.future.done():
+                continue  # its caller gave up
+            if isinstance(outcome, BaseException):
+                op.future.set_exception(outcome)
+            else:
+                op.future.set_result(outcome)  # type: ignore[arg-type]
+        self._queued_bytes -= written.released_bytes
+        if self._waiting_for_space:
+            self._space_freed.set()
+        if self._on_lac_moved is not None:
+            for ledger_id in written.lac_moved:
+                self._on_lac_moved(ledger_id)
+        if self._on_flush is not None and written.stats is not None:
+            self._on_flush(written.stats)
+
+    def _stopped_writing(self) -> None:
+        if self._stopped is not None and not self._stopped.done():
+            self._stopped.set_result(None)
+
+    # -- on the writer thread ------------------------------------------------------
+
+    def _hand_back(self, written: _Written) -> None:
+        assert self._loop is not None
+        self._loop.call_soon_threadsafe(self._written, written)
+
+    def _take(self, item: list[Op] | None) -> None:
+        if item is _STOP:
+            self._stop_seen = True
+            return
+        assert item is not None
+        self._backlog.extend(item)
+        self._backlog_bytes += sum(op.size_bytes for op in item)
+
+    def _drain_inbox(self) -> None:
+        """Take everything queued now, without waiting."""
+        while not self._stop_seen:
+            try:
+                self._take(self._inbox.get_nowait())
+            except queue.Empty:
+                return
+
+    def _gather_more(self) -> None:
+        """Wait up to the time bound for a full batch, unless one is ready."""
+        if self._max_delay_seconds <= 0:
+            return
+        deadline = time.monotonic() + self._max_delay_seconds
+        while not self._stop_seen and self._backlog_bytes < self._max_batch_bytes:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            try:
+                self._take(self._inbox.get(timeout=remaining))
+            except queue.Empty:
+                return
+
+    def _work(self) -> None:
+        try:
+            while True:
+                if not self._backlog:
+                    if self._stop_seen:
+                        return
+                    self._take(self._inbox.get())
+                    continue
+                self._drain_inbox()
+                self._gather_more()
+                batch = self._take_batch()
+                try:
+                    if isinstance(batch[0], DeleteOp):
+                        written = self._delete(cast(list[DeleteOp], batch))
+                    else:
+                        written = self._flush(batch)
+                except Exception as exc:  # a bug here must fail its batch, not stop the writer
+                    log.exception("the bookie writer failed on a batch of %d operations", len(batch))
+                    failure = Unavailable(f"bookie writer failed: {exc!r}", Reason.BOOKIE_UNAVAILABLE)
+                    written = _Written([(op, failure) for op in batch], sum(op.size_bytes for op in batch))
+                self._hand_back(written)
+        finally:
+            assert self._loop is not None
+            try:
+                self._loop.call_soon_threadsafe(self._stopped_writing)
+            except RuntimeError:  # the loop closed first (a test tearing down): nobody waits
+                pass
+
     def _take_batch(self) -> list[Op]:
-        """Queued operations up to the byte bound. Deletes go in batches of
-        their own (up to MAX_DELETES_PER_BATCH), so the writes before them
+        """Backlogged operations up to the byte bound. Deletes go in batches
+        of their own (up to MAX_DELETES_PER_BATCH), so the writes before them
         are flushed first and the ones after them follow."""
         batch: list[Op] = []
         size = 0
-        while self._queue and (not batch or size + self._queue[0].size_bytes <= self._max_batch_bytes):
-            if batch and isinstance(self._queue[0], DeleteOp) != isinstance(batch[0], DeleteOp):
+        backlog = self._backlog
+        while backlog and (not batch or size + backlog[0].size_bytes <= self._max_batch_bytes):
+            if batch and isinstance(backlog[0], DeleteOp) != isinstance(batch[0], DeleteOp):
                 break
-            if isinstance(self._queue[0], DeleteOp) and len(batch) == MAX_DELETES_PER_BATCH:
+            if isinstance(backlog[0], DeleteOp) and len(batch) == MAX_DELETES_PER_BATCH:
                 break
-            op = self._queue.popleft()
+            op = backlog.popleft()
             batch.append(op)
             size += op.size_bytes
-        self._queued_bytes -= size
-        if self._queued_bytes < self._max_batch_bytes:
-            self._batch_full.clear()
+        self._backlog_bytes -= size
         return batch
 
-    async def _gather_more(self) -> None:
-        """Wait up to the time bound for a full batch, unless one is ready."""
-        if self._max_delay_seconds <= 0 or self._queued_bytes >= self._max_batch_bytes or self._closing:
-            return
+    def _delete(self, ops: list[DeleteOp]) -> _Written:
+        released = sum(op.size_bytes for op in ops)
         try:
-            await asyncio.wait_for(self._batch_full.wait(), self._max_delay_seconds)
-        except TimeoutError:
-            pass
-
-    async def _run(self) -> None:
-        while True:
-            await self._wakeup.wait()
-            self._wakeup.clear()
-            while self._queue:
-                await self._gather_more()
-                batch = self._take_batch()
-                if self._waiting_for_space:
-                    async with self._space:
-                        self._space.notify_all()
-                if isinstance(batch[0], DeleteOp):
-                    await self._delete(cast(list[DeleteOp], batch))
-                else:
-                    await self._flush(batch)
-            if self._closing:
-                async with self._space:
-                    self._space.notify_all()  # producers still waiting for space learn we are closing
-                return
-
-    async def _delete(self, ops: list[DeleteOp]) -> None:
-        try:
-            counts = await asyncio.to_thread(self._store.delete_ledgers, [op.ledger_id for op in ops])
+            counts = self._store.delete_ledgers([op.ledger_id for op in ops])
         except Exception as exc:
             log.error("deleting ledgers %s failed", [str(op.ledger_id) for op in ops], exc_info=exc)
-            for op in ops:
-                if not op.future.done():
-                    op.future.set_exception(
-                        Unavailable(f"bookie storage delete failed: {exc}", Reason.BOOKIE_UNAVAILABLE)
-                    )
-            return
-        for op, count in zip(ops, counts, strict=True):
+            failure = Unavailable(f"bookie storage delete failed: {exc}", Reason.BOOKIE_UNAVAILABLE)
+            return _Written([(op, failure) for op in ops], released)
+        for op in ops:
             self.states.pop(op.ledger_id, None)
-            if not op.future.done():
-                op.future.set_result(count)
+        return _Written(list(zip(ops, counts, strict=True)), released)
 
-    def _fail(self, accepted: list[tuple[Op, LedgerState]], exc: Exception) -> None:
+    @staticmethod
+    def _failure(exc: Exception) -> QuireError:
         if is_disk_full(exc):
-            failure: QuireError = ResourceExhausted(
-                f"bookie disk full, nothing stored: {exc}; write elsewhere", Reason.DISK_FULL
-            )
-        else:
-            failure = Unavailable(f"bookie storage write failed: {exc}", Reason.BOOKIE_UNAVAILABLE)
-        for op, _ in accepted:
-            if not op.future.done():
-                op.future.set_exception(failure)
+            return ResourceExhausted(f"bookie disk full, nothing stored: {exc}; write elsewhere", Reason.DISK_FULL)
+        return Unavailable(f"bookie storage write failed: {exc}", Reason.BOOKIE_UNAVAILABLE)
 
-    async def _reopen(self) -> Exception | None:
+    def _reopen(self) -> Exception | None:
         """Reopen the store after a failed write and reload the ledger states
         from it (the failed batch may or may not have reached the WAL; it was
         not acknowledged either way). Returns the error while it still fails."""
         try:
-            await asyncio.to_thread(self._store.reopen)
-            states = await asyncio.to_thread(self._store.load_states)
+            self._store.reopen()
+            states = self._store.load_states()
         except Exception as exc:
             log.warning("storage still failing, not reopened: %s", exc)
             return exc
-        self.states.clear()
+        # Changed in place, key by key: a reader on the loop never sees it empty.
+        for ledger_id in [ledger_id for ledger_id in self.states if ledger_id not in states]:
+            del self.states[ledger_id]
         self.states.update(states)
         self._store_failed = False
         return None
@@ -472,55 +517,111 @@ class GroupCommitter:
         }
         return _tracer.start_as_current_span("bookie.sync", attributes=attributes)
 
-    async def _flush(self, batch: list[Op]) -> None:
+    def _refused(self, batch: list[Op], failure: QuireError) -> _Written:
+        """Every op of `batch` refused with `failure` (each add of a message too)."""
+        outcomes: list[tuple[Op, object]] = []
+        for op in batch:
+            if isinstance(op, AddMessage):
+                adds = op.session.decode(op.message)
+                outcomes.append((op, op.session.answer(op, adds, [failure] * len(adds))))
+            else:
+                outcomes.append((op, failure))
+        return _Written(outcomes, sum(op.size_bytes for op in batch))
+
+    def _flush(self, batch: list[Op]) -> _Written:
+        released = sum(op.size_bytes for op in batch)
         if self._store_failed:
-            still_failing = await self._reopen()
+            still_failing = self._reopen()
             if still_failing is not None:
-                self._fail([(op, NO_STATE) for op in batch], still_failing)
-                return
+                return self._refused(batch, self._failure(still_failing))
         pending = dict[LedgerId, LedgerState]()  # states as they will be after this batch
         writes: list[tuple[LedgerId, int, bytes]] = []
+        outcomes: list[tuple[Op, object]] = []
         accepted: list[tuple[Op, LedgerState]] = []
+        # Per message: its adds and, per add, None while it is in this write, or its refusal.
+        messages: list[tuple[AddMessage, list[StreamedAdd], list[QuireError | None]]] = []
+        oldest = 0.0  # arrival of the batch's oldest add
         for op in batch:
             assert not isinstance(op, DeleteOp), "deletes are flushed alone"
-            before = pending.get(op.ledger_id) or self.states.get(op.ledger_id) or LedgerState()
+            if isinstance(op, AddMessage):
+                adds = op.session.decode(op.message)
+                errors = self._stage_message(adds, pending, writes)
+                messages.append((op, adds, errors))
+                if not oldest or op.received_at < oldest:
+                    oldest = op.received_at
+                continue
+            before = pending.get(op.ledger_id) or self.states.get(op.ledger_id) or NO_STATE
             try:
                 state = apply(op, before, self._fences_hold)
             except QuireError as exc:
-                if not op.future.done():
-                    op.future.set_exception(exc)
+                outcomes.append((op, exc))
                 continue
             if isinstance(op, AddOp):
                 writes.extend((op.ledger_id, entry_id, data) for entry_id, _, data in op.entries)
+                if op.received_at and (not oldest or op.received_at < oldest):
+                    oldest = op.received_at
             pending[op.ledger_id] = state
             accepted.append((op, state))
-        if not accepted:
-            return
+        if not pending:  # nothing to write: every op was refused
+            outcomes.extend((op, op.session.answer(op, adds, errors)) for op, adds, errors in messages)
+            return _Written(outcomes, released)
         started = time.monotonic()
         try:
             with self._sync_span(writes, pending):
-                await self._writer.run(lambda: self._store.write(writes, pending))
+                self._store.write(writes, pending)
                 if self._fault_sync_delay_seconds:
-                    await asyncio.sleep(self._fault_sync_delay_seconds)  # injected slow disk (tests, drills)
+                    time.sleep(self._fault_sync_delay_seconds)  # injected slow disk (tests, drills)
         except Exception as exc:  # the write failed: nothing in it is acknowledged
             log.error("synced write of %d entries failed", len(writes), exc_info=exc)
             self._store_failed = True
-            self._fail(accepted, exc)
-            return
+            failure = self._failure(exc)
+            outcomes.extend((op, failure) for op, _ in accepted)
+            for op, adds, errors in messages:
+                outcomes.append((op, op.session.answer(op, adds, [e or failure for e in errors])))
+            return _Written(outcomes, released)
         sync_seconds = time.monotonic() - started
-        oldest = min((op.received_at for op, _ in accepted if isinstance(op, AddOp) and op.received_at), default=0.0)
         moved = [
             ledger_id for ledger_id, state in pending.items() if state.lac != self.states.get(ledger_id, NO_STATE).lac
         ]
         self.states.update(pending)
-        for op, state in accepted:
-            if not op.future.done():
-                op.future.set_result(None if isinstance(op, AddOp) else state)  # type: ignore[arg-type]
-        if self._on_lac_moved is not None:
-            for ledger_id in moved:
-                self._on_lac_moved(ledger_id)
-        if self._on_flush is not None:
-            longest_add = time.perf_counter() - oldest if oldest else 0.0
-            self._on_flush(
-                FlushStats(time.time(), len(writes), sum(len(d) for _, _, d in writes), sync_seconds, longest_add)
-            )
+        outcomes.extend((op, None if isinstance(op, AddOp) else state) for op, state in accepted)
+        outcomes.extend((op, op.session.answer(op, adds, errors)) for op, adds, errors in messages)
+        stats = FlushStats(
+            time.time(),
+            len(writes),
+            sum(len(d) for _, _, d in writes),
+            sync_seconds,
+            time.perf_counter() - oldest if oldest else 0.0,
+        )
+        return _Written(outcomes, released, moved, stats)
+
+    def _stage_message(
+        self,
+        adds: list[StreamedAdd],
+        pending: dict[LedgerId, LedgerState],
+        writes: list[tuple[LedgerId, int, bytes]],
+    ) -> list[QuireError | None]:
+        """Check each add of a message and the state rules, in order; the
+        accepted ones join `writes` and `pending`. Returns, per add, None or
+        why it was refused."""
+        check = self._check_add
+        assert check is not None, "a committer that takes AddStream messages needs the bookie's add checks"
+        errors: list[QuireError | None] = []
+        for add in adds:
+            if add.refused is not None:
+                errors.append(add.refused)
+                continue
+            ledger_id = add.ledger_id
+            try:
+                entries = check(ledger_id, add.master_key, add.entries, add.recovery)
+                state = pending.get(ledger_id) or self.states.get(ledger_id) or NO_STATE
+                state = with_master_key(ledger_id, state, add.master_key)
+                state = apply_add(ledger_id, entries, add.recovery, state, self._fences_hold)
+            except QuireError as exc:
+                errors.append(exc)
+                continue
+            for entry_id, _, data in entries:
+                writes.append((ledger_id, entry_id, data))
+            pending[ledger_id] = state
+            errors.append(None)
+        return errors

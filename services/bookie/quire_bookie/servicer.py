@@ -10,7 +10,7 @@ from opentelemetry import trace
 from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
 from quire_api.errors import InvalidArgument, QuireError
 from quire_api.ids import LedgerId, ledger_id_from_proto
-from quire_bookie.add_stream import AddOutcome, AddStreamSession, StreamedAdd
+from quire_bookie.add_stream import AddStreamSession, StreamedAdd
 from quire_bookie.bookie import Bookie
 
 # Ledger ids a stream keeps parsed: a gateway writes to at most a few thousand ledgers at once.
@@ -37,9 +37,9 @@ class BookieServicer(bookie_pb2_grpc.BookieServiceServicer):
     async def AddStream(
         self, request_iterator: AsyncIterator[bookie_pb2.AddStreamRequest], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[bookie_pb2.AddStreamResponse]:
-        session = AddStreamSession(self.bookie)
-        async for outcomes in session.run(_streamed_adds(request_iterator)):
-            yield bookie_pb2.AddStreamResponse(results=[_add_result(outcome) for outcome in outcomes])
+        session = AddStreamSession(self.bookie, _AddStreamCodec())
+        async for answer in session.run(request_iterator):
+            yield answer
 
     async def ReadEntry(
         self, request: bookie_pb2.ReadEntryRequest, context: grpc.aio.ServicerContext
@@ -172,11 +172,29 @@ class BookieServicer(bookie_pb2_grpc.BookieServiceServicer):
         )
 
 
-async def _streamed_adds(requests: AsyncIterator[bookie_pb2.AddStreamRequest]) -> AsyncIterator[list[StreamedAdd]]:
-    # A writer sends adds of the same few ledgers again and again: parse each id once per stream.
-    ledger_ids: dict[tuple[int, int], LedgerId] = {}
-    async for request in requests:
-        yield [_streamed_add(add, ledger_ids) for add in request.adds]
+class _AddStreamCodec:
+    """AddStream messages to StreamedAdds and outcomes to answers, for one
+    stream. `decode` and `encode` run on the bookie's writer thread only."""
+
+    def __init__(self) -> None:
+        # A writer sends adds of the same few ledgers again and again: parse each id once per stream.
+        self._ledger_ids: dict[tuple[int, int], LedgerId] = {}
+
+    @staticmethod
+    def size(request: bookie_pb2.AddStreamRequest) -> int:
+        return request.ByteSize()
+
+    def decode(self, request: bookie_pb2.AddStreamRequest) -> list[StreamedAdd]:
+        return [_streamed_add(add, self._ledger_ids) for add in request.adds]
+
+    @staticmethod
+    def encode(adds: list[StreamedAdd], errors: list[QuireError | None]) -> bookie_pb2.AddStreamResponse:
+        return bookie_pb2.AddStreamResponse(
+            results=[
+                bookie_pb2.AddResult(add_id=add.add_id) if error is None else _refusal(add.add_id, error)
+                for add, error in zip(adds, errors, strict=True)
+            ]
+        )
 
 
 def _streamed_add(add: bookie_pb2.StreamedAdd, ledger_ids: dict[tuple[int, int], LedgerId]) -> StreamedAdd:
@@ -193,12 +211,10 @@ def _streamed_add(add: bookie_pb2.StreamedAdd, ledger_ids: dict[tuple[int, int],
     return StreamedAdd(add.add_id, ledger_id, add.master_key, entries, add.recovery, traceparent=add.traceparent)
 
 
-def _add_result(outcome: AddOutcome) -> bookie_pb2.AddResult:
-    if outcome.error is None:
-        return bookie_pb2.AddResult(add_id=outcome.add_id)
+def _refusal(add_id: int, error: QuireError) -> bookie_pb2.AddResult:
     return bookie_pb2.AddResult(
-        add_id=outcome.add_id,
-        code=grpc.StatusCode[outcome.error.code].value[0],
-        reason=outcome.error.reason,
-        message=outcome.error.message,
+        add_id=add_id,
+        code=grpc.StatusCode[error.code].value[0],
+        reason=error.reason,
+        message=error.message,
     )
