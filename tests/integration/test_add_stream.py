@@ -93,6 +93,27 @@ async def test_one_message_of_many_ledgers_is_stored_and_each_add_answered_alone
     assert sum(f.entries for f in bookie._recent_flushes) == 16
 
 
+async def test_a_message_that_asks_for_stored_ids_gets_them_packed_and_refusals_alone(served):
+    """A writer that sets stored_ids is answered with one packed list of the
+    adds stored and an AddResult per refused add; one that does not (a writer
+    of an earlier release) gets an AddResult per add, as the test above."""
+    bookie, stub, _, _ = served
+    ledger = LedgerId(7, 200)
+    call = stub.AddStream()
+    adds = [streamed_add(1, ledger, [0]), streamed_add(2, ledger, [1], key=master_key(b"wrong"))]
+    adds.append(streamed_add(3, ledger, [2]))
+    await call.write(bookie_pb2.AddStreamRequest(adds=adds, stored_ids=True))
+    response = await asyncio.wait_for(call.read(), 60)
+    assert list(response.stored_add_ids) == [1, 3]
+    assert [(r.add_id, r.code) for r in response.results] == [(2, grpc.StatusCode.PERMISSION_DENIED.value[0])]
+    await call.write(bookie_pb2.AddStreamRequest(adds=[streamed_add(4, ledger, [3])]))
+    response = await asyncio.wait_for(call.read(), 60)
+    assert not response.stored_add_ids and [(r.add_id, r.code) for r in response.results] == [(4, 0)]
+    call.cancel()
+    found, missing, _ = await bookie.read_entries(ledger, [0, 1, 2, 3])
+    assert [e for e, _ in found] == [0, 2, 3] and missing == [1]
+
+
 async def test_an_ack_on_the_stream_means_the_entries_are_synced(served, monkeypatch):
     bookie, stub, _, _ = served
     synced: list[int] = []

@@ -486,6 +486,40 @@ async def test_every_write_syncs_the_wal_before_the_add_returns(tmp_path, monkey
         await unsafe.close()
 
 
+@pytest.mark.parametrize("generation_seen", [True, False], ids=["switch-seen", "control-switch-unseen"])
+async def test_a_wal_file_started_by_a_memtable_switch_is_synced_by_the_next_write(
+    tmp_path, monkeypatch, generation_seen
+):
+    """The WAL syncer lists the directory only when a memtable switch (the
+    only time RocksDB starts a WAL file) changed a super version number. The
+    control freezes that number: the new WAL file then goes unsynced, which
+    is what the check must catch."""
+    synced: list[str] = []
+    real_fdatasync = os.fdatasync
+
+    def recording_fdatasync(fd: int) -> None:
+        real_fdatasync(fd)
+        synced.append(os.path.basename(os.readlink(f"/proc/self/fd/{fd}")))
+
+    monkeypatch.setattr("quire_bookie.storage.os.fdatasync", recording_fdatasync)
+    bookie = Bookie(tmp_path)
+    await bookie.start()
+    store = bookie._store
+    if not generation_seen:
+        monkeypatch.setattr(store._wal, "_generation", lambda: (0,))
+    try:
+        await bookie.add_entries(LEDGER, KEY, [(0, packed(0))], False)
+        wals_before = {name for name in os.listdir(store.path) if name.endswith(".log")}
+        store._entries.flush()  # a memtable switch, as a full memtable or a delete's flush makes
+        started = {name for name in os.listdir(store.path) if name.endswith(".log")} - wals_before
+        assert started, "the memtable switch started no WAL file"
+        synced.clear()
+        await bookie.add_entries(LEDGER, KEY, [(1, packed(1))], False)
+        assert bool(started & set(synced)) == generation_seen
+    finally:
+        await bookie.close()
+
+
 async def test_an_entry_corrupted_on_the_way_in_is_refused_and_not_stored(tmp_path):
     corrupt = bytearray(packed(0, b"payload bytes"))
     corrupt[-3] ^= 0x10

@@ -46,7 +46,7 @@ class AddStreamCodec(Protocol):
 
     def decode(self, message: object) -> list[StreamedAdd]: ...
 
-    def encode(self, adds: list[StreamedAdd], errors: list[QuireError | None]) -> object: ...
+    def encode(self, message: object, adds: list[StreamedAdd], errors: list[QuireError | None]) -> object: ...
 
     def size(self, message: object) -> int: ...
 
@@ -80,7 +80,7 @@ class AddStreamSession:
     def answer(self, message: AddMessage, adds: list[StreamedAdd], errors: list[QuireError | None]) -> object:
         if self._traced:
             self._trace(message, adds, errors)
-        return self._codec.encode(adds, errors)
+        return self._codec.encode(message.message, adds, errors)
 
     @staticmethod
     def _trace(message: AddMessage, adds: list[StreamedAdd], errors: list[QuireError | None]) -> None:

@@ -188,7 +188,14 @@ class _AddStreamCodec:
         return [_streamed_add(add, self._ledger_ids) for add in request.adds]
 
     @staticmethod
-    def encode(adds: list[StreamedAdd], errors: list[QuireError | None]) -> bookie_pb2.AddStreamResponse:
+    def encode(
+        request: bookie_pb2.AddStreamRequest, adds: list[StreamedAdd], errors: list[QuireError | None]
+    ) -> bookie_pb2.AddStreamResponse:
+        if request.stored_ids:  # one packed list of the stored, a result per refused add
+            return bookie_pb2.AddStreamResponse(
+                stored_add_ids=[add.add_id for add, error in zip(adds, errors, strict=True) if error is None],
+                results=[_refusal(add.add_id, error) for add, error in zip(adds, errors, strict=True) if error],
+            )
         return bookie_pb2.AddStreamResponse(
             results=[
                 bookie_pb2.AddResult(add_id=add.add_id) if error is None else _refusal(add.add_id, error)

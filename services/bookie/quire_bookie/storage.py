@@ -170,14 +170,34 @@ class LedgerState:
         )
 
 
-class WalSyncer:
-    """Syncs the live write-ahead log files of one RocksDB directory."""
+SUPER_VERSION_PROPERTY = "rocksdb.current-super-version-number"
 
-    def __init__(self, path: Path) -> None:
+
+class WalSyncer:
+    """Syncs the live write-ahead log files of one RocksDB directory.
+
+    RocksDB starts a new WAL file only when it switches a memtable, and every
+    switch installs a new super version of that column family; `generation`
+    returns those numbers. The directory is listed again only when they
+    changed since the last listing (taken before listing, so a switch during
+    it is seen next time), not before every sync: a listing cost each group
+    commit about as much as ten entries' checks."""
+
+    def __init__(self, path: Path, generation: Callable[[], object] | None = None) -> None:
         self._path = path
         self._files: dict[str, int] = {}  # WAL file name -> open descriptor
+        self._generation = generation
+        self._listed_at: object = None  # the generation of the last listing
 
     def sync(self) -> None:
+        generation = self._generation() if self._generation is not None else None
+        if not self._files or generation is None or generation != self._listed_at:
+            self._list()
+            self._listed_at = generation
+        for fd in self._files.values():
+            os.fdatasync(fd)  # what RocksDB itself uses for a synced WAL write
+
+    def _list(self) -> None:
         names = {name for name in os.listdir(self._path) if name.endswith(".log")}
         if names != set(self._files):
             for gone in set(self._files) - names:
@@ -192,8 +212,6 @@ class WalSyncer:
                 os.fsync(directory)  # a new WAL's directory entry must be durable too
             finally:
                 os.close(directory)
-        for fd in self._files.values():
-            os.fdatasync(fd)  # what RocksDB itself uses for a synced WAL write
 
     def close(self) -> None:
         for fd in self._files.values():
@@ -224,7 +242,7 @@ class EntryStore:
         self._write_options.sync = sync  # for deletes: rare, so a GIL-holding sync does not matter
         self._batch_options = WriteOptions()
         self._batch_options.sync = False  # synced by the WalSyncer instead, without the GIL
-        self._wal = WalSyncer(path)
+        self._wal = WalSyncer(path, self._memtable_generation)
         self.recovery_report = [] if read_only else torn_tails + wal_recovery_lines(path)
         for line in self.recovery_report:
             log.warning("RocksDB WAL recovery dropped a torn or corrupt tail: %s", line)
@@ -265,6 +283,12 @@ class EntryStore:
         self._ledgers = self._db.get_column_family(LEDGERS_CF)
         self._entries_handle = self._db.get_column_family_handle(ENTRIES_CF)
         self._ledgers_handle = self._db.get_column_family_handle(LEDGERS_CF)
+
+    def _memtable_generation(self) -> tuple[int | None, ...]:
+        """Changes whenever a column family switches memtables (and so RocksDB may have started a WAL file)."""
+        return tuple(
+            family.property_int_value(SUPER_VERSION_PROPERTY) for family in (self._db, self._entries, self._ledgers)
+        )
 
     def _drop_handles(self) -> None:
         # RocksDB's lock is released only when the last handle object is

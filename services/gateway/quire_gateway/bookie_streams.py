@@ -44,6 +44,7 @@ from quire_api.errors import QuireError, Reason, Unavailable
 from quire_api.ids import LedgerId, ledger_id_to_proto
 from quire_common.channels import error_from_result, error_from_rpc
 from quire_common.telemetry import tracing_enabled
+from quire_gateway import metrics
 
 log = logging.getLogger(__name__)
 
@@ -344,7 +345,11 @@ class BookieAddStream:
                         pending.deadline = now + pending.timeout_seconds
                     self._sent_bytes += size
                     self._messages_in_flight += 1
-                    await call.write(bookie_pb2.AddStreamRequest(adds=[pending.request.message() for pending in taken]))
+                    await call.write(
+                        bookie_pb2.AddStreamRequest(
+                            adds=[pending.request.message() for pending in taken], stored_ids=True
+                        )
+                    )
                     self.messages_sent += 1
                     self.adds_sent += len(taken)
         except grpc.aio.AioRpcError as exc:
@@ -361,12 +366,18 @@ class BookieAddStream:
                 response = await call.read()
                 if response is grpc.aio.EOF:
                     raise Unavailable(f"bookie {self.bookie_id} ended the add stream", Reason.BOOKIE_UNAVAILABLE)
-                for result in response.results:
-                    pending = self._unanswered.get(result.add_id)
+                unanswered = self._unanswered
+                for add_id in response.stored_add_ids:
+                    pending = unanswered.get(add_id)
+                    if pending is not None:
+                        self._settle(pending, None)
+                for result in response.results:  # refusals (and every answer of a bookie that predates stored_ids)
+                    pending = unanswered.get(result.add_id)
                     if pending is None:
                         continue
                     what = f"adding entries on bookie {self.bookie_id}"
                     self._settle(pending, error_from_result(result.code, result.reason, result.message, what))
+                metrics.add_latencies.record()  # one sample per answer, whatever it acknowledged
         except grpc.aio.AioRpcError as exc:
             self._broken(call, error_from_rpc(exc, f"adding entries on bookie {self.bookie_id}"))
         except QuireError as exc:

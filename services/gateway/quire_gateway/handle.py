@@ -35,7 +35,6 @@ import asyncio
 import functools
 import logging
 import time
-from collections import Counter
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -174,10 +173,11 @@ class WriteHandle:
         self._tasks: set[asyncio.Task[None]] = set()
         # Per bookie, the first entry id of each add not answered yet (a count per id: answers
         # come in about the order sent, and thousands may be unanswered on a busy ledger).
-        self._unanswered_firsts: dict[str, Counter[int]] = {}
+        self._unanswered_firsts: dict[str, dict[int, int]] = {}
         # The highest LAC the bookies can report: carried in an entry's header, or written explicitly.
         self._lac_published = -1
         self._submits = 0  # submit() calls so far: an explicit LAC waits for a pause in them
+        self._traced = tracing_enabled()
         self._lac_publisher: asyncio.Task[None] | None = None
 
     def _set_ensemble(self, ensemble: list[str]) -> None:
@@ -302,10 +302,11 @@ class WriteHandle:
         for bookie_id in bookie_ids:
             if pauses is None:
                 firsts = self._unanswered_firsts.get(bookie_id)
-                if firsts is None:  # not setdefault: that would build a Counter for every add
-                    firsts = self._unanswered_firsts[bookie_id] = Counter()
-                firsts[entries[0][0]] += 1
-            span = self._bookie_add_span(bookie_id, entries)
+                if firsts is None:  # not setdefault: that would build a dict for every add
+                    firsts = self._unanswered_firsts[bookie_id] = {}
+                first = entries[0][0]
+                firsts[first] = firsts.get(first, 0) + 1
+            span = self._bookie_add_span(bookie_id, entries) if self._traced else None
             try:
                 self.remote.send_entries(
                     bookie_id,
@@ -368,12 +369,10 @@ class WriteHandle:
         else:  # replaced, left out or failed meanwhile: nothing more to store there
             self._answered(bookie_id, entries[0][0])
 
-    def _bookie_add_span(self, bookie_id: str, entries: list[tuple[int, bytes]]) -> Span | None:
+    def _bookie_add_span(self, bookie_id: str, entries: list[tuple[int, bytes]]) -> Span:
         """The span of one add to a bookie, for the requests whose entries it
-        carries; nothing at all when tracing is off (even a no-op span costs a
-        share of every entry)."""
-        if not tracing_enabled():
-            return None
+        carries; only while tracing (even a no-op span costs a share of every
+        entry)."""
         return start_batch_span(
             _tracer,
             "quire.gateway.bookie_add",
@@ -405,8 +404,10 @@ class WriteHandle:
 
     def _answered(self, bookie_id: str, first_entry_id: int) -> None:
         firsts = self._unanswered_firsts[bookie_id]
-        firsts[first_entry_id] -= 1
-        if not firsts[first_entry_id]:
+        left = firsts[first_entry_id] - 1
+        if left:
+            firsts[first_entry_id] = left
+        else:
             del firsts[first_entry_id]
 
     async def _leave_out(self, failed: str, first: int) -> None:
@@ -527,15 +528,11 @@ class WriteHandle:
         (not while the ensemble changes)."""
         if not self._stable.is_set():
             return
+        pending = self._pending.get(self.last_add_confirmed + 1)
+        if pending is None or len(pending.acks) < self.ack_quorum:
+            return  # nothing to confirm: so it is for all but one of an entry's W answers
         confirmed_before = self.last_add_confirmed
-        newest: _Pending | None = None
-        while True:
-            pending = self._pending.get(self.last_add_confirmed + 1)
-            if pending is None or len(pending.acks) < self.ack_quorum:
-                if newest is not None:
-                    metrics.add_latency.record(time.perf_counter() - newest.submitted_at)
-                    metrics.entry_counts.acknowledged += self.last_add_confirmed - confirmed_before
-                break
+        while pending is not None and len(pending.acks) >= self.ack_quorum:
             newest = pending
             self.last_add_confirmed += 1
             self.confirmed_length = pending.length
@@ -545,6 +542,9 @@ class WriteHandle:
                 self._entry_cache.put(self.ledger_id, self._life, pending.entry_id, pending.payload, pending.length)
             if not pending.future.done():
                 pending.future.set_result(self.last_add_confirmed)
+            pending = self._pending.get(self.last_add_confirmed + 1)
+        metrics.add_latencies.note(time.perf_counter() - newest.submitted_at)
+        metrics.entry_counts.acknowledged += self.last_add_confirmed - confirmed_before
         self._room.set()
         if not self._pending:
             self._idle.set()

@@ -34,10 +34,12 @@ class AddEntriesResponse(_message.Message):
     def __init__(self, entry_ids: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class AddStreamRequest(_message.Message):
-    __slots__ = ("adds",)
+    __slots__ = ("adds", "stored_ids")
     ADDS_FIELD_NUMBER: _ClassVar[int]
+    STORED_IDS_FIELD_NUMBER: _ClassVar[int]
     adds: _containers.RepeatedCompositeFieldContainer[StreamedAdd]
-    def __init__(self, adds: _Optional[_Iterable[_Union[StreamedAdd, _Mapping]]] = ...) -> None: ...
+    stored_ids: bool
+    def __init__(self, adds: _Optional[_Iterable[_Union[StreamedAdd, _Mapping]]] = ..., stored_ids: _Optional[bool] = ...) -> None: ...
 
 class StreamedAdd(_message.Message):
     __slots__ = ("add_id", "ledger_id", "master_key", "entries", "recovery", "traceparent")
@@ -56,10 +58,12 @@ class StreamedAdd(_message.Message):
     def __init__(self, add_id: _Optional[int] = ..., ledger_id: _Optional[_Union[_common_pb2.LedgerId, _Mapping]] = ..., master_key: _Optional[bytes] = ..., entries: _Optional[_Iterable[_Union[PackedEntry, _Mapping]]] = ..., recovery: _Optional[bool] = ..., traceparent: _Optional[str] = ...) -> None: ...
 
 class AddStreamResponse(_message.Message):
-    __slots__ = ("results",)
+    __slots__ = ("results", "stored_add_ids")
     RESULTS_FIELD_NUMBER: _ClassVar[int]
+    STORED_ADD_IDS_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[AddResult]
-    def __init__(self, results: _Optional[_Iterable[_Union[AddResult, _Mapping]]] = ...) -> None: ...
+    stored_add_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, results: _Optional[_Iterable[_Union[AddResult, _Mapping]]] = ..., stored_add_ids: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class AddResult(_message.Message):
     __slots__ = ("add_id", "code", "reason", "message")
