@@ -40,6 +40,7 @@ import grpc
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
+from quire.common.v1 import common_pb2
 from quire_api.errors import QuireError, Reason, Unavailable
 from quire_api.ids import LedgerId, ledger_id_to_proto
 from quire_common.channels import error_from_result, error_from_rpc
@@ -71,6 +72,25 @@ SWEEP_SECONDS = 0.1
 _PROPAGATOR = TraceContextTextMapPropagator()
 
 
+def _loop_rounds(rounds: int) -> asyncio.Future[None]:
+    """A future its awaiter resumes from `rounds` turns of the event loop
+    later (at least 2), as after that many `asyncio.sleep(0)`: a chain of
+    plain callbacks costs less than as many task steps."""
+    if rounds < 2:
+        raise ValueError(f"{rounds} rounds: a future set this turn would not suspend its awaiter")
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[None] = loop.create_future()
+
+    def turn(left: int) -> None:
+        if left > 0:
+            loop.call_soon(turn, left - 1)
+        elif not done.done():
+            done.set_result(None)  # its awaiter resumes on the next turn
+
+    turn(rounds - 1)
+    return done
+
+
 def _traceparent() -> str:
     """The current span's W3C traceparent, carried per add as a unary call
     carries it in its metadata."""
@@ -96,7 +116,17 @@ class AddRequest:
     built once and shared by their streams. Ids come from one counter per
     gateway, so an id is unique on every stream it is sent on."""
 
-    __slots__ = ("_message", "add_id", "entries", "ledger_id", "master_key", "recovery", "size", "traceparent")
+    __slots__ = (
+        "_ledger_proto",
+        "_message",
+        "add_id",
+        "entries",
+        "ledger_id",
+        "master_key",
+        "recovery",
+        "size",
+        "traceparent",
+    )
 
     def __init__(
         self,
@@ -104,9 +134,11 @@ class AddRequest:
         master_key: bytes,
         entries: list[tuple[int, bytes]],  # references to the writer's packed entries: no copy until sent
         recovery: bool = False,
+        ledger_proto: common_pb2.LedgerId | None = None,  # the writer's, built once per ledger
     ) -> None:
         self.add_id = next(_add_ids)
         self.ledger_id = ledger_id
+        self._ledger_proto = ledger_proto
         self.master_key = master_key
         self.entries = entries
         self.recovery = recovery
@@ -118,7 +150,7 @@ class AddRequest:
         if self._message is None:
             self._message = bookie_pb2.StreamedAdd(
                 add_id=self.add_id,
-                ledger_id=ledger_id_to_proto(self.ledger_id),
+                ledger_id=self._ledger_proto or ledger_id_to_proto(self.ledger_id),
                 master_key=self.master_key,
                 entries=[bookie_pb2.PackedEntry(entry_id=e, data=d) for e, d in self.entries],
                 recovery=self.recovery,
@@ -323,8 +355,7 @@ class BookieAddStream:
                         self._window.clear()
                         await self._window.wait()
                         continue
-                    for _ in range(YIELDS_BEFORE_SENDING):
-                        await asyncio.sleep(0)  # let writers whose requests are already read join this message
+                    await _loop_rounds(YIELDS_BEFORE_SENDING)  # writers whose requests are read join this message
                     taken: list[_Add] = []
                     size = 0
                     while self._outgoing and (

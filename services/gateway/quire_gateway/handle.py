@@ -50,7 +50,7 @@ from quire_api.errors import (
     ResourceExhausted,
     Unavailable,
 )
-from quire_api.ids import LedgerId
+from quire_api.ids import LedgerId, ledger_id_to_proto
 from quire_api.limits import MAX_ENTRY_PAYLOAD_BYTES
 from quire_api.replication import add_marker
 from quire_common.entry import V2_HEADER_SIZE, pack_entry
@@ -140,6 +140,7 @@ class WriteHandle:
         self._life = incarnation(metadata)
         self.quarantine = quarantine or Quarantine(0.0)  # shared by the gateway's handles
         self.ledger_id = ledger_id
+        self._ledger_proto = ledger_id_to_proto(ledger_id)  # every add to a bookie names it
         self.metadata = metadata
         self.version = version
         self.settings = settings
@@ -241,24 +242,26 @@ class WriteHandle:
             )
         loop = asyncio.get_running_loop()
         origin = current_span_context()
+        self._idle.clear()
+        self._submits += 1
+        # The newest header carries the LAC as it stands now.
+        self._lac_published = max(self._lac_published, self.last_add_confirmed)
+        if len(payloads) == 1:  # the common case: one add, shared by the entry's write set
+            future: asyncio.Future[int] = loop.create_future()
+            entry_id, packed, members = self._stage(payloads[0], future, origin)
+            if self._delayed:
+                members = [bookie_id for bookie_id in members if bookie_id not in self._delayed]
+            self._send(members, [(entry_id, packed)])
+            return [future]
         futures: list[asyncio.Future[int]] = []
         per_bookie: dict[str, list[tuple[int, bytes]]] = {}
         for payload in payloads:
-            entry_id = self.next_entry_id
-            self.next_entry_id += 1
-            self.length += len(payload)
-            packed = pack_entry(self.ledger_id, entry_id, self.last_add_confirmed, self.length, payload, self.digester)
-            future: asyncio.Future[int] = loop.create_future()
-            members = self._stripes[entry_id % len(self._stripes)]
-            self._pending[entry_id] = _Pending(entry_id, payload, packed, self.length, members, future, origin=origin)
-            self._inflight_bytes += len(packed)
+            future = loop.create_future()
+            entry_id, packed, members = self._stage(payload, future, origin)
             futures.append(future)
             for bookie_id in members:
                 if bookie_id not in self._delayed:
                     per_bookie.setdefault(bookie_id, []).append((entry_id, packed))
-        self._idle.clear()
-        self._submits += 1
-        self._lac_published = max(self._lac_published, self.last_add_confirmed)  # in the newest header
         # Bookies sent the same entries (every member, when E = W) share one add.
         same_entries: dict[tuple[int, ...], list[str]] = {}
         for bookie_id, entries in per_bookie.items():
@@ -266,6 +269,20 @@ class WriteHandle:
         for bookie_ids in same_entries.values():
             self._queue(bookie_ids, per_bookie[bookie_ids[0]])
         return futures
+
+    def _stage(
+        self, payload: bytes, future: asyncio.Future[int], origin: SpanContext | None
+    ) -> tuple[int, bytes, list[str]]:
+        """Give `payload` the next id, pack it and record it as pending;
+        returns its id, its packed bytes and its write set."""
+        entry_id = self.next_entry_id
+        self.next_entry_id += 1
+        self.length += len(payload)
+        packed = pack_entry(self.ledger_id, entry_id, self.last_add_confirmed, self.length, payload, self.digester)
+        members = self._stripes[entry_id % len(self._stripes)]
+        self._pending[entry_id] = _Pending(entry_id, payload, packed, self.length, members, future, origin=origin)
+        self._inflight_bytes += len(packed)
+        return entry_id, packed, members
 
     def _check_waiting_room(self, size: int) -> None:
         """Refuse at once rather than queue past max_waiting_bytes (one write
@@ -298,7 +315,7 @@ class WriteHandle:
         """One add to each of `bookie_ids`; each answer comes to `_stored`.
         Until then its first entry counts as possibly unstored there
         (`_lowest_unstored`)."""
-        request = self.remote.add_request(self.ledger_id, self.master_key, entries)
+        request = self.remote.add_request(self.ledger_id, self.master_key, entries, self._ledger_proto)
         for bookie_id in bookie_ids:
             if pauses is None:
                 firsts = self._unanswered_firsts.get(bookie_id)

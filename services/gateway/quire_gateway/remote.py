@@ -509,10 +509,15 @@ class Remote:
         )
 
     @staticmethod
-    def add_request(ledger_id: LedgerId, master_key: bytes, entries: list[tuple[int, bytes]]) -> AddRequest:
+    def add_request(
+        ledger_id: LedgerId,
+        master_key: bytes,
+        entries: list[tuple[int, bytes]],
+        ledger_proto: common_pb2.LedgerId | None = None,
+    ) -> AddRequest:
         """One add of a writer's entries, to send to each bookie of their write
         set with `send_entries`: its message is built once for all of them."""
-        return AddRequest(ledger_id, master_key, entries)
+        return AddRequest(ledger_id, master_key, entries, ledger_proto=ledger_proto)
 
     def send_entries(self, bookie_id: str, request: AddRequest, timeout_seconds: float, on_done: AddDone) -> None:
         """Hand an add to the bookie's AddStream (a writer's path): `on_done`
