@@ -19,7 +19,7 @@ from quire_bookie.bookie import Bookie, BookieSettings
 from quire_bookie.servicer import BookieServicer
 from quire_common.entry import Digester, DigestType, master_key, pack_entry
 from quire_common.server import create_server
-from quire_gateway.bookie_streams import AddRequest, BookieAddStream
+from quire_gateway.write.bookie_streams import AddRequest, BookieAddStream
 
 pytestmark = pytest.mark.integration
 

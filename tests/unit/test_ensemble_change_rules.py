@@ -1,4 +1,4 @@
-"""The rules of an ensemble change (quire_gateway.ensemble_change), without bookies."""
+"""The rules of an ensemble change (quire_gateway.write.ensemble_change), without bookies."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 
 from quire.common.v1 import common_pb2
 from quire_api.replication import markers
-from quire_gateway.ensemble_change import can_leave_out, reassign, record_new_ensemble, with_replacements
 from quire_gateway.quorum_rules import write_set
+from quire_gateway.write.ensemble_change import can_leave_out, reassign, record_new_ensemble, with_replacements
 
 
 def metadata_with(*ensembles: tuple[int, list[str]]) -> common_pb2.LedgerMetadata:

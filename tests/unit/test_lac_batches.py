@@ -1,4 +1,4 @@
-"""Explicit LAC writes gathered per bookie (quire_gateway.lac_batches)."""
+"""Explicit LAC writes gathered per bookie (quire_gateway.write.lac_batches)."""
 
 import asyncio
 
@@ -6,7 +6,7 @@ import pytest
 
 from quire_api.errors import PermissionDenied, Unavailable
 from quire_api.ids import LedgerId
-from quire_gateway.lac_batches import LacBatches, LacWrite
+from quire_gateway.write.lac_batches import LacBatches, LacWrite
 
 
 class Bookies:

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from quire_gateway.bookie_streams import _loop_rounds
+from quire_gateway.write.bookie_streams import _loop_rounds
 
 
 async def test_loop_rounds_resumes_its_awaiter_in_the_turn_that_many_sleeps_would():

@@ -8,8 +8,8 @@ import asyncio
 import pytest
 
 from quire_api.errors import Reason, Unavailable
-from quire_gateway.handle import WriteHandle
-from quire_gateway.quarantine import Quarantine, choose_avoiding
+from quire_gateway.write.handle import WriteHandle
+from quire_gateway.write.quarantine import Quarantine, choose_avoiding
 from tests.unit.fakes import FakeRemote, new_metadata
 from tests.unit.test_write_handle import FAST, LEDGER, write
 

@@ -17,10 +17,10 @@ from quire_bookie.settings import BookieEnv
 from quire_gateway.auditor import AuditorSettings
 from quire_gateway.blobs import BlobSettings
 from quire_gateway.config import auditor_settings, blob_settings, read_settings, recovery_settings, write_settings
-from quire_gateway.handle import WriteSettings
 from quire_gateway.reads import ReadSettings
 from quire_gateway.recovery import RecoverySettings
 from quire_gateway.settings import AuditorEnv, GatewayEnv
+from quire_gateway.write.handle import WriteSettings
 
 
 def differences(built: Any, defaults: Any, path: str = "") -> list[str]:

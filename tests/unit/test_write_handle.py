@@ -11,8 +11,8 @@ import pytest
 from quire.common.v1 import common_pb2
 from quire_api.errors import FailedPrecondition, Reason, ResourceExhausted, Unavailable
 from quire_api.ids import LedgerId
-from quire_gateway.handle import WriteHandle, WriteSettings
 from quire_gateway.quorum_rules import replicas_of
+from quire_gateway.write.handle import WriteHandle, WriteSettings
 from tests.unit.fakes import FakeRemote, new_metadata
 
 LEDGER = LedgerId(1, 2)
@@ -161,7 +161,7 @@ async def test_adds_beyond_the_waiting_cap_are_refused_at_once():
 
 def test_which_bookie_errors_call_for_a_replacement():
     from quire_api.errors import PermissionDenied, ResourceExhausted
-    from quire_gateway.ensemble_change import replaceable
+    from quire_gateway.write.ensemble_change import replaceable
 
     assert replaceable(Unavailable("down", Reason.BOOKIE_UNAVAILABLE))
     assert replaceable(FailedPrecondition("read-only", Reason.BOOKIE_READ_ONLY))
@@ -262,7 +262,7 @@ async def test_a_ledger_fenced_by_a_recovery_elsewhere_fails_its_writer_with_a_w
     handle = handle_on(remote, ["a", "b", "c"])
     for bookie in remote.bookies.values():
         bookie.fenced = True
-    with caplog.at_level(logging.WARNING, logger="quire_gateway.handle"):
+    with caplog.at_level(logging.WARNING, logger="quire_gateway.write.handle"):
         with pytest.raises(FailedPrecondition):
             await asyncio.wait_for(write(handle, [b"x"]), timeout=5)
     failed = [r for r in caplog.records if "write handle failed" in r.getMessage()]

@@ -1,4 +1,4 @@
-"""An AppendEntries write session (quire_gateway.write_session) against a
+"""An AppendEntries write session (quire_gateway.write.session) against a
 stand-in for the ledger manager: acks in entry order, confirmed entries
 folded into one ack, the owner named once, a refused request ending the
 session after the entries before it."""
@@ -17,7 +17,7 @@ from quire_api.errors import InvalidArgument
 from quire_api.ids import LedgerId, ledger_id_to_proto
 from quire_gateway.client_streams import chained, first_and_rest
 from quire_gateway.ledgers import LedgerManager
-from quire_gateway.write_session import Acknowledgement, WriteSession
+from quire_gateway.write.session import Acknowledgement, WriteSession
 
 LEDGER = LedgerId(1, 2)
 OTHER = LedgerId(1, 3)

@@ -9,11 +9,11 @@ from quire_common.call_limits import ConnectionLimits, RequestIdle
 from quire_common.config import ConfigError
 from quire_gateway.auditor import AuditorSettings
 from quire_gateway.blobs import BlobSettings
-from quire_gateway.handle import WriteSettings
 from quire_gateway.reads import ReadSettings
 from quire_gateway.recovery import RecoverySettings
 from quire_gateway.scrub import ScrubSettings
 from quire_gateway.settings import AuditorEnv, CallLimitsEnv, GatewayEnv
+from quire_gateway.write.handle import WriteSettings
 
 
 def advertised_address(listen: str, configured: str) -> str:

@@ -32,14 +32,14 @@ from quire_common.quorum_sizes import validate_quorum
 from quire_common.telemetry import tracer, tracing_enabled
 from quire_gateway import metrics
 from quire_gateway.entry_cache import EntryCache, incarnation
-from quire_gateway.handle import WriteHandle, WriteSettings
 from quire_gateway.metadata_cache import LedgerMetadataCache
-from quire_gateway.quarantine import Quarantine, choose_avoiding
 from quire_gateway.reads import CHUNK_ENTRIES, EntryReader, ReadEntry, ReadSettings
 from quire_gateway.recovery import Recovery, RecoverySettings, read_last_add_confirmed
 from quire_gateway.remote import Remote
 from quire_gateway.repairs import mark_for_repair
 from quire_gateway.sessions import GatewaySession
+from quire_gateway.write.handle import WriteHandle, WriteSettings
+from quire_gateway.write.quarantine import Quarantine, choose_avoiding
 
 log = logging.getLogger(__name__)
 _tracer = tracer(__name__)

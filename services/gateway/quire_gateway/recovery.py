@@ -40,10 +40,10 @@ from quire_common.fanout import ask_all
 from quire_common.ledger_secrets import ledger_digester, ledger_master_key
 from quire_common.telemetry import tracer
 from quire_gateway import metrics
-from quire_gateway.ensemble_change import replaceable
 from quire_gateway.metadata_updates import Update, update_metadata
 from quire_gateway.quorum_rules import covered, entry_missing, replicas_of
 from quire_gateway.remote import Remote
+from quire_gateway.write.ensemble_change import replaceable
 
 log = logging.getLogger(__name__)
 _tracer = tracer(__name__)

@@ -30,9 +30,9 @@ from quire_common.bookie_resolver import BookieChannels, BookieDirectory
 from quire_common.channels import call, error_from_result, error_from_rpc, open_channel
 from quire_common.server import VERSION_METADATA
 from quire_common.tasks import cancel_and_wait
-from quire_gateway.bookie_streams import AddDone, AddRequest, BookieAddStreams
-from quire_gateway.lac_batches import LacBatches, LacWrite
 from quire_gateway.metadata_cache import ChangeKind, MetadataChange, MetadataObserver
+from quire_gateway.write.bookie_streams import AddDone, AddRequest, BookieAddStreams
+from quire_gateway.write.lac_batches import LacBatches, LacWrite
 
 log = logging.getLogger(__name__)
 

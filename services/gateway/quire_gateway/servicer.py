@@ -19,7 +19,7 @@ from quire_gateway.forwarding import Forwarder
 from quire_gateway.ledgers import CreateSpec, LedgerManager, public_metadata
 from quire_gateway.peers import FORWARDED_BY
 from quire_gateway.reads import ReadEntry
-from quire_gateway.write_session import WriteSession
+from quire_gateway.write.session import WriteSession
 
 # Bytes of a repeated-field element's tag and length prefix, at most.
 _ELEMENT_OVERHEAD_BYTES = 6
