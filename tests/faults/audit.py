@@ -12,7 +12,7 @@ with its path (or socket endpoints), every buffer in hex. From it:
   through its own descriptor, so files are matched by path, not fd);
 - an ack is a gRPC AddEntriesResponse in the HTTP/2 DATA frames the bookie
   sends (`sendmsg` on a connection to its own port), decoded with the proto,
-  or an OK AddResult on an AddStream: its add_id is matched to the StreamedAdd
+  or an OK AddResult (or an id in stored_add_ids) on an AddStream: its add_id is matched to the StreamedAdd
   the bookie received on the same connection and stream (`recvmsg`), which
   names the entries.
 
@@ -148,12 +148,14 @@ def audit_acks(
         except Exception:
             return False
         audit.responses += 1
+        stored = [*response.stored_add_ids, *(result.add_id for result in response.results if result.code == 0)]
         for result in response.results:
-            ids = streamed.pop((connection, stream, result.add_id), [])
-            if result.code == 0:
-                for entry_id in ids:
-                    if 0 <= entry_id < entries:
-                        acked_at.setdefault(entry_id, seq)
+            if result.code != 0:
+                streamed.pop((connection, stream, result.add_id), None)
+        for add_id in stored:
+            for entry_id in streamed.pop((connection, stream, add_id), []):
+                if 0 <= entry_id < entries:
+                    acked_at.setdefault(entry_id, seq)
         return True
 
     def on_response(body: bytes, seq: int) -> None:
