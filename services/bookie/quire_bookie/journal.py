@@ -146,7 +146,7 @@ def check_not_fenced(ledger_id: LedgerId, state: LedgerState) -> None:
 
 def apply(op: AddOp | FenceOp | LacOp, state: LedgerState, fences_hold: bool = True) -> LedgerState:
     """The ledger state after `op`, or a QuireError saying why `op` is refused.
-    Pure: the flusher applies it to states as they will be after the batch.
+    Pure: the writer applies it to states as they will be after the batch.
     `fences_hold=False` is a test's positive control only: normal adds pass a fence."""
     state = with_master_key(op.ledger_id, state, op.master_key)
     if isinstance(op, FenceOp):

@@ -110,7 +110,7 @@ class BookieEnv:
     group_commit_max_delay_seconds: float = setting(
         "QUIRE_BOOKIE_GROUP_COMMIT_MAX_DELAY_SECONDS",
         0.0,
-        "how long the flusher may wait for a full batch before syncing; 0 syncs as soon as the previous sync "
+        "how long the writer may wait for a full batch before syncing; 0 syncs as soon as the previous sync "
         "ends (at most 1)",
         services=BOOKIE,
         section=SECTION,
