@@ -19,7 +19,7 @@ from quire_bookie.bookie import Bookie, BookieSettings
 from quire_bookie.servicer import BookieServicer
 from quire_common.entry import Digester, DigestType, master_key, pack_entry
 from quire_common.server import create_server
-from quire_gateway.write.bookie_streams import AddRequest, BookieAddStream
+from quire_gateway.write.bookie_streams import AddRequest, AddStreamCallable, BookieAddStream, add_stream_callable
 
 pytestmark = pytest.mark.integration
 
@@ -138,16 +138,14 @@ async def test_an_ack_on_the_stream_means_the_entries_are_synced(served, monkeyp
     call.cancel()
 
 
-def stream_to(
-    stub: bookie_pb2_grpc.BookieServiceStub, broken: list[str] | None = None, **limits: int
-) -> BookieAddStream:
+def stream_to(channel: grpc.aio.Channel, broken: list[str] | None = None, **limits: int) -> BookieAddStream:
     """The gateway's stream to the served bookie; `broken` collects the times it broke."""
 
-    async def open_stub() -> bookie_pb2_grpc.BookieServiceStub:
-        return stub
+    async def open_call() -> AddStreamCallable:
+        return add_stream_callable(channel)
 
     return BookieAddStream(
-        "bookie-a", open_stub, lambda: (broken if broken is not None else []).append("bookie-a"), **limits
+        "bookie-a", open_call, lambda: (broken if broken is not None else []).append("bookie-a"), **limits
     )
 
 
@@ -171,9 +169,9 @@ def held_adds(bookie: Bookie) -> Iterator[asyncio.Event]:
 
 
 async def test_the_gateway_stream_multiplexes_ledgers_and_maps_errors(served):
-    bookie, stub, _, _ = served
+    bookie, _, channel, _ = served
     broken: list[str] = []
-    stream = stream_to(stub, broken)
+    stream = stream_to(channel, broken)
     try:
         ledgers = [LedgerId(8, n) for n in range(1, 17)]
         await asyncio.gather(
@@ -200,14 +198,14 @@ async def test_the_gateway_stream_multiplexes_ledgers_and_maps_errors(served):
 
 
 async def test_a_stream_that_breaks_fails_its_adds_unavailable_and_the_next_add_reopens(served):
-    bookie, stub, channel, address = served
-    stubs = [stub]
+    bookie, _, channel, address = served
+    channels = [channel]
 
-    async def open_stub():  # type: ignore[no-untyped-def]
-        return stubs[-1]
+    async def open_call() -> AddStreamCallable:
+        return add_stream_callable(channels[-1])
 
     broken: list[str] = []
-    stream = BookieAddStream("bookie-a", open_stub, lambda: broken.append("bookie-a"))
+    stream = BookieAddStream("bookie-a", open_call, lambda: broken.append("bookie-a"))
     ledger = LedgerId(8, 1)
     fresh = grpc.aio.insecure_channel(address)
     try:
@@ -219,7 +217,7 @@ async def test_a_stream_that_breaks_fails_its_adds_unavailable_and_the_next_add_
             with pytest.raises(Unavailable):
                 await asyncio.wait_for(waiting, 60)
         assert broken == ["bookie-a"]
-        stubs.append(bookie_pb2_grpc.BookieServiceStub(fresh))
+        channels.append(fresh)
         await stream.add(ledger, KEY, [(2, packed(ledger, 2))], False, timeout_seconds=60)
     finally:
         await stream.close()
@@ -227,8 +225,8 @@ async def test_a_stream_that_breaks_fails_its_adds_unavailable_and_the_next_add_
 
 
 async def test_an_add_the_bookie_does_not_answer_in_time_fails_unavailable(served):
-    bookie, stub, _, _ = served
-    stream = stream_to(stub)
+    bookie, _, channel, _ = served
+    stream = stream_to(channel)
     ledger = LedgerId(8, 1)
     try:
         with held_adds(bookie):
@@ -254,8 +252,8 @@ async def test_adds_queued_behind_a_bookie_that_answers_do_not_expire(served):
     each wait for the one before (one message unanswered at a time, each
     answered after 0.5 s) are all stored with a 3 s deadline, though the last waits
     about 6 s."""
-    bookie, stub, _, _ = served
-    stream = stream_to(stub, max_message_bytes=4096)  # one add per message
+    bookie, _, channel, _ = served
+    stream = stream_to(channel, max_message_bytes=4096)  # one add per message
     ledger = LedgerId(8, 1)
     real_queue = bookie.queue_add_message
 
@@ -274,8 +272,8 @@ async def test_adds_queued_behind_a_bookie_that_answers_do_not_expire(served):
 
 
 async def test_adds_queued_behind_an_unanswered_add_fail_with_it(served):
-    bookie, stub, _, _ = served
-    stream = stream_to(stub, max_message_bytes=4096)  # one add per message
+    bookie, _, channel, _ = served
+    stream = stream_to(channel, max_message_bytes=4096)  # one add per message
     ledger = LedgerId(8, 1)
     try:
         with held_adds(bookie):
@@ -291,8 +289,8 @@ async def test_adds_queued_behind_an_unanswered_add_fail_with_it(served):
 
 
 async def test_unanswered_bytes_are_bounded_per_bookie(served):
-    bookie, stub, _, _ = served
-    stream = stream_to(stub, max_unanswered_bytes=4096)
+    bookie, _, channel, _ = served
+    stream = stream_to(channel, max_unanswered_bytes=4096)
     ledger = LedgerId(8, 1)
     payload = b"x" * 3000
     try:
@@ -310,8 +308,8 @@ async def test_unanswered_bytes_are_bounded_per_bookie(served):
 
 
 async def test_small_adds_wait_for_the_message_in_flight_and_leave_together(served):
-    bookie, stub, _, _ = served
-    stream = stream_to(stub)
+    bookie, _, channel, _ = served
+    stream = stream_to(channel)
     ledgers = [LedgerId(8, n) for n in range(1, 11)]
     try:
         with held_adds(bookie) as gate:
@@ -331,8 +329,8 @@ async def test_small_adds_wait_for_the_message_in_flight_and_leave_together(serv
 
 
 async def test_a_full_message_waiting_is_pipelined(served):
-    bookie, stub, _, _ = served
-    stream = stream_to(stub)
+    bookie, _, channel, _ = served
+    stream = stream_to(channel)
     ledger = LedgerId(8, 1)
     big = b"x" * (600 * 1024)
     try:
@@ -352,7 +350,7 @@ async def test_a_full_message_waiting_is_pipelined(served):
 
 
 async def test_a_stopping_bookie_answers_what_it_queued_and_ends_its_streams(served):
-    bookie, stub, _, _ = served
+    bookie, stub, channel, _ = served
     ledger = LedgerId(7, 1)
     call = stub.AddStream()
     await call.write(bookie_pb2.AddStreamRequest(adds=[streamed_add(1, ledger, [0])]))
@@ -364,7 +362,7 @@ async def test_a_stopping_bookie_answers_what_it_queued_and_ends_its_streams(ser
     assert await call.code() == grpc.StatusCode.OK
 
     broken: list[str] = []
-    stream = stream_to(stub, broken)
+    stream = stream_to(channel, broken)
     try:
         await stream.add(ledger, KEY, [(1, packed(ledger, 1))], False, timeout_seconds=60)
         bookie.begin_shutdown()

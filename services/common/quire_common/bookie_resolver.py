@@ -229,11 +229,15 @@ class BookieChannels:
 
     async def stub(self, bookie_id: str) -> bookie_pb2_grpc.BookieServiceStub:
         """A stub for the bookie; NOT_FOUND when it cannot be resolved."""
+        return bookie_pb2_grpc.BookieServiceStub(await self.channel(bookie_id))
+
+    async def channel(self, bookie_id: str) -> grpc.aio.Channel:
+        """The channel to the bookie; NOT_FOUND when it cannot be resolved."""
         address = await self.directory.resolve(bookie_id)
         channel = self._channels.get(address)
         if channel is None:
             channel = self._channels[address] = open_channel(address)
-        return bookie_pb2_grpc.BookieServiceStub(channel)
+        return channel
 
     def failed(self, bookie_id: str) -> None:
         """A call to the bookie failed: resolve its address again next time (it may have moved)."""

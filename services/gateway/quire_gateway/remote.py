@@ -31,7 +31,13 @@ from quire_common.channels import call, error_from_result, error_from_rpc, open_
 from quire_common.server import VERSION_METADATA
 from quire_common.tasks import cancel_and_wait
 from quire_gateway.metadata_cache import ChangeKind, MetadataChange, MetadataObserver
-from quire_gateway.write.bookie_streams import AddDone, AddRequest, BookieAddStreams
+from quire_gateway.write.bookie_streams import (
+    AddDone,
+    AddRequest,
+    AddStreamCallable,
+    BookieAddStreams,
+    add_stream_callable,
+)
 from quire_gateway.write.lac_batches import LacBatches, LacWrite
 
 log = logging.getLogger(__name__)
@@ -152,7 +158,7 @@ class Remote:
         self.timeout = rpc_timeout_seconds
         self.bookies = bookies
         self._bookie_channels = BookieChannels(bookies)
-        self._add_streams = BookieAddStreams(self._bookie, self._bookie_channels.failed)
+        self._add_streams = BookieAddStreams(self._add_stream, self._bookie_channels.failed)
         self._lac_batches = LacBatches(self._write_lac_batch)
 
     def start_health_checks(self, interval_seconds: float) -> None:
@@ -477,6 +483,12 @@ class Remote:
     async def _bookie(self, bookie_id: str) -> bookie_pb2_grpc.BookieServiceStub:
         try:
             return await self._bookie_channels.stub(bookie_id)
+        except NotFound as exc:
+            raise Unavailable(f"bookie {bookie_id} cannot be reached: {exc}", Reason.BOOKIE_UNAVAILABLE) from None
+
+    async def _add_stream(self, bookie_id: str) -> AddStreamCallable:
+        try:
+            return add_stream_callable(await self._bookie_channels.channel(bookie_id))
         except NotFound as exc:
             raise Unavailable(f"bookie {bookie_id} cannot be reached: {exc}", Reason.BOOKIE_UNAVAILABLE) from None
 

@@ -35,11 +35,12 @@ import math
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TypeAlias
 
 import grpc
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
+from quire.bookie.v1 import bookie_pb2
 from quire.common.v1 import common_pb2
 from quire_api.errors import QuireError, Reason, Unavailable
 from quire_api.ids import LedgerId, ledger_id_to_proto
@@ -117,8 +118,8 @@ class AddRequest:
     gateway, so an id is unique on every stream it is sent on."""
 
     __slots__ = (
+        "_encoded",
         "_ledger_proto",
-        "_message",
         "add_id",
         "entries",
         "ledger_id",
@@ -144,22 +145,52 @@ class AddRequest:
         self.recovery = recovery
         self.size = sum(len(data) for _, data in entries)
         self.traceparent = _traceparent() if tracing_enabled() else ""
-        self._message: bookie_pb2.StreamedAdd | None = None
+        self._encoded: bytes | None = None
 
-    def message(self) -> bookie_pb2.StreamedAdd:
-        if self._message is None:
-            self._message = bookie_pb2.StreamedAdd(
+    def encoded(self) -> bytes:
+        """This add as it appears in an AddStreamRequest on the wire (its
+        `adds` field): encoded once, then copied once into each bookie's
+        message, where a protobuf request would copy it into each message
+        and again when serialising it."""
+        if self._encoded is None:
+            add = bookie_pb2.StreamedAdd(
                 add_id=self.add_id,
                 ledger_id=self._ledger_proto or ledger_id_to_proto(self.ledger_id),
                 master_key=self.master_key,
                 entries=[bookie_pb2.PackedEntry(entry_id=e, data=d) for e, d in self.entries],
                 recovery=self.recovery,
                 traceparent=self.traceparent,
-            )
-        return self._message
+            ).SerializeToString()
+            self._encoded = _ADDS_FIELD_TAG + _varint(len(add)) + add
+        return self._encoded
 
 
 _add_ids = itertools.count(1)
+
+# AddStreamRequest's wire format, written here: its messages are joined from
+# adds encoded once (AddRequest.encoded) rather than built as protobufs.
+_ADDS_FIELD_TAG = b"\x0a"  # field 1 (adds), length-delimited
+_STORED_IDS = b"\x10\x01"  # field 2 (stored_ids) = true: stored adds answered in one packed list
+_ADD_STREAM_METHOD = "/{}/AddStream".format(bookie_pb2.DESCRIPTOR.services_by_name["BookieService"].full_name)
+
+AddStreamCallable: TypeAlias = grpc.aio.StreamStreamMultiCallable
+
+
+def add_stream_callable(channel: grpc.aio.Channel) -> AddStreamCallable:
+    """A bookie's AddStream on `channel`, sending requests already encoded."""
+    return channel.stream_stream(
+        _ADD_STREAM_METHOD, request_serializer=None, response_deserializer=bookie_pb2.AddStreamResponse.FromString
+    )
+
+
+def _varint(value: int) -> bytes:
+    """A protobuf base-128 varint."""
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
 
 
 @dataclass(eq=False, slots=True)
@@ -177,7 +208,7 @@ class BookieAddStream:
     def __init__(
         self,
         bookie_id: str,
-        open_stub: Callable[[], Awaitable[bookie_pb2_grpc.BookieServiceStub]],
+        open_call: Callable[[], Awaitable[AddStreamCallable]],
         on_broken: Callable[[], None],
         *,
         max_message_bytes: int = 4 * 1024 * 1024,
@@ -185,7 +216,7 @@ class BookieAddStream:
         max_messages_in_flight: int = MAX_MESSAGES_IN_FLIGHT,
     ) -> None:
         self.bookie_id = bookie_id
-        self._open_stub = open_stub
+        self._open_call = open_call
         self._on_broken = on_broken
         self._max_message_bytes = max_message_bytes
         self._max_unanswered_bytes = max_unanswered_bytes
@@ -320,7 +351,7 @@ class BookieAddStream:
         """Open the stream for the adds queued meanwhile; if it cannot be
         opened, they fail with why."""
         try:
-            stub = await self._open_stub()  # UNAVAILABLE when the bookie cannot be resolved
+            add_stream = await self._open_call()  # UNAVAILABLE when the bookie cannot be resolved
         except QuireError as exc:
             self._opener = None
             self._outgoing.clear()
@@ -328,7 +359,7 @@ class BookieAddStream:
             for pending in list(self._unanswered.values()):
                 self._settle(pending, exc)
             return
-        call = stub.AddStream()
+        call = add_stream()
         self._call = call
         self._opener = None
         self._tasks = [
@@ -376,11 +407,7 @@ class BookieAddStream:
                         pending.deadline = now + pending.timeout_seconds
                     self._sent_bytes += size
                     self._messages_in_flight += 1
-                    await call.write(
-                        bookie_pb2.AddStreamRequest(
-                            adds=[pending.request.message() for pending in taken], stored_ids=True
-                        )
-                    )
+                    await call.write(b"".join([pending.request.encoded() for pending in taken]) + _STORED_IDS)
                     self.messages_sent += 1
                     self.adds_sent += len(taken)
         except grpc.aio.AioRpcError as exc:
@@ -469,11 +496,11 @@ class BookieAddStreams:
 
     def __init__(
         self,
-        open_stub: Callable[[str], Awaitable[bookie_pb2_grpc.BookieServiceStub]],
+        open_call: Callable[[str], Awaitable[AddStreamCallable]],
         on_broken: Callable[[str], None],
         max_unanswered_bytes: int = 64 * 1024 * 1024,
     ) -> None:
-        self._open_stub = open_stub
+        self._open_call = open_call
         self._on_broken = on_broken
         self._max_unanswered_bytes = max_unanswered_bytes
         self._streams: dict[str, BookieAddStream] = {}
@@ -483,7 +510,7 @@ class BookieAddStreams:
         if stream is None:
             stream = self._streams[bookie_id] = BookieAddStream(
                 bookie_id,
-                lambda: self._open_stub(bookie_id),
+                lambda: self._open_call(bookie_id),
                 lambda: self._on_broken(bookie_id),
                 max_unanswered_bytes=self._max_unanswered_bytes,
             )
