@@ -214,7 +214,7 @@ def write_then_read_everywhere(cluster: LocalCluster, rounds: int, tail_wait_sec
     AppendEntries stream in turn) and, once it is acknowledged, reads it back
     at once through each of the three gateways and through the balancer,
     with ReadEntry, ReadEntries and ReadEntryStream in turn; every TAIL_EVERY
-    rounds a tail through the third gateway starts at the new entry too.
+    rounds a tail through the third gateway starts at the new entry first.
     Every read must return the entry's bytes; returns the reads that failed
     OUT_OF_RANGE ("round R, <gateway>: ...") and the tails that did not
     deliver within `tail_wait_seconds` ("round R, tail through ...")."""
@@ -232,16 +232,16 @@ def write_then_read_everywhere(cluster: LocalCluster, rounds: int, tail_wait_sec
                 entry_id = relay.append_all(ledger, [payload])
             else:
                 entry_id = relay.add_entry(ledger, payload)
+            if round_ % TAIL_EVERY == 0:  # first, before a read teaches the third gateway the LAC
+                tail = TailFromEntry(clients[2], ledger, entry_id)
+                tails.append(tail)
+                if not tail.first.wait(tail_wait_seconds):
+                    failed.append(f"round {round_}, tail through {cluster.gateway_names[2]}: nothing delivered")
             for index, (name, reader) in enumerate(readers):
                 try:
                     assert read_back(reader, ledger, entry_id, (round_ + index) % 3) == payload, (round_, name)
                 except OutOfRangeError as exc:
                     failed.append(f"round {round_}, {name}: {exc}")
-            if round_ % TAIL_EVERY == 0:
-                tail = TailFromEntry(clients[2], ledger, entry_id)
-                tails.append(tail)
-                if not tail.first.wait(tail_wait_seconds):
-                    failed.append(f"round {round_}, tail through {cluster.gateway_names[2]}: nothing delivered")
         relay.close_ledger(ledger)  # ends any tail still held up past the LAC
         for tail in tails:
             tail.join()
