@@ -65,7 +65,8 @@ def every_gateway_running(cluster: LocalCluster) -> Iterator[None]:
     yield
     for name in cluster.gateway_names:
         env = cluster.processes[name].env
-        if env.pop(EXPLICIT_LAC, None) is not None or env.pop(NO_READ_YOUR_WRITES, None) is not None:
+        changed = [env.pop(setting, None) for setting in (EXPLICIT_LAC, NO_READ_YOUR_WRITES)]
+        if any(value is not None for value in changed):
             cluster.terminate(name)
         cluster.start_process(name, timeout=120)
 
@@ -167,49 +168,120 @@ def test_a_blob_put_through_the_balancer_is_read_through_every_gateway(cluster: 
             assert reader.get_blob(blob_id) == data
 
 
-def write_then_read_everywhere(cluster: LocalCluster, rounds: int) -> list[str]:
+def read_back(reader: QuireClient, ledger: LedgerId, entry_id: int, method: int) -> bytes:
+    """Entry `entry_id` by one of the confirmed reads: ReadEntry, ReadEntries
+    or ReadEntryStream. OUT_OF_RANGE is raised as OutOfRangeError."""
+    if method == 0:
+        return reader.read_entry(ledger, entry_id).payload
+    if method == 1:
+        (entry,) = list(reader.read(ledger, entry_id, entry_id))
+        return entry.payload
+    (answer,) = list(reader.read_entries_by_id(ledger, [entry_id]))
+    if isinstance(answer, QuireClientError):
+        raise answer
+    return answer.payload
+
+
+class TailFromEntry:
+    """A tail from `entry_id` in a thread; `first` is set once it has
+    delivered that entry. A tail held up past the LAC ends when the next
+    write (or the close) moves it."""
+
+    def __init__(self, reader: QuireClient, ledger: LedgerId, entry_id: int) -> None:
+        self.payload: bytes | None = None
+        self.first = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(reader, ledger, entry_id), daemon=True)
+        self._thread.start()
+
+    def _run(self, reader: QuireClient, ledger: LedgerId, entry_id: int) -> None:
+        for entry in reader.tail(ledger, entry_id):
+            self.payload = entry.payload
+            self.first.set()
+            return
+
+    def join(self) -> None:
+        self._thread.join(120)
+        assert not self._thread.is_alive(), "a tail never delivered its first entry"
+
+
+# GWY-3 checks a tail every this many rounds (through the third gateway).
+TAIL_EVERY = 50
+
+
+def write_then_read_everywhere(cluster: LocalCluster, rounds: int, tail_wait_seconds: float = 120) -> list[str]:
     """GWY-3's workload: each round appends one entry through a gateway that
-    relays it to the ledger's owner (unary AddEntry, and every fourth round an
-    AppendEntries stream) and, once it is acknowledged, reads it back at once
-    through each of the three gateways. Returns the reads that failed."""
+    relays it to the ledger's owner (unary AddEntry and a one-entry
+    AppendEntries stream in turn) and, once it is acknowledged, reads it back
+    at once through each of the three gateways and through the balancer,
+    with ReadEntry, ReadEntries and ReadEntryStream in turn; every TAIL_EVERY
+    rounds a tail through the third gateway starts at the new entry first.
+    Every read must return the entry's bytes; returns the reads that failed
+    OUT_OF_RANGE ("round R, <gateway>: ...") and the tails that did not
+    deliver within `tail_wait_seconds` ("round R, tail through ...")."""
     ledger = ledger_owned_by(cluster, "gateway")
+    balanced, landed = balanced_client(cluster)
     clients = [QuireClient(target, cluster.registry_target, timeout=60) for target in cluster.gateway_targets]
+    readers = [*zip(cluster.gateway_names, clients, strict=True), (f"balancer to {landed}", balanced)]
     failed: list[str] = []
+    tails: list[TailFromEntry] = []
     try:
         relay = clients[1]
         for round_ in range(rounds):
             payload = b"read your writes %d" % round_
-            if round_ % 4 == 3:
+            if round_ % 2:
                 entry_id = relay.append_all(ledger, [payload])
             else:
                 entry_id = relay.add_entry(ledger, payload)
-            for name, reader in zip(cluster.gateway_names, clients, strict=True):
+            if round_ % TAIL_EVERY == 0:  # first, before a read teaches the third gateway the LAC
+                tail = TailFromEntry(clients[2], ledger, entry_id)
+                tails.append(tail)
+                if not tail.first.wait(tail_wait_seconds):
+                    failed.append(f"round {round_}, tail through {cluster.gateway_names[2]}: nothing delivered")
+            for index, (name, reader) in enumerate(readers):
                 try:
-                    assert reader.read_entry(ledger, entry_id).payload == payload
+                    assert read_back(reader, ledger, entry_id, (round_ + index) % 3) == payload, (round_, name)
                 except OutOfRangeError as exc:
                     failed.append(f"round {round_}, {name}: {exc}")
+        relay.close_ledger(ledger)  # ends any tail still held up past the LAC
+        for tail in tails:
+            tail.join()
+        assert all(tail.payload is not None for tail in tails)
     finally:
-        for client in clients:
+        for client in [*clients, balanced]:
             client.close()
     return failed
 
 
+def without_the_explicit_lac_on_the_owner(cluster: LocalCluster) -> None:
+    """GWY-3 runs with the owner's explicit LAC off: the bookies then trail
+    the last acknowledged entry until the next write, however late a read
+    comes, so only the protection under test makes it readable elsewhere."""
+    cluster.processes["gateway"].env[EXPLICIT_LAC] = "0"
+    cluster.restart("gateway", timeout=120)
+
+
 def test_gwy3_an_acknowledged_entry_reads_at_once_through_every_gateway(cluster: LocalCluster) -> None:
     """GWY-3: 1,000 entries acknowledged through a relaying gateway, each read
-    right after its ack through the owner, the relay and the third gateway:
-    the relay knows the LAC from the acks it relayed, the third asks the owner."""
+    right after its ack through the owner, the relay, the third gateway and
+    the balancer, and tails started at it: the relay knows the LAC from the
+    acks it relayed, the third gateway asks the owner."""
+    without_the_explicit_lac_on_the_owner(cluster)
     assert write_then_read_everywhere(cluster, 1000) == []
 
 
 def test_gwy3_control_without_read_your_writes_a_fresh_entry_reads_out_of_range(cluster: LocalCluster) -> None:
-    """Positive control: with QUIRE_GATEWAY_FAULT_UNSAFE_NO_READ_YOUR_WRITES the
-    gateways other than the owner know only the bookies' LAC, which trails the
-    last acknowledged entry, and refuse to read it."""
-    for name in cluster.gateway_names:
+    """Positive control: with QUIRE_GATEWAY_FAULT_UNSAFE_NO_READ_YOUR_WRITES on
+    the relay and the third gateway they know only the bookies' LAC, which
+    trails the last acknowledged entry, and refuse to read it; a tail there
+    waits for the next write. (The owner knows its own LAC: no switch there.)"""
+    without_the_explicit_lac_on_the_owner(cluster)
+    for name in cluster.gateway_names[1:]:
         cluster.processes[name].env[NO_READ_YOUR_WRITES] = "true"
         cluster.restart(name, timeout=120)
-    failed = write_then_read_everywhere(cluster, 50)
-    assert failed, "the control read every fresh entry: GWY-3 would not notice the protection gone"
+    failed = write_then_read_everywhere(cluster, 50, tail_wait_seconds=5)
+    for name in cluster.gateway_names[1:]:
+        assert [f for f in failed if f", {name}:" in f], f"the control read every fresh entry through {name}"
+    assert [f for f in failed if ", tail through" in f], "the control's tail delivered the fresh entry at once"
     assert not [f for f in failed if ", gateway:" in f], "the owner itself always knows its own LAC"
 
 

@@ -228,40 +228,109 @@ class Session:
         return owner.gateway == self.name
 
 
+class OwnerElsewhere:
+    """A ledger written by gateway "owner" (entries 0..4 stored, the bookies'
+    LAC 3, as the headers trail the writer's LAC by one), and readers on
+    other gateways that ask the owner through `owners_lac`. `answer` is what
+    the owner says: a LAC, an error, or None to never answer."""
+
+    def __init__(self) -> None:
+        self.remote = stored_ledger(["a", "b", "c"], 2, 2, 5)
+        self.remote.metadata.owner.CopyFrom(common_pb2.LedgerOwner(gateway="owner", address="127.0.0.1:1"))
+        self.asked: list[str] = []
+        self.answer: int | Exception | None = 4
+
+    async def owners_lac(self, owner: common_pb2.LedgerOwner, ledger: LedgerId) -> int:
+        self.asked.append(owner.gateway)
+        if self.answer is None:
+            await asyncio.Event().wait()  # a hung owner (a blackholed link)
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        assert isinstance(self.answer, int)
+        return self.answer
+
+    def reader(self, session: str, read_your_writes: bool = True, **read: float) -> LedgerManager:
+        return LedgerManager(
+            self.remote,  # type: ignore[arg-type]
+            recovery_settings=RecoverySettings(bookie_timeout_seconds=0.2),
+            read_settings=ReadSettings(read_your_writes=read_your_writes, **read),
+            session=Session(session),  # type: ignore[arg-type]
+            owners_lac=self.owners_lac,
+        )
+
+
 async def test_a_read_past_the_bookies_lac_asks_the_ledgers_owner_elsewhere():
     """Read-your-writes (GWY-3): the bookies' headers trail the writer's LAC
     by one entry, so a confirmed read past what this gateway knows asks the
     gateway that owns the ledger; an owner it cannot reach leaves the
     bookies' LAC standing, and a ledger written here is never asked about."""
-    remote = stored_ledger(["a", "b", "c"], 2, 2, 5)  # entries 0..4 stored, the bookies' LAC 3
-    remote.metadata.owner.CopyFrom(common_pb2.LedgerOwner(gateway="owner", address="127.0.0.1:1"))
-    asked: list[str] = []
-    answer: list[int | Exception] = [4]
-
-    async def owners_lac(owner: common_pb2.LedgerOwner, ledger: LedgerId) -> int:
-        asked.append(owner.gateway)
-        if isinstance(answer[0], Exception):
-            raise answer[0]
-        return answer[0]
-
-    def reader(session: str, read_your_writes: bool = True) -> LedgerManager:
-        return LedgerManager(
-            remote,  # type: ignore[arg-type]
-            recovery_settings=RecoverySettings(bookie_timeout_seconds=0.2),
-            read_settings=ReadSettings(read_your_writes=read_your_writes),
-            session=Session(session),  # type: ignore[arg-type]
-            owners_lac=owners_lac,
-        )
-
-    assert [e.entry_id for e in [await reader("other").read_entry(LEDGER, 4)]] == [4]
-    assert asked == ["owner"]
+    ledger = OwnerElsewhere()
+    assert [e.entry_id for e in [await ledger.reader("other").read_entry(LEDGER, 4)]] == [4]
+    assert ledger.asked == ["owner"]
     with pytest.raises(OutOfRange):
-        await reader("other", read_your_writes=False).read_entry(LEDGER, 4)  # the control
-    assert asked == ["owner"]
-    answer[0] = Unavailable("the owner is cut off")
+        await ledger.reader("other", read_your_writes=False).read_entry(LEDGER, 4)  # the control
+    assert ledger.asked == ["owner"]
+    ledger.answer = Unavailable("the owner is cut off")
     with pytest.raises(OutOfRange) as beyond:
-        await reader("other").read_entry(LEDGER, 4)
+        await ledger.reader("other").read_entry(LEDGER, 4)
     assert beyond.value.metadata == {"last_add_confirmed": "3"}
     with pytest.raises(OutOfRange):
-        await reader("owner").read_entry(LEDGER, 4)  # it owns the ledger but holds no handle: no hop to itself
-    assert asked == ["owner", "owner"]
+        await ledger.reader("owner").read_entry(LEDGER, 4)  # it owns the ledger but holds no handle: no hop to itself
+    assert ledger.asked == ["owner", "owner"]
+
+
+async def test_an_owner_that_never_answers_costs_a_read_its_deadline_then_the_bookies_lac_stands():
+    ledger = OwnerElsewhere()
+    ledger.answer = None
+    reader = ledger.reader("other", owner_lac_timeout_seconds=0.2)
+    with pytest.raises(OutOfRange) as beyond:
+        await asyncio.wait_for(reader.read_entry(LEDGER, 4), HUNG_SECONDS)
+    assert beyond.value.metadata == {"last_add_confirmed": "3"}
+    assert ledger.asked == ["owner"]
+    assert (await reader.read_entry(LEDGER, 3)).entry_id == 3  # what the bookies confirm is served
+
+
+def test_an_acknowledged_entry_is_confirmed_even_when_its_ack_carries_an_older_lac():
+    assert ledgers.confirmed_by_ack(69, 68) == 69
+    assert ledgers.confirmed_by_ack(69, 69) == 69
+    assert ledgers.confirmed_by_ack(-1, -1) == -1
+
+
+async def test_a_relaying_gateway_learns_from_the_acks_it_relays():
+    """The gateway that relayed the write and handed out its acknowledgement
+    reads the entry with no hop, even with the owner unreachable, also when
+    the ack's LAC trails the entry it acknowledges."""
+    ledger = OwnerElsewhere()
+    ledger.answer = Unavailable("the owner is cut off")
+    relay = ledger.reader("relay")
+    with pytest.raises(OutOfRange):
+        await relay.read_entry(LEDGER, 4)  # nothing relayed yet: the bookies' LAC 3
+    learned = await relay.relayed_acks(LEDGER)
+    learned(4, 3)  # entry 4 acknowledged; the LAC the ack carries is 3
+    assert (await relay.read_entry(LEDGER, 4)).payload == b"e4"
+    control = ledger.reader("relay", read_your_writes=False)
+    (await control.relayed_acks(LEDGER))(4, 3)
+    with pytest.raises(OutOfRange):
+        await control.read_entry(LEDGER, 4)
+
+
+async def test_a_tail_through_another_gateway_delivers_the_last_acknowledged_entry_at_once():
+    """The bookies' LAC stays at 3 (nothing more is written): a tail started
+    after entry 4 was acknowledged asks the owner once it has caught up, and
+    delivers entry 4 without waiting for another entry or the close."""
+    ledger = OwnerElsewhere()
+    tail = ledger.reader("other", tail_wait_seconds=0.05).tail(LEDGER, 0)
+    delivered: list[int] = []
+
+    async def until_entry_4() -> None:
+        async for chunk in tail:
+            delivered.extend(entry.entry_id for entry in chunk)
+            if delivered[-1] == 4:
+                return
+
+    try:
+        await asyncio.wait_for(until_entry_4(), HUNG_SECONDS)
+    finally:
+        await tail.aclose()  # type: ignore[attr-defined]
+    assert delivered == [0, 1, 2, 3, 4]
+    assert ledger.asked == ["owner"]

@@ -66,6 +66,7 @@ def read_settings(env: GatewayEnv) -> ReadSettings:
         speculative_delay_seconds=env.speculative_read_seconds,
         verify_digests=not env.fault_unsafe_skip_digest_check,
         read_your_writes=not env.fault_unsafe_no_read_your_writes,
+        owner_lac_timeout_seconds=env.owner_lac_timeout_seconds,
     )
 
 

@@ -94,6 +94,14 @@ def check_range(first: int, last: int, *, confirmed: bool) -> None:
         raise InvalidArgument(f"first_entry_id {first} is after last_entry_id {last}")
 
 
+def confirmed_by_ack(acknowledged: int, lac: int) -> int:
+    """The highest entry an acknowledgement shows confirmed: entries are
+    acknowledged in order, each once the ack quorum holds it and every
+    entry before it, so the acknowledged entry itself is confirmed even
+    when the LAC the acknowledgement carries trails it."""
+    return max(acknowledged, lac)
+
+
 class LedgerManager:
     def __init__(
         self,
@@ -325,18 +333,20 @@ class LedgerManager:
             self._reader_lacs.popitem(last=False)
         return lac
 
-    async def relayed_acks(self, ledger_id: LedgerId) -> Callable[[int], None]:
-        """For a write relayed to the ledger's owner: what to call with the LAC
-        of each acknowledgement relayed back, so that a confirmed read here
-        sees every entry this gateway has acknowledged (read-your-writes)."""
+    async def relayed_acks(self, ledger_id: LedgerId) -> Callable[[int, int], None]:
+        """For a write relayed to the ledger's owner: what to call with the
+        last entry id and the LAC of each acknowledgement relayed back, so
+        that a confirmed read here sees every entry this gateway has
+        acknowledged (read-your-writes)."""
         if not self.read_settings.read_your_writes:
-            return lambda lac: None
+            return lambda acknowledged, lac: None
         metadata, _ = await self.metadata(ledger_id)
         key = (ledger_id, incarnation(metadata))
 
-        def learned(lac: int) -> None:
-            if lac >= 0:
-                self._learn_lac(key, lac)
+        def learned(acknowledged: int, lac: int) -> None:
+            confirmed = confirmed_by_ack(acknowledged, lac)
+            if confirmed >= 0:
+                self._learn_lac(key, confirmed)
 
         return learned
 
@@ -344,16 +354,18 @@ class LedgerManager:
         """The LAC of an open ledger written by another gateway, from that
         gateway (one hop, as writes are relayed): what it acknowledged may not
         be on the bookies' headers yet. Only `lac` when there is no other owner
-        to ask or it cannot be asked."""
+        to ask or it does not answer within owner_lac_timeout_seconds."""
         owner = metadata.owner
         if self.owners_lac is None or not self.read_settings.read_your_writes or not owner.gateway:
             return lac
         if self.session is None or self.session.is_me(owner):
             return lac
+        deadline = self.read_settings.owner_lac_timeout_seconds
         try:
-            owners = await self.owners_lac(owner, ledger_id)
-        except QuireError as exc:  # the bookies' LAC stands: a reader elsewhere may lag the writer
-            log.info("ledger %s: its owner %s did not say its LAC: %s", ledger_id, owner.gateway, exc)
+            owners = await asyncio.wait_for(self.owners_lac(owner, ledger_id), deadline)
+        except (QuireError, TimeoutError) as exc:  # the bookies' LAC stands: a reader elsewhere may lag the writer
+            why = exc if isinstance(exc, QuireError) else f"no answer within {deadline} s"
+            log.info("ledger %s: its owner %s did not say its LAC: %s", ledger_id, owner.gateway, why)
             return lac
         return self._learn_lac((ledger_id, incarnation(metadata)), owners)
 
@@ -412,12 +424,20 @@ class LedgerManager:
 
     async def tail(self, ledger_id: LedgerId, first: int) -> AsyncIterator[list[ReadEntry]]:
         """Confirmed entries from `first` on, as the LAC advances; ends once
-        the ledger is closed and its last entry delivered."""
+        the ledger is closed and its last entry delivered. The LAC comes from
+        the bookies, except once: the first time the tail catches up with an
+        open ledger written elsewhere it asks the owner (read-your-writes)."""
         check_range(first, -1, confirmed=True)
         next_entry = first
+        owner_asked = False
         while True:
             metadata, _ = await self.metadata(ledger_id)
             lac = await self.last_add_confirmed(ledger_id, metadata)
+            if next_entry > lac and not owner_asked and metadata.state != common_pb2.LEDGER_STATE_CLOSED:
+                # Caught up with what the bookies say: once, ask the owner, so that every entry
+                # acknowledged before this tail started is delivered without waiting for the next.
+                owner_asked = True
+                lac = await self._owners_lac(ledger_id, metadata, lac)
             if next_entry <= lac:
                 async for chunk in self._read_replicas(ledger_id, metadata, next_entry, lac, lac):
                     yield chunk

@@ -49,11 +49,13 @@ class ReadSettings:
     # Test-only positive control of the fault suite (QUIRE_GATEWAY_FAULT_UNSAFE_SKIP_DIGEST_CHECK):
     # hand out payloads without checking their digests. Production never turns this off.
     verify_digests: bool = True
-    # A confirmed read past what this gateway knows of a ledger written by another gateway asks
-    # that owner for its LAC, and a relayed write's acks teach this gateway the LAC they carry:
-    # an entry acknowledged through any gateway is readable through any gateway. Off only as
-    # GWY-3's positive control (QUIRE_GATEWAY_FAULT_UNSAFE_NO_READ_YOUR_WRITES).
+    # A confirmed read (or a tail) past what this gateway knows of a ledger written by another
+    # gateway asks that owner for its LAC, and a relayed write's acks teach this gateway what they
+    # confirm: an entry acknowledged through any gateway is readable through any gateway. Off only
+    # as GWY-3's positive control (QUIRE_GATEWAY_FAULT_UNSAFE_NO_READ_YOUR_WRITES).
     read_your_writes: bool = True
+    # How long that ask waits for the owner; then the bookies' LAC stands.
+    owner_lac_timeout_seconds: float = 2.0
 
 
 @dataclass(frozen=True)

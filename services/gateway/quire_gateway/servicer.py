@@ -143,7 +143,7 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
             if owner is not None and self.forwarder is not None:
                 learned = await self.manager.relayed_acks(ledger)
                 async for response in self.forwarder.append_entries(owner, first, rest):
-                    learned(response.last_add_confirmed)
+                    learned(response.last_entry_id, response.last_add_confirmed)
                     yield response
                 return
             session = WriteSession(self.manager, ledger, chained(first, rest), self._traced)
@@ -163,7 +163,7 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
         if owner is not None and self.forwarder is not None:
             learned = await self.manager.relayed_acks(ledger)
             response = await self.forwarder.add_entry(owner, request)
-            learned(response.last_add_confirmed)
+            learned(response.entry_id, response.last_add_confirmed)
             return response
         expected = request.expected_entry_id if request.HasField("expected_entry_id") else None
         entry_id, lac = await self.manager.add(ledger, request.payload, expected)

@@ -356,6 +356,17 @@ class GatewayEnv:
         unit="seconds",
         minimum=0.001,
     )
+    owner_lac_timeout_seconds: float = setting(
+        "QUIRE_GATEWAY_OWNER_LAC_TIMEOUT_SECONDS",
+        2.0,
+        "a confirmed read or a tail past what this gateway knows of an open ledger written by another gateway "
+        "asks that owner for its LAC (read-your-writes); past this deadline the bookies' LAC stands and a read "
+        "past it answers OUT_OF_RANGE",
+        services=GATEWAY,
+        section=SECTION,
+        unit="seconds",
+        minimum=0.01,
+    )
     blob_ledgers_per_scope: int = setting(
         "QUIRE_GATEWAY_BLOB_LEDGERS_PER_SCOPE",
         2,
