@@ -119,8 +119,8 @@ async def test_an_ack_on_the_stream_means_the_entries_are_synced(served, monkeyp
     synced: list[int] = []
     store_write = bookie._store.write
 
-    def write(entries, states):  # type: ignore[no-untyped-def]
-        store_write(entries, states)
+    def write(entries, states, sync=True):  # type: ignore[no-untyped-def]
+        store_write(entries, states, sync=sync)
         synced.extend(entry_id for _, entry_id, _ in entries)
 
     monkeypatch.setattr(bookie._store, "write", write)

@@ -22,12 +22,14 @@ class FakeStore:
 
     def __init__(self) -> None:
         self.batches: list[list[tuple[LedgerId, int, bytes]]] = []
+        self.synced: list[bool] = []  # per write, whether it was to be synced
         self.release = threading.Event()
         self.release.set()
 
-    def write(self, entries, states) -> None:  # type: ignore[no-untyped-def]
+    def write(self, entries, states, sync=True) -> None:  # type: ignore[no-untyped-def]
         self.release.wait(10)
         self.batches.append(list(entries))
+        self.synced.append(sync)
 
 
 def add(entry_id: int, size: int = 10) -> tuple[int, int, bytes]:
@@ -145,7 +147,7 @@ async def test_stop_writes_everything_queued_then_refuses_new_adds():
 
 async def test_a_failed_write_fails_its_adds_and_stores_no_state():
     class BrokenStore(FakeStore):
-        def write(self, entries, states) -> None:  # type: ignore[no-untyped-def]
+        def write(self, entries, states, sync=True) -> None:  # type: ignore[no-untyped-def]
             raise OSError("disk gone")
 
     states: dict[LedgerId, LedgerState] = {}
@@ -167,6 +169,30 @@ async def test_lac_moves_are_signalled_once_written():
     assert moved == [LEDGER]
     await committer.write_lac(LEDGER, KEY, 7)
     assert moved == [LEDGER, LEDGER]
+    await committer.stop()
+
+
+async def test_explicit_lacs_alone_are_written_without_a_sync_of_their_own():
+    """Adds and fences are synced before they are answered; a batch of explicit
+    LACs alone is not (best effort: the next synced write covers it), and one
+    that rides with an add is synced with it."""
+    store = FakeStore()
+    committer = GroupCommitter(store, {})  # type: ignore[arg-type]
+    committer.start()
+    await committer.add(LEDGER, KEY, [add(0)], False)
+    await committer.write_lac(LEDGER, KEY, 0)
+    await committer.fence(LedgerId(1, 2), KEY)
+    store.release.clear()
+    holding = asyncio.create_task(committer.add(LEDGER, KEY, [add(1)], False))
+    await asyncio.sleep(0.05)  # that write is in progress: the next two share one batch
+    together = [
+        asyncio.create_task(committer.write_lac(LEDGER, KEY, 1)),
+        asyncio.create_task(committer.add(LEDGER, KEY, [add(2)], False)),
+    ]
+    await asyncio.sleep(0.05)
+    store.release.set()
+    await asyncio.gather(holding, *together)
+    assert store.synced == [True, False, True, True, True]
     await committer.stop()
 
 
@@ -236,7 +262,7 @@ class FullDiskStore(FakeStore):
         self.room = False
         self.reopens = 0
 
-    def write(self, entries, states) -> None:  # type: ignore[no-untyped-def]
+    def write(self, entries, states, sync=True) -> None:  # type: ignore[no-untyped-def]
         if self.full:
             raise Exception("IO error: No space left on device: While appending to file: 000004.log")
         super().write(entries, states)

@@ -57,10 +57,12 @@ class FaultyStore:
         if trigger is not None and trigger.exists():
             raise OSError(errno.EIO, f"injected I/O error on {what}")
 
-    def write(self, entries: list[tuple[LedgerId, int, bytes]], states: dict[LedgerId, LedgerState]) -> None:
+    def write(
+        self, entries: list[tuple[LedgerId, int, bytes]], states: dict[LedgerId, LedgerState], *, sync: bool = True
+    ) -> None:
         self._raise_if(self._faults.write_eio_file, "write")
         if not self._faults.lose_unsynced_writes:
-            self._store.write(entries, states)
+            self._store.write(entries, states, sync=sync)
             return
         with self._lock:
             for ledger_id, entry_id, data in entries:

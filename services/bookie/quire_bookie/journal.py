@@ -565,10 +565,14 @@ class GroupCommitter:
         if not pending:  # nothing to write: every op was refused
             outcomes.extend((op, op.session.answer(op, adds, errors)) for op, adds, errors in messages)
             return _Written(outcomes, released)
+        # A batch of explicit LACs alone is written without a sync of its own: an explicit LAC
+        # only spares readers a wait, it is best effort on the writer's side too, and a bookie
+        # that crashes before its next synced write comes back with the LAC its entries carry.
+        synced = bool(writes) or any(not isinstance(op, LacOp) for op, _ in accepted)
         started = time.monotonic()
         try:
             with self._sync_span(writes, pending):
-                self._store.write(writes, pending)
+                self._store.write(writes, pending, sync=synced)
                 if self._fault_sync_delay_seconds:
                     time.sleep(self._fault_sync_delay_seconds)  # injected slow disk (tests, drills)
         except Exception as exc:  # the write failed: nothing in it is acknowledged
@@ -586,6 +590,8 @@ class GroupCommitter:
         self.states.update(pending)
         outcomes.extend((op, None if isinstance(op, AddOp) else state) for op, state in accepted)
         outcomes.extend((op, op.session.answer(op, adds, errors)) for op, adds, errors in messages)
+        if not synced:  # explicit LACs alone: no entries, and no sync to count
+            return _Written(outcomes, released, moved)
         stats = FlushStats(
             time.time(),
             len(writes),

@@ -341,9 +341,13 @@ class EntryStore:
             for key, value in self._ledgers.items()
         }
 
-    def write(self, entries: list[tuple[LedgerId, int, bytes]], states: dict[LedgerId, LedgerState]) -> None:
+    def write(
+        self, entries: list[tuple[LedgerId, int, bytes]], states: dict[LedgerId, LedgerState], *, sync: bool = True
+    ) -> None:
         """Write entries and ledger states in one WriteBatch; durable on
-        return (the WAL is fsynced) unless the store was opened without sync."""
+        return (the WAL is fsynced) unless the store was opened without sync,
+        or `sync` is off for this write (it is then synced by the next synced
+        write, or lost with a crash before it)."""
         batch = WriteBatch(raw_mode=True)
         for ledger_id, entry_id, data in entries:
             batch.put(entry_key(ledger_id, entry_id), data, self._entries_handle)
@@ -351,7 +355,7 @@ class EntryStore:
             batch.put(ledger_id.key, state.encode(), self._ledgers_handle)
         with self._lock:
             self._db.write(batch, self._batch_options)
-        if self._sync:
+        if self._sync and sync:
             self._wal.sync()
 
     def read(self, ledger_id: LedgerId, entry_id: int) -> bytes | None:
