@@ -131,7 +131,18 @@ class DeleteOp:
     size_bytes: int = 0
 
 
-Op = AddOp | AddMessage | FenceOp | LacOp | DeleteOp
+@dataclass
+class LacWrites:
+    """Many ledgers' explicit LACs (WriteLastAddConfirmedBatch), applied
+    together with one future for all: each answered with its ledger's state
+    or why it was refused, in order."""
+
+    writes: list[tuple[LedgerId, bytes, int]]  # (ledger, master key, LAC)
+    future: asyncio.Future[list[LedgerState | QuireError]] = field(repr=False)
+    size_bytes: int = 0
+
+
+Op = AddOp | AddMessage | FenceOp | LacOp | LacWrites | DeleteOp
 
 
 def check_master_key(ledger_id: LedgerId, state: LedgerState, master_key: bytes) -> None:
@@ -152,8 +163,7 @@ def apply(op: AddOp | FenceOp | LacOp, state: LedgerState, fences_hold: bool = T
     if isinstance(op, FenceOp):
         return replace(state, fenced=True)
     if isinstance(op, LacOp):
-        check_not_fenced(op.ledger_id, state)
-        return replace(state, explicit_lac=max(state.explicit_lac, op.last_add_confirmed))
+        return apply_lac(op.ledger_id, op.last_add_confirmed, state)
     return apply_add(op.ledger_id, op.entries, op.recovery, state, fences_hold)
 
 
@@ -161,6 +171,12 @@ def with_master_key(ledger_id: LedgerId, state: LedgerState, master_key: bytes) 
     """`state` once `master_key` is checked against it (the first one sets it)."""
     check_master_key(ledger_id, state, master_key)
     return state if state.master_key else replace(state, master_key=master_key)
+
+
+def apply_lac(ledger_id: LedgerId, last_add_confirmed: int, state: LedgerState) -> LedgerState:
+    """`apply` for an explicit LAC, once `with_master_key` has checked its key."""
+    check_not_fenced(ledger_id, state)
+    return replace(state, explicit_lac=max(state.explicit_lac, last_add_confirmed))
 
 
 def apply_add(
@@ -339,14 +355,9 @@ class GroupCommitter:
     async def write_lacs(self, writes: list[tuple[LedgerId, bytes, int]]) -> list[LedgerState | QuireError]:
         """Many explicit LACs queued at once (no task per write); each
         answered with its ledger's state or why it was refused."""
-        loop = asyncio.get_running_loop()
-        ops = [LacOp(ledger_id, key, lac, loop.create_future()) for ledger_id, key, lac in writes]
-        await self._enqueue_many(ops)
-        outcomes = await asyncio.gather(*(op.future for op in ops), return_exceptions=True)
-        for outcome in outcomes:
-            if isinstance(outcome, BaseException) and not isinstance(outcome, QuireError):
-                raise outcome
-        return cast(list[LedgerState | QuireError], outcomes)
+        future: asyncio.Future[list[LedgerState | QuireError]] = asyncio.get_running_loop().create_future()
+        await self._enqueue(LacWrites(writes, future))
+        return await future
 
     async def delete(self, ledger_id: LedgerId) -> int:
         """Delete a ledger after everything queued before; returns how many
@@ -540,6 +551,8 @@ class GroupCommitter:
         accepted: list[tuple[Op, LedgerState]] = []
         # Per message: its adds and, per add, None while it is in this write, or its refusal.
         messages: list[tuple[AddMessage, list[StreamedAdd], list[QuireError | None]]] = []
+        # Per batch of explicit LACs: each write's state after this batch, or its refusal.
+        lac_writes: list[tuple[LacWrites, list[LedgerState | QuireError]]] = []
         oldest = 0.0  # arrival of the batch's oldest add
         for op in batch:
             assert not isinstance(op, DeleteOp), "deletes are flushed alone"
@@ -549,6 +562,9 @@ class GroupCommitter:
                 messages.append((op, adds, errors))
                 if not oldest or op.received_at < oldest:
                     oldest = op.received_at
+                continue
+            if isinstance(op, LacWrites):
+                lac_writes.append((op, self._stage_lacs(op.writes, pending)))
                 continue
             before = pending.get(op.ledger_id) or self.states.get(op.ledger_id) or NO_STATE
             try:
@@ -564,11 +580,12 @@ class GroupCommitter:
             accepted.append((op, state))
         if not pending:  # nothing to write: every op was refused
             outcomes.extend((op, op.session.answer(op, adds, errors)) for op, adds, errors in messages)
+            outcomes.extend(lac_writes)
             return _Written(outcomes, released)
         # A batch of explicit LACs alone is written without a sync of its own: an explicit LAC
         # only spares readers a wait, it is best effort on the writer's side too, and a bookie
         # that crashes before its next synced write comes back with the LAC its entries carry.
-        synced = bool(writes) or any(not isinstance(op, LacOp) for op, _ in accepted)
+        synced = bool(writes) or any(isinstance(op, FenceOp) for op, _ in accepted)
         started = time.monotonic()
         try:
             with self._sync_span(writes, pending):
@@ -582,6 +599,8 @@ class GroupCommitter:
             outcomes.extend((op, failure) for op, _ in accepted)
             for op, adds, errors in messages:
                 outcomes.append((op, op.session.answer(op, adds, [e or failure for e in errors])))
+            for op, results in lac_writes:
+                outcomes.append((op, [r if isinstance(r, QuireError) else failure for r in results]))
             return _Written(outcomes, released)
         sync_seconds = time.monotonic() - started
         moved = [
@@ -590,6 +609,7 @@ class GroupCommitter:
         self.states.update(pending)
         outcomes.extend((op, None if isinstance(op, AddOp) else state) for op, state in accepted)
         outcomes.extend((op, op.session.answer(op, adds, errors)) for op, adds, errors in messages)
+        outcomes.extend(lac_writes)
         if not synced:  # explicit LACs alone: no entries, and no sync to count
             return _Written(outcomes, released, moved)
         stats = FlushStats(
@@ -600,6 +620,23 @@ class GroupCommitter:
             time.perf_counter() - oldest if oldest else 0.0,
         )
         return _Written(outcomes, released, moved, stats)
+
+    def _stage_lacs(
+        self, lacs: list[tuple[LedgerId, bytes, int]], pending: dict[LedgerId, LedgerState]
+    ) -> list[LedgerState | QuireError]:
+        """Apply each explicit LAC to `pending`, in order; per write, the
+        ledger's state after it or why it was refused."""
+        results: list[LedgerState | QuireError] = []
+        for ledger_id, master_key, lac in lacs:
+            state = pending.get(ledger_id) or self.states.get(ledger_id) or NO_STATE
+            try:
+                state = apply_lac(ledger_id, lac, with_master_key(ledger_id, state, master_key))
+            except QuireError as exc:
+                results.append(exc)
+                continue
+            pending[ledger_id] = state
+            results.append(state)
+        return results
 
     def _stage_message(
         self,

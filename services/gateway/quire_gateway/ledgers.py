@@ -38,6 +38,7 @@ from quire_gateway.recovery import Recovery, RecoverySettings, read_last_add_con
 from quire_gateway.remote import Remote
 from quire_gateway.repairs import mark_for_repair
 from quire_gateway.sessions import GatewaySession
+from quire_gateway.write.explicit_lac import ExplicitLacs
 from quire_gateway.write.handle import WriteHandle, WriteSettings
 from quire_gateway.write.quarantine import Quarantine, choose_avoiding
 
@@ -129,6 +130,10 @@ class LedgerManager:
         self.read_settings = read_settings or ReadSettings()
         self.handles: dict[LedgerId, WriteHandle] = {}
         self.quarantine = Quarantine(self.settings.bookie_quarantine_seconds)
+        self.explicit_lacs = ExplicitLacs(
+            self.settings.explicit_lac_seconds,
+            lambda *write: self.remote.submit_last_add_confirmed(*write),  # looked up when first needed
+        )
         # LACs readers learned from the bookies, per ledger not written here (LRU-bounded).
         # (LAC, when it was read from the bookies), by ledger and incarnation.
         self._reader_lacs: OrderedDict[tuple[LedgerId, int], tuple[int, float]] = OrderedDict()
@@ -180,7 +185,14 @@ class LedgerManager:
         repeated = bool(spec.request_id) and ledger_id in self.handles  # this gateway made it: keep its handle
         if not repeated:
             self.handles[ledger_id] = WriteHandle(
-                self.remote, ledger_id, stored, version, self.settings, self.quarantine, self.entry_cache
+                self.remote,
+                ledger_id,
+                stored,
+                version,
+                self.settings,
+                self.quarantine,
+                self.entry_cache,
+                self.explicit_lacs,
             )
         return public_metadata(stored)
 
@@ -592,5 +604,6 @@ class LedgerManager:
                 await self.close(ledger_id)
             except QuireError as exc:
                 log.warning("ledger %s not closed on shutdown: %s", ledger_id, exc)
+        self.explicit_lacs.close()
         if self._background:  # repair flags still being recorded
             await asyncio.wait(self._background, timeout=5)

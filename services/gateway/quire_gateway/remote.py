@@ -581,7 +581,13 @@ class Remote:
     async def write_last_add_confirmed(self, bookie_id: str, ledger_id: LedgerId, master_key: bytes, lac: int) -> int:
         """Record the writer's LAC on one bookie (explicit LAC), gathered with
         other ledgers' (lac_batches.py); the bookie's LAC then."""
-        return await self._lac_batches.write(bookie_id, ledger_id, master_key, lac)
+        return await self._lac_batches.submit(bookie_id, ledger_id, master_key, lac)
+
+    def submit_last_add_confirmed(
+        self, bookie_id: str, ledger_id: LedgerId, master_key: bytes, lac: int
+    ) -> asyncio.Future[int]:
+        """`write_last_add_confirmed` as a future, for callers that wait for many (explicit_lac.py)."""
+        return self._lac_batches.submit(bookie_id, ledger_id, master_key, lac)
 
     async def _write_lac_batch(self, bookie_id: str, writes: list[LacWrite]) -> list[int | QuireError]:
         request = bookie_pb2.WriteLastAddConfirmedBatchRequest(

@@ -68,6 +68,7 @@ from quire_gateway.write.ensemble_change import (
     replaceable,
     with_replacements,
 )
+from quire_gateway.write.explicit_lac import ExplicitLacs
 from quire_gateway.write.quarantine import Quarantine, choose_avoiding
 
 __all__ = ["WriteHandle", "WriteSettings", "write_set"]
@@ -133,6 +134,7 @@ class WriteHandle:
         settings: WriteSettings,
         quarantine: Quarantine | None = None,
         entry_cache: EntryCache | None = None,
+        explicit_lacs: ExplicitLacs | None = None,  # shared by the gateway's handles; None: never published
     ) -> None:
         self.remote = remote
         # Confirmed entries go here for readers (None or a zero-sized cache: kept nowhere).
@@ -179,7 +181,7 @@ class WriteHandle:
         self._lac_published = -1
         self._submits = 0  # submit() calls so far: an explicit LAC waits for a pause in them
         self._traced = tracing_enabled()
-        self._lac_publisher: asyncio.Task[None] | None = None
+        self._explicit_lacs = explicit_lacs
 
     def _set_ensemble(self, ensemble: list[str]) -> None:
         self.ensemble = ensemble
@@ -565,39 +567,28 @@ class WriteHandle:
         self._room.set()
         if not self._pending:
             self._idle.set()
-            if self.last_add_confirmed > self._lac_published and self._lac_publisher is None:
-                if self.settings.explicit_lac_seconds > 0:
-                    self._lac_publisher = asyncio.create_task(self._publish_lac_after_a_pause())
+            if self.last_add_confirmed > self._lac_published and self._explicit_lacs is not None:
+                self._explicit_lacs.quiet(self)
 
-    async def _publish_lac_after_a_pause(self) -> None:
-        """Readers elsewhere learn the LAC from the bookies, which know it from
-        entry headers: the entries of a burst carry the LAC as it was when they
-        were sent, so the last of them would stay unreadable there until the
-        next entry. Once writes pause, write the LAC to the current ensemble
-        (BookKeeper's explicit LAC). Best effort: a bookie that misses it
-        learns it from the next entry."""
-        try:
-            submits = self._submits
-            await asyncio.sleep(self.settings.explicit_lac_seconds)
-            lac = self.last_add_confirmed
-            if self._submits != submits or self._pending or lac <= self._lac_published:
-                return  # not a pause: the next entries carry the LAC, and the next pause publishes it
-            if self.closed or self._failure is not None:
-                return  # the metadata holds the end now (or the ledger is gone): no bookie needs it
-            results = await asyncio.gather(
-                *(
-                    self.remote.write_last_add_confirmed(bookie_id, self.ledger_id, self.master_key, lac)
-                    for bookie_id in self.ensemble
-                ),
-                return_exceptions=True,
-            )
-            failures = [r for r in results if isinstance(r, BaseException)]
-            if len(failures) < len(results):
-                self._lac_published = max(self._lac_published, lac)
-            for failure in failures:
-                log.debug("ledger %s: explicit LAC %d not written: %s", self.ledger_id, lac, failure)
-        finally:
-            self._lac_publisher = None
+    @property
+    def submits(self) -> int:
+        """submit() calls so far: an explicit LAC waits for a pause in them."""
+        return self._submits
+
+    def lac_to_publish(self, submits_when_quiet: int) -> int | None:
+        """The LAC to write to the bookies now (explicit_lac.py), or None when
+        this was not a pause (the next entries carry the LAC, and the next
+        pause publishes it) or the ledger is closed or failed (the metadata
+        holds the end, or the ledger is gone: no bookie needs it)."""
+        lac = self.last_add_confirmed
+        if self._submits != submits_when_quiet or self._pending or lac <= self._lac_published:
+            return None
+        if self.closed or self._failure is not None:
+            return None
+        return lac
+
+    def lac_published(self, lac: int) -> None:
+        self._lac_published = max(self._lac_published, lac)
 
     def _fail(self, error: QuireError) -> None:
         """The handle cannot go on: fail every pending entry."""

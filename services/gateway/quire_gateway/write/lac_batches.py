@@ -48,9 +48,13 @@ class LacBatches:
         self._senders: dict[str, asyncio.Task[None]] = {}
 
     async def write(self, bookie_id: str, ledger_id: LedgerId, master_key: bytes, lac: int) -> int:
-        """Record `lac` on the bookie; its LAC of the ledger then. A write of
-        the same ledger still waiting is replaced by the higher LAC, and both
-        callers get its answer."""
+        """Record `lac` on the bookie; its LAC of the ledger then."""
+        return await self.submit(bookie_id, ledger_id, master_key, lac)
+
+    def submit(self, bookie_id: str, ledger_id: LedgerId, master_key: bytes, lac: int) -> asyncio.Future[int]:
+        """`write`, as a future of its answer. A write of the same ledger
+        still waiting is replaced by the higher LAC, and both callers get its
+        answer."""
         future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         waiting = self._waiting.setdefault(bookie_id, {})
         earlier = waiting.get(ledger_id)
@@ -62,7 +66,7 @@ class LacBatches:
         entry.futures.append(future)
         if bookie_id not in self._senders:
             self._senders[bookie_id] = asyncio.create_task(self._drain(bookie_id), name=f"lac-batches-{bookie_id}")
-        return await future
+        return future
 
     async def close(self) -> None:
         for task in list(self._senders.values()):
