@@ -227,10 +227,7 @@ class Remote:
                 what,
             )
         except Unimplemented:
-            singles = await asyncio.gather(
-                *(outcome_of(call(self.registry.CreateLedgerMetadata(r, timeout=self.timeout), what)) for r in requests)
-            )
-            return [s if isinstance(s, QuireError) else (s.metadata, s.version) for s in singles]
+            return await asyncio.gather(*(outcome_of(self.create_ledger_metadata(r)) for r in requests))
         return [
             error_from_result(r.code, r.reason, r.message, what, r.error_metadata)
             or (r.created.metadata, r.created.version)
@@ -468,28 +465,9 @@ class Remote:
 
     # -- placement ---------------------------------------------------------------
 
-    async def new_ensemble(
-        self,
-        ensemble_size: int,
-        write_quorum: int,
-        ack_quorum: int,
-        custom_metadata: dict[str, str],
-        exclude: list[str] | None = None,
-    ) -> list[str]:
+    async def new_ensemble(self, request: placement_pb2.NewEnsembleRequest) -> list[str]:
         await self.placement_health.require()
-        response = await call(
-            self.placement.NewEnsemble(
-                placement_pb2.NewEnsembleRequest(
-                    ensemble_size=ensemble_size,
-                    write_quorum_size=write_quorum,
-                    ack_quorum_size=ack_quorum,
-                    exclude_bookie_ids=exclude or [],
-                    custom_metadata=custom_metadata,
-                ),
-                timeout=self.timeout,
-            ),
-            "choosing an ensemble",
-        )
+        response = await call(self.placement.NewEnsemble(request, timeout=self.timeout), "choosing an ensemble")
         return list(response.bookie_ids)
 
     async def new_ensembles(self, requests: list[placement_pb2.NewEnsembleRequest]) -> list[list[str] | QuireError]:
@@ -504,9 +482,7 @@ class Remote:
                 "choosing ensembles",
             )
         except Unimplemented:
-            return await asyncio.gather(
-                *(outcome_of(call(self.placement.NewEnsemble(r, timeout=self.timeout), what)) for r in requests)
-            )
+            return await asyncio.gather(*(outcome_of(self.new_ensemble(r)) for r in requests))
         return [
             error_from_result(r.code, r.reason, r.message, what, r.error_metadata) or list(r.bookie_ids)
             for r in response.results
