@@ -30,10 +30,14 @@ class Recorder:
 
 
 async def test_a_lone_call_leaves_at_once_in_a_batch_of_its_own():
-    recorder = Recorder()
+    recorder = Recorder(hold=True)
     gatherer = CallGatherer(recorder.send, max_batch=50, what="test")
-    assert await asyncio.wait_for(gatherer.submit(1), 10) == 10
+    lone = asyncio.create_task(gatherer.submit(1))
+    for _ in range(3):  # a few turns of the event loop, no timer: nothing waits for company
+        await asyncio.sleep(0)
     assert recorder.batches == [[1]]
+    recorder.release.set()
+    assert await asyncio.wait_for(lone, 10) == 10
 
 
 async def test_calls_arriving_while_a_batch_is_in_flight_share_the_next_one():
