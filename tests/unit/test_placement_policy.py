@@ -9,6 +9,7 @@ import pytest
 
 from quire_api.errors import InvalidArgument, Unavailable
 from quire_common.quorum_sizes import validate_quorum
+from quire_placement.placement import EnsembleAsk, Placer
 from quire_placement.placement_policies import (
     BookieNode,
     PolicySettings,
@@ -18,6 +19,7 @@ from quire_placement.placement_policies import (
     replace_bookie,
     validate_durability,
 )
+from quire_placement.tracker import WeightSettings, WeightTracker
 
 BOOKIES = [BookieNode(f"b{i}") for i in range(5)]
 DEFAULT = PolicySettings()
@@ -217,3 +219,30 @@ def test_properties_give_the_topology_with_defaults():
 def test_bad_quorums(sizes):
     with pytest.raises(InvalidArgument):
         validate_quorum(*sizes)
+
+
+async def test_new_ensembles_answers_each_ask_alone_from_one_listing():
+    listings = 0
+
+    async def writable() -> list[tuple[str, dict[str, str]]]:
+        nonlocal listings
+        listings += 1
+        return [(f"b{i}:1", {}) for i in range(3)]
+
+    async def no_info(bookie_id: str) -> None:
+        raise AssertionError("disk weights are off")
+
+    placer = Placer(PolicySettings(), WeightTracker(WeightSettings(enabled=False), no_info), writable)
+    outcomes = await placer.new_ensembles(
+        [
+            EnsembleAsk(3, 2, 2, (), {}),
+            EnsembleAsk(5, 5, 3, (), {}),  # more bookies than there are
+            EnsembleAsk(2, 3, 2, (), {}),  # W > E
+            EnsembleAsk(2, 2, 2, ("b0:1",), {}),
+        ]
+    )
+    assert listings == 1
+    assert sorted(outcomes[0]) == ["b0:1", "b1:1", "b2:1"]  # type: ignore[arg-type]
+    assert isinstance(outcomes[1], Unavailable) and outcomes[1].reason == "ERROR_REASON_NOT_ENOUGH_BOOKIES"
+    assert isinstance(outcomes[2], InvalidArgument)
+    assert sorted(outcomes[3]) == ["b1:1", "b2:1"]  # type: ignore[arg-type]

@@ -31,7 +31,12 @@ def status_for(error: QuireError) -> status_pb2.Status:
         retry = error_details_pb2.RetryInfo(retry_delay=duration_pb2.Duration())
         retry.retry_delay.FromNanoseconds(int(delay * 1e9))
         details.append(_packed(retry))
-    return status_pb2.Status(code=grpc.StatusCode[error.code].value[0], message=error.message, details=details)
+    return status_pb2.Status(code=status_code(error), message=error.message, details=details)
+
+
+def status_code(error: QuireError) -> int:
+    """The numeric google.rpc.Code of a QuireError, as per-item results in batch answers carry it."""
+    return int(grpc.StatusCode[error.code].value[0])
 
 
 def grpc_status_for(error: QuireError) -> grpc.Status:

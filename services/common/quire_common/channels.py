@@ -4,7 +4,7 @@ QuireErrors so each hop can decide again what a downstream error means."""
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
 from typing import TypeVar
 
 import grpc
@@ -80,12 +80,15 @@ def error_from_status(
 _CODE_NAMES = {status.value[0]: status.name for status in grpc.StatusCode}
 
 
-def error_from_result(code: int, reason: str, message: str, what: str) -> QuireError | None:
+def error_from_result(
+    code: int, reason: str, message: str, what: str, metadata: Mapping[str, str] | None = None
+) -> QuireError | None:
     """The QuireError of one item's result in a batch or stream answer (a
-    numeric google.rpc.Code with reason and message); None when it is OK."""
+    numeric google.rpc.Code with reason, message and ErrorInfo metadata);
+    None when it is OK."""
     if code == 0:
         return None
-    return error_from_status(_CODE_NAMES.get(code, "UNKNOWN"), reason, message, what)
+    return error_from_status(_CODE_NAMES.get(code, "UNKNOWN"), reason, message, what, dict(metadata or {}))
 
 
 async def call(awaitable: Awaitable[T], what: str) -> T:

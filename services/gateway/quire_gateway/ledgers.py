@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from google.protobuf import timestamp_pb2
 
 from quire.common.v1 import common_pb2
+from quire.placement.v1 import placement_pb2
 from quire.registry.v1 import registry_pb2
 from quire_api.backoff import Backoff
 from quire_api.errors import (
@@ -31,6 +32,7 @@ from quire_common.ledger_secrets import password_matches, slow_to_check, without
 from quire_common.quorum_sizes import validate_quorum
 from quire_common.telemetry import tracer, tracing_enabled
 from quire_gateway import metrics
+from quire_gateway.call_batches import CallGatherer
 from quire_gateway.entry_cache import EntryCache, incarnation
 from quire_gateway.metadata_cache import LedgerMetadataCache
 from quire_gateway.reads import CHUNK_ENTRIES, EntryReader, ReadEntry, ReadSettings
@@ -48,6 +50,9 @@ _tracer = tracer(__name__)
 DEFAULT_ENSEMBLE, DEFAULT_WRITE_QUORUM, DEFAULT_ACK_QUORUM = 3, 2, 2
 METADATA_FORMAT_VERSION = 1
 READER_LACS_KEPT = 100_000
+# Creates sent in one batch: the most one CreateLedgerMetadataBatch takes (registry.proto; etcd
+# caps a transaction's operations at 128 by default and each create writes two keys).
+CREATES_PER_BATCH = 50
 # A confirmed read past the LAC this gateway remembers asks the bookies again
 # when what it remembers is older than this: with several gateways the writer
 # is usually elsewhere, and a client that appends through one connection and
@@ -138,6 +143,13 @@ class LedgerManager:
         # (LAC, when it was read from the bookies), by ledger and incarnation.
         self._reader_lacs: OrderedDict[tuple[LedgerId, int], tuple[int, float]] = OrderedDict()
         self._background: set[asyncio.Task[None]] = set()
+        # Concurrent creates share one placement call and one registry call (call_batches.py).
+        self._ensembles: CallGatherer[placement_pb2.NewEnsembleRequest, list[str]] = CallGatherer(
+            remote.new_ensembles, CREATES_PER_BATCH, "choosing ensembles"
+        )
+        self._creates: CallGatherer[registry_pb2.CreateLedgerMetadataRequest, tuple[common_pb2.LedgerMetadata, int]] = (
+            CallGatherer(remote.create_ledgers_metadata, CREATES_PER_BATCH, "creating ledger metadata")
+        )
 
     async def create(self, spec: CreateSpec) -> common_pb2.LedgerMetadata:
         ensemble_size = spec.ensemble_size or DEFAULT_ENSEMBLE
@@ -152,7 +164,15 @@ class LedgerManager:
             validate_request_id(spec.request_id)
 
         def choose(exclude: list[str]) -> Awaitable[list[str]]:
-            return self.remote.new_ensemble(ensemble_size, write_quorum, ack_quorum, custom_metadata, exclude)
+            return self._ensembles.submit(
+                placement_pb2.NewEnsembleRequest(
+                    ensemble_size=ensemble_size,
+                    write_quorum_size=write_quorum,
+                    ack_quorum_size=ack_quorum,
+                    exclude_bookie_ids=exclude,
+                    custom_metadata=custom_metadata,
+                )
+            )
 
         owner = await self.session.current_owner() if self.session is not None else None
         bookies = await choose_avoiding(self.quarantine.members(), choose, "choosing an ensemble")
@@ -180,7 +200,7 @@ class LedgerManager:
             request.scope_id = spec.scope_id
         elif spec.legacy:
             request.legacy = True
-        stored, version = await self.remote.create_ledger_metadata(request)
+        stored, version = await self._creates.submit(request)
         ledger_id = LedgerId(stored.ledger_id.scope_id, stored.ledger_id.ledger_id)
         repeated = bool(spec.request_id) and ledger_id in self.handles  # this gateway made it: keep its handle
         if not repeated:

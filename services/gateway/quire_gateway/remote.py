@@ -13,9 +13,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Awaitable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -24,7 +24,7 @@ from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
 from quire.common.v1 import common_pb2
 from quire.placement.v1 import placement_pb2, placement_pb2_grpc
 from quire.registry.v1 import registry_pb2, registry_pb2_grpc
-from quire_api.errors import Aborted, NotFound, QuireError, Reason, Unavailable
+from quire_api.errors import Aborted, NotFound, QuireError, Reason, Unavailable, Unimplemented
 from quire_api.ids import LedgerId, ledger_id_to_proto
 from quire_common.bookie_resolver import BookieChannels, BookieDirectory
 from quire_common.channels import call, error_from_result, error_from_rpc, open_channel
@@ -46,6 +46,17 @@ log = logging.getLogger(__name__)
 # answer on a loaded machine must not fail creates).
 FAILED_CHECKS_BEFORE_DOWN = 2
 RECHECK_SECONDS = 0.5
+
+
+T = TypeVar("T")
+
+
+async def outcome_of(awaitable: Awaitable[T]) -> T | QuireError:
+    """What the call answers, or the QuireError it fails with (as a value)."""
+    try:
+        return await awaitable
+    except QuireError as exc:
+        return exc
 
 
 class DependencyHealth:
@@ -198,6 +209,30 @@ class Remote:
             self.registry.CreateLedgerMetadata(request, timeout=self.timeout), "creating ledger metadata"
         )
         return response.metadata, response.version
+
+    async def create_ledgers_metadata(
+        self, requests: list[registry_pb2.CreateLedgerMetadataRequest]
+    ) -> list[tuple[common_pb2.LedgerMetadata, int] | QuireError]:
+        """Each create's stored record and version from one
+        CreateLedgerMetadataBatch call, or the error that create alone fails
+        with. A registry without the call (an older release, during an
+        upgrade) is asked once per create."""
+        await self.registry_health.require()
+        what = "creating ledger metadata"
+        try:
+            response = await call(
+                self.registry.CreateLedgerMetadataBatch(
+                    registry_pb2.CreateLedgerMetadataBatchRequest(creates=requests), timeout=self.timeout
+                ),
+                what,
+            )
+        except Unimplemented:
+            return await asyncio.gather(*(outcome_of(self.create_ledger_metadata(r)) for r in requests))
+        return [
+            error_from_result(r.code, r.reason, r.message, what, r.error_metadata)
+            or (r.created.metadata, r.created.version)
+            for r in response.results
+        ]
 
     async def get_ledger_metadata(self, ledger_id: LedgerId) -> tuple[common_pb2.LedgerMetadata, int]:
         try:
@@ -430,29 +465,28 @@ class Remote:
 
     # -- placement ---------------------------------------------------------------
 
-    async def new_ensemble(
-        self,
-        ensemble_size: int,
-        write_quorum: int,
-        ack_quorum: int,
-        custom_metadata: dict[str, str],
-        exclude: list[str] | None = None,
-    ) -> list[str]:
+    async def new_ensemble(self, request: placement_pb2.NewEnsembleRequest) -> list[str]:
         await self.placement_health.require()
-        response = await call(
-            self.placement.NewEnsemble(
-                placement_pb2.NewEnsembleRequest(
-                    ensemble_size=ensemble_size,
-                    write_quorum_size=write_quorum,
-                    ack_quorum_size=ack_quorum,
-                    exclude_bookie_ids=exclude or [],
-                    custom_metadata=custom_metadata,
-                ),
-                timeout=self.timeout,
-            ),
-            "choosing an ensemble",
-        )
+        response = await call(self.placement.NewEnsemble(request, timeout=self.timeout), "choosing an ensemble")
         return list(response.bookie_ids)
+
+    async def new_ensembles(self, requests: list[placement_pb2.NewEnsembleRequest]) -> list[list[str] | QuireError]:
+        """An ensemble for each request from one NewEnsembles call, or the
+        error that request alone fails with. A placement service without the
+        call (an older release, during an upgrade) is asked once per request."""
+        await self.placement_health.require()
+        what = "choosing an ensemble"
+        try:
+            response = await call(
+                self.placement.NewEnsembles(placement_pb2.NewEnsemblesRequest(requests=requests), timeout=self.timeout),
+                "choosing ensembles",
+            )
+        except Unimplemented:
+            return await asyncio.gather(*(outcome_of(self.new_ensemble(r)) for r in requests))
+        return [
+            error_from_result(r.code, r.reason, r.message, what, r.error_metadata) or list(r.bookie_ids)
+            for r in response.results
+        ]
 
     async def replace_bookie(
         self,

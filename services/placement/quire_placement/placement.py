@@ -7,10 +7,12 @@ from __future__ import annotations
 import logging
 import random
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 from opentelemetry import metrics
 
+from quire_api.errors import InvalidArgument, QuireError
 from quire_api.ids import validate_bookie_id
 from quire_common.quorum_sizes import validate_quorum
 from quire_placement import placement_policies
@@ -28,6 +30,21 @@ _fallbacks = _meter.create_counter(
 
 # (bookie id, properties) of every writable bookie, as the registry lists them.
 WritableSource = Callable[[], Awaitable[list[tuple[str, Mapping[str, str]]]]]
+
+
+# Ensembles one NewEnsembles call may ask for (placement.proto says so).
+MAX_ENSEMBLES_PER_CALL = 256
+
+
+@dataclass(frozen=True)
+class EnsembleAsk:
+    """What one NewEnsemble request asks for."""
+
+    ensemble_size: int
+    write_quorum: int
+    ack_quorum: int
+    exclude: tuple[str, ...]
+    custom_metadata: Mapping[str, str]
 
 
 class Placer:
@@ -64,12 +81,31 @@ class Placer:
         exclude: Iterable[str],
         custom_metadata: Mapping[str, str],
     ) -> list[str]:
-        validate_quorum(ensemble_size, write_quorum, ack_quorum)
-        excluded = [validate_bookie_id(b) for b in exclude]
-        name = placement_policies.choose_policy(self.settings, custom_metadata)
+        ask = EnsembleAsk(ensemble_size, write_quorum, ack_quorum, tuple(exclude), custom_metadata)
+        return self._new_ensemble(ask, await self._nodes())
+
+    async def new_ensembles(self, asks: Sequence[EnsembleAsk]) -> list[list[str] | QuireError]:
+        """An ensemble for each ask, drawn from one view of the writable
+        bookies; an ask that cannot be met gets its error and the others
+        their ensembles."""
+        if len(asks) > MAX_ENSEMBLES_PER_CALL:
+            raise InvalidArgument(f"{len(asks)} ensembles asked in one call; at most {MAX_ENSEMBLES_PER_CALL}")
+        nodes = await self._nodes() if asks else []
+        results: list[list[str] | QuireError] = []
+        for ask in asks:
+            try:
+                results.append(self._new_ensemble(ask, nodes))
+            except QuireError as exc:
+                results.append(exc)
+        return results
+
+    def _new_ensemble(self, ask: EnsembleAsk, nodes: list[BookieNode]) -> list[str]:
+        validate_quorum(ask.ensemble_size, ask.write_quorum, ask.ack_quorum)
+        excluded = [validate_bookie_id(b) for b in ask.exclude]
+        name = placement_policies.choose_policy(self.settings, ask.custom_metadata)
         placement = placement_policies.new_ensemble(
-            await self._nodes(),
-            placement_policies.request_of(ensemble_size, write_quorum, ack_quorum, excluded),
+            nodes,
+            placement_policies.request_of(ask.ensemble_size, ask.write_quorum, ask.ack_quorum, excluded),
             self.tracker.draw_weights(),
             self.settings,
             self.rng,

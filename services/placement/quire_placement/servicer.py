@@ -5,8 +5,9 @@ from __future__ import annotations
 import grpc
 
 from quire.placement.v1 import placement_pb2, placement_pb2_grpc
-from quire_api.errors import InvalidArgument
-from quire_placement.placement import Placer
+from quire_api.errors import InvalidArgument, QuireError
+from quire_api.rpc_status import status_code
+from quire_placement.placement import EnsembleAsk, Placer
 
 
 class PlacementServicer(placement_pb2_grpc.PlacementServiceServicer):
@@ -24,6 +25,29 @@ class PlacementServicer(placement_pb2_grpc.PlacementServiceServicer):
             dict(request.custom_metadata),
         )
         return placement_pb2.NewEnsembleResponse(bookie_ids=chosen)
+
+    async def NewEnsembles(
+        self, request: placement_pb2.NewEnsemblesRequest, context: grpc.aio.ServicerContext
+    ) -> placement_pb2.NewEnsemblesResponse:
+        asks = [
+            EnsembleAsk(
+                ask.ensemble_size,
+                ask.write_quorum_size,
+                ask.ack_quorum_size,
+                tuple(ask.exclude_bookie_ids),
+                dict(ask.custom_metadata),
+            )
+            for ask in request.requests
+        ]
+        response = placement_pb2.NewEnsemblesResponse()
+        for outcome in await self.placer.new_ensembles(asks):
+            result = response.results.add()
+            if isinstance(outcome, QuireError):
+                result.code, result.reason, result.message = status_code(outcome), outcome.reason, outcome.message
+                result.error_metadata.update(outcome.metadata)
+            else:
+                result.bookie_ids.extend(outcome)
+        return response
 
     async def ReplaceBookie(
         self, request: placement_pb2.ReplaceBookieRequest, context: grpc.aio.ServicerContext

@@ -10,7 +10,7 @@ import functools
 import hashlib
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
@@ -26,6 +26,7 @@ from quire_api.errors import (
     FailedPrecondition,
     InvalidArgument,
     NotFound,
+    QuireError,
     Reason,
     Unavailable,
 )
@@ -49,6 +50,8 @@ MAX_PAGE_SIZE = 1000
 _ID_ATTEMPTS = 16
 _LEGACY_ID_ATTEMPTS = 64  # concurrent legacy creators race for each number; one of them wins every round
 _OPS_PER_TRANSACTION = 100  # etcd refuses transactions of more than 128 operations by default
+# Creates sharing one transaction: each writes two keys (ledger, request_id) on two compares.
+MAX_CREATES_PER_BATCH = _OPS_PER_TRANSACTION // 2
 DEFAULT_WATCH_HEARTBEAT_SECONDS = 2.0
 _WATCH_HEARTBEAT_BOUNDS = (0.1, 60.0)
 _WATCH_QUEUE_BATCHES = 64  # etcd batches read ahead of a slow watcher before its etcd watch waits
@@ -59,6 +62,34 @@ class IdMode(Enum):
     SCOPED = "scoped"  # a new ledger id within a given scope
     EXACT = "exact"  # exactly the id given
     LEGACY = "legacy"  # scope 0, from the central 64-bit generator
+
+
+Created = tuple[common_pb2.LedgerMetadata, int]  # a stored ledger record and its version
+
+
+@dataclass(frozen=True)
+class CreateOrder:
+    """One CreateLedgerMetadata request, as plain values."""
+
+    mode: IdMode
+    metadata: common_pb2.LedgerMetadata
+    ledger_id: LedgerId | None = None  # for IdMode.EXACT
+    scope_id: int = 0  # for IdMode.SCOPED
+    request_id: str = ""
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    fingerprint: str  # of the request_id's create; empty without one
+    sealed: common_pb2.LedgerMetadata  # the record as etcd gets it, before its id is chosen
+
+
+@dataclass(frozen=True)
+class _Attempt:
+    candidate: LedgerId
+    record: common_pb2.LedgerMetadata
+    absent: list[bytes]
+    ops: list[Put | Delete]
 
 
 @dataclass
@@ -305,49 +336,119 @@ class Registry:
         `request_id`, the record and a create-requests/<request_id> key are
         written in one transaction, and a create repeating that request_id
         gets the ledger it made (same id, same record) instead of another."""
-        validate_metadata(metadata)
+        order = CreateOrder(mode, metadata, ledger_id, scope_id, request_id)
+        return await self._create_alone(order, await self._prepare(order))
+
+    async def create_ledgers(self, orders: Sequence[CreateOrder]) -> list[Created | QuireError]:
+        """Several creates, each answered as create_ledger would have
+        answered it alone (a record, or the error it fails with), most of
+        them written in one transaction. That transaction is all or nothing,
+        so a create that cannot share it without failing the others goes
+        alone afterwards: a legacy-id create (it claims the central
+        sequence), and one repeating a request_id or exact id of an earlier
+        create of the batch (it then finds that create's outcome). When the
+        shared transaction's compare fails (an id taken, a request_id
+        already used: rare), every create of it is tried again alone."""
+        if len(orders) > MAX_CREATES_PER_BATCH:
+            raise InvalidArgument(f"{len(orders)} creates in one batch; at most {MAX_CREATES_PER_BATCH}")
+        results: list[Created | QuireError | None] = [None] * len(orders)
+        prepared: dict[int, _Prepared] = {}
+        shared: dict[int, _Attempt] = {}
+        written: set[bytes] = set()  # keys the shared transaction writes
+        for index, order in enumerate(orders):
+            try:
+                prepared[index] = await self._prepare(order)
+            except QuireError as exc:
+                results[index] = exc
+                continue
+            if order.mode is IdMode.LEGACY:
+                continue
+            attempt = self._attempt(order, prepared[index], self._candidate(order))
+            if written.isdisjoint(attempt.absent):
+                shared[index] = attempt
+                written.update(attempt.absent)
+        if shared:
+            absent = [key for attempt in shared.values() for key in attempt.absent]
+            ops = [op for attempt in shared.values() for op in attempt.ops]
+            version = await self.store.transact(absent, {}, ops)
+            if version is not None:
+                for index, attempt in shared.items():
+                    results[index] = (attempt.record, version)
+                log.debug("%d ledgers created in one transaction", len(shared))
+            else:
+                log.info("a batch of %d creates met a taken key; each is tried alone", len(shared))
+
+        async def alone(index: int) -> None:
+            try:
+                results[index] = await self._create_alone(orders[index], prepared[index])
+            except QuireError as exc:
+                results[index] = exc
+
+        await asyncio.gather(*(alone(index) for index in prepared if results[index] is None))
+        answered = [result for result in results if result is not None]
+        assert len(answered) == len(orders), "every create of a batch is answered"
+        return answered
+
+    async def _prepare(self, order: CreateOrder) -> _Prepared:
+        """Check a create and seal its record: what every attempt at it shares."""
+        validate_metadata(order.metadata)
         fingerprint = ""
-        if request_id:
-            validate_request_id(request_id)
-            fingerprint = create_fingerprint(mode, metadata, ledger_id, scope_id)
+        if order.request_id:
+            validate_request_id(order.request_id)
+            fingerprint = create_fingerprint(order.mode, order.metadata, order.ledger_id, order.scope_id)
+        if order.mode is IdMode.EXACT and order.ledger_id is None:
+            raise InvalidArgument("an exact-id create needs its ledger id")
+        return _Prepared(fingerprint, await sealed(order.metadata, self.keep_ledger_passwords))
+
+    @staticmethod
+    def _candidate(order: CreateOrder) -> LedgerId:
+        """The id one attempt tries (not for legacy ids, which are claimed from etcd)."""
+        if order.mode is IdMode.EXACT:
+            assert order.ledger_id is not None
+            return order.ledger_id
+        if order.mode is IdMode.SCOPED:
+            return new_scoped_ledger_id(order.scope_id)
+        return new_uuid7_ledger_id()
+
+    def _attempt(self, order: CreateOrder, prepared: _Prepared, candidate: LedgerId) -> _Attempt:
+        """The record and the keys one attempt at a create writes: the ledger
+        and, with a request_id, its create-requests key, both required absent."""
+        record = common_pb2.LedgerMetadata()
+        record.CopyFrom(prepared.sealed)
+        record.ledger_id.scope_id, record.ledger_id.ledger_id = candidate.scope_id, candidate.ledger_id
+        record.create_request_id = order.request_id
+        key = self.keys.ledger(candidate)
+        attempt = _Attempt(candidate, record, [key], [Put(key, record.SerializeToString())])
+        if order.request_id:
+            request_key = self.keys.create_request(order.request_id)
+            attempt.absent.append(request_key)
+            attempt.ops.append(Put(request_key, _request_record(candidate, prepared.fingerprint)))
+        return attempt
+
+    async def _create_alone(self, order: CreateOrder, prepared: _Prepared) -> Created:
         # A repeated request_id is found when the transaction fails on its key (below), not
         # looked up first: nearly every create is a first attempt, and a read each cost an etcd call.
-        metadata = await sealed(metadata, self.keep_ledger_passwords)
-        attempts = _LEGACY_ID_ATTEMPTS if mode is IdMode.LEGACY else _ID_ATTEMPTS
+        attempts = _LEGACY_ID_ATTEMPTS if order.mode is IdMode.LEGACY else _ID_ATTEMPTS
         for _ in range(attempts):
             absent: list[bytes] = []
             versions: dict[bytes, int] = {}
             ops: list[Put | Delete] = []
-            if mode is IdMode.EXACT:
-                assert ledger_id is not None
-                candidate = ledger_id
-            elif mode is IdMode.SCOPED:
-                candidate = new_scoped_ledger_id(scope_id)
-            elif mode is IdMode.LEGACY:
+            if order.mode is IdMode.LEGACY:
                 candidate = await self._claim_legacy_id(absent, versions, ops)
             else:
-                candidate = new_uuid7_ledger_id()
-            record = common_pb2.LedgerMetadata()
-            record.CopyFrom(metadata)
-            record.ledger_id.scope_id, record.ledger_id.ledger_id = candidate.scope_id, candidate.ledger_id
-            record.create_request_id = request_id
-            key = self.keys.ledger(candidate)
-            absent.append(key)
-            ops.append(Put(key, record.SerializeToString()))
-            if request_id:
-                absent.append(self.keys.create_request(request_id))
-                ops.append(Put(self.keys.create_request(request_id), _request_record(candidate, fingerprint)))
-            version = await self.store.transact(absent, versions, ops)
+                candidate = self._candidate(order)
+            attempt = self._attempt(order, prepared, candidate)
+            version = await self.store.transact(absent + attempt.absent, versions, ops + attempt.ops)
             if version is not None:
                 log.debug("ledger %s created", candidate)
-                return record, version
-            if request_id:  # a concurrent create with this request_id may have won
-                earlier = await self._created_by(request_id, fingerprint)
+                return attempt.record, version
+            if order.request_id:  # a concurrent create with this request_id may have won
+                earlier = await self._created_by(order.request_id, prepared.fingerprint)
                 if earlier is not None:
                     return earlier
-            if mode is IdMode.EXACT:
+            if order.mode is IdMode.EXACT:
                 raise AlreadyExists(f"ledger {candidate} already exists", Reason.LEDGER_EXISTS)
-            if mode is IdMode.LEGACY:
+            if order.mode is IdMode.LEGACY:
                 await self._skip_taken_legacy_id(candidate, absent, versions)
         raise Aborted(f"could not find a free ledger id in {attempts} attempts")
 

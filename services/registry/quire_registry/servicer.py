@@ -7,11 +7,27 @@ from collections.abc import AsyncIterator
 
 import grpc
 
+from quire.common.v1 import common_pb2
 from quire.registry.v1 import registry_pb2, registry_pb2_grpc
-from quire_api.errors import InvalidArgument
+from quire_api.errors import InvalidArgument, QuireError
 from quire_api.ids import LedgerId, ledger_id_from_proto
+from quire_api.rpc_status import status_code
 from quire_registry.leadership import Leadership
-from quire_registry.registry import IdMode, Registration, Registry
+from quire_registry.registry import CreateOrder, IdMode, Registration, Registry
+
+
+def _create_order(
+    request: registry_pb2.CreateLedgerMetadataRequest,
+) -> tuple[IdMode, common_pb2.LedgerMetadata, LedgerId | None, int, str]:
+    """A create request's arguments to Registry.create_ledger, in order."""
+    which = request.WhichOneof("id")
+    if which == "ledger_id":
+        return IdMode.EXACT, request.metadata, ledger_id_from_proto(request.ledger_id), 0, request.request_id
+    if which == "scope_id":
+        return IdMode.SCOPED, request.metadata, None, request.scope_id, request.request_id
+    if which == "legacy":
+        return IdMode.LEGACY, request.metadata, None, 0, request.request_id
+    return IdMode.FRESH, request.metadata, None, 0, request.request_id
 
 
 class RegistryServicer(registry_pb2_grpc.RegistryServiceServicer):
@@ -96,26 +112,23 @@ class RegistryServicer(registry_pb2_grpc.RegistryServiceServicer):
     async def CreateLedgerMetadata(
         self, request: registry_pb2.CreateLedgerMetadataRequest, context: grpc.aio.ServicerContext
     ) -> registry_pb2.CreateLedgerMetadataResponse:
-        which = request.WhichOneof("id")
-        request_id = request.request_id
-        if which == "ledger_id":
-            metadata, version = await self.registry.create_ledger(
-                IdMode.EXACT,
-                request.metadata,
-                ledger_id=ledger_id_from_proto(request.ledger_id),
-                request_id=request_id,
-            )
-        elif which == "scope_id":
-            metadata, version = await self.registry.create_ledger(
-                IdMode.SCOPED, request.metadata, scope_id=request.scope_id, request_id=request_id
-            )
-        elif which == "legacy":
-            metadata, version = await self.registry.create_ledger(
-                IdMode.LEGACY, request.metadata, request_id=request_id
-            )
-        else:
-            metadata, version = await self.registry.create_ledger(IdMode.FRESH, request.metadata, request_id=request_id)
+        metadata, version = await self.registry.create_ledger(*_create_order(request))
         return registry_pb2.CreateLedgerMetadataResponse(metadata=metadata, version=version)
+
+    async def CreateLedgerMetadataBatch(
+        self, request: registry_pb2.CreateLedgerMetadataBatchRequest, context: grpc.aio.ServicerContext
+    ) -> registry_pb2.CreateLedgerMetadataBatchResponse:
+        outcomes = await self.registry.create_ledgers([CreateOrder(*_create_order(c)) for c in request.creates])
+        response = registry_pb2.CreateLedgerMetadataBatchResponse()
+        for outcome in outcomes:
+            result = response.results.add()
+            if isinstance(outcome, QuireError):
+                result.code, result.reason, result.message = status_code(outcome), outcome.reason, outcome.message
+                result.error_metadata.update(outcome.metadata)
+            else:
+                result.created.metadata.CopyFrom(outcome[0])
+                result.created.version = outcome[1]
+        return response
 
     async def GetLedgerMetadata(
         self, request: registry_pb2.GetLedgerMetadataRequest, context: grpc.aio.ServicerContext

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"quire/placement/v1/placement.proto\x12\x12quire.placement.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x87\x02\n\x12NewEnsembleRequest\x12\x15\n\rensemble_size\x18\x01 \x01(\r\x12\x19\n\x11write_quorum_size\x18\x02 \x01(\r\x12\x17\n\x0f\x61\x63k_quorum_size\x18\x03 \x01(\r\x12\x1a\n\x12\x65xclude_bookie_ids\x18\x04 \x03(\t\x12S\n\x0f\x63ustom_metadata\x18\x05 \x03(\x0b\x32:.quire.placement.v1.NewEnsembleRequest.CustomMetadataEntry\x1a\x35\n\x13\x43ustomMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\")\n\x13NewEnsembleResponse\x12\x12\n\nbookie_ids\x18\x01 \x03(\t\"\xc2\x02\n\x14ReplaceBookieRequest\x12\x15\n\rensemble_size\x18\x01 \x01(\r\x12\x19\n\x11write_quorum_size\x18\x02 \x01(\r\x12\x17\n\x0f\x61\x63k_quorum_size\x18\x03 \x01(\r\x12\x1b\n\x13\x65nsemble_bookie_ids\x18\x04 \x03(\t\x12\x18\n\x10\x66\x61iled_bookie_id\x18\x05 \x01(\t\x12\x1a\n\x12\x65xclude_bookie_ids\x18\x06 \x03(\t\x12U\n\x0f\x63ustom_metadata\x18\x07 \x03(\x0b\x32<.quire.placement.v1.ReplaceBookieRequest.CustomMetadataEntry\x1a\x35\n\x13\x43ustomMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"*\n\x15ReplaceBookieResponse\x12\x11\n\tbookie_id\x18\x01 \x01(\t\"\x1c\n\x1aGetPlacementWeightsRequest\"\xf3\x01\n\x0c\x42ookieWeight\x12\x11\n\tbookie_id\x18\x01 \x01(\t\x12\x12\n\nfree_bytes\x18\x02 \x01(\x04\x12\x13\n\x0btotal_bytes\x18\x03 \x01(\x04\x12\x16\n\x0enatural_weight\x18\x04 \x01(\x01\x12\x15\n\rcapped_weight\x18\x05 \x01(\x01\x12\x13\n\x0bload_factor\x18\x06 \x01(\x01\x12\x1d\n\x15selection_probability\x18\x07 \x01(\x01\x12\x30\n\x0cinfo_read_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\nselections\x18\t \x01(\x04\"\xc0\x01\n\x1bGetPlacementWeightsResponse\x12%\n\x1d\x64isk_weight_placement_enabled\x18\x01 \x01(\x08\x12\x1b\n\x13max_weight_multiple\x18\x02 \x01(\x01\x12\x31\n\x07\x62ookies\x18\x03 \x03(\x0b\x32 .quire.placement.v1.BookieWeight\x12\x1a\n\x12unknown_bookie_ids\x18\x04 \x03(\t\x12\x0e\n\x06policy\x18\x05 \x01(\t2\xd0\x02\n\x10PlacementService\x12^\n\x0bNewEnsemble\x12&.quire.placement.v1.NewEnsembleRequest\x1a\'.quire.placement.v1.NewEnsembleResponse\x12\x64\n\rReplaceBookie\x12(.quire.placement.v1.ReplaceBookieRequest\x1a).quire.placement.v1.ReplaceBookieResponse\x12v\n\x13GetPlacementWeights\x12..quire.placement.v1.GetPlacementWeightsRequest\x1a/.quire.placement.v1.GetPlacementWeightsResponseBl\n\x15io.quire.placement.v1P\x01Z<github.com/quire/quire/gen/go/quire/placement/v1;placementv1\xaa\x02\x12Quire.Placement.V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"quire/placement/v1/placement.proto\x12\x12quire.placement.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x87\x02\n\x12NewEnsembleRequest\x12\x15\n\rensemble_size\x18\x01 \x01(\r\x12\x19\n\x11write_quorum_size\x18\x02 \x01(\r\x12\x17\n\x0f\x61\x63k_quorum_size\x18\x03 \x01(\r\x12\x1a\n\x12\x65xclude_bookie_ids\x18\x04 \x03(\t\x12S\n\x0f\x63ustom_metadata\x18\x05 \x03(\x0b\x32:.quire.placement.v1.NewEnsembleRequest.CustomMetadataEntry\x1a\x35\n\x13\x43ustomMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\")\n\x13NewEnsembleResponse\x12\x12\n\nbookie_ids\x18\x01 \x03(\t\"O\n\x13NewEnsemblesRequest\x12\x38\n\x08requests\x18\x01 \x03(\x0b\x32&.quire.placement.v1.NewEnsembleRequest\"N\n\x14NewEnsemblesResponse\x12\x36\n\x07results\x18\x01 \x03(\x0b\x32%.quire.placement.v1.NewEnsembleResult\"\xde\x01\n\x11NewEnsembleResult\x12\x12\n\nbookie_ids\x18\x01 \x03(\t\x12\x0c\n\x04\x63ode\x18\x02 \x01(\x05\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x0f\n\x07message\x18\x04 \x01(\t\x12P\n\x0e\x65rror_metadata\x18\x05 \x03(\x0b\x32\x38.quire.placement.v1.NewEnsembleResult.ErrorMetadataEntry\x1a\x34\n\x12\x45rrorMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xc2\x02\n\x14ReplaceBookieRequest\x12\x15\n\rensemble_size\x18\x01 \x01(\r\x12\x19\n\x11write_quorum_size\x18\x02 \x01(\r\x12\x17\n\x0f\x61\x63k_quorum_size\x18\x03 \x01(\r\x12\x1b\n\x13\x65nsemble_bookie_ids\x18\x04 \x03(\t\x12\x18\n\x10\x66\x61iled_bookie_id\x18\x05 \x01(\t\x12\x1a\n\x12\x65xclude_bookie_ids\x18\x06 \x03(\t\x12U\n\x0f\x63ustom_metadata\x18\x07 \x03(\x0b\x32<.quire.placement.v1.ReplaceBookieRequest.CustomMetadataEntry\x1a\x35\n\x13\x43ustomMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"*\n\x15ReplaceBookieResponse\x12\x11\n\tbookie_id\x18\x01 \x01(\t\"\x1c\n\x1aGetPlacementWeightsRequest\"\xf3\x01\n\x0c\x42ookieWeight\x12\x11\n\tbookie_id\x18\x01 \x01(\t\x12\x12\n\nfree_bytes\x18\x02 \x01(\x04\x12\x13\n\x0btotal_bytes\x18\x03 \x01(\x04\x12\x16\n\x0enatural_weight\x18\x04 \x01(\x01\x12\x15\n\rcapped_weight\x18\x05 \x01(\x01\x12\x13\n\x0bload_factor\x18\x06 \x01(\x01\x12\x1d\n\x15selection_probability\x18\x07 \x01(\x01\x12\x30\n\x0cinfo_read_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\nselections\x18\t \x01(\x04\"\xc0\x01\n\x1bGetPlacementWeightsResponse\x12%\n\x1d\x64isk_weight_placement_enabled\x18\x01 \x01(\x08\x12\x1b\n\x13max_weight_multiple\x18\x02 \x01(\x01\x12\x31\n\x07\x62ookies\x18\x03 \x03(\x0b\x32 .quire.placement.v1.BookieWeight\x12\x1a\n\x12unknown_bookie_ids\x18\x04 \x03(\t\x12\x0e\n\x06policy\x18\x05 \x01(\t2\xb3\x03\n\x10PlacementService\x12^\n\x0bNewEnsemble\x12&.quire.placement.v1.NewEnsembleRequest\x1a\'.quire.placement.v1.NewEnsembleResponse\x12\x61\n\x0cNewEnsembles\x12\'.quire.placement.v1.NewEnsemblesRequest\x1a(.quire.placement.v1.NewEnsemblesResponse\x12\x64\n\rReplaceBookie\x12(.quire.placement.v1.ReplaceBookieRequest\x1a).quire.placement.v1.ReplaceBookieResponse\x12v\n\x13GetPlacementWeights\x12..quire.placement.v1.GetPlacementWeightsRequest\x1a/.quire.placement.v1.GetPlacementWeightsResponseBl\n\x15io.quire.placement.v1P\x01Z<github.com/quire/quire/gen/go/quire/placement/v1;placementv1\xaa\x02\x12Quire.Placement.V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,6 +35,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._serialized_options = b'\n\025io.quire.placement.v1P\001Z<github.com/quire/quire/gen/go/quire/placement/v1;placementv1\252\002\022Quire.Placement.V1'
   _globals['_NEWENSEMBLEREQUEST_CUSTOMMETADATAENTRY']._loaded_options = None
   _globals['_NEWENSEMBLEREQUEST_CUSTOMMETADATAENTRY']._serialized_options = b'8\001'
+  _globals['_NEWENSEMBLERESULT_ERRORMETADATAENTRY']._loaded_options = None
+  _globals['_NEWENSEMBLERESULT_ERRORMETADATAENTRY']._serialized_options = b'8\001'
   _globals['_REPLACEBOOKIEREQUEST_CUSTOMMETADATAENTRY']._loaded_options = None
   _globals['_REPLACEBOOKIEREQUEST_CUSTOMMETADATAENTRY']._serialized_options = b'8\001'
   _globals['_NEWENSEMBLEREQUEST']._serialized_start=92
@@ -43,18 +45,26 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_NEWENSEMBLEREQUEST_CUSTOMMETADATAENTRY']._serialized_end=355
   _globals['_NEWENSEMBLERESPONSE']._serialized_start=357
   _globals['_NEWENSEMBLERESPONSE']._serialized_end=398
-  _globals['_REPLACEBOOKIEREQUEST']._serialized_start=401
-  _globals['_REPLACEBOOKIEREQUEST']._serialized_end=723
+  _globals['_NEWENSEMBLESREQUEST']._serialized_start=400
+  _globals['_NEWENSEMBLESREQUEST']._serialized_end=479
+  _globals['_NEWENSEMBLESRESPONSE']._serialized_start=481
+  _globals['_NEWENSEMBLESRESPONSE']._serialized_end=559
+  _globals['_NEWENSEMBLERESULT']._serialized_start=562
+  _globals['_NEWENSEMBLERESULT']._serialized_end=784
+  _globals['_NEWENSEMBLERESULT_ERRORMETADATAENTRY']._serialized_start=732
+  _globals['_NEWENSEMBLERESULT_ERRORMETADATAENTRY']._serialized_end=784
+  _globals['_REPLACEBOOKIEREQUEST']._serialized_start=787
+  _globals['_REPLACEBOOKIEREQUEST']._serialized_end=1109
   _globals['_REPLACEBOOKIEREQUEST_CUSTOMMETADATAENTRY']._serialized_start=302
   _globals['_REPLACEBOOKIEREQUEST_CUSTOMMETADATAENTRY']._serialized_end=355
-  _globals['_REPLACEBOOKIERESPONSE']._serialized_start=725
-  _globals['_REPLACEBOOKIERESPONSE']._serialized_end=767
-  _globals['_GETPLACEMENTWEIGHTSREQUEST']._serialized_start=769
-  _globals['_GETPLACEMENTWEIGHTSREQUEST']._serialized_end=797
-  _globals['_BOOKIEWEIGHT']._serialized_start=800
-  _globals['_BOOKIEWEIGHT']._serialized_end=1043
-  _globals['_GETPLACEMENTWEIGHTSRESPONSE']._serialized_start=1046
-  _globals['_GETPLACEMENTWEIGHTSRESPONSE']._serialized_end=1238
-  _globals['_PLACEMENTSERVICE']._serialized_start=1241
-  _globals['_PLACEMENTSERVICE']._serialized_end=1577
+  _globals['_REPLACEBOOKIERESPONSE']._serialized_start=1111
+  _globals['_REPLACEBOOKIERESPONSE']._serialized_end=1153
+  _globals['_GETPLACEMENTWEIGHTSREQUEST']._serialized_start=1155
+  _globals['_GETPLACEMENTWEIGHTSREQUEST']._serialized_end=1183
+  _globals['_BOOKIEWEIGHT']._serialized_start=1186
+  _globals['_BOOKIEWEIGHT']._serialized_end=1429
+  _globals['_GETPLACEMENTWEIGHTSRESPONSE']._serialized_start=1432
+  _globals['_GETPLACEMENTWEIGHTSRESPONSE']._serialized_end=1624
+  _globals['_PLACEMENTSERVICE']._serialized_start=1627
+  _globals['_PLACEMENTSERVICE']._serialized_end=2062
 # @@protoc_insertion_point(module_scope)

@@ -36,6 +36,39 @@ class NewEnsembleResponse(_message.Message):
     bookie_ids: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, bookie_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
+class NewEnsemblesRequest(_message.Message):
+    __slots__ = ("requests",)
+    REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    requests: _containers.RepeatedCompositeFieldContainer[NewEnsembleRequest]
+    def __init__(self, requests: _Optional[_Iterable[_Union[NewEnsembleRequest, _Mapping]]] = ...) -> None: ...
+
+class NewEnsemblesResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[NewEnsembleResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[NewEnsembleResult, _Mapping]]] = ...) -> None: ...
+
+class NewEnsembleResult(_message.Message):
+    __slots__ = ("bookie_ids", "code", "reason", "message", "error_metadata")
+    class ErrorMetadataEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    BOOKIE_IDS_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_METADATA_FIELD_NUMBER: _ClassVar[int]
+    bookie_ids: _containers.RepeatedScalarFieldContainer[str]
+    code: int
+    reason: str
+    message: str
+    error_metadata: _containers.ScalarMap[str, str]
+    def __init__(self, bookie_ids: _Optional[_Iterable[str]] = ..., code: _Optional[int] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ..., error_metadata: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
 class ReplaceBookieRequest(_message.Message):
     __slots__ = ("ensemble_size", "write_quorum_size", "ack_quorum_size", "ensemble_bookie_ids", "failed_bookie_id", "exclude_bookie_ids", "custom_metadata")
     class CustomMetadataEntry(_message.Message):

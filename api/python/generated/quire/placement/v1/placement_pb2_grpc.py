@@ -40,6 +40,11 @@ class PlacementServiceStub:
                 request_serializer=quire_dot_placement_dot_v1_dot_placement__pb2.NewEnsembleRequest.SerializeToString,
                 response_deserializer=quire_dot_placement_dot_v1_dot_placement__pb2.NewEnsembleResponse.FromString,
                 _registered_method=True)
+        self.NewEnsembles = channel.unary_unary(
+                '/quire.placement.v1.PlacementService/NewEnsembles',
+                request_serializer=quire_dot_placement_dot_v1_dot_placement__pb2.NewEnsemblesRequest.SerializeToString,
+                response_deserializer=quire_dot_placement_dot_v1_dot_placement__pb2.NewEnsemblesResponse.FromString,
+                _registered_method=True)
         self.ReplaceBookie = channel.unary_unary(
                 '/quire.placement.v1.PlacementService/ReplaceBookie',
                 request_serializer=quire_dot_placement_dot_v1_dot_placement__pb2.ReplaceBookieRequest.SerializeToString,
@@ -58,6 +63,15 @@ class PlacementServiceServicer:
 
     def NewEnsemble(self, request, context):
         """NewEnsemble picks E distinct writable bookies for a new ledger.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def NewEnsembles(self, request, context):
+        """NewEnsembles picks the ensembles of several new ledgers in one call (a
+        gateway gathers concurrent creates). Each request gets its own result:
+        one that cannot be placed fails alone. At most 256 requests.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -85,6 +99,11 @@ def add_PlacementServiceServicer_to_server(servicer, server):
                     servicer.NewEnsemble,
                     request_deserializer=quire_dot_placement_dot_v1_dot_placement__pb2.NewEnsembleRequest.FromString,
                     response_serializer=quire_dot_placement_dot_v1_dot_placement__pb2.NewEnsembleResponse.SerializeToString,
+            ),
+            'NewEnsembles': grpc.unary_unary_rpc_method_handler(
+                    servicer.NewEnsembles,
+                    request_deserializer=quire_dot_placement_dot_v1_dot_placement__pb2.NewEnsemblesRequest.FromString,
+                    response_serializer=quire_dot_placement_dot_v1_dot_placement__pb2.NewEnsemblesResponse.SerializeToString,
             ),
             'ReplaceBookie': grpc.unary_unary_rpc_method_handler(
                     servicer.ReplaceBookie,
@@ -125,6 +144,33 @@ class PlacementService:
             '/quire.placement.v1.PlacementService/NewEnsemble',
             quire_dot_placement_dot_v1_dot_placement__pb2.NewEnsembleRequest.SerializeToString,
             quire_dot_placement_dot_v1_dot_placement__pb2.NewEnsembleResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def NewEnsembles(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/quire.placement.v1.PlacementService/NewEnsembles',
+            quire_dot_placement_dot_v1_dot_placement__pb2.NewEnsemblesRequest.SerializeToString,
+            quire_dot_placement_dot_v1_dot_placement__pb2.NewEnsemblesResponse.FromString,
             options,
             channel_credentials,
             insecure,

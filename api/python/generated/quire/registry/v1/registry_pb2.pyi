@@ -200,6 +200,39 @@ class CreateLedgerMetadataResponse(_message.Message):
     version: int
     def __init__(self, metadata: _Optional[_Union[_common_pb2.LedgerMetadata, _Mapping]] = ..., version: _Optional[int] = ...) -> None: ...
 
+class CreateLedgerMetadataBatchRequest(_message.Message):
+    __slots__ = ("creates",)
+    CREATES_FIELD_NUMBER: _ClassVar[int]
+    creates: _containers.RepeatedCompositeFieldContainer[CreateLedgerMetadataRequest]
+    def __init__(self, creates: _Optional[_Iterable[_Union[CreateLedgerMetadataRequest, _Mapping]]] = ...) -> None: ...
+
+class CreateLedgerMetadataBatchResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[CreateLedgerMetadataResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[CreateLedgerMetadataResult, _Mapping]]] = ...) -> None: ...
+
+class CreateLedgerMetadataResult(_message.Message):
+    __slots__ = ("created", "code", "reason", "message", "error_metadata")
+    class ErrorMetadataEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    CREATED_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_METADATA_FIELD_NUMBER: _ClassVar[int]
+    created: CreateLedgerMetadataResponse
+    code: int
+    reason: str
+    message: str
+    error_metadata: _containers.ScalarMap[str, str]
+    def __init__(self, created: _Optional[_Union[CreateLedgerMetadataResponse, _Mapping]] = ..., code: _Optional[int] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ..., error_metadata: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
 class GetLedgerMetadataRequest(_message.Message):
     __slots__ = ("ledger_id",)
     LEDGER_ID_FIELD_NUMBER: _ClassVar[int]

@@ -77,6 +77,11 @@ class RegistryServiceStub:
                 request_serializer=quire_dot_registry_dot_v1_dot_registry__pb2.CreateLedgerMetadataRequest.SerializeToString,
                 response_deserializer=quire_dot_registry_dot_v1_dot_registry__pb2.CreateLedgerMetadataResponse.FromString,
                 _registered_method=True)
+        self.CreateLedgerMetadataBatch = channel.unary_unary(
+                '/quire.registry.v1.RegistryService/CreateLedgerMetadataBatch',
+                request_serializer=quire_dot_registry_dot_v1_dot_registry__pb2.CreateLedgerMetadataBatchRequest.SerializeToString,
+                response_deserializer=quire_dot_registry_dot_v1_dot_registry__pb2.CreateLedgerMetadataBatchResponse.FromString,
+                _registered_method=True)
         self.GetLedgerMetadata = channel.unary_unary(
                 '/quire.registry.v1.RegistryService/GetLedgerMetadata',
                 request_serializer=quire_dot_registry_dot_v1_dot_registry__pb2.GetLedgerMetadataRequest.SerializeToString,
@@ -199,6 +204,19 @@ class RegistryServiceServicer:
     def CreateLedgerMetadata(self, request, context):
         """CreateLedgerMetadata stores the metadata of a new ledger, choosing its id
         as the request asks.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateLedgerMetadataBatch(self, request, context):
+        """CreateLedgerMetadataBatch stores several new ledgers, most of them in one
+        metadata store transaction (a gateway gathers concurrent creates). Each
+        create gets its own result, as CreateLedgerMetadata would have answered
+        it alone: one that fails (an id that exists, a bad record, a reused
+        request_id) fails alone, and request_id keeps each retry-safe. At most
+        50 creates (INVALID_ARGUMENT otherwise): etcd caps the operations of a
+        transaction (128 by default) and each create writes two keys.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -335,6 +353,11 @@ def add_RegistryServiceServicer_to_server(servicer, server):
                     servicer.CreateLedgerMetadata,
                     request_deserializer=quire_dot_registry_dot_v1_dot_registry__pb2.CreateLedgerMetadataRequest.FromString,
                     response_serializer=quire_dot_registry_dot_v1_dot_registry__pb2.CreateLedgerMetadataResponse.SerializeToString,
+            ),
+            'CreateLedgerMetadataBatch': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateLedgerMetadataBatch,
+                    request_deserializer=quire_dot_registry_dot_v1_dot_registry__pb2.CreateLedgerMetadataBatchRequest.FromString,
+                    response_serializer=quire_dot_registry_dot_v1_dot_registry__pb2.CreateLedgerMetadataBatchResponse.SerializeToString,
             ),
             'GetLedgerMetadata': grpc.unary_unary_rpc_method_handler(
                     servicer.GetLedgerMetadata,
@@ -611,6 +634,33 @@ class RegistryService:
             '/quire.registry.v1.RegistryService/CreateLedgerMetadata',
             quire_dot_registry_dot_v1_dot_registry__pb2.CreateLedgerMetadataRequest.SerializeToString,
             quire_dot_registry_dot_v1_dot_registry__pb2.CreateLedgerMetadataResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateLedgerMetadataBatch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/quire.registry.v1.RegistryService/CreateLedgerMetadataBatch',
+            quire_dot_registry_dot_v1_dot_registry__pb2.CreateLedgerMetadataBatchRequest.SerializeToString,
+            quire_dot_registry_dot_v1_dot_registry__pb2.CreateLedgerMetadataBatchResponse.FromString,
             options,
             channel_credentials,
             insecure,
