@@ -135,9 +135,10 @@ class LedgerManager:
         self.read_settings = read_settings or ReadSettings()
         self.handles: dict[LedgerId, WriteHandle] = {}
         self.quarantine = Quarantine(self.settings.bookie_quarantine_seconds)
+        # The remote's calls are looked up when first needed (tests give fakes of only what they use).
         self.explicit_lacs = ExplicitLacs(
             self.settings.explicit_lac_seconds,
-            lambda *write: self.remote.submit_last_add_confirmed(*write),  # looked up when first needed
+            lambda *write: self.remote.submit_last_add_confirmed(*write),
         )
         # LACs readers learned from the bookies, per ledger not written here (LRU-bounded).
         # (LAC, when it was read from the bookies), by ledger and incarnation.
@@ -145,10 +146,14 @@ class LedgerManager:
         self._background: set[asyncio.Task[None]] = set()
         # Concurrent creates share one placement call and one registry call (call_batches.py).
         self._ensembles: CallGatherer[placement_pb2.NewEnsembleRequest, list[str]] = CallGatherer(
-            remote.new_ensembles, CREATES_PER_BATCH, "choosing ensembles"
+            lambda asks: self.remote.new_ensembles(asks), CREATES_PER_BATCH, "choosing ensembles"
         )
         self._creates: CallGatherer[registry_pb2.CreateLedgerMetadataRequest, tuple[common_pb2.LedgerMetadata, int]] = (
-            CallGatherer(remote.create_ledgers_metadata, CREATES_PER_BATCH, "creating ledger metadata")
+            CallGatherer(
+                lambda creates: self.remote.create_ledgers_metadata(creates),
+                CREATES_PER_BATCH,
+                "creating ledger metadata",
+            )
         )
 
     async def create(self, spec: CreateSpec) -> common_pb2.LedgerMetadata:
