@@ -99,3 +99,33 @@ async def test_zero_seconds_never_publishes():
     lacs.quiet(FakeLedger(LedgerId(1, 1)))
     await asyncio.sleep(0.05)
     assert bookies.writes == []
+
+
+async def test_ledgers_due_within_a_quarter_of_the_pause_leave_together():
+    """Timer boundaries a quarter of the pause apart: ledgers falling due
+    within one quarter are published in one firing, so their writes to each
+    bookie can share one call."""
+    loop = asyncio.get_running_loop()
+    bookies = FakeBookies()
+    lacs = ExplicitLacs(1.0, bookies.submit)
+    step = lacs._granularity
+    assert lacs._boundary(10 * step + step / 3) == lacs._boundary(10 * step + 2 * step / 3) == 11 * step
+    firings: list[int] = []  # how many ledgers each firing published
+    publish_due = lacs._publish_due
+
+    def counted() -> None:
+        before = len(bookies.writes)
+        publish_due()
+        firings.append(len(bookies.writes) - before)
+
+    lacs._publish_due = counted  # type: ignore[method-assign]
+    # Start just past a boundary's due window, then go quiet 5 ms apart: all within one quarter (0.25 s).
+    start = loop.time()
+    await asyncio.sleep(lacs._boundary(start + 1.0) - 1.0 - start + 0.001)
+    ledgers = [FakeLedger(LedgerId(1, n), ensemble=["b1"]) for n in range(5)]
+    for ledger in ledgers:
+        lacs.quiet(ledger)
+        await asyncio.sleep(0.005)
+    await asyncio.sleep(1.5)
+    assert firings == [5]
+    assert all(ledger.published for ledger in ledgers)

@@ -10,14 +10,18 @@ bookie that misses it learns it from the next entry.
 One timer for all the ledgers gone quiet, not a task, a timer and a gather of
 calls per ledger: with 16 writers spreading one-entry adds over 1,000 open
 ledgers every add is followed by a pause, and that machinery cost the gateway
-more than the add itself (docs/decisions.md). The writes themselves leave
-gathered per bookie (lac_batches.py). No grpc here.
+more than the add itself (docs/decisions.md). The timer fires on boundaries a
+quarter of the pause apart, so the ledgers that fall due within one quarter
+leave together: the writes to each bookie then share one call
+(lac_batches.py), where ledgers due a few milliseconds apart paid a call and
+a bookie's writer thread round each. No grpc here.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections.abc import Callable
 from typing import Protocol
 
@@ -48,6 +52,7 @@ class QuietLedger(Protocol):
 class ExplicitLacs:
     def __init__(self, seconds: float, submit: SubmitLac) -> None:
         self.seconds = seconds  # 0: never
+        self._granularity = seconds / 4  # ledgers due within one such step leave together
         self._submit = submit
         # Ledgers gone quiet, in the order their LAC falls due: (its submits then, when due).
         self._quiet: dict[QuietLedger, tuple[int, float]] = {}
@@ -63,7 +68,11 @@ class ExplicitLacs:
         self._quiet.pop(ledger, None)  # to the end: the dict stays in the order of due times
         self._quiet[ledger] = (ledger.submits, due)
         if self._timer is None:
-            self._timer = loop.call_at(due, self._publish_due)
+            self._timer = loop.call_at(self._boundary(due), self._publish_due)
+
+    def _boundary(self, due: float) -> float:
+        """The first timer boundary at or after `due`."""
+        return math.ceil(due / self._granularity) * self._granularity
 
     def close(self) -> None:
         if self._timer is not None:
@@ -78,7 +87,7 @@ class ExplicitLacs:
         while self._quiet:
             ledger, (submits, due) = next(iter(self._quiet.items()))
             if due > now:
-                self._timer = loop.call_at(due, self._publish_due)
+                self._timer = loop.call_at(self._boundary(due), self._publish_due)
                 break
             del self._quiet[ledger]
             lac = ledger.lac_to_publish(submits)
