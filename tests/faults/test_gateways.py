@@ -1,7 +1,8 @@
 """Many gateways (GWY rows): a ledger is written by the gateway that created
 it; writes through other gateways are relayed to it. A relaying gateway or the
 owner itself is SIGKILLed in the middle of a write stream (GWY-1, GWY-2), or
-the owner is SIGKILLed and started again under its name (GWY-4).
+the owner is SIGKILLed and started again under its name (GWY-4, and GWY-5 with
+its clients writing through it alone).
 
 These rows count for themselves what the checker counts for the others, from
 the client's acknowledgements and a read-back of the closed ledger: every
@@ -11,6 +12,8 @@ entry lost and an entry written twice are both plain to see.
 
 from __future__ import annotations
 
+import json
+import subprocess
 import threading
 import time
 from collections import Counter
@@ -39,6 +42,8 @@ SESSION = "QUIRE_GATEWAY_SESSION_SECONDS"
 # GWY-4's owner holds its session on a lease this long, so that what happens
 # before the lease could lapse is told apart from what its lapse would do.
 LONG_SESSION_SECONDS = 60
+# GWY-5's control waits for the old lease to lapse: a shorter one keeps it quick.
+CONTROL_SESSION_SECONDS = 15
 # What a write through another gateway is refused with while the owner's session lives:
 # after a restart (UNAVAILABLE, or relayed to a session the registry still holds), and
 # while the owner is paused (its relayed write waits there until its deadline).
@@ -343,6 +348,110 @@ def test_gwy4_control_waiting_for_the_previous_session_stalls_its_ledgers(
     with QuireClient(cluster.gateway_targets[2], cluster.registry_target, timeout=30) as reader:
         metadata, _ = reader.ledger_metadata(ledger)
     assert metadata.state == common_pb2.LEDGER_STATE_OPEN
+
+
+def old_lease_expiry(cluster: LocalCluster, lease_id: int) -> float:
+    """The earliest monotonic time etcd can let `lease_id` lapse, if nobody
+    renews it from now on: now plus the TTL etcd says remains (whole seconds,
+    rounded down)."""
+    asked_at = time.monotonic()
+    endpoint = f"--endpoints=127.0.0.1:{cluster.ports.etcd}"
+    answer = subprocess.run(
+        ["etcdctl", endpoint, "-w", "json", "lease", "timetolive", f"{lease_id:x}"],
+        env={"ETCDCTL_API": "3", "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    remaining = json.loads(answer.stdout)["ttl"]
+    assert remaining > 0, f"the session's lease {lease_id:x} is not live: {answer.stdout}"
+    return asked_at + remaining
+
+
+def first_write_after(target: str, registry: str, deadline_seconds: float = 180) -> float:
+    """What a client does once its ledger's writer is gone: create a new ledger
+    through the gateway and add to it, trying again while refused for now.
+    Returns when the add was acknowledged."""
+    deadline = time.monotonic() + deadline_seconds
+    with QuireClient(target, registry, timeout=30) as client:
+        while True:
+            try:
+                created = client.create_ledger().ledger_id
+                client.add_entry(LedgerId(created.scope_id, created.ledger_id), b"after the restart")
+                return time.monotonic()
+            except QuireClientError as exc:
+                if not exc.retryable or time.monotonic() >= deadline:
+                    raise
+            time.sleep(0.2)
+
+
+def restart_a_lone_writer_under_its_name(
+    cluster: LocalCluster, scenario: Scenario, settings: dict[str, str]
+) -> tuple[LedgerId, int, bool]:
+    """GWY-5's fault: a client streams to a ledger through the first gateway
+    alone (no other gateway to resume through, as with a single gateway); the
+    gateway is SIGKILLed in a burst and started again under its name. Once the
+    client's stream has ended it creates a new ledger there and adds to it, as
+    an application would. Returns the first ledger, the entries acknowledged
+    in it, and whether the first write after the restart was acknowledged
+    before the killed session's lease could have lapsed."""
+    owner = cluster.gateway_names[0]
+    cluster.processes[owner].env.update(settings)
+    cluster.restart(owner)
+    target = cluster.gateway_targets[0]
+    ledger = ledger_on_first_gateway(cluster)
+    client = QuireClient(target, cluster.registry_target, timeout=30, resume_attempts=60)
+    writer = StreamingWriter(client, ledger).start()
+    writer.wait_for_the_burst()
+    metadata, _ = client.ledger_metadata(ledger)
+    lapses_at = old_lease_expiry(cluster, metadata.owner.session_id)
+    cluster.kill(owner)
+    killed_at = time.monotonic()
+    cluster.start_process(owner)
+    writer.join()
+    client.close()
+    written_at = first_write_after(target, cluster.registry_target)
+    scenario.figures.update(
+        acked_at_kill=writer.acked,
+        stream_ended_with=(writer.error.reason or writer.error.code.name) if writer.error else "",
+        old_lease_left_s=round(lapses_at - killed_at, 1),
+        first_write_after_kill_s=round(written_at - killed_at, 1),
+    )
+    return ledger, writer.acked, written_at < lapses_at
+
+
+def test_gwy5_a_lone_gateway_restarted_under_its_name_writes_before_its_old_lease_lapses(
+    cluster: LocalCluster, scenario: Scenario
+) -> None:
+    """GWY-5: a gateway whose client writes through it alone is SIGKILLed and
+    started again under its name. It knows its previous session is dead: the
+    client's broken stream ends with its ledger recovered (closed at one end,
+    every acknowledged entry in it), and the client's first write after the
+    restart, to a new ledger, is acknowledged while the killed session's lease
+    (60 s) still had time to run."""
+    scenario.start("GWY-5", gateways=1, session_seconds=LONG_SESSION_SECONDS)
+    ledger, acked, before_the_lapse = restart_a_lone_writer_under_its_name(
+        cluster, scenario, {SESSION: str(LONG_SESSION_SECONDS)}
+    )
+    assert before_the_lapse, f"the first write waited for the dead session's lease: {scenario.figures}"
+    assert scenario.figures["stream_ended_with"] in (OWNER_GONE, "ERROR_REASON_LEDGER_CLOSED"), scenario.figures
+    with QuireClient(cluster.gateway_targets[0], cluster.registry_target, timeout=30) as reader:
+        closed, _ = reader.ledger_metadata(ledger)
+        assert closed.state == common_pb2.LEDGER_STATE_CLOSED and closed.last_entry_id + 1 >= acked
+        assert tally(scenario, reader, ledger, acked) == (0, 0)
+
+
+def test_gwy5_control_waiting_for_the_previous_session_writes_only_after_the_lapse(
+    cluster: LocalCluster, scenario: Scenario
+) -> None:
+    """Positive control: with QUIRE_GATEWAY_FAULT_WAIT_FOR_PREVIOUS_SESSION the
+    restarted gateway takes its killed session for alive until that lease
+    (15 s here) lapses, so the first write after the restart comes only then."""
+    scenario.start("GWY-5-control", gateways=1, session_seconds=CONTROL_SESSION_SECONDS)
+    settings = {SESSION: str(CONTROL_SESSION_SECONDS), WAIT_FOR_PREVIOUS_SESSION: "true"}
+    _, _, before_the_lapse = restart_a_lone_writer_under_its_name(cluster, scenario, settings)
+    assert not before_the_lapse, f"positive control: the first write did not wait for the lease: {scenario.figures}"
 
 
 def pause_the_owner_past_its_lease(cluster: LocalCluster, scenario: Scenario) -> tuple[LedgerId, StreamingWriter, int]:

@@ -3,9 +3,13 @@ logic; the registry is a fake that answers Campaign and GetLeader)."""
 
 from __future__ import annotations
 
+import logging
 import re
 
+import pytest
+
 from quire.common.v1 import common_pb2
+from quire_api.errors import Unavailable
 from quire_gateway.sessions import GatewaySession, session_role
 
 
@@ -54,3 +58,91 @@ async def test_the_positive_control_trusts_every_owner():
     trusting = GatewaySession(registry, "gw-b", "10.0.0.2:7000", 10, trust_owners=True)  # type: ignore[arg-type]
     gone = common_pb2.LedgerOwner(gateway="gw-a", address="10.0.0.1:7000", session_id=7)
     assert await trusting.alive(gone)
+
+
+def owner_of(name: str, session_id: int) -> common_pb2.LedgerOwner:
+    return common_pb2.LedgerOwner(gateway=name, address="10.0.0.1:7000", session_id=session_id)
+
+
+async def test_a_previous_process_of_this_name_is_dead_whatever_the_registry_says():
+    registry = FakeRegistry()
+    killed = GatewaySession(registry, "gw-a", "10.0.0.1:7000", 10)  # type: ignore[arg-type]
+    await killed.holder.campaign_once()  # the killed process's session, still held in the registry
+    old_owner = owner_of("gw-a", killed.holder.lease_id)
+    restarted = GatewaySession(registry, "gw-a", "10.0.0.1:7000", 10)  # type: ignore[arg-type]
+    other = GatewaySession(registry, "gw-b", "10.0.0.2:7000", 10)  # type: ignore[arg-type]
+    assert await other.alive(old_owner)  # others go by the registry
+    assert restarted.is_a_previous_process(old_owner)
+    assert not await restarted.alive(old_owner)  # before its own session is held...
+    registry.holders.pop(session_role("gw-a"))  # ended (or lapsed)
+    assert await restarted.holder.campaign_once()
+    assert not await restarted.alive(old_owner)  # ...and after
+    assert not restarted.is_a_previous_process(owner_of("gw-a", restarted.holder.lease_id))
+    assert not restarted.is_a_previous_process(owner_of("gw-b", 7))
+
+
+async def test_the_previous_session_control_takes_it_for_alive_while_the_registry_does():
+    registry = FakeRegistry()
+    killed = GatewaySession(registry, "gw-a", "10.0.0.1:7000", 10)  # type: ignore[arg-type]
+    await killed.holder.campaign_once()
+    old_owner = owner_of("gw-a", killed.holder.lease_id)
+    waiting = GatewaySession(registry, "gw-a", "10.0.0.1:7000", 10, wait_for_previous_session=True)  # type: ignore[arg-type]
+    assert not waiting.is_a_previous_process(old_owner)
+    assert await waiting.alive(old_owner)
+    registry.holders.pop(session_role("gw-a"))  # the lease lapsed
+    assert not await waiting.alive(old_owner)
+
+
+class FlakyRegistry(FakeRegistry):
+    """Fails its first `failures` GetLeader calls; records resignations."""
+
+    def __init__(self, failures: int) -> None:
+        super().__init__()
+        self.failures = failures
+        self.resigned: list[tuple[str, str, int]] = []
+
+    async def get_leader(self, role: str) -> tuple[str, int]:
+        if self.failures:
+            self.failures -= 1
+            raise Unavailable("the registry is restarting")
+        return await super().get_leader(role)
+
+    async def resign(self, role: str, candidate: str, lease_id: int) -> None:
+        self.resigned.append((role, candidate, lease_id))
+        self.holders.pop(role, None)
+
+
+async def test_a_restart_ends_its_previous_session_once_the_registry_answers():
+    registry = FlakyRegistry(failures=1)
+    registry.holders[session_role("gw-a")] = ("gw-a", 101)
+    restarted = GatewaySession(registry, "gw-a", "10.0.0.1:7000", 10)  # type: ignore[arg-type]
+    await restarted._end_previous_session()
+    assert registry.resigned == [(session_role("gw-a"), "gw-a", 101)]
+    await restarted.renew()
+    assert restarted.owner() is not None
+
+
+async def test_a_second_process_taking_this_name_is_logged_once(caplog: pytest.LogCaptureFixture):
+    registry = FakeRegistry()
+    first = GatewaySession(registry, "gw-a", "10.0.0.1:7000", 10)  # type: ignore[arg-type]
+    await first.renew()
+    assert first.owner() is not None
+    registry.holders[session_role("gw-a")] = ("gw-a", 202)  # a second process ended it and took the name
+    with caplog.at_level(logging.ERROR, logger="quire_gateway.sessions"):
+        await first.renew()
+        await first.renew()
+    taken = [r for r in caplog.records if "two gateways run under one name" in r.getMessage()]
+    assert len(taken) == 1 and taken[0].levelno == logging.ERROR
+    assert first.owner() is None
+
+
+async def test_a_lapsed_session_taken_again_by_nobody_else_is_not_logged(caplog: pytest.LogCaptureFixture):
+    registry = FakeRegistry()
+    first = GatewaySession(registry, "gw-a", "10.0.0.1:7000", 10)  # type: ignore[arg-type]
+    await first.renew()
+    registry.holders[session_role("gw-b")] = ("gw-b", 303)  # some other name: nothing to say
+    registry.holders.pop(session_role("gw-a"))  # this process's lease lapsed (a partition)
+    with caplog.at_level(logging.ERROR, logger="quire_gateway.sessions"):
+        await first.renew()  # a new lease of its own
+    assert first.owner() is not None
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]

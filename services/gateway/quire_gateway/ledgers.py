@@ -257,8 +257,9 @@ class LedgerManager:
         ledger is already closed); otherwise the owner to forward it to, whose
         session lives. A call that was itself forwarded is never forwarded
         again: a gateway that is not the owner (any more) refuses it. A ledger
-        whose owner's session has ended is recovered and closed here, and the
-        write fails LEDGER_OWNER_GONE."""
+        whose owner's session has ended, or was a previous process of this
+        gateway's name, is recovered and closed here, and the write fails
+        LEDGER_OWNER_GONE."""
         if ledger_id in self.handles:
             return None
         metadata, version = await self.metadata(ledger_id)  # NOT_FOUND if it does not exist
@@ -267,6 +268,10 @@ class LedgerManager:
                 return None
             raise FailedPrecondition(f"ledger {ledger_id} is closed", Reason.LEDGER_CLOSED)
         owner = metadata.owner
+        if self.session is not None and self.session.is_a_previous_process(owner):
+            # Written by a previous process of this gateway's name: dead, whatever the registry says
+            # yet (even when relayed here by a gateway that still takes that session for alive).
+            await self._owner_gone(ledger_id, metadata, version)
         here = f"gateway {self.session.name}" if self.session is not None else "this gateway"
         if forwarded or not owner.gateway or self.session is None or self.session.is_me(owner):
             writer = f"gateway {owner.gateway} at {owner.address}" if owner.gateway else "the gateway that created it"
@@ -395,8 +400,8 @@ class LedgerManager:
         owner = metadata.owner
         if self.owners_lac is None or not self.read_settings.read_your_writes or not owner.gateway:
             return lac
-        if self.session is None or self.session.is_me(owner):
-            return lac
+        if self.session is None or self.session.is_me(owner) or self.session.is_a_previous_process(owner):
+            return lac  # nobody else to ask: written here, or by a previous process of this name
         deadline = self.read_settings.owner_lac_timeout_seconds
         try:
             owners = await asyncio.wait_for(self.owners_lac(owner, ledger_id), deadline)

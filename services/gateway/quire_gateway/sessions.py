@@ -8,8 +8,17 @@ gateway renews. The lease id is the session id written into the metadata of
 every ledger the gateway creates. When the gateway stops renewing (SIGKILL,
 partition), the lease lapses and the key goes with it; a gateway restarted
 under the same name gets a new lease, so it is a new session and owns none of
-the old one's ledgers. It ends the old session as it starts, rather than
-waiting for that lease to lapse.
+the old one's ledgers.
+
+A name belongs to one running process, so a gateway restarted under its name
+knows that any other session of that name is a previous process's, dead
+whatever the registry says yet: it recovers that session's ledgers when they
+are next written through it, and ends the session in the registry as it
+starts (so that other gateways see it gone too), rather than waiting for the
+lease to lapse. Two processes wrongly given one name end and recover each
+other's sessions and ledgers; each recovery fences the bookies first, so the
+ledgers stay safe (one writer's adds at most are taken after the fence, and
+every ledger closes at one agreed end), and each process logs an error.
 """
 
 from __future__ import annotations
@@ -17,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import time
 
 from quire.common.v1 import common_pb2
 from quire_api.errors import QuireError, Reason, Unavailable
@@ -56,9 +66,10 @@ class GatewaySession:
         # recorded owner counts as alive, so a dead owner's ledgers are never closed.
         self.trust_owners = trust_owners
         # Test-only (QUIRE_GATEWAY_FAULT_WAIT_FOR_PREVIOUS_SESSION): a restart under the same
-        # name waits for the previous session's lease to lapse, as gateways once did.
+        # name takes its previous session for alive until its lease lapses, as gateways once did.
         self.wait_for_previous_session = wait_for_previous_session
         self.holder = RoleHolder(remote, session_role(name), name, ttl_seconds, lambda: {ADDRESS_PROPERTY: address})
+        self._lease_held = 0  # the lease this process last held its session on (0: none yet)
 
     def owner(self) -> common_pb2.LedgerOwner | None:
         """This gateway as a ledger owner, while its session holds."""
@@ -85,42 +96,94 @@ class GatewaySession:
         mine = self.owner()
         return mine is not None and mine.gateway == owner.gateway and mine.session_id == owner.session_id
 
+    def is_a_previous_process(self, owner: common_pb2.LedgerOwner) -> bool:
+        """Whether `owner` is a session of this gateway's name that this
+        process does not hold: a previous process's (killed, crashed), dead
+        whatever the registry says, since a name belongs to one running
+        process. A ledger this process writes is answered by its write handle
+        before anyone asks; one it created on an earlier lease of its own and
+        no longer writes has no writer left either."""
+        if self.trust_owners or self.wait_for_previous_session:
+            return False
+        return owner.gateway == self.name and owner.session_id != self.holder.lease_id
+
     async def alive(self, owner: common_pb2.LedgerOwner) -> bool:
         """Whether `owner`'s session still lives, as the registry has it now."""
         if self.trust_owners:
             return True
         if self.is_me(owner):
             return True
+        if self.is_a_previous_process(owner):
+            return False
         holder, lease_id = await self.remote.get_leader(session_role(owner.gateway))
         return holder == owner.gateway and lease_id == owner.session_id
 
     async def run(self) -> None:
         if not self.wait_for_previous_session:
             await self._end_previous_session()
-        await self.holder.run()
+        while True:
+            await self.renew()
+            await asyncio.sleep(self.ttl_seconds / 3)
+
+    async def renew(self) -> None:
+        """One campaign (RoleHolder.run's step): take or renew the session,
+        and notice a second process of this name taking it."""
+        if await self.holder.campaign_once():
+            self._lease_held = self.holder.lease_id
+        elif self._lease_held and self.holder.leader == self.name:
+            await self._notice_another_process()
+
+    async def _notice_another_process(self) -> None:
+        """This process held its session, and now the registry has the role
+        held under this name on another lease: a second process was started
+        with this name (a misconfiguration that fencing keeps safe, but the two
+        recover each other's ledgers). Said once per takeover. The lease is
+        compared, not only the name: a lease of ours that just lapsed may
+        linger for a moment."""
+        try:
+            holder, lease_id = await self.remote.get_leader(session_role(self.name))
+        except QuireError:
+            return
+        if holder != self.name or lease_id in (0, self._lease_held):
+            return
+        self._lease_held = 0
+        log.error(
+            "gateway %s: another process has taken this gateway's session (lease %x): two gateways run under "
+            "one name. Each recovers (fences and closes) the ledgers the other writes; give each gateway a name "
+            "of its own (QUIRE_GATEWAY_NAME)",
+            self.name,
+            lease_id,
+        )
 
     async def _end_previous_session(self) -> None:
         """A gateway restarted under its name (after a SIGKILL, a crash) finds
-        its previous session still holding its role until that lease lapses,
-        and with it the ownership of that session's ledgers: nothing could be
-        created here, and writes to those ledgers would be relayed to a dead
-        process, for up to a session TTL. Names are unique per process, so
-        that session is dead: end it now, and every gateway sees its ledgers'
-        owner gone at once (their next write recovers them)."""
+        its previous session still holding its role until that lease lapses:
+        nothing could be created here, and other gateways would relay writes
+        of that session's ledgers to a dead process, for up to a session TTL.
+        Names are unique per process, so that session is dead: end it now, and
+        every gateway sees its ledgers' owner gone at once (their next write
+        recovers them). A registry not answering is asked again until the old
+        lease would have lapsed on its own."""
         role = session_role(self.name)
-        try:
-            holder, lease_id = await self.remote.get_leader(role)
-            if holder != self.name or not lease_id:
+        give_up_at = time.monotonic() + self.ttl_seconds
+        while True:
+            try:
+                holder, lease_id = await self.remote.get_leader(role)
+                if holder != self.name or not lease_id:
+                    return
+                log.warning(
+                    "gateway %s: a previous session of this name (lease %x) still holds its role; ending it "
+                    "(a gateway name must be unique to one running process)",
+                    self.name,
+                    lease_id,
+                )
+                await self.remote.resign(role, self.name, lease_id)
                 return
-            log.warning(
-                "gateway %s: a previous session of this name (lease %x) still holds its role; ending it "
-                "(a gateway name must be unique to one running process)",
-                self.name,
-                lease_id,
-            )
-            await self.remote.resign(role, self.name, lease_id)
-        except QuireError as exc:  # the registry is not there yet: the old lease lapses on its own
-            log.warning("gateway %s: could not end its previous session: %s", self.name, exc)
+            except QuireError as exc:
+                if time.monotonic() >= give_up_at:  # the old lease has lapsed on its own by now
+                    log.warning("gateway %s: could not end its previous session: %s", self.name, exc)
+                    return
+            await asyncio.sleep(1.0)
 
     async def end(self) -> None:
         """A clean stop ends the session at once (its ledgers were closed first)."""

@@ -178,7 +178,8 @@ class GatewayEnv:
         "",
         "who this gateway is: its session in the registry, the owner recorded in the ledgers it creates, and "
         "its name when it campaigns for the auditor role; unique per gateway process (1 to 253 printable "
-        "characters)",
+        "characters): a restart under the same name takes any other session of it for dead, and two "
+        "processes given one name recover each other's ledgers (fencing keeps them safe; logged as an error)",
         services=GATEWAY,
         section=SECTION,
         default_doc="`<hostname>:<port>`",
@@ -432,9 +433,10 @@ class GatewayEnv:
     fault_wait_for_previous_session: bool = setting(
         "QUIRE_GATEWAY_FAULT_WAIT_FOR_PREVIOUS_SESSION",
         False,
-        "fault injection (tests only): a gateway restarted under the same name waits for its previous "
-        "session's lease to lapse instead of ending it, so its old ledgers' writes stall for up to "
-        "QUIRE_GATEWAY_SESSION_SECONDS (GWY-4's control)",
+        "fault injection (tests only): a gateway restarted under the same name takes its previous session "
+        "for alive until that lease lapses, instead of ending it and recovering its ledgers at once, so "
+        "their writes and the gateway's creates stall for up to QUIRE_GATEWAY_SESSION_SECONDS (GWY-4's "
+        "and GWY-5's control)",
         services=GATEWAY,
         section=SECTION,
     )
