@@ -66,6 +66,12 @@ start() {
 launch() {
   local dockerd="$1"
   shift
+  # A pidfile left by a dockerd that was killed (not stopped) would read below as "started and
+  # gone": remove it while no process of its pid lives.
+  if [ -f "$PIDFILE" ] && ! kill -0 "$(cat "$PIDFILE")" 2>/dev/null; then
+    say "removing $PIDFILE left by a dockerd that is gone"
+    as_root rm -f "$PIDFILE"
+  fi
   say "starting $dockerd $* (log: $LOG)"
   as_root bash -c "nohup '$dockerd' --pidfile '$PIDFILE' --iptables=false --ip-forward=false $* \
     >>'$LOG' 2>&1 </dev/null &" || { say "NOT AVAILABLE (need root to start dockerd)"; return 1; }
