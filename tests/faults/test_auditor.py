@@ -94,12 +94,13 @@ def wait_for(what: str, condition: Any, timeout: float = 120.0) -> float:
 
 def crash_a_member_mid_stream(
     cluster: LocalCluster, client: QuireClient, history: History, seed: int
-) -> tuple[LedgerId, int]:
+) -> tuple[LedgerId, int, dict[str, str]]:
     """One E=3 Qw=3 Qa=2 ledger; a member SIGKILLed at entry 200 and started
-    again 5 s later while the writer goes on. Returns the (still open) ledger
-    and how many entries of its replaced segment the victim's own RocksDB
-    lacked while it was down: counted there because once it is back the
-    auditor may restore them before anything else looks."""
+    again 5 s later while the writer goes on. Returns the (still open) ledger,
+    how many entries of its replaced segment the victim's own RocksDB lacked
+    while it was down, and the ledger's repair marks then: both read before it
+    is back, since the auditor may then restore the copies and clear the marks
+    before anything else looks."""
     ledger = new_ledger(client, history, write_quorum=3)
     metadata, _ = client.ledger_metadata(ledger.qualified_name)
     victim_id = metadata.ensembles[0].bookie_ids[1]
@@ -112,6 +113,9 @@ def crash_a_member_mid_stream(
         "the writer replacing the killed member",
         lambda: len(client.ledger_metadata(ledger.qualified_name)[0].ensembles) >= 2,
     )
+    # Read while the victim is down: once it is back the auditor may repair the marked copies
+    # and clear the marks before the writer finishes.
+    marks_at_the_change = dict(markers(client.ledger_metadata(ledger.qualified_name)[0]))
     store = EntryStore(cluster.data_dir / victim / "rocksdb", read_only=True)
     try:
         victim_lacked = len(store.missing(ledger, list(range(closed_segment_end(client, ledger) + 1))))
@@ -122,7 +126,7 @@ def crash_a_member_mid_stream(
     cluster.wait_bookies_registered(4)
     writer.join()
     assert writer.error is None, writer.error
-    return ledger, victim_lacked
+    return ledger, victim_lacked, marks_at_the_change
 
 
 def closed_segment_end(client: QuireClient, ledger: LedgerId) -> int:
@@ -141,10 +145,9 @@ def run_crash(
     gateway_with(cluster, settings)
     history = History()
     with client_for(cluster) as client:
-        ledger, victim_lacked = crash_a_member_mid_stream(cluster, client, history, seed)
+        ledger, victim_lacked, marks = crash_a_member_mid_stream(cluster, client, history, seed)
         end = closed_segment_end(client, ledger)
-        metadata, _ = client.ledger_metadata(ledger.qualified_name)
-        scenario.figures.update({"first_entry_of_new_ensemble": end + 1, "markers": dict(markers(metadata))})
+        scenario.figures.update({"first_entry_of_new_ensemble": end + 1, "markers": marks})
         scenario.figures["victim_lacked_while_down"] = victim_lacked
     return ledger, end, history
 
