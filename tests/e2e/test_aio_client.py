@@ -1,8 +1,9 @@
-"""The asyncio client (quire_client.aio) against three gateway processes: an
-application's whole round (create, a write session that resumes across a
-SIGKILL of the gateway it writes through, a tail, a read-back, a blob) with
-nothing lost or written twice; typed results and errors; per-call timeouts
-and cancellation."""
+"""The asyncio client (quire_client.aio) against three gateway processes
+behind HAProxy (round robin, as a Kubernetes Service puts them): an
+application's whole round through the balancer (a write session that resumes
+across a SIGKILL of the gateway its connection landed on, a tail, a
+read-back, a blob) with nothing lost or written twice; typed results and
+errors; per-call timeouts and cancellation."""
 
 from __future__ import annotations
 
@@ -22,16 +23,22 @@ from quire_client.errors import (
     OutOfRangeError,
 )
 from quire_client.results import AppendAck, Entry, LedgerMetadata, LedgerState
-from tests.e2e.conftest import running_cluster
+from tests.e2e.conftest import HAPROXY_INSTALLED, NO_HAPROXY, running_cluster
 
 ENTRIES = 1500
 KILL_AT = 300  # where the burst the SIGKILL lands in starts
 BURST = 600
 
+needs_haproxy = pytest.mark.skipif(not HAPROXY_INSTALLED, reason=NO_HAPROXY)
+
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    with running_cluster(tmp_path_factory.mktemp("aio"), gateways=3, QUIRE_GATEWAY_SESSION_SECONDS="3") as local:
+    """Three gateways, behind HAProxy when it is installed (the tests that
+    address gateways directly run either way)."""
+    with running_cluster(
+        tmp_path_factory.mktemp("aio"), gateways=3, balancer=HAPROXY_INSTALLED, QUIRE_GATEWAY_SESSION_SECONDS="3"
+    ) as local:
         yield local
 
 
@@ -39,6 +46,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
 def every_gateway_running(cluster: LocalCluster) -> Iterator[None]:
     """Tests kill or pause gateways; the next one starts with all three running."""
     yield
+    restart_the_dead(cluster)
+
+
+def restart_the_dead(cluster: LocalCluster) -> None:
     for name in cluster.gateway_names:
         if cluster.pid(name) is None:
             cluster.start_process(name, timeout=120)
@@ -49,6 +60,19 @@ def client_at(cluster: LocalCluster, first: int, **options: object) -> AsyncQuir
     targets = cluster.gateway_targets
     ordered = targets[first:] + targets[:first]
     return AsyncQuireClient(ordered[0], gateways=ordered[1:], **options)  # type: ignore[arg-type]
+
+
+async def balanced_client(cluster: LocalCluster, **options: object) -> tuple[AsyncQuireClient, str]:
+    """A client that knows only the balancer's address, and the gateway its
+    connection landed on, which the owner of a ledger it creates names. (Its
+    later calls go over that connection until it breaks. Clients in one
+    process may share a connection to the balancer, so HAProxy's connection
+    counts cannot tell.)"""
+    client = AsyncQuireClient(cluster.gateway_target, **options)  # type: ignore[arg-type]
+    probe = await client.create_ledger()
+    await client.delete_ledger(probe.ledger_id)
+    assert probe.owner is not None
+    return client, cluster.gateway_names[cluster.gateway_targets.index(probe.owner.address)]
 
 
 def payloads() -> list[bytes]:
@@ -68,10 +92,10 @@ async def paced(items: list[bytes], burst_sent: asyncio.Event) -> AsyncIterator[
 
 
 async def write_through_a_gateway_that_is_killed(
-    cluster: LocalCluster, writer: AsyncQuireClient, ledger: LedgerId
+    cluster: LocalCluster, writer: AsyncQuireClient, ledger: LedgerId, victim: str
 ) -> list[AppendAck]:
-    """Append every payload through gateway-2 (a relay: gateway-1 owns the
-    ledger) and SIGKILL gateway-2 in the middle of the burst."""
+    """Append every payload with `writer` and SIGKILL gateway `victim` (the
+    one its writes go through) in the middle of the burst."""
     burst_sent = asyncio.Event()
     acks: list[AppendAck] = []
 
@@ -83,18 +107,33 @@ async def write_through_a_gateway_that_is_killed(
     burst_or_end = asyncio.create_task(burst_sent.wait())
     await asyncio.wait([appending, burst_or_end], timeout=120, return_when=asyncio.FIRST_COMPLETED)
     assert burst_sent.is_set(), f"the burst was not sent ({len(acks)} acknowledgements)"
-    cluster.kill(cluster.gateway_names[1])
+    cluster.kill(victim)
     await asyncio.wait_for(appending, timeout=300)
     return acks
 
 
-async def test_an_asyncio_application_survives_a_sigkill_of_its_gateway(cluster: LocalCluster) -> None:
-    async with client_at(cluster, 0) as owner, client_at(cluster, 1) as writer, client_at(cluster, 2) as tailer:
-        created = await owner.create_ledger(custom_metadata={"app": "aio"})
-        assert isinstance(created, LedgerMetadata) and isinstance(created.ledger_id, LedgerId)
-        assert created.state is LedgerState.OPEN and created.custom_metadata == {"app": "aio"}
-        ledger = created.ledger_id
+async def ledger_owned_elsewhere(cluster: LocalCluster, landed: str) -> LedgerId:
+    """A ledger created (and so written) by a gateway other than `landed`:
+    what another process of the application, whose connection to the
+    balancer landed elsewhere, would have made. The writer's gateway then
+    relays to the owner, and killing it loses the session, not the ledger.
+    (Clients in one process share their connection to the balancer, so the
+    owner is addressed directly.)"""
+    owner = next(i for i, name in enumerate(cluster.gateway_names) if name != landed)
+    async with client_at(cluster, owner) as creator:
+        created = await creator.create_ledger(custom_metadata={"app": "aio"})
+    assert isinstance(created, LedgerMetadata) and isinstance(created.ledger_id, LedgerId)
+    assert created.state is LedgerState.OPEN and created.custom_metadata == {"app": "aio"}
+    return created.ledger_id
 
+
+@needs_haproxy
+async def test_an_asyncio_application_behind_a_balancer_survives_a_sigkill_of_its_gateway(
+    cluster: LocalCluster,
+) -> None:
+    writer, landed = await balanced_client(cluster)
+    async with writer, AsyncQuireClient(cluster.gateway_target) as tailer:
+        ledger = await ledger_owned_elsewhere(cluster, landed)
         tailed: list[Entry] = []
 
         async def tail() -> None:
@@ -102,10 +141,10 @@ async def test_an_asyncio_application_survives_a_sigkill_of_its_gateway(cluster:
                 tailed.append(entry)
 
         tailing = asyncio.create_task(tail())
-        acks = await write_through_a_gateway_that_is_killed(cluster, writer, ledger)
+        acks = await write_through_a_gateway_that_is_killed(cluster, writer, ledger, landed)
 
-        # It moved off the killed gateway (to whichever answered: the next, or the owner it was told of).
-        assert writer.resumed_writes >= 1 and writer.gateway != cluster.gateway_targets[1]
+        # The session broke with its gateway and went on through the balancer, to another.
+        assert cluster.pid(landed) is None and writer.resumed_writes >= 1
         # The acknowledgements cover every entry once, in order, from 0.
         assert [a.first_entry_id for a in acks] == [0] + [a.last_entry_id + 1 for a in acks[:-1]]
         assert acks[-1].last_entry_id == ENTRIES - 1
@@ -114,7 +153,7 @@ async def test_an_asyncio_application_survives_a_sigkill_of_its_gateway(cluster:
         assert closed.state is LedgerState.CLOSED and closed.last_entry_id == ENTRIES - 1
         await asyncio.wait_for(tailing, timeout=120)  # a tail ends at the closed ledger's last entry
 
-        stored = [entry.payload async for entry in owner.read(ledger)]
+        stored = [entry.payload async for entry in writer.read(ledger)]
         counts = Counter(stored)
         assert [p for p in payloads() if counts[p] == 0] == []  # nothing lost
         assert {p: n for p, n in counts.items() if n > 1} == {}  # nothing written twice
@@ -124,23 +163,29 @@ async def test_an_asyncio_application_survives_a_sigkill_of_its_gateway(cluster:
 
         blob = bytes(range(256)) * 4096 * 3  # 3 MiB, sent in parts
         blob_id = await writer.put_blob(blob, part_bytes=1024 * 1024)
-        assert await owner.get_blob(blob_id) == blob
+        assert await tailer.get_blob(blob_id) == blob
+        for index, name in enumerate(cluster.gateway_names):
+            if name != landed:
+                async with client_at(cluster, index) as reader:
+                    assert await reader.get_blob(blob_id) == blob
 
 
+@needs_haproxy
 async def test_control_resuming_without_the_condition_writes_twice(cluster: LocalCluster) -> None:
     """Positive control for the test above: the same kill, with the client
     resending unacknowledged entries without expected_entry_id; entries that
     had landed are written again, and the read-back sees them."""
     # A kill can land between two messages, with nothing stored and unacknowledged (likelier on a
     # busy machine): the scenario is run up to three times, and one run must show duplicates.
-    for attempt in range(3):
-        if attempt and cluster.pid(cluster.gateway_names[1]) is None:
-            cluster.start_process(cluster.gateway_names[1], timeout=120)
-        async with client_at(cluster, 0) as owner, client_at(cluster, 1, conditional_resume=False) as writer:
-            ledger = (await owner.create_ledger()).ledger_id
-            await write_through_a_gateway_that_is_killed(cluster, writer, ledger)
+    for _ in range(3):
+        restart_the_dead(cluster)
+        writer, landed = await balanced_client(cluster, conditional_resume=False)
+        async with writer:
+            ledger = await ledger_owned_elsewhere(cluster, landed)
+            await write_through_a_gateway_that_is_killed(cluster, writer, ledger, landed)
+            assert writer.resumed_writes >= 1
             await writer.close_ledger(ledger)
-            stored = [entry.payload async for entry in owner.read(ledger)]
+            stored = [entry.payload async for entry in writer.read(ledger)]
         if sum(n - 1 for n in Counter(stored).values() if n > 1):
             return
     raise AssertionError("resending without the condition must write some entries twice (three kills, none did)")

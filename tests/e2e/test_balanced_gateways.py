@@ -16,7 +16,6 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 import pytest
 
@@ -24,12 +23,13 @@ from quire.common.v1 import common_pb2
 from quire_api.ids import LedgerId, ledger_id_from_proto
 from quire_client import OutOfRangeError, QuireClient
 from quire_client.client import QuireClientError
-from quire_client.cluster import LocalCluster, Ports
+from quire_client.cluster import LocalCluster
+from tests.e2e.conftest import HAPROXY_INSTALLED, NO_HAPROXY, running_cluster
 from tests.waiting import wait_until
 
 pytestmark = [
     pytest.mark.e2e,
-    pytest.mark.skipif(not Path("/usr/sbin/haproxy").exists(), reason="haproxy is not installed (make setup)"),
+    pytest.mark.skipif(not HAPROXY_INSTALLED, reason=NO_HAPROXY),
 ]
 
 OWNER_GONE = "ERROR_REASON_LEDGER_OWNER_GONE"
@@ -39,23 +39,11 @@ NO_READ_YOUR_WRITES = "QUIRE_GATEWAY_FAULT_UNSAFE_NO_READ_YOUR_WRITES"
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    data_dir = tmp_path_factory.mktemp("balanced")
-    local = LocalCluster(
-        data_dir,
-        Ports.free(bookies=3, balanced_gateways=3),
-        gateways=3,
-        balancer=True,
-        extra_env={
-            "QUIRE_TELEMETRY_DIR": str(data_dir / "telemetry"),
-            "QUIRE_BOOKIE_TTL_SECONDS": "3",
-            "QUIRE_GATEWAY_SESSION_SECONDS": "3",  # a killed owner's ledgers are recovered sooner
-        },
-    )
-    local.start()
-    try:
+    # A killed owner's ledgers are recovered sooner with short gateway sessions.
+    with running_cluster(
+        tmp_path_factory.mktemp("balanced"), gateways=3, balancer=True, QUIRE_GATEWAY_SESSION_SECONDS="3"
+    ) as local:
         yield local
-    finally:
-        local.stop()
 
 
 @pytest.fixture(autouse=True)

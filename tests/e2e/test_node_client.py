@@ -15,7 +15,7 @@ import pytest
 
 from quire_client.cluster import LocalCluster, Ports
 from quire_client.devcerts import CertBundle, write_dev_certs
-from tests.e2e.conftest import running_cluster
+from tests.e2e.conftest import HAPROXY_INSTALLED, NO_HAPROXY, running_cluster
 from tests.node_suite import PACKAGE, build_node_client, run_node_tests
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
@@ -80,20 +80,11 @@ def test_node_reads_and_tails_resume_when_their_gateway_dies(tmp_path_factory: p
         assert local.pid("gateway-2") is None  # the suite killed it mid-read
 
 
-@pytest.mark.skipif(not Path("/usr/sbin/haproxy").exists(), reason="haproxy is not installed (make setup)")
+@pytest.mark.skipif(not HAPROXY_INSTALLED, reason=NO_HAPROXY)
 def test_node_write_session_resumes_when_its_gateway_dies_behind_a_balancer(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
-    data_dir = tmp_path_factory.mktemp("balanced-node")
-    local = LocalCluster(
-        data_dir,
-        Ports.free(bookies=3, balanced_gateways=3),
-        gateways=3,
-        balancer=True,
-        extra_env={"QUIRE_TELEMETRY_DIR": str(data_dir / "telemetry"), "QUIRE_BOOKIE_TTL_SECONDS": "3"},
-    )
-    local.start()
-    try:
+    with running_cluster(tmp_path_factory.mktemp("balanced-node"), gateways=3, balancer=True) as local:
         pids = {name: local.pid(name) for name in local.gateway_names}
         targets = dict(zip(local.gateway_names, local.gateway_targets, strict=True))
         env = {
@@ -105,8 +96,6 @@ def test_node_write_session_resumes_when_its_gateway_dies_behind_a_balancer(
         print(output)  # the writer's resumptions, in pytest's captured output
         dead = [name for name in local.gateway_names if local.pid(name) is None]
         assert len(dead) == 1, f"the suite should have killed exactly one gateway: {dead}"
-    finally:
-        local.stop()
 
 
 def test_the_packed_tarball_installs_into_an_empty_folder_and_works(cluster: LocalCluster, tmp_path: Path) -> None:
