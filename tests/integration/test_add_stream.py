@@ -243,7 +243,7 @@ def sent(stream: BookieAddStream, ledger: LedgerId, entry_id: int, payload: byte
     """A writer's add (`send`, the callback form): a future of its outcome, None once stored."""
     outcome = asyncio.get_running_loop().create_future()
     entries = [(entry_id, packed(ledger, entry_id, payload))]
-    stream.send(AddRequest(ledger, KEY, entries), timeout, outcome.set_result)
+    stream.send(AddRequest(ledger, KEY, entries), timeout, lambda _bookie_id, error: outcome.set_result(error))
     return outcome
 
 

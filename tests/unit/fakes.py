@@ -64,9 +64,9 @@ class FakeRemote:
             try:
                 await self.add_entries(bookie_id, ledger_id, master_key, entries, timeout_seconds=timeout_seconds)
             except QuireError as exc:
-                on_done(exc)
+                on_done(bookie_id, exc)
             else:
-                on_done(None)
+                on_done(bookie_id, None)
 
         task = asyncio.ensure_future(add())
         self._sends.add(task)

@@ -107,9 +107,10 @@ class _Message:
     unanswered: int
 
 
-# What an add's sender is told when the add is done: None once the bookie has
-# it durably, else why not.
-AddDone = Callable[[QuireError | None], None]
+# What an add's sender is told when the add is done on a bookie: which bookie,
+# and None once it has the add durably, else why not. One callback may serve
+# every bookie of the add's write set.
+AddDone = Callable[[str, QuireError | None], None]
 
 
 class AddRequest:
@@ -285,7 +286,7 @@ class BookieAddStream:
                 ) from None
         done: asyncio.Future[None] = loop.create_future()
 
-        def settled(error: QuireError | None) -> None:
+        def settled(bookie_id: str, error: QuireError | None) -> None:
             if done.done():
                 return  # the waiting caller was cancelled
             if error is None:
@@ -297,23 +298,35 @@ class BookieAddStream:
         await done
 
     def _settle(self, pending: _Add, error: QuireError | None) -> None:
-        request = pending.request
-        if self._unanswered.pop(request.add_id, None) is None:
+        if self._unanswered.pop(pending.request.add_id, None) is None:
             return  # answered, expired or failed already
-        self._unanswered_bytes -= request.size
-        if not self._room.is_set() and self._unanswered_bytes < self._max_unanswered_bytes:
-            self._room.set()
+        self._forget(pending)
+        self._made_room()
+        self._tell(pending, error)
+
+    def _forget(self, pending: _Add) -> None:
+        """Count an add that left `_unanswered` as answered."""
+        size = pending.request.size
+        self._unanswered_bytes -= size
         message = pending.sent_in
         if message is not None:
-            self._sent_bytes -= request.size
+            self._sent_bytes -= size
             message.unanswered -= 1
             if not message.unanswered:
                 self._messages_in_flight -= 1
                 self._window.set()
+
+    def _made_room(self) -> None:
+        if not self._room.is_set() and self._unanswered_bytes < self._max_unanswered_bytes:
+            self._room.set()
+
+    def _tell(self, pending: _Add, error: QuireError | None) -> None:
         try:
-            pending.on_done(error)
+            pending.on_done(self.bookie_id, error)
         except Exception:  # a writer's bug must not stop the answers to every other writer
-            log.exception("the sender of add %d to bookie %s failed on its answer", request.add_id, self.bookie_id)
+            log.exception(
+                "the sender of add %d to bookie %s failed on its answer", pending.request.add_id, self.bookie_id
+            )
 
     def _expire_overdue(self) -> None:
         """Fail the sent adds whose deadline has passed, and with them the
@@ -407,7 +420,7 @@ class BookieAddStream:
                         pending.deadline = now + pending.timeout_seconds
                     self._sent_bytes += size
                     self._messages_in_flight += 1
-                    await call.write(b"".join([pending.request.encoded() for pending in taken]) + _STORED_IDS)
+                    await call.write(b"".join([p.request.encoded() for p in taken]) + _STORED_IDS)
                     self.messages_sent += 1
                     self.adds_sent += len(taken)
         except grpc.aio.AioRpcError as exc:
@@ -425,10 +438,14 @@ class BookieAddStream:
                 if response is grpc.aio.EOF:
                     raise Unavailable(f"bookie {self.bookie_id} ended the add stream", Reason.BOOKIE_UNAVAILABLE)
                 unanswered = self._unanswered
-                for add_id in response.stored_add_ids:
-                    pending = unanswered.get(add_id)
-                    if pending is not None:
-                        self._settle(pending, None)
+                # The stored adds of one answer are counted first and told after: the
+                # room and window they free are checked once per answer, not per add.
+                stored = [pending for add_id in response.stored_add_ids if (pending := unanswered.pop(add_id, None))]
+                for pending in stored:
+                    self._forget(pending)
+                self._made_room()
+                for pending in stored:
+                    self._tell(pending, None)
                 for result in response.results:  # refusals (and every answer of a bookie that predates stored_ids)
                     pending = unanswered.get(result.add_id)
                     if pending is None:

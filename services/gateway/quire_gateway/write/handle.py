@@ -318,21 +318,20 @@ class WriteHandle:
         Until then its first entry counts as possibly unstored there
         (`_lowest_unstored`)."""
         request = self.remote.add_request(self.ledger_id, self.master_key, entries, self._ledger_proto)
+        # One answer callback for the whole write set, unless each bookie's add has a span of its own.
+        stored = None if self._traced else functools.partial(self._stored, entries, pauses, None)
+        first = entries[0][0]
         for bookie_id in bookie_ids:
             if pauses is None:
                 firsts = self._unanswered_firsts.get(bookie_id)
                 if firsts is None:  # not setdefault: that would build a dict for every add
                     firsts = self._unanswered_firsts[bookie_id] = {}
-                first = entries[0][0]
                 firsts[first] = firsts.get(first, 0) + 1
-            span = self._bookie_add_span(bookie_id, entries) if self._traced else None
+            on_done = stored or functools.partial(
+                self._stored, entries, pauses, self._bookie_add_span(bookie_id, entries)
+            )
             try:
-                self.remote.send_entries(
-                    bookie_id,
-                    request,
-                    self.settings.add_timeout_seconds,
-                    functools.partial(self._stored, bookie_id, entries, pauses, span),
-                )
+                self.remote.send_entries(bookie_id, request, self.settings.add_timeout_seconds, on_done)
             except Exception as exc:  # a bug must not leave the writer waiting forever
                 log.exception("sending entries of ledger %s to bookie %s failed", self.ledger_id, bookie_id)
                 self._bookie_failed(bookie_id, Unavailable(f"sending to bookie {bookie_id} failed: {exc!r}"))
@@ -340,10 +339,10 @@ class WriteHandle:
 
     def _stored(
         self,
-        bookie_id: str,
         entries: list[tuple[int, bytes]],
         pauses: Iterator[float] | None,
         span: Span | None,
+        bookie_id: str,
         error: QuireError | None,
     ) -> None:
         """An add's answer. An unreachable bookie is retried with backoff for
@@ -369,12 +368,19 @@ class WriteHandle:
             return
         self._answered(bookie_id, entries[0][0])
         self.quarantine.lift(bookie_id, "it stored entries again")
+        quorum = self.ack_quorum
+        reached = False
         for entry_id, _ in entries:
             pending = self._pending.get(entry_id)
             # An ack from a bookie replaced meanwhile does not count.
             if pending is not None and bookie_id in pending.write_set:
-                pending.acks.add(bookie_id)
-        self._advance()
+                acks = pending.acks
+                acks.add(bookie_id)
+                reached = reached or len(acks) == quorum
+        # The LAC can move only when an entry has just reached its quorum (or when the ensemble
+        # is stable again, where the change calls _advance): so for one of an entry's W answers.
+        if reached:
+            self._advance()
 
     def _may_retry(self, bookie_id: str) -> bool:
         return self._failure is None and bookie_id in self.ensemble and bookie_id not in self._delayed
