@@ -7,6 +7,7 @@ so ledgers sort by scope, then by ledger id, in both etcd and RocksDB.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import secrets
@@ -148,20 +149,29 @@ def ledger_id_from_proto(message: common_pb2.LedgerId | None, field: str = "ledg
     """The LedgerId a request names, by its two halves or its qualified_name
     (for clients without 64-bit integers); INVALID_ARGUMENT when it names
     none, or when both forms are given and differ."""
-    numbers = LedgerId(message.scope_id, message.ledger_id) if message is not None else LedgerId(0, 0)
-    if message is not None and message.qualified_name:
-        named = LedgerId.parse(message.qualified_name)
-        if numbers != LedgerId(0, 0) and numbers != named:
+    scope_id, ledger_id = (message.scope_id, message.ledger_id) if message is not None else (0, 0)
+    name = message.qualified_name if message is not None else ""
+    if name:
+        named = _parsed_name(name)
+        if (scope_id or ledger_id) and (scope_id, ledger_id) != (named.scope_id, named.ledger_id):
             raise InvalidArgument(
-                f"{field}: qualified_name {message.qualified_name!r} is {named.scope_id}:{named.ledger_id} but "
-                f"scope_id and ledger_id say {numbers.scope_id}:{numbers.ledger_id} (rounded by a JSON or "
+                f"{field}: qualified_name {name!r} is {named.scope_id}:{named.ledger_id} but "
+                f"scope_id and ledger_id say {scope_id}:{ledger_id} (rounded by a JSON or "
                 "JavaScript number?); send one form, or both equal",
                 Reason.INVALID_LEDGER_ID,
             )
-        numbers = named
-    if numbers == LedgerId(0, 0):
+        scope_id, ledger_id = named.scope_id, named.ledger_id
+    if not scope_id and not ledger_id:
         raise InvalidArgument(f"{field} is required (scope 0, ledger 0 is not a ledger)", Reason.INVALID_LEDGER_ID)
-    return numbers
+    return LedgerId(scope_id, ledger_id)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed_name(text: str) -> LedgerId:
+    """LedgerId.parse, remembered: a client names the same few ledgers in
+    call after call, and the parse (regular expressions, a 128-bit int) was
+    a visible share of a one-entry read. Malformed names raise every time."""
+    return LedgerId.parse(text)
 
 
 def ledger_id_to_proto(ledger_id: LedgerId) -> common_pb2.LedgerId:

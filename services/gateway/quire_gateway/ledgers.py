@@ -425,40 +425,61 @@ class LedgerManager:
         check_range(first, last, confirmed=confirmed)
         metadata, _ = await self.metadata(ledger_id)
         if confirmed:
-            lac = await self.last_add_confirmed(ledger_id, metadata, refresh=False)
-            if (last == -1 or last > lac) and metadata.state != common_pb2.LEDGER_STATE_CLOSED:
-                # Past what this gateway knows: the ledger may have been closed through another
-                # gateway since its metadata cache last heard (the registry has the exact end),
-                # or grown there (the bookies know, once what is remembered is not fresh).
-                metadata, _ = await self.remote.get_ledger_metadata(ledger_id)
-                lac = await self.last_add_confirmed(
-                    ledger_id, metadata, refresh=False, max_age_seconds=READER_LAC_MAX_AGE_SECONDS
-                )
-                if (last == -1 or last > lac) and metadata.state != common_pb2.LEDGER_STATE_CLOSED:
-                    lac = await self._owners_lac(ledger_id, metadata, lac)
+            metadata, lac = await self._confirmed_lac(ledger_id, metadata, first, last)
             if last == -1:
                 if first == lac + 1:
                     return  # nothing confirmed at or past `first` yet
                 last = lac
-            if first > lac or last > lac:
-                raise OutOfRange(
-                    f"ledger {ledger_id}: entry {max(first, last)} is beyond the last-add-confirmed {lac}",
-                    Reason.READ_BEYOND_LAC,
-                    last_add_confirmed=str(lac),
-                )
             confirmed_up_to = lac
         else:
             confirmed_up_to = self._known_lac(ledger_id, metadata)
         async for chunk in self._read_replicas(ledger_id, metadata, first, last, confirmed_up_to):
             yield chunk
 
+    async def _confirmed_lac(
+        self, ledger_id: LedgerId, metadata: common_pb2.LedgerMetadata, first: int, last: int
+    ) -> tuple[common_pb2.LedgerMetadata, int]:
+        """The metadata and LAC a confirmed read of first..last (last -1: up
+        to the LAC) goes by, once the registry, the bookies and the owner
+        have been asked as `read` says; OUT_OF_RANGE when the range reaches
+        past that LAC (a read from LAC+1 up to it is not past it: it is empty)."""
+        lac = await self.last_add_confirmed(ledger_id, metadata, refresh=False)
+        if (last == -1 or last > lac) and metadata.state != common_pb2.LEDGER_STATE_CLOSED:
+            # Past what this gateway knows: the ledger may have been closed through another
+            # gateway since its metadata cache last heard (the registry has the exact end),
+            # or grown there (the bookies know, once what is remembered is not fresh).
+            metadata, _ = await self.remote.get_ledger_metadata(ledger_id)
+            lac = await self.last_add_confirmed(
+                ledger_id, metadata, refresh=False, max_age_seconds=READER_LAC_MAX_AGE_SECONDS
+            )
+            if (last == -1 or last > lac) and metadata.state != common_pb2.LEDGER_STATE_CLOSED:
+                lac = await self._owners_lac(ledger_id, metadata, lac)
+        if last == -1 and first == lac + 1:
+            return metadata, lac
+        if max(first, last) > lac:
+            raise OutOfRange(
+                f"ledger {ledger_id}: entry {max(first, last)} is beyond the last-add-confirmed {lac}",
+                Reason.READ_BEYOND_LAC,
+                last_add_confirmed=str(lac),
+            )
+        return metadata, lac
+
     async def read_entry(self, ledger_id: LedgerId, entry_id: int) -> ReadEntry:
-        """One confirmed entry: read() with first = last = entry_id, so every
-        rule of a confirmed read holds (the LAC, OUT_OF_RANGE past it, the
-        registry and bookies asked as there, digests, the entry cache)."""
+        """One confirmed entry, by every rule of read() with first = last =
+        entry_id (the LAC, OUT_OF_RANGE past it, the registry and bookies
+        asked as there, digests, the entry cache). An entry in the cache is
+        answered from it directly: the common case of a blob or random read
+        costs no reader and no stream of chunks."""
         if entry_id < 0:
             raise InvalidArgument(f"entry_id {entry_id} is negative")
-        async with aclosing(self.read(ledger_id, entry_id, entry_id, confirmed=True)) as chunks:
+        metadata, _ = await self.metadata(ledger_id)
+        metadata, lac = await self._confirmed_lac(ledger_id, metadata, entry_id, entry_id)
+        cache = self.entry_cache if self.read_settings.verify_digests else None
+        if cache is not None and cache.enabled:
+            cached = cache.get(ledger_id, incarnation(metadata), entry_id)
+            if cached is not None:
+                return ReadEntry(entry_id, cached.payload, cached.length)
+        async with aclosing(self._read_replicas(ledger_id, metadata, entry_id, entry_id, lac)) as chunks:
             async for chunk in chunks:
                 if chunk:
                     return chunk[0]
