@@ -94,7 +94,7 @@ def wait_for(what: str, condition: Any, timeout: float = 120.0) -> float:
 
 def crash_a_member_mid_stream(
     cluster: LocalCluster, client: QuireClient, history: History, seed: int
-) -> tuple[LedgerId, int, dict[str, str]]:
+) -> tuple[LedgerId, int, dict[str, tuple[int, int | None]]]:
     """One E=3 Qw=3 Qa=2 ledger; a member SIGKILLed at entry 200 and started
     again 5 s later while the writer goes on. Returns the (still open) ledger,
     how many entries of its replaced segment the victim's own RocksDB lacked

@@ -536,7 +536,7 @@ class LedgerManager:
         first: int,
         last: int,
         confirmed_up_to: int,
-    ) -> AsyncIterator[list[ReadEntry]]:
+    ) -> AsyncGenerator[list[ReadEntry], None]:
         """Entries first..last in order: runs found in the entry cache as they
         are, the runs between them from the bookies. Entries read from the
         bookies at or below `confirmed_up_to` are kept in the cache."""
