@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from quire.common.v1 import common_pb2
 from quire_api.ids import LedgerId
 from quire_gateway.blobs import BlobSettings, BlobStore, decode_blob_id
-from quire_gateway.reads import ReadEntry
+from quire_gateway.read.replicas import ReadEntry
 
 
 @dataclass
@@ -24,6 +24,7 @@ class FakeManager:
         self.handles: dict[LedgerId, FakeHandle] = {}
         self.closed: list[LedgerId] = []
         self.created = 0
+        self.reads = self  # LedgerManager's reads (read/ledger_reads.py): here the same fake
 
     async def create(self, spec):  # type: ignore[no-untyped-def]
         self.created += 1

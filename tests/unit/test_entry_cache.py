@@ -7,7 +7,7 @@ import random
 
 from quire.common.v1 import common_pb2
 from quire_api.ids import LedgerId
-from quire_gateway.entry_cache import ENTRY_OVERHEAD_BYTES, EntryCache, incarnation
+from quire_gateway.read.entry_cache import ENTRY_OVERHEAD_BYTES, EntryCache, incarnation
 
 LEDGER = LedgerId(1, 2)
 OTHER = LedgerId(1, 3)

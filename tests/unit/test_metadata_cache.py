@@ -328,7 +328,7 @@ async def test_the_ledger_manager_reads_metadata_through_the_cache(cache, regist
     registry.put(A, record(A, CLOSED, -1), 5)
     manager = LedgerManager(registry, metadata_cache=cache)  # type: ignore[arg-type]
     assert await manager.metadata(A) == (record(A, CLOSED, -1), 5)
-    assert await manager.last_add_confirmed(A) == -1
+    assert await manager.reads.last_add_confirmed(A) == -1
     assert registry.fetches == [A]
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from quire_gateway.reads import CHUNK_ENTRIES, EntryReader
+from quire_gateway.read.replicas import CHUNK_ENTRIES, EntryReader
 from tests.unit.test_reads_and_recovery import LEDGER, stored_ledger
 
 

@@ -11,10 +11,10 @@ from quire.common.v1 import common_pb2
 from quire_api.errors import InvalidArgument, NotFound, OutOfRange, PermissionDenied, Unavailable
 from quire_api.ids import LedgerId
 from quire_common.entry import Digester, DigestType, pack_entry
-from quire_gateway import ledgers
 from quire_gateway.ledgers import LedgerManager
 from quire_gateway.quorum_rules import replicas_of
-from quire_gateway.reads import ReadSettings
+from quire_gateway.read import ledger_reads
+from quire_gateway.read.replicas import ReadSettings
 from quire_gateway.recovery import RecoverySettings
 from tests.unit.fakes import FakeRemote, new_metadata
 
@@ -51,7 +51,7 @@ def manager(remote: FakeRemote, recovery_timeout_seconds: float = 5, **read: flo
 
 
 async def collect(manager: LedgerManager, first: int, last: int, confirmed: bool) -> list[int]:
-    return [e.entry_id async for chunk in manager.read(LEDGER, first, last, confirmed=confirmed) for e in chunk]
+    return [e.entry_id async for chunk in manager.reads.read(LEDGER, first, last, confirmed=confirmed) for e in chunk]
 
 
 async def test_confirmed_reads_stop_at_the_readers_lac_without_asking_a_bookie():
@@ -71,7 +71,7 @@ async def test_confirmed_reads_stop_at_the_readers_lac_without_asking_a_bookie()
         remote.bookies[bookie].lac = 4
     with pytest.raises(OutOfRange):
         await collect(quire, 0, 4, True)
-    assert await quire.last_add_confirmed(LEDGER) == 4
+    assert await quire.reads.last_add_confirmed(LEDGER) == 4
     assert await collect(quire, 0, 4, True) == [0, 1, 2, 3, 4]
     for first, last in ((-1, 2), (3, 2)):
         for confirmed in (True, False):
@@ -95,7 +95,7 @@ async def test_a_read_past_an_old_readers_lac_asks_the_bookies_again(monkeypatch
         remote.bookies[bookie].lac = 4
     with pytest.raises(OutOfRange):
         await collect(quire, 0, 4, True)  # remembered a moment ago: the answer stands
-    monkeypatch.setattr(ledgers, "READER_LAC_MAX_AGE_SECONDS", 0.0)
+    monkeypatch.setattr(ledger_reads, "READER_LAC_MAX_AGE_SECONDS", 0.0)
     assert await collect(quire, 0, 4, True) == [0, 1, 2, 3, 4]
 
 
@@ -106,18 +106,18 @@ async def test_read_entry_follows_the_confirmed_read_rules():
     remote = stored_ledger(["a", "b", "c"], 2, 2, 5)
     quire = manager(remote)
     assert (await quire.open(LEDGER, b"pw", recovery=False))[1] == 3
-    entry = await quire.read_entry(LEDGER, 2)
+    entry = await quire.reads.read_entry(LEDGER, 2)
     assert (entry.entry_id, entry.payload, entry.length) == (2, b"e2", len(b"e0e1e2"))
     remote.calls.clear()
     with pytest.raises(OutOfRange) as beyond:
-        await quire.read_entry(LEDGER, 4)
+        await quire.reads.read_entry(LEDGER, 4)
     assert beyond.value.reason == "ERROR_REASON_READ_BEYOND_LAC"
     assert beyond.value.metadata == {"last_add_confirmed": "3"}
     assert not [c for c in remote.calls if c[0] == "read"]
     with pytest.raises(InvalidArgument, match="entry_id -1 is negative"):
-        await quire.read_entry(LEDGER, -1)
+        await quire.reads.read_entry(LEDGER, -1)
     with pytest.raises(NotFound):
-        await manager(FakeRemote(["a", "b", "c"])).read_entry(LEDGER, 0)  # no such ledger
+        await manager(FakeRemote(["a", "b", "c"])).reads.read_entry(LEDGER, 0)  # no such ledger
 
 
 async def test_unconfirmed_reads_go_past_the_lac_and_change_nothing():
@@ -268,17 +268,18 @@ async def test_a_read_past_the_bookies_lac_asks_the_ledgers_owner_elsewhere():
     gateway that owns the ledger; an owner it cannot reach leaves the
     bookies' LAC standing, and a ledger written here is never asked about."""
     ledger = OwnerElsewhere()
-    assert [e.entry_id for e in [await ledger.reader("other").read_entry(LEDGER, 4)]] == [4]
+    assert [e.entry_id for e in [await ledger.reader("other").reads.read_entry(LEDGER, 4)]] == [4]
     assert ledger.asked == ["owner"]
     with pytest.raises(OutOfRange):
-        await ledger.reader("other", read_your_writes=False).read_entry(LEDGER, 4)  # the control
+        await ledger.reader("other", read_your_writes=False).reads.read_entry(LEDGER, 4)  # the control
     assert ledger.asked == ["owner"]
     ledger.answer = Unavailable("the owner is cut off")
     with pytest.raises(OutOfRange) as beyond:
-        await ledger.reader("other").read_entry(LEDGER, 4)
+        await ledger.reader("other").reads.read_entry(LEDGER, 4)
     assert beyond.value.metadata == {"last_add_confirmed": "3"}
     with pytest.raises(OutOfRange):
-        await ledger.reader("owner").read_entry(LEDGER, 4)  # it owns the ledger but holds no handle: no hop to itself
+        # It owns the ledger but holds no handle: no hop to itself.
+        await ledger.reader("owner").reads.read_entry(LEDGER, 4)
     assert ledger.asked == ["owner", "owner"]
 
 
@@ -287,16 +288,16 @@ async def test_an_owner_that_never_answers_costs_a_read_its_deadline_then_the_bo
     ledger.answer = None
     reader = ledger.reader("other", owner_lac_timeout_seconds=0.2)
     with pytest.raises(OutOfRange) as beyond:
-        await asyncio.wait_for(reader.read_entry(LEDGER, 4), HUNG_SECONDS)
+        await asyncio.wait_for(reader.reads.read_entry(LEDGER, 4), HUNG_SECONDS)
     assert beyond.value.metadata == {"last_add_confirmed": "3"}
     assert ledger.asked == ["owner"]
-    assert (await reader.read_entry(LEDGER, 3)).entry_id == 3  # what the bookies confirm is served
+    assert (await reader.reads.read_entry(LEDGER, 3)).entry_id == 3  # what the bookies confirm is served
 
 
 def test_an_acknowledged_entry_is_confirmed_even_when_its_ack_carries_an_older_lac():
-    assert ledgers.confirmed_by_ack(69, 68) == 69
-    assert ledgers.confirmed_by_ack(69, 69) == 69
-    assert ledgers.confirmed_by_ack(-1, -1) == -1
+    assert ledger_reads.confirmed_by_ack(69, 68) == 69
+    assert ledger_reads.confirmed_by_ack(69, 69) == 69
+    assert ledger_reads.confirmed_by_ack(-1, -1) == -1
 
 
 async def test_a_relaying_gateway_learns_from_the_acks_it_relays():
@@ -307,14 +308,14 @@ async def test_a_relaying_gateway_learns_from_the_acks_it_relays():
     ledger.answer = Unavailable("the owner is cut off")
     relay = ledger.reader("relay")
     with pytest.raises(OutOfRange):
-        await relay.read_entry(LEDGER, 4)  # nothing relayed yet: the bookies' LAC 3
-    learned = await relay.relayed_acks(LEDGER)
+        await relay.reads.read_entry(LEDGER, 4)  # nothing relayed yet: the bookies' LAC 3
+    learned = await relay.reads.relayed_acks(LEDGER)
     learned(4, 3)  # entry 4 acknowledged; the LAC the ack carries is 3
-    assert (await relay.read_entry(LEDGER, 4)).payload == b"e4"
+    assert (await relay.reads.read_entry(LEDGER, 4)).payload == b"e4"
     control = ledger.reader("relay", read_your_writes=False)
-    (await control.relayed_acks(LEDGER))(4, 3)
+    (await control.reads.relayed_acks(LEDGER))(4, 3)
     with pytest.raises(OutOfRange):
-        await control.read_entry(LEDGER, 4)
+        await control.reads.read_entry(LEDGER, 4)
 
 
 async def test_a_tail_through_another_gateway_delivers_the_last_acknowledged_entry_at_once():
@@ -322,7 +323,7 @@ async def test_a_tail_through_another_gateway_delivers_the_last_acknowledged_ent
     after entry 4 was acknowledged asks the owner once it has caught up, and
     delivers entry 4 without waiting for another entry or the close."""
     ledger = OwnerElsewhere()
-    tail = ledger.reader("other", tail_wait_seconds=0.05).tail(LEDGER, 0)
+    tail = ledger.reader("other", tail_wait_seconds=0.05).reads.tail(LEDGER, 0)
     delivered: list[int] = []
 
     async def until_entry_4() -> None:

@@ -17,7 +17,7 @@ from quire_bookie.settings import BookieEnv
 from quire_gateway.auditor import AuditorSettings
 from quire_gateway.blobs import BlobSettings
 from quire_gateway.config import auditor_settings, blob_settings, read_settings, recovery_settings, write_settings
-from quire_gateway.reads import ReadSettings
+from quire_gateway.read.replicas import ReadSettings
 from quire_gateway.recovery import RecoverySettings
 from quire_gateway.settings import AuditorEnv, GatewayEnv
 from quire_gateway.write.handle import WriteSettings

@@ -1,5 +1,5 @@
 from quire.common.v1 import common_pb2
-from quire_gateway.reads import replicas_of
+from quire_gateway.read.replicas import replicas_of
 from quire_gateway.write.handle import write_set
 
 

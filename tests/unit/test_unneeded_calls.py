@@ -12,7 +12,7 @@ import gc
 from quire.common.v1 import common_pb2
 from quire_common.tasks import let_finish
 from quire_gateway.ledgers import LedgerManager
-from quire_gateway.reads import EntryReader, ReadSettings
+from quire_gateway.read.replicas import EntryReader, ReadSettings
 from quire_gateway.recovery import RecoverySettings
 from tests.unit.fakes import FakeRemote
 from tests.unit.test_reads_and_recovery import LEDGER, stored_ledger

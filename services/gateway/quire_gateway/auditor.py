@@ -57,7 +57,7 @@ from quire_common.entry import Digester, verified_entry
 from quire_common.ledger_secrets import ledger_digester, ledger_master_key
 from quire_gateway.leadership import RoleHolder
 from quire_gateway.metadata_updates import update_metadata
-from quire_gateway.recovery import read_last_add_confirmed
+from quire_gateway.read.bookie_lac import read_last_add_confirmed
 from quire_gateway.remote import Remote
 from quire_gateway.scrub import SCRUB_GROUP_LEDGERS, PassSchedule, Scrubber, ScrubSettings, ScrubStats
 

@@ -158,7 +158,7 @@ class BlobStore:
         ref = decode_blob_id(blob_id)
         last = ref.first_entry_id + ref.entry_count - 1
         try:
-            async for chunk in self.manager.read(ref.ledger_id, ref.first_entry_id, last, confirmed=False):
+            async for chunk in self.manager.reads.read(ref.ledger_id, ref.first_entry_id, last, confirmed=False):
                 for entry in chunk:
                     yield entry.payload
         except QuireError as exc:

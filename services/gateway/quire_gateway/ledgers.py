@@ -1,14 +1,13 @@
-"""The gateway's ledger operations: create, open, append, read, close,
-delete, list. Domain code: no grpc here; requests arrive as plain values."""
+"""The gateway's ledger operations: create, open, where a write goes and
+append, close, delete, list; reads and tails are `reads`
+(read/ledger_reads.py). Domain code: no grpc here; requests arrive as plain
+values."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from collections import OrderedDict
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
-from contextlib import aclosing
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from google.protobuf import timestamp_pb2
@@ -16,12 +15,10 @@ from google.protobuf import timestamp_pb2
 from quire.common.v1 import common_pb2
 from quire.placement.v1 import placement_pb2
 from quire.registry.v1 import registry_pb2
-from quire_api.backoff import Backoff
 from quire_api.errors import (
     FailedPrecondition,
     InvalidArgument,
     NotFound,
-    OutOfRange,
     PermissionDenied,
     QuireError,
     Reason,
@@ -31,14 +28,13 @@ from quire_common.entry import DigestType
 from quire_common.ledger_secrets import password_matches, slow_to_check, without_secrets
 from quire_common.quorum_sizes import validate_quorum
 from quire_common.telemetry import tracer, tracing_enabled
-from quire_gateway import metrics
 from quire_gateway.call_batches import CallGatherer
-from quire_gateway.entry_cache import EntryCache, incarnation
 from quire_gateway.metadata_cache import LedgerMetadataCache
-from quire_gateway.reads import CHUNK_ENTRIES, EntryReader, ReadEntry, ReadSettings
-from quire_gateway.recovery import Recovery, RecoverySettings, read_last_add_confirmed
+from quire_gateway.read.entry_cache import EntryCache
+from quire_gateway.read.ledger_reads import LedgerReads
+from quire_gateway.read.replicas import ReadSettings
+from quire_gateway.recovery import Recovery, RecoverySettings
 from quire_gateway.remote import Remote
-from quire_gateway.repairs import mark_for_repair
 from quire_gateway.sessions import GatewaySession
 from quire_gateway.write.explicit_lac import ExplicitLacs
 from quire_gateway.write.handle import WriteHandle, WriteSettings
@@ -49,16 +45,9 @@ _tracer = tracer(__name__)
 
 DEFAULT_ENSEMBLE, DEFAULT_WRITE_QUORUM, DEFAULT_ACK_QUORUM = 3, 2, 2
 METADATA_FORMAT_VERSION = 1
-READER_LACS_KEPT = 100_000
 # Creates sent in one batch: the most one CreateLedgerMetadataBatch takes (registry.proto; etcd
 # caps a transaction's operations at 128 by default and each create writes two keys).
 CREATES_PER_BATCH = 50
-# A confirmed read past the LAC this gateway remembers asks the bookies again
-# when what it remembers is older than this: with several gateways the writer
-# is usually elsewhere, and a client that appends through one connection and
-# reads through another expects to see its entries. Younger, the answer stands
-# (OUT_OF_RANGE at once), so a reader polling past the end costs no bookie calls.
-READER_LAC_MAX_AGE_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -85,29 +74,6 @@ def public_metadata(metadata: common_pb2.LedgerMetadata) -> common_pb2.LedgerMet
     return copy
 
 
-def check_range(first: int, last: int, *, confirmed: bool) -> None:
-    """The parameter rules of ReadEntries and ReadUnconfirmedEntries; last =
-    -1 means "up to the LAC", which only a confirmed read can ask for."""
-    if first < 0:
-        raise InvalidArgument(f"first_entry_id {first} is negative")
-    if last == -1:
-        if not confirmed:
-            raise InvalidArgument("an unconfirmed read needs an explicit last_entry_id")
-        return
-    if last < -1:
-        raise InvalidArgument(f"last_entry_id {last} is invalid (use -1 for 'up to the LAC')")
-    if first > last:
-        raise InvalidArgument(f"first_entry_id {first} is after last_entry_id {last}")
-
-
-def confirmed_by_ack(acknowledged: int, lac: int) -> int:
-    """The highest entry an acknowledgement shows confirmed: entries are
-    acknowledged in order, each once the ack quorum holds it and every
-    entry before it, so the acknowledged entry itself is confirmed even
-    when the LAC the acknowledgement carries trails it."""
-    return max(acknowledged, lac)
-
-
 class LedgerManager:
     def __init__(
         self,
@@ -124,15 +90,12 @@ class LedgerManager:
         # This gateway's registry session: the owner recorded in the ledgers it
         # creates. None: no owners (each ledger written where it was created).
         self.session = session
-        # Asks the gateway that writes a ledger for its LAC (the gateway mesh); None: never asked.
-        self.owners_lac = owners_lac
         # Recently confirmed entries: reads of fresh entries need no bookie. None: off.
         self.entry_cache = entry_cache
         # Metadata for reads, tails, opens and GetLedgerMetadata; None: always the registry.
         self.metadata_cache = metadata_cache
         self.settings = settings or WriteSettings()
         self.recovery_settings = recovery_settings or RecoverySettings()
-        self.read_settings = read_settings or ReadSettings()
         self.handles: dict[LedgerId, WriteHandle] = {}
         self.quarantine = Quarantine(self.settings.bookie_quarantine_seconds)
         # The remote's calls are looked up when first needed (tests give fakes of only what they use).
@@ -140,10 +103,17 @@ class LedgerManager:
             self.settings.explicit_lac_seconds,
             lambda *write: self.remote.submit_last_add_confirmed(*write),
         )
-        # LACs readers learned from the bookies, per ledger not written here (LRU-bounded).
-        # (LAC, when it was read from the bookies), by ledger and incarnation.
-        self._reader_lacs: OrderedDict[tuple[LedgerId, int], tuple[int, float]] = OrderedDict()
-        self._background: set[asyncio.Task[None]] = set()
+        # The read side: reads, tails and the readers' LAC (read/ledger_reads.py).
+        self.reads = LedgerReads(
+            remote,
+            self.metadata,
+            self._writer_lac,
+            read_settings or ReadSettings(),
+            self.recovery_settings.bookie_timeout_seconds,
+            entry_cache,
+            session,
+            owners_lac,
+        )
         # Concurrent creates share one placement call and one registry call (call_batches.py).
         self._ensembles: CallGatherer[placement_pb2.NewEnsembleRequest, list[str]] = CallGatherer(
             lambda asks: self.remote.new_ensembles(asks), CREATES_PER_BATCH, "choosing ensembles"
@@ -231,6 +201,11 @@ class LedgerManager:
             return await self.metadata_cache.get(ledger_id)
         return await self.remote.get_ledger_metadata(ledger_id)
 
+    def _writer_lac(self, ledger_id: LedgerId) -> int | None:
+        """The LAC of the ledger's write handle here (the writer knows best), or None."""
+        handle = self.handles.get(ledger_id)
+        return handle.last_add_confirmed if handle is not None and not handle.failed else None
+
     async def open(self, ledger_id: LedgerId, password: bytes, recovery: bool) -> tuple[common_pb2.LedgerMetadata, int]:
         """Without recovery: the metadata and the LAC, changing nothing. With
         recovery: fence, recover and close the ledger (recovery.py) and return
@@ -247,7 +222,7 @@ class LedgerManager:
         if recovery:
             closed = await Recovery(self.remote, ledger_id, metadata, version, self.recovery_settings).run()
             return public_metadata(closed), closed.last_entry_id
-        return public_metadata(metadata), await self.last_add_confirmed(ledger_id, metadata)
+        return public_metadata(metadata), await self.reads.last_add_confirmed(ledger_id, metadata)
 
     async def route_write(
         self, ledger_id: LedgerId, *, forwarded: bool, closing: bool = False
@@ -332,280 +307,6 @@ class LedgerManager:
             entry_id = await future
         return entry_id, self.handles[ledger_id].last_add_confirmed
 
-    async def last_add_confirmed(
-        self,
-        ledger_id: LedgerId,
-        metadata: common_pb2.LedgerMetadata | None = None,
-        *,
-        refresh: bool = True,
-        max_age_seconds: float | None = None,
-    ) -> int:
-        """The LAC readers get: a closed ledger's last entry; the write
-        handle's LAC if this gateway writes the ledger; otherwise the LAC read
-        from the bookies (coverage rule), remembered as the readers' LAC.
-        Without `refresh` the remembered value is used as it stands (the
-        bookies are asked only if there is none yet, or it is older than
-        `max_age_seconds`), so a confirmed read is bounded by what readers
-        last learned, as a BookKeeper reader is."""
-        if metadata is None:
-            metadata, _ = await self.metadata(ledger_id)
-        settled = self._settled_lac(ledger_id, metadata)
-        if settled is not None:
-            return settled
-        # Keyed by creation time too: a ledger deleted and created again under the same id starts afresh.
-        key = (ledger_id, incarnation(metadata))
-        known = self._reader_lacs.get(key)
-        now = time.monotonic()
-        if known is not None and not refresh and (max_age_seconds is None or now - known[1] <= max_age_seconds):
-            self._reader_lacs.move_to_end(key)
-            return known[0]
-        lac = await read_last_add_confirmed(
-            self.remote, ledger_id, metadata, self.recovery_settings.bookie_timeout_seconds
-        )
-        return self._learn_lac(key, lac)
-
-    def _learn_lac(self, key: tuple[LedgerId, int], lac: int) -> int:
-        """Remember `lac` as the readers' LAC of a ledger's incarnation (a LAC
-        never moves back); returns the LAC now known."""
-        known = self._reader_lacs.get(key)
-        lac = max(lac, known[0] if known is not None else -1)
-        self._reader_lacs[key] = (lac, time.monotonic())
-        self._reader_lacs.move_to_end(key)
-        while len(self._reader_lacs) > READER_LACS_KEPT:
-            self._reader_lacs.popitem(last=False)
-        return lac
-
-    async def relayed_acks(self, ledger_id: LedgerId) -> Callable[[int, int], None]:
-        """For a write relayed to the ledger's owner: what to call with the
-        last entry id and the LAC of each acknowledgement relayed back, so
-        that a confirmed read here sees every entry this gateway has
-        acknowledged (read-your-writes)."""
-        if not self.read_settings.read_your_writes:
-            return lambda acknowledged, lac: None
-        metadata, _ = await self.metadata(ledger_id)
-        key = (ledger_id, incarnation(metadata))
-
-        def learned(acknowledged: int, lac: int) -> None:
-            confirmed = confirmed_by_ack(acknowledged, lac)
-            if confirmed >= 0:
-                self._learn_lac(key, confirmed)
-
-        return learned
-
-    async def _owners_lac(self, ledger_id: LedgerId, metadata: common_pb2.LedgerMetadata, lac: int) -> int:
-        """The LAC of an open ledger written by another gateway, from that
-        gateway (one hop, as writes are relayed): what it acknowledged may not
-        be on the bookies' headers yet. Only `lac` when there is no other owner
-        to ask or it does not answer within owner_lac_timeout_seconds."""
-        owner = metadata.owner
-        if self.owners_lac is None or not self.read_settings.read_your_writes or not owner.gateway:
-            return lac
-        if self.session is None or self.session.is_me(owner) or self.session.is_a_previous_process(owner):
-            return lac  # nobody else to ask: written here, or by a previous process of this name
-        deadline = self.read_settings.owner_lac_timeout_seconds
-        try:
-            owners = await asyncio.wait_for(self.owners_lac(owner, ledger_id), deadline)
-        except (QuireError, TimeoutError) as exc:  # the bookies' LAC stands: a reader elsewhere may lag the writer
-            why = exc if isinstance(exc, QuireError) else f"no answer within {deadline} s"
-            log.info("ledger %s: its owner %s did not say its LAC: %s", ledger_id, owner.gateway, why)
-            return lac
-        return self._learn_lac((ledger_id, incarnation(metadata)), owners)
-
-    async def read(
-        self, ledger_id: LedgerId, first: int, last: int, *, confirmed: bool
-    ) -> AsyncGenerator[list[ReadEntry], None]:
-        """Entries first..last. Parameters are checked first (INVALID_ARGUMENT),
-        then, for confirmed reads, the LAC as readers know it (beyond it:
-        OUT_OF_RANGE; last = -1 means up to it). A read that reaches past the
-        LAC this gateway knows first asks the registry whether the ledger was
-        closed, and the bookies for its LAC when what this gateway remembers
-        is older than READER_LAC_MAX_AGE_SECONDS. OpenLedger, ReadLastAddConfirmed and tails
-        refresh that LAC. Unconfirmed reads (BP-5) go past the LAC, fail
-        NOT_FOUND where no replica has an entry, and never move the LAC."""
-        check_range(first, last, confirmed=confirmed)
-        metadata, _ = await self.metadata(ledger_id)
-        if confirmed:
-            metadata, lac = await self._confirmed_lac(ledger_id, metadata, first, last)
-            if last == -1:
-                if first == lac + 1:
-                    return  # nothing confirmed at or past `first` yet
-                last = lac
-            confirmed_up_to = lac
-        else:
-            confirmed_up_to = self._known_lac(ledger_id, metadata)
-        async for chunk in self._read_replicas(ledger_id, metadata, first, last, confirmed_up_to):
-            yield chunk
-
-    async def _confirmed_lac(
-        self, ledger_id: LedgerId, metadata: common_pb2.LedgerMetadata, first: int, last: int
-    ) -> tuple[common_pb2.LedgerMetadata, int]:
-        """The metadata and LAC a confirmed read of first..last (last -1: up
-        to the LAC) goes by, once the registry, the bookies and the owner
-        have been asked as `read` says; OUT_OF_RANGE when the range reaches
-        past that LAC (a read from LAC+1 up to it is not past it: it is empty)."""
-        lac = await self.last_add_confirmed(ledger_id, metadata, refresh=False)
-        if (last == -1 or last > lac) and metadata.state != common_pb2.LEDGER_STATE_CLOSED:
-            # Past what this gateway knows: the ledger may have been closed through another
-            # gateway since its metadata cache last heard (the registry has the exact end),
-            # or grown there (the bookies know, once what is remembered is not fresh).
-            metadata, _ = await self.remote.get_ledger_metadata(ledger_id)
-            lac = await self.last_add_confirmed(
-                ledger_id, metadata, refresh=False, max_age_seconds=READER_LAC_MAX_AGE_SECONDS
-            )
-            if (last == -1 or last > lac) and metadata.state != common_pb2.LEDGER_STATE_CLOSED:
-                lac = await self._owners_lac(ledger_id, metadata, lac)
-        if last == -1 and first == lac + 1:
-            return metadata, lac
-        if max(first, last) > lac:
-            raise OutOfRange(
-                f"ledger {ledger_id}: entry {max(first, last)} is beyond the last-add-confirmed {lac}",
-                Reason.READ_BEYOND_LAC,
-                last_add_confirmed=str(lac),
-            )
-        return metadata, lac
-
-    async def read_entry(self, ledger_id: LedgerId, entry_id: int) -> ReadEntry:
-        """One confirmed entry, by every rule of read() with first = last =
-        entry_id (the LAC, OUT_OF_RANGE past it, the registry and bookies
-        asked as there, digests, the entry cache). An entry in the cache is
-        answered from it directly: the common case of a blob or random read
-        costs no reader and no stream of chunks."""
-        if entry_id < 0:
-            raise InvalidArgument(f"entry_id {entry_id} is negative")
-        metadata, _ = await self.metadata(ledger_id)
-        metadata, lac = await self._confirmed_lac(ledger_id, metadata, entry_id, entry_id)
-        cache = self.entry_cache if self.read_settings.verify_digests else None
-        if cache is not None and cache.enabled:
-            cached = cache.get(ledger_id, incarnation(metadata), entry_id)
-            if cached is not None:
-                return ReadEntry(entry_id, cached.payload, cached.length)
-        async with aclosing(self._read_replicas(ledger_id, metadata, entry_id, entry_id, lac)) as chunks:
-            async for chunk in chunks:
-                if chunk:
-                    return chunk[0]
-        raise AssertionError("unreachable")  # a read of one entry at or below the LAC yields it or raises
-
-    async def tail(self, ledger_id: LedgerId, first: int) -> AsyncIterator[list[ReadEntry]]:
-        """Confirmed entries from `first` on, as the LAC advances; ends once
-        the ledger is closed and its last entry delivered. The LAC comes from
-        the bookies, except once: the first time the tail catches up with an
-        open ledger written elsewhere it asks the owner (read-your-writes)."""
-        check_range(first, -1, confirmed=True)
-        next_entry = first
-        owner_asked = False
-        while True:
-            metadata, _ = await self.metadata(ledger_id)
-            lac = await self.last_add_confirmed(ledger_id, metadata)
-            if next_entry > lac and not owner_asked and metadata.state != common_pb2.LEDGER_STATE_CLOSED:
-                # Caught up with what the bookies say: once, ask the owner, so that every entry
-                # acknowledged before this tail started is delivered without waiting for the next.
-                owner_asked = True
-                lac = await self._owners_lac(ledger_id, metadata, lac)
-            if next_entry <= lac:
-                async for chunk in self._read_replicas(ledger_id, metadata, next_entry, lac, lac):
-                    yield chunk
-                next_entry = lac + 1
-                continue
-            if metadata.state == common_pb2.LEDGER_STATE_CLOSED:
-                return
-            await self.wait_for_lac(ledger_id, next_entry - 1)
-
-    def _settled_lac(self, ledger_id: LedgerId, metadata: common_pb2.LedgerMetadata) -> int | None:
-        """The LAC when this gateway knows it for sure: a closed ledger's last
-        entry, or its own write handle's LAC (the writer knows best); else None."""
-        if metadata.state == common_pb2.LEDGER_STATE_CLOSED:
-            return metadata.last_entry_id
-        handle = self.handles.get(ledger_id)
-        if handle is not None and not handle.failed:
-            return handle.last_add_confirmed
-        return None
-
-    def _known_lac(self, ledger_id: LedgerId, metadata: common_pb2.LedgerMetadata) -> int:
-        """The highest entry known to be confirmed, without asking anyone:
-        what may go into the entry cache from an unconfirmed read."""
-        settled = self._settled_lac(ledger_id, metadata)
-        if settled is not None:
-            return settled
-        known = self._reader_lacs.get((ledger_id, incarnation(metadata)))
-        return known[0] if known is not None else -1
-
-    async def _read_replicas(
-        self,
-        ledger_id: LedgerId,
-        metadata: common_pb2.LedgerMetadata,
-        first: int,
-        last: int,
-        confirmed_up_to: int,
-    ) -> AsyncGenerator[list[ReadEntry], None]:
-        """Entries first..last in order: runs found in the entry cache as they
-        are, the runs between them from the bookies. Entries read from the
-        bookies at or below `confirmed_up_to` are kept in the cache."""
-        reader: EntryReader | None = None  # made on the first miss: a read served from the cache needs none
-        # Digests unchecked (a test-only positive control): nothing read may be cached.
-        cache = self.entry_cache if self.read_settings.verify_digests else None
-        life = incarnation(metadata)
-        try:
-            if cache is None or not cache.enabled:
-                reader = EntryReader(self.remote, ledger_id, metadata, self.read_settings)
-                async for chunk in reader.read(first, last):
-                    yield chunk
-                return
-            next_id = first
-            while next_id <= last:
-                hits = cache.run(ledger_id, life, next_id, min(last, next_id + CHUNK_ENTRIES - 1))
-                if hits:
-                    yield [ReadEntry(entry_id, cached.payload, cached.length) for entry_id, cached in hits]
-                    next_id = hits[-1][0] + 1
-                    continue
-                miss_end = next_id
-                while (
-                    miss_end < last
-                    and miss_end - next_id < CHUNK_ENTRIES - 1
-                    and not cache.contains(ledger_id, life, miss_end + 1)
-                ):
-                    miss_end += 1
-                reader = reader or EntryReader(self.remote, ledger_id, metadata, self.read_settings)
-                async for chunk in reader.read(next_id, miss_end):
-                    for entry in chunk:
-                        if entry.entry_id <= confirmed_up_to:
-                            cache.put(ledger_id, life, entry.entry_id, entry.payload, entry.length)
-                    yield chunk
-                next_id = miss_end + 1
-        finally:
-            if reader is not None:
-                self._flag_damaged(ledger_id, reader)
-
-    def _flag_damaged(self, ledger_id: LedgerId, reader: EntryReader) -> None:
-        """Copies a read found damaged are marked in the ledger's metadata, in
-        the background, for the auditor to repair (once the ledger is closed)."""
-        if reader.damaged:
-            task = asyncio.create_task(self._mark_for_repair(ledger_id, dict(reader.damaged)))
-            self._background.add(task)
-            task.add_done_callback(self._background.discard)
-
-    async def _mark_for_repair(self, ledger_id: LedgerId, damaged: dict[str, tuple[int, int]]) -> None:
-        try:
-            changed = await mark_for_repair(self.remote, ledger_id, damaged)
-        except QuireError as exc:
-            log.warning("ledger %s: flagging damaged copies %s failed: %s", ledger_id, damaged, exc)
-            return
-        if changed:
-            metrics.repair_flags.add(changed)
-            log.warning("ledger %s: damaged copies flagged for repair: %s", ledger_id, damaged)
-
-    async def wait_for_lac(self, ledger_id: LedgerId, known_lac: int) -> None:
-        """Return once the LAC may have moved past `known_lac` (or the ledger
-        closed), or after a while anyway. Today a poll of the bookies with a
-        short backoff; a bookie-side long-poll replaces this one method."""
-        polls = Backoff(first_seconds=0.01, longest_seconds=0.2, within_seconds=self.read_settings.tail_wait_seconds)
-        for pause in polls.pauses():
-            await asyncio.sleep(pause)
-            metadata, _ = await self.metadata(ledger_id)
-            if metadata.state == common_pb2.LEDGER_STATE_CLOSED:
-                return
-            if await self.last_add_confirmed(ledger_id, metadata) > known_lac:
-                return
-
     async def close(self, ledger_id: LedgerId) -> common_pb2.LedgerMetadata:
         handle = self.handles.get(ledger_id)
         if handle is None:
@@ -656,5 +357,4 @@ class LedgerManager:
             except QuireError as exc:
                 log.warning("ledger %s not closed on shutdown: %s", ledger_id, exc)
         self.explicit_lacs.close()
-        if self._background:  # repair flags still being recorded
-            await asyncio.wait(self._background, timeout=5)
+        await self.reads.finish()

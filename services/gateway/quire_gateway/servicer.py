@@ -18,7 +18,7 @@ from quire_gateway.client_streams import answered_in_order, chained, first_and_r
 from quire_gateway.forwarding import Forwarder
 from quire_gateway.ledgers import CreateSpec, LedgerManager, public_metadata
 from quire_gateway.peers import FORWARDED_BY
-from quire_gateway.reads import ReadEntry
+from quire_gateway.read.replicas import ReadEntry
 from quire_gateway.write.session import WriteSession
 
 # Bytes of a repeated-field element's tag and length prefix, at most.
@@ -141,7 +141,7 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
             ledger = ledger_id_from_proto(first.ledger_id)
             owner = await self.manager.route_write(ledger, forwarded=forwarded(context))
             if owner is not None and self.forwarder is not None:
-                learned = await self.manager.relayed_acks(ledger)
+                learned = await self.manager.reads.relayed_acks(ledger)
                 async for response in self.forwarder.append_entries(owner, first, rest):
                     learned(response.last_entry_id, response.last_add_confirmed)
                     yield response
@@ -161,7 +161,7 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
         ledger = ledger_id_from_proto(request.ledger_id)
         owner = await self.manager.route_write(ledger, forwarded=forwarded(context))
         if owner is not None and self.forwarder is not None:
-            learned = await self.manager.relayed_acks(ledger)
+            learned = await self.manager.reads.relayed_acks(ledger)
             response = await self.forwarder.add_entry(owner, request)
             learned(response.entry_id, response.last_add_confirmed)
             return response
@@ -174,7 +174,7 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
     async def ReadEntries(
         self, request: ledger_pb2.ReadEntriesRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[ledger_pb2.ReadEntriesResponse]:
-        chunks = self.manager.read(
+        chunks = self.manager.reads.read(
             ledger_id_from_proto(request.ledger_id),
             request.first_entry_id,
             request.last_entry_id,
@@ -188,7 +188,7 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
     async def ReadEntry(
         self, request: ledger_pb2.ReadEntryRequest, context: grpc.aio.ServicerContext
     ) -> ledger_pb2.ReadEntryResponse:
-        entry = await self.manager.read_entry(ledger_id_from_proto(request.ledger_id), request.entry_id)
+        entry = await self.manager.reads.read_entry(ledger_id_from_proto(request.ledger_id), request.entry_id)
         return ledger_pb2.ReadEntryResponse(entry=entry_message(entry))
 
     async def ReadEntryStream(
@@ -196,7 +196,7 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
     ) -> AsyncIterator[ledger_pb2.ReadEntryResponse]:
         async def answer(request: ledger_pb2.ReadEntryRequest) -> ledger_pb2.ReadEntryResponse:
             try:
-                entry = await self.manager.read_entry(ledger_id_from_proto(request.ledger_id), request.entry_id)
+                entry = await self.manager.reads.read_entry(ledger_id_from_proto(request.ledger_id), request.entry_id)
             except QuireError as error:  # answers this request; the stream goes on
                 return ledger_pb2.ReadEntryResponse(error=read_entry_error(error))
             return ledger_pb2.ReadEntryResponse(entry=entry_message(entry))
@@ -208,7 +208,7 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
     async def ReadUnconfirmedEntries(
         self, request: ledger_pb2.ReadUnconfirmedEntriesRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[ledger_pb2.ReadUnconfirmedEntriesResponse]:
-        chunks = self.manager.read(
+        chunks = self.manager.reads.read(
             ledger_id_from_proto(request.ledger_id),
             request.first_entry_id,
             request.last_entry_id,
@@ -224,14 +224,14 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
     ) -> AsyncIterator[ledger_pb2.TailEntriesResponse]:
         ledger_id = ledger_id_from_proto(request.ledger_id)
         with self.streams.track("TailEntries"):
-            async for chunk in self.manager.tail(ledger_id, request.first_entry_id):
+            async for chunk in self.manager.reads.tail(ledger_id, request.first_entry_id):
                 for batch in batched_by_bytes(chunk):
                     yield ledger_pb2.TailEntriesResponse(entries=batch)
 
     async def ReadLastAddConfirmed(
         self, request: ledger_pb2.ReadLastAddConfirmedRequest, context: grpc.aio.ServicerContext
     ) -> ledger_pb2.ReadLastAddConfirmedResponse:
-        lac = await self.manager.last_add_confirmed(ledger_id_from_proto(request.ledger_id))
+        lac = await self.manager.reads.last_add_confirmed(ledger_id_from_proto(request.ledger_id))
         return ledger_pb2.ReadLastAddConfirmedResponse(last_add_confirmed=lac)
 
     async def CloseLedger(

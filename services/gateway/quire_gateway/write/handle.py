@@ -57,9 +57,9 @@ from quire_common.entry import V2_HEADER_SIZE, pack_entry
 from quire_common.ledger_secrets import ledger_digester, ledger_master_key
 from quire_common.telemetry import current_span_context, start_batch_span, tracer, tracing_enabled
 from quire_gateway import metrics
-from quire_gateway.entry_cache import EntryCache, incarnation
 from quire_gateway.metadata_updates import update_metadata
 from quire_gateway.quorum_rules import write_set
+from quire_gateway.read.entry_cache import EntryCache, incarnation
 from quire_gateway.remote import Remote
 from quire_gateway.write.ensemble_change import (
     can_leave_out,
