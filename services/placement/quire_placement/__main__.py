@@ -1,104 +1,16 @@
-"""Entry point: python -m quire_placement"""
+"""Entry point: python -m quire_placement (its parts: assembly.py)."""
 
 from __future__ import annotations
 
-import asyncio
-import logging
-from collections.abc import Mapping
-
-from opentelemetry import metrics
-
-from quire.placement.v1 import placement_pb2, placement_pb2_grpc
-from quire.registry.v1 import registry_pb2
-from quire_common.admin_http import start_admin_server
-from quire_common.bookie_resolver import BookieDirectory
-from quire_common.server import create_server, mark_not_serving, mark_serving, serve_until_signalled
 from quire_common.service import run_service
-from quire_common.tasks import cancel_and_wait
-from quire_placement.config import PlacementConfig
-from quire_placement.placement import Placer
-from quire_placement.remote import BookieInfoClient, RegistryLoadFactors
-from quire_placement.servicer import PlacementServicer
+from quire_placement.assembly import PlacementProcess
 from quire_placement.settings import PlacementEnv
-from quire_placement.tracker import WeightTracker
-
-log = logging.getLogger("quire_placement")
-SERVICE_NAME = placement_pb2.DESCRIPTOR.services_by_name["PlacementService"].full_name
-_poll_failures = metrics.get_meter("quire.placement").create_counter(
-    "quire.placement.info_poll_failures", unit="{poll}", description="GetBookieInfo polls that failed"
-)
 
 
 async def main(settings: PlacementEnv) -> None:
-    config = PlacementConfig.from_settings(settings)
-    # The live view of the registered bookies, fed by the registry's watch.
-    directory = BookieDirectory(config.registry_target, resolver_enabled=config.resolver_enabled)
-    directory.start()
-    info = BookieInfoClient(directory)
-    loads = RegistryLoadFactors(config.registry_target)
-    tracker = WeightTracker(
-        config.weights,
-        info,
-        loads,
-        on_poll_failure=lambda bookie_id: _poll_failures.add(1, {"bookie_id": bookie_id}),
-    )
-    directory.on_change(tracker.wake)  # a joined bookie is polled at once
-
-    async def writable() -> list[tuple[str, Mapping[str, str]]]:
-        records = await directory.records(registry_pb2.BOOKIE_STATE_WRITABLE)
-        return [(r.bookie_id, r.service_info.properties) for r in records]
-
-    async def writable_ids() -> list[str]:
-        return [bookie_id for bookie_id, _ in await writable()]
-
-    placer = Placer(config.policy, tracker, writable)
-    polling = asyncio.create_task(tracker.run(writable_ids), name="bookie-info-polling")
-
-    def register(server):  # type: ignore[no-untyped-def]
-        placement_pb2_grpc.add_PlacementServiceServicer_to_server(PlacementServicer(placer), server)
-        return [SERVICE_NAME]
-
-    server, port, health = create_server(
-        config.address, register, address_setting="QUIRE_PLACEMENT_ADDRESS", settings=settings.common.server
-    )
-    await mark_not_serving(health, [SERVICE_NAME])  # until the registry answers
-    # The admin endpoint first: a port it cannot use stops the start before gRPC serves anything.
-    admin = await start_admin_server(
-        "QUIRE_PLACEMENT_HTTP_PORT",
-        config.address,
-        config.http_port,
-        lambda: {
-            "service": "placement",
-            "policy": config.policy.policy,
-            "disk_weight_placement_enabled": config.weights.enabled,
-            "writable_bookies": sorted(directory.view.writable()),
-            "unknown_bookie_ids": tracker.unknown(),
-        },
-        common=settings.common,
-    )
-    await server.start()
-    if not directory.view.complete:
-        log.info("waiting for the registry at %s before serving (health NOT_SERVING)", config.registry_target)
-        await directory.wait_synced()
-    await mark_serving(health, [SERVICE_NAME])
-    log.info(
-        "placement serving on port %d (admin http %s), registry %s, policy %s, disk weights %s",
-        port,
-        admin.port if admin else "off",
-        config.registry_target,
-        config.policy.policy,
-        "on" if config.weights.enabled else "off",
-    )
-
-    async def on_stop() -> None:
-        if admin is not None:
-            await admin.stop()
-        await cancel_and_wait(polling)
-        await info.close()
-        await loads.close()
-        await directory.close()
-
-    await serve_until_signalled(server, health, on_stop=on_stop)
+    placement = PlacementProcess(settings)
+    await placement.start()
+    await placement.serve_until_signalled()
 
 
 if __name__ == "__main__":

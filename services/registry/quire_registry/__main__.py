@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from contextlib import AsyncExitStack
+
+import grpc
 
 from quire.registry.v1 import registry_pb2, registry_pb2_grpc
 from quire_api.backoff import Backoff
@@ -45,8 +48,8 @@ async def connect(config: RegistryConfig) -> EtcdStore:
             await asyncio.sleep(pause)
 
 
-async def main(settings: RegistryEnv) -> None:
-    config = RegistryConfig.from_settings(settings)
+def warn_of_unsafe_settings(config: RegistryConfig) -> None:
+    """Say so in the log when a setting that weakens a guarantee is on."""
     if config.unsafe_no_commit_check:
         log.warning(
             "QUIRE_REGISTRY_FAULT_UNSAFE_NO_COMMIT_CHECK is set: a metadata write whose answer was lost is NOT "
@@ -57,7 +60,24 @@ async def main(settings: RegistryEnv) -> None:
             "QUIRE_REGISTRY_KEEP_LEDGER_PASSWORDS is set: ledger records in etcd keep the plaintext password "
             "for gateways of the previous version; unset it once every gateway is upgraded"
         )
+
+
+def serve_registry(server: grpc.aio.Server, registry: Registry) -> list[str]:
+    registry_pb2_grpc.add_RegistryServiceServicer_to_server(RegistryServicer(registry), server)
+    return [SERVICE_NAME]
+
+
+def status(config: RegistryConfig) -> dict[str, object]:
+    """The admin endpoint's /status."""
+    return {"service": "registry", "cluster": config.cluster, "etcd": config.etcd_endpoints}
+
+
+async def main(settings: RegistryEnv) -> None:
+    config = RegistryConfig.from_settings(settings)
+    warn_of_unsafe_settings(config)
+    stops = AsyncExitStack()  # run once the server has drained, last started first
     store = await connect(config)
+    stops.push_async_callback(store.close)
     registry = Registry(
         store,
         config.cluster,
@@ -66,21 +86,22 @@ async def main(settings: RegistryEnv) -> None:
         keep_ledger_passwords=config.keep_ledger_passwords,
     )
 
-    def register(server):  # type: ignore[no-untyped-def]
-        registry_pb2_grpc.add_RegistryServiceServicer_to_server(RegistryServicer(registry), server)
-        return [SERVICE_NAME]
-
     server, port, health = create_server(
-        config.address, register, address_setting="QUIRE_REGISTRY_ADDRESS", settings=settings.common.server
+        config.address,
+        lambda server: serve_registry(server, registry),
+        address_setting="QUIRE_REGISTRY_ADDRESS",
+        settings=settings.common.server,
     )
     # The admin endpoint first: a port it cannot use stops the start before gRPC serves anything.
     admin = await start_admin_server(
         "QUIRE_REGISTRY_HTTP_PORT",
         config.address,
         config.http_port,
-        lambda: {"service": "registry", "cluster": config.cluster, "etcd": config.etcd_endpoints},
+        lambda: status(config),
         common=settings.common,
     )
+    if admin is not None:
+        stops.push_async_callback(admin.stop)
     await server.start()
     await mark_serving(health, [SERVICE_NAME])
     log.info(
@@ -90,13 +111,7 @@ async def main(settings: RegistryEnv) -> None:
         ",".join(config.etcd_endpoints),
         config.cluster,
     )
-
-    async def on_stop() -> None:
-        if admin is not None:
-            await admin.stop()
-        await store.close()
-
-    await serve_until_signalled(server, health, on_stop=on_stop)
+    await serve_until_signalled(server, health, on_stop=stops.aclose)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,8 @@ from quire_telemetry.publish import publish_load_factors
 from quire_telemetry.stage import Report, analyze, spark_session, window_seconds
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
+    """The command line, checked: a bad setting exits 2 before a Spark session is paid for."""
     parser = argparse.ArgumentParser(prog="quire_telemetry", description=__doc__)
     parser.add_argument("--input", required=True)
     parser.add_argument("--output", required=True)
@@ -22,13 +23,17 @@ def main() -> None:
     parser.add_argument("--follow", action="store_true", help="keep running over the growing directory (streaming)")
     parser.add_argument("--trigger-seconds", type=float, default=30.0, help="how often --follow recomputes")
     args = parser.parse_args()
-    # Bad settings end here, with exit status 2, before a Spark session is paid for.
     try:
         window_seconds(args.window)
     except ValueError as exc:
         parser.error(f"--window: {exc}")
     if args.trigger_seconds <= 0:
         parser.error(f"--trigger-seconds: {args.trigger_seconds} is not a positive number of seconds")
+    return args
+
+
+def main() -> None:
+    args = parse_args()
 
     def publish(report: Report) -> None:
         print(json.dumps(report.load_factors, indent=2, sort_keys=True), flush=True)
