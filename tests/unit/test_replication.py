@@ -46,7 +46,7 @@ def test_count_held_agrees_with_the_listed_entries():
 
 
 def test_the_auditor_counts_under_replicated_entries_of_known_extent():
-    from quire_gateway.auditor import under_replicated_entries
+    from quire_gateway.autorecovery.auditor import under_replicated_entries
 
     record = metadata()
     # "a" missing: entries 0, 2, 3 of the first segment and 5, 6, 8, 9 of the second (E=3, W=2).

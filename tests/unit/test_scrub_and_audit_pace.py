@@ -3,8 +3,8 @@ the audit pace themselves."""
 
 from quire.common.v1 import common_pb2
 from quire_api.ids import LedgerId
-from quire_gateway import scrub
-from quire_gateway.scrub import CHECK_CHUNK_ENTRIES, PassSchedule, _Asked, _Batch, _questions
+from quire_gateway.autorecovery import scrub
+from quire_gateway.autorecovery.scrub import CHECK_CHUNK_ENTRIES, PassSchedule, _Asked, _Batch, _questions
 
 
 def ledger(ensembles: list[tuple[int, list[str]]], last: int) -> common_pb2.LedgerMetadata:
@@ -63,7 +63,12 @@ async def test_a_pass_spreads_its_groups_over_nine_tenths_of_its_period(monkeypa
 
 def test_a_quiet_cluster_reads_every_ledger_only_every_tenth_interval():
     from quire.registry.v1 import registry_pb2
-    from quire_gateway.auditor import QUIET_ROUNDS_BETWEEN_FULL_ROUNDS, Auditor, AuditorSettings, ClusterFigures
+    from quire_gateway.autorecovery.auditor import (
+        QUIET_ROUNDS_BETWEEN_FULL_ROUNDS,
+        Auditor,
+        AuditorSettings,
+        ClusterFigures,
+    )
 
     auditor = Auditor(None, None, AuditorSettings())  # type: ignore[arg-type]
     bookies = [registry_pb2.BookieRecord(bookie_id=f"b{n}:3181") for n in range(3)]

@@ -14,7 +14,7 @@ import pytest
 from quire_bookie.bookie import BookieSettings
 from quire_bookie.config import storage_settings
 from quire_bookie.settings import BookieEnv
-from quire_gateway.auditor import AuditorSettings
+from quire_gateway.autorecovery.auditor import AuditorSettings
 from quire_gateway.blobs import BlobSettings
 from quire_gateway.config import auditor_settings, blob_settings, read_settings, recovery_settings, write_settings
 from quire_gateway.read.replicas import ReadSettings

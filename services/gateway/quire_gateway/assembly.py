@@ -30,8 +30,8 @@ from quire_common.tasks import cancel_and_wait
 from quire_gateway import metrics
 from quire_gateway.admin import AdminOperations
 from quire_gateway.admin_servicer import AdminServicer
-from quire_gateway.auditor import ROLE, Auditor
 from quire_gateway.authn import GatewayAuthInterceptor
+from quire_gateway.autorecovery.auditor import ROLE, Auditor
 from quire_gateway.blobs import BlobStore
 from quire_gateway.config import (
     advertised_address,

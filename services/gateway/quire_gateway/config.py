@@ -7,11 +7,11 @@ import socket
 
 from quire_common.call_limits import ConnectionLimits, RequestIdle
 from quire_common.config import ConfigError
-from quire_gateway.auditor import AuditorSettings
+from quire_gateway.autorecovery.auditor import AuditorSettings
+from quire_gateway.autorecovery.scrub import ScrubSettings
 from quire_gateway.blobs import BlobSettings
 from quire_gateway.read.replicas import ReadSettings
 from quire_gateway.recovery import RecoverySettings
-from quire_gateway.scrub import ScrubSettings
 from quire_gateway.settings import AuditorEnv, CallLimitsEnv, GatewayEnv
 from quire_gateway.write.handle import WriteSettings
 

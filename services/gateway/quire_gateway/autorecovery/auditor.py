@@ -55,11 +55,11 @@ from quire_api.replication import (
 from quire_common.bookie_resolver import BookieDirectory
 from quire_common.entry import Digester, verified_entry
 from quire_common.ledger_secrets import ledger_digester, ledger_master_key
+from quire_gateway.autorecovery.scrub import SCRUB_GROUP_LEDGERS, PassSchedule, Scrubber, ScrubSettings, ScrubStats
 from quire_gateway.leadership import RoleHolder
 from quire_gateway.metadata_updates import update_metadata
 from quire_gateway.read.bookie_lac import read_last_add_confirmed
 from quire_gateway.remote import Remote
-from quire_gateway.scrub import SCRUB_GROUP_LEDGERS, PassSchedule, Scrubber, ScrubSettings, ScrubStats
 
 log = logging.getLogger(__name__)
 COPY_BATCH_ENTRIES = 100
