@@ -10,7 +10,7 @@ import pytest
 
 from quire.common.v1 import common_pb2
 from quire_api.errors import Unavailable
-from quire_gateway.sessions import GatewaySession, session_role
+from quire_gateway.ownership.sessions import GatewaySession, session_role
 
 
 class FakeRegistry:
@@ -128,7 +128,7 @@ async def test_a_second_process_taking_this_name_is_logged_once(caplog: pytest.L
     await first.renew()
     assert first.owner() is not None
     registry.holders[session_role("gw-a")] = ("gw-a", 202)  # a second process ended it and took the name
-    with caplog.at_level(logging.ERROR, logger="quire_gateway.sessions"):
+    with caplog.at_level(logging.ERROR, logger="quire_gateway.ownership.sessions"):
         await first.renew()
         await first.renew()
     taken = [r for r in caplog.records if "two gateways run under one name" in r.getMessage()]
@@ -142,7 +142,7 @@ async def test_a_lapsed_session_taken_again_by_nobody_else_is_not_logged(caplog:
     await first.renew()
     registry.holders[session_role("gw-b")] = ("gw-b", 303)  # some other name: nothing to say
     registry.holders.pop(session_role("gw-a"))  # this process's lease lapsed (a partition)
-    with caplog.at_level(logging.ERROR, logger="quire_gateway.sessions"):
+    with caplog.at_level(logging.ERROR, logger="quire_gateway.ownership.sessions"):
         await first.renew()  # a new lease of its own
     assert first.owner() is not None
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]

@@ -23,8 +23,8 @@ from quire_api.ids import validate_bookie_id
 from quire_api.replication import lost_replicas, marked_replicas
 from quire_common.build_info import version
 from quire_gateway.autorecovery.auditor import ROLE as AUDITOR_ROLE
+from quire_gateway.ownership.sessions import ADDRESS_PROPERTY, SESSION_ROLE_PREFIX
 from quire_gateway.remote import HealthAnswer
-from quire_gateway.sessions import ADDRESS_PROPERTY, SESSION_ROLE_PREFIX
 
 # GetRecoveryStatus lists at most this many segments (and counts them all), so
 # its answer stays far below the 4 MiB a client receives by default.

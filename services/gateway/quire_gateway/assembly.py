@@ -43,15 +43,15 @@ from quire_gateway.config import (
     request_idle,
     write_settings,
 )
-from quire_gateway.forwarding import Forwarder
 from quire_gateway.leadership import RoleHolder
 from quire_gateway.ledgers import LedgerManager
 from quire_gateway.metadata_cache import LedgerMetadataCache
-from quire_gateway.peers import GatewayPeers
+from quire_gateway.ownership.forwarding import Forwarder
+from quire_gateway.ownership.peers import GatewayPeers
+from quire_gateway.ownership.sessions import GatewaySession
 from quire_gateway.read.entry_cache import EntryCache
 from quire_gateway.remote import Remote
 from quire_gateway.servicer import ActiveStreams, BlobServicer, LedgerServicer
-from quire_gateway.sessions import GatewaySession
 from quire_gateway.settings import GatewayEnv
 
 log = logging.getLogger("quire_gateway")

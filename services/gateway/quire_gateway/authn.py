@@ -33,7 +33,7 @@ from quire_common.auth import AuthSettings, Principal
 from quire_common.call_limits import NO_IDLE_LIMIT, CallsPerCaller, RequestIdle
 from quire_common.handler_cache import HandlerCache
 from quire_common.security import PeerIdentity, guard_handler, peer_client_name, peer_identity
-from quire_gateway.peers import FORWARDED_BY
+from quire_gateway.ownership.peers import FORWARDED_BY
 from quire_gateway.permissions import EVERY_MESSAGE_AUTHORIZED, required_permission
 
 # Every service a client may call: guarded here. Health and reflection are not.

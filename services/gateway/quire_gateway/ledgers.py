@@ -30,12 +30,12 @@ from quire_common.quorum_sizes import validate_quorum
 from quire_common.telemetry import tracer, tracing_enabled
 from quire_gateway.call_batches import CallGatherer
 from quire_gateway.metadata_cache import LedgerMetadataCache
+from quire_gateway.ownership.sessions import GatewaySession
 from quire_gateway.read.entry_cache import EntryCache
 from quire_gateway.read.ledger_reads import LedgerReads
 from quire_gateway.read.replicas import ReadSettings
 from quire_gateway.recovery import Recovery, RecoverySettings
 from quire_gateway.remote import Remote
-from quire_gateway.sessions import GatewaySession
 from quire_gateway.write.explicit_lac import ExplicitLacs
 from quire_gateway.write.handle import WriteHandle, WriteSettings
 from quire_gateway.write.quarantine import Quarantine, choose_avoiding

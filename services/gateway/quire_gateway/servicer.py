@@ -15,9 +15,9 @@ from quire_api.limits import MAX_REPLY_BYTES
 from quire_common.telemetry import tracing_enabled
 from quire_gateway.blobs import BlobStore
 from quire_gateway.client_streams import answered_in_order, chained, first_and_rest
-from quire_gateway.forwarding import Forwarder
 from quire_gateway.ledgers import CreateSpec, LedgerManager, public_metadata
-from quire_gateway.peers import FORWARDED_BY
+from quire_gateway.ownership.forwarding import Forwarder
+from quire_gateway.ownership.peers import FORWARDED_BY
 from quire_gateway.read.replicas import ReadEntry
 from quire_gateway.write.session import WriteSession
 

@@ -20,12 +20,12 @@ from quire_api.backoff import Backoff
 from quire_api.errors import InvalidArgument, OutOfRange, QuireError, Reason
 from quire_api.ids import LedgerId
 from quire_gateway import metrics
+from quire_gateway.ownership.sessions import GatewaySession
 from quire_gateway.read.bookie_lac import read_last_add_confirmed
 from quire_gateway.read.entry_cache import EntryCache, incarnation
 from quire_gateway.read.replicas import CHUNK_ENTRIES, EntryReader, ReadEntry, ReadSettings
 from quire_gateway.remote import Remote
 from quire_gateway.repairs import mark_for_repair
-from quire_gateway.sessions import GatewaySession
 
 log = logging.getLogger(__name__)
 
