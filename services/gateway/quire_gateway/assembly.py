@@ -48,6 +48,7 @@ from quire_gateway.ledgers import LedgerManager
 from quire_gateway.metadata_cache import LedgerMetadataCache
 from quire_gateway.ownership.forwarding import Forwarder
 from quire_gateway.ownership.peers import GatewayPeers
+from quire_gateway.ownership.router import WriteRouter
 from quire_gateway.ownership.sessions import GatewaySession
 from quire_gateway.read.entry_cache import EntryCache
 from quire_gateway.remote import Remote
@@ -231,7 +232,7 @@ class _Parts:
 
     def register(self, server: grpc.aio.Server) -> list[str]:
         ledger_pb2_grpc.add_LedgerServiceServicer_to_server(
-            LedgerServicer(self.manager, self.streams, self.forwarder), server
+            LedgerServicer(self.manager, WriteRouter(self.manager, self.forwarder), self.streams), server
         )
         blob_pb2_grpc.add_BlobServiceServicer_to_server(BlobServicer(self.blobs, self.streams), server)
         admin_pb2_grpc.add_AdminServiceServicer_to_server(AdminServicer(self.admin_operations), server)

@@ -16,8 +16,8 @@ from quire_common.telemetry import tracing_enabled
 from quire_gateway.blobs import BlobStore
 from quire_gateway.client_streams import answered_in_order, chained, first_and_rest
 from quire_gateway.ledgers import CreateSpec, LedgerManager, public_metadata
-from quire_gateway.ownership.forwarding import Forwarder
 from quire_gateway.ownership.peers import FORWARDED_BY
+from quire_gateway.ownership.router import WriteRouter
 from quire_gateway.read.replicas import ReadEntry
 from quire_gateway.write.session import WriteSession
 
@@ -96,11 +96,11 @@ def forwarded(context: grpc.aio.ServicerContext) -> bool:
 
 class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
     def __init__(
-        self, manager: LedgerManager, streams: ActiveStreams | None = None, forwarder: Forwarder | None = None
+        self, manager: LedgerManager, router: WriteRouter | None = None, streams: ActiveStreams | None = None
     ) -> None:
         self.manager = manager
+        self.router = router or WriteRouter(manager, None)  # where appends, adds and closes are done
         self.streams = streams or ActiveStreams()
-        self.forwarder = forwarder
         self._traced = tracing_enabled()  # spans cost a share of every entry even when they record nothing
 
     async def CreateLedger(
@@ -139,11 +139,9 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
             if first is None:
                 return
             ledger = ledger_id_from_proto(first.ledger_id)
-            owner = await self.manager.route_write(ledger, forwarded=forwarded(context))
-            if owner is not None and self.forwarder is not None:
-                learned = await self.manager.reads.relayed_acks(ledger)
-                async for response in self.forwarder.append_entries(owner, first, rest):
-                    learned(response.last_entry_id, response.last_add_confirmed)
+            relay = await self.router.relay_for(ledger, forwarded=forwarded(context))
+            if relay is not None:
+                async for response in relay.append_entries(first, rest):
                     yield response
                 return
             session = WriteSession(self.manager, ledger, chained(first, rest), self._traced)
@@ -159,12 +157,9 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
         self, request: ledger_pb2.AddEntryRequest, context: grpc.aio.ServicerContext
     ) -> ledger_pb2.AddEntryResponse:
         ledger = ledger_id_from_proto(request.ledger_id)
-        owner = await self.manager.route_write(ledger, forwarded=forwarded(context))
-        if owner is not None and self.forwarder is not None:
-            learned = await self.manager.reads.relayed_acks(ledger)
-            response = await self.forwarder.add_entry(owner, request)
-            learned(response.entry_id, response.last_add_confirmed)
-            return response
+        relay = await self.router.relay_for(ledger, forwarded=forwarded(context))
+        if relay is not None:
+            return await relay.add_entry(request)
         expected = request.expected_entry_id if request.HasField("expected_entry_id") else None
         entry_id, lac = await self.manager.add(ledger, request.payload, expected)
         return ledger_pb2.AddEntryResponse(
@@ -238,9 +233,9 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
         self, request: ledger_pb2.CloseLedgerRequest, context: grpc.aio.ServicerContext
     ) -> ledger_pb2.CloseLedgerResponse:
         ledger = ledger_id_from_proto(request.ledger_id)
-        owner = await self.manager.route_write(ledger, forwarded=forwarded(context), closing=True)
-        if owner is not None and self.forwarder is not None:
-            return await self.forwarder.close_ledger(owner, request)
+        relay = await self.router.relay_for(ledger, forwarded=forwarded(context), closing=True)
+        if relay is not None:
+            return await relay.close_ledger(request)
         return ledger_pb2.CloseLedgerResponse(metadata=await self.manager.close(ledger))
 
     async def DeleteLedger(
