@@ -155,8 +155,14 @@ def run_crash(
 def test_ens10_copies_a_replaced_member_missed_are_restored(cluster: LocalCluster, scenario: Scenario) -> None:
     ledger, end, history = run_crash(cluster, scenario, "ENS-10", SCRUB_OFF)
     with client_for(cluster) as client:
+        # The auditor copies the entries first, then removes the marks with a compare-and-swap: wait
+        # for both, or a look between the two sees the copies back and the marks still there.
         scenario.figures["restore_seconds"] = wait_for(
-            "the auditor restoring the third copy", lambda: thinly_replicated(client, ledger, end) == 0
+            "the auditor restoring the third copy and removing the marks",
+            lambda: (
+                thinly_replicated(client, ledger, end) == 0
+                and not markers(client.ledger_metadata(ledger.qualified_name)[0])
+            ),
         )
         scenario.figures["markers_after"] = dict(markers(client.ledger_metadata(ledger.qualified_name)[0]))
         finish(scenario, client, history, [ledger])
