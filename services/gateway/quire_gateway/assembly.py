@@ -9,12 +9,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Any
 
 import grpc
-from grpc_health.v1 import health
 
 from quire.admin.v1 import admin_pb2, admin_pb2_grpc
 from quire.gateway.v1 import blob_pb2, blob_pb2_grpc, ledger_pb2, ledger_pb2_grpc
@@ -24,8 +22,9 @@ from quire_common.auth import AuthSettings
 from quire_common.bookie_resolver import BookieDirectory
 from quire_common.call_limits import CallsPerCaller
 from quire_common.config import ConfigError
+from quire_common.process import ServiceProcess
 from quire_common.security import TlsSettings, certificate_not_after, tls_settings
-from quire_common.server import create_server, mark_not_serving, mark_serving, serve_until_signalled
+from quire_common.server import create_server, mark_not_serving, mark_serving
 from quire_common.tasks import cancel_and_wait
 from quire_gateway import metrics
 from quire_gateway.admin import AdminOperations
@@ -63,32 +62,14 @@ SERVICE_NAMES = [
 ]
 
 
-class GatewayProcess:
+class GatewayProcess(ServiceProcess):
     """A gateway's parts, from its settings. `start()` builds and starts them
     and serves once the registry has answered; `stop()` (after the gRPC
     server has drained) stops them, last started first."""
 
     def __init__(self, env: GatewayEnv) -> None:
+        super().__init__()
         self.env = env
-        self._stops = AsyncExitStack()
-        self.server: grpc.aio.Server | None = None
-        self.health: health.aio.HealthServicer | None = None
-
-    async def start(self) -> None:
-        try:
-            await self._start()
-        except BaseException:
-            await self.stop()
-            raise
-
-    async def serve_until_signalled(self) -> None:
-        """Serve until SIGTERM or SIGINT, drain the calls in flight, then stop."""
-        if self.server is None or self.health is None:
-            raise RuntimeError("the gateway was not started")
-        await serve_until_signalled(self.server, self.health, on_stop=self.stop)
-
-    async def stop(self) -> None:
-        await self._stops.aclose()
 
     async def _start(self) -> None:
         warn_of_unsafe_settings(self.env)

@@ -7,17 +7,16 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
-from contextlib import AsyncExitStack
 
 import grpc
-from grpc_health.v1 import health
 from opentelemetry import metrics
 
 from quire.placement.v1 import placement_pb2, placement_pb2_grpc
 from quire.registry.v1 import registry_pb2
 from quire_common.admin_http import start_admin_server
 from quire_common.bookie_resolver import BookieDirectory
-from quire_common.server import create_server, mark_not_serving, mark_serving, serve_until_signalled
+from quire_common.process import ServiceProcess
+from quire_common.server import create_server, mark_not_serving, mark_serving
 from quire_common.tasks import cancel_and_wait
 from quire_placement.config import PlacementConfig
 from quire_placement.placement import Placer
@@ -33,29 +32,11 @@ _poll_failures = metrics.get_meter("quire.placement").create_counter(
 )
 
 
-class PlacementProcess:
+class PlacementProcess(ServiceProcess):
     def __init__(self, settings: PlacementEnv) -> None:
+        super().__init__()
         self.settings = settings
         self.config = PlacementConfig.from_settings(settings)
-        self._stops = AsyncExitStack()
-        self._server: grpc.aio.Server | None = None
-        self._health: health.aio.HealthServicer | None = None
-
-    async def start(self) -> None:
-        try:
-            await self._start()
-        except BaseException:
-            await self.stop()
-            raise
-
-    async def serve_until_signalled(self) -> None:
-        """Serve until SIGTERM or SIGINT, drain the calls in flight, then stop."""
-        if self._server is None or self._health is None:
-            raise RuntimeError("the placement service was not started")
-        await serve_until_signalled(self._server, self._health, on_stop=self.stop)
-
-    async def stop(self) -> None:
-        await self._stops.aclose()
 
     async def _start(self) -> None:
         config, stops = self.config, self._stops
@@ -90,10 +71,10 @@ class PlacementProcess:
             placement_pb2_grpc.add_PlacementServiceServicer_to_server(PlacementServicer(placer), server)
             return [SERVICE_NAME]
 
-        self._server, port, self._health = create_server(
+        self.server, port, self.health = create_server(
             config.address, register, address_setting="QUIRE_PLACEMENT_ADDRESS", settings=self.settings.common.server
         )
-        await mark_not_serving(self._health, [SERVICE_NAME])  # until the registry answers
+        await mark_not_serving(self.health, [SERVICE_NAME])  # until the registry answers
         # The admin endpoint first: a port it cannot use stops the start before gRPC serves anything.
         admin = await start_admin_server(
             "QUIRE_PLACEMENT_HTTP_PORT",
@@ -110,11 +91,11 @@ class PlacementProcess:
         )
         if admin is not None:
             stops.push_async_callback(admin.stop)
-        await self._server.start()
+        await self.server.start()
         if not directory.view.complete:
             log.info("waiting for the registry at %s before serving (health NOT_SERVING)", config.registry_target)
             await directory.wait_synced()
-        await mark_serving(self._health, [SERVICE_NAME])
+        await mark_serving(self.health, [SERVICE_NAME])
         log.info(
             "placement serving on port %d (admin http %s), registry %s, policy %s, disk weights %s",
             port,
