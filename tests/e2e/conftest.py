@@ -10,6 +10,7 @@ import pytest
 
 from quire_client import QuireClient
 from quire_client.cluster import LocalCluster, Ports
+from quire_client.devcerts import CertBundle
 
 HAPROXY_INSTALLED = Path("/usr/sbin/haproxy").exists()
 NO_HAPROXY = "haproxy is not installed (make setup)"
@@ -17,17 +18,25 @@ NO_HAPROXY = "haproxy is not installed (make setup)"
 
 @contextmanager
 def running_cluster(
-    data_dir: Path, bookies: int = 3, gateways: int = 1, *, balancer: bool = False, **env: str
+    data_dir: Path,
+    bookies: int = 3,
+    gateways: int = 1,
+    *,
+    balancer: bool = False,
+    tls: CertBundle | None = None,
+    **env: str,
 ) -> Iterator[LocalCluster]:
     """Start a local cluster and stop every process it started, whatever happens.
     With `balancer`, HAProxy takes the gateway port in front of the gateways
-    (round robin): `gateway_target` is then the balancer."""
+    (round robin): `gateway_target` is then the balancer. With `tls`, every
+    service speaks mutual TLS with certificates of that bundle."""
     local = LocalCluster(
         data_dir,
         Ports.free(bookies=bookies, balanced_gateways=gateways if balancer else 0),
         extra_env={"QUIRE_TELEMETRY_DIR": str(data_dir / "telemetry"), "QUIRE_BOOKIE_TTL_SECONDS": "3", **env},
         gateways=gateways,
         balancer=balancer,
+        tls=tls,
     )
     local.start()
     try:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from quire_client.cluster import LocalCluster, Ports
+from quire_client.cluster import LocalCluster
 from quire_client.devcerts import CertBundle, write_dev_certs
 from quire_client.testing import DEFAULT_IMAGE
 from quire_client.testing.pytest_plugin import require_container_support
@@ -37,18 +37,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
 def tls_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalCluster, CertBundle]]:
     """One gateway with the defaults of a secure cluster: mutual TLS, roles from tokens."""
     bundle = write_dev_certs(tmp_path_factory.mktemp("guide-certs"))
-    data_dir = tmp_path_factory.mktemp("guide-tls")
-    local = LocalCluster(
-        data_dir,
-        Ports.free(),
-        extra_env={"QUIRE_TELEMETRY_DIR": str(data_dir / "telemetry"), "QUIRE_BOOKIE_TTL_SECONDS": "3"},
-        tls=bundle,
-    )
-    local.start()
-    try:
+    with running_cluster(tmp_path_factory.mktemp("guide-tls"), tls=bundle) as local:
         yield local, bundle
-    finally:
-        local.stop()
 
 
 def guide_program(gateways: list[str], *, calls: bool = True) -> str:

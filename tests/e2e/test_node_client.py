@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from quire_client.cluster import LocalCluster, Ports
+from quire_client.cluster import LocalCluster
 from quire_client.devcerts import CertBundle, write_dev_certs
 from tests.e2e.conftest import HAPROXY_INSTALLED, NO_HAPROXY, running_cluster
 from tests.node_suite import PACKAGE, build_node_client, run_node_tests
@@ -43,18 +43,8 @@ def test_node_client_against_a_cluster(cluster: LocalCluster) -> None:
 @pytest.fixture(scope="module")
 def tls_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalCluster, CertBundle]]:
     bundle = write_dev_certs(tmp_path_factory.mktemp("certs"))
-    data_dir = tmp_path_factory.mktemp("tls-cluster")
-    local = LocalCluster(
-        data_dir,
-        Ports.free(),
-        extra_env={"QUIRE_TELEMETRY_DIR": str(data_dir / "telemetry"), "QUIRE_BOOKIE_TTL_SECONDS": "3"},
-        tls=bundle,
-    )
-    local.start()
-    try:
+    with running_cluster(tmp_path_factory.mktemp("tls-cluster"), tls=bundle) as local:
         yield local, bundle
-    finally:
-        local.stop()
 
 
 def test_node_client_over_mutual_tls_with_a_token(tls_cluster: tuple[LocalCluster, CertBundle]) -> None:
