@@ -18,7 +18,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from quire_client.cluster import LocalCluster, Ports
+from quire_client.cluster import LocalCluster, Ports, process_names
+from tests.faults.netns import NetLab, net_lab
 
 MOUNT_PREFIX = "/tmp/quire-faults-mnt-"
 CLEANUP_COMMAND = f"grep -o '{MOUNT_PREFIX}[^ ]*' /proc/mounts | xargs -r -n1 umount -l"
@@ -59,6 +60,8 @@ def fault_cluster(
     hosts: dict[str, str] | None = None,
     command_prefix: dict[str, list[str]] | None = None,
     gateways: int = 1,
+    etcd_members: int = 1,
+    balancer: bool = False,
 ) -> Iterator[LocalCluster]:
     """A started LocalCluster with fast failure detection; stopped whatever happens.
     `hosts` and `command_prefix` place processes in the network lab (netns.py)."""
@@ -71,12 +74,44 @@ def fault_cluster(
         hosts=hosts,
         command_prefix=command_prefix,
         gateways=gateways,
+        etcd_members=etcd_members,
+        balancer=balancer,
     )
     cluster.start()
     try:
         yield cluster
     finally:
         cluster.stop()
+
+
+@contextmanager
+def lab_cluster(
+    data_dir: Path,
+    *,
+    bookies: int = 3,
+    gateways: int = 1,
+    etcd_members: int = 1,
+    env: dict[str, str] | None = None,
+    bookie_env: dict[str, dict[str, str]] | None = None,
+) -> Iterator[tuple[NetLab, LocalCluster]]:
+    """A fault_cluster with every process (each etcd member, the registry,
+    placement, each bookie, each gateway) in its own namespace of a network
+    lab; the test and its clients are the lab's "clients"."""
+    members = process_names(bookies=bookies, gateways=gateways, etcd_members=etcd_members)
+    with (
+        net_lab(members) as net,
+        fault_cluster(
+            data_dir,
+            bookies=bookies,
+            gateways=gateways,
+            etcd_members=etcd_members,
+            hosts=net.hosts(),
+            command_prefix=net.command_prefix(),
+            env=env,
+            bookie_env=bookie_env,
+        ) as cluster,
+    ):
+        yield net, cluster
 
 
 @contextmanager

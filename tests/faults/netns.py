@@ -1,31 +1,39 @@
-"""The network-namespace lab: each bookie in its own Linux network namespace,
-joined to the root namespace by a veth pair, so routes and qdiscs can cut or
-slow one bookie's links.
+"""The network-namespace lab: every process of a cluster in a Linux network
+namespace of its own, all joined by one bridge, so that the link between any
+two of them can be cut, thinned or slowed while both run on.
 
-Addresses (one /24 per run out of 198.18.0.0/16, in the RFC 2544 benchmark
+Topology (one /24 per run out of 198.18.0.0/16, in the RFC 2544 benchmark
 range 198.18.0.0/15; the third octet is the run's *slot*):
 
-    198.18.S.1    gateway      on `lo` of the root namespace (label lo:qf<pid>)
-    198.18.S.2    registry     on `lo`
-    198.18.S.3    placement    on `lo`
-    198.18.S.1k   bookie-k     in namespace quire-faults-<pid>-b<k>, on veth qf<pid>b<k>n
+    quire-faults-<pid>-hub      a bridge; nothing runs here
+    quire-faults-<pid>-m<k>     member k (a gateway, the registry, placement, an
+                                etcd member, a bookie): 198.18.S.(10+k)/24 on
+                                its `lab0`, whose peer `m<k>` is a port of the bridge
+    the root namespace          the test and its clients ("clients"):
+                                198.18.S.254/24 on qf<pid>c, whose peer `c` is a
+                                port of the bridge
 
-etcd stays on 127.0.0.1 (only the registry talks to it). The root side of
-each veth (qf<pid>b<k>) has no address: a /32 route sends the bookie's address
-into it with source 198.18.S.1, so everything the root namespace sends to a
-bookie (the gateway's adds and reads, placement's disk polls, the test's own
-health probes) comes from the gateway's address. In the namespace one route,
-198.18.S.0/24 on the veth, reaches every root-namespace service.
+Members reach each other and the clients over the bridge; nothing of the lab
+is routed through the root namespace, so the host's own firewall (a Docker
+engine's FORWARD policy, say) never sees lab traffic.
 
 Faults (each removed by `heal`, and everything removed in `finally`):
-- `block_receiver(bookie, host)`: a blackhole route in the bookie's namespace
-  toward `host` — packets from `host` arrive, the bookie's answers vanish
+- `partition(a, b)`: the bridge drops every packet between `a` and `b`, both
+  ways: each side's packets vanish silently, as in a real partition.
+  `isolate(a)` partitions `a` from every other member and from the clients.
+- `lose(a, b, percent)`: the bridge drops that share of the packets between
+  `a` and `b`, both ways, at random.
+- `block_receiver(member, host)`: a blackhole route in the member's namespace
+  toward `host` — packets from `host` arrive, the member's answers vanish
   (a silent drop seen from `host`).
-- `block_sender(bookie)`: the root namespace's route to the bookie turns into a
-  blackhole — senders in the root namespace fail at once.
-- `shape(bookie, ...)`: a `tc tbf` qdisc on the root side of the bookie's veth
-  (traffic toward the bookie).
+- `block_sender(member)`: every other namespace's route to the member (the
+  clients' too) becomes a blackhole — senders fail at once.
+- `shape(member, ...)`: a `tc tbf` qdisc on the member's bridge port (traffic
+  toward the member).
+This kernel has no netem, so there is no delay or jitter here; the userspace
+proxy (proxy.py) adds those on one link.
 
+Pair faults are nftables rules of the hub's bridge table: they go with the hub.
 Names carry the pytest pid; a dead run's leftovers make the suite refuse to
 start. `python -m tests.faults.netns --cleanup` removes the leftovers of dead
 runs (never a live run's).
@@ -39,29 +47,34 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 NAMESPACE_PREFIX = "quire-faults-"
 LINK_PREFIX = "qf"
 LAB_NETWORK = ipaddress.ip_network("198.18.0.0/15")
+CLIENTS = "clients"  # the root namespace, where the test and its clients run
+CLIENTS_OCTET = 254
 _REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CLEANUP_COMMAND = f"cd {_REPO} && {sys.executable} -m tests.faults.netns --cleanup"
-SERVICE_OCTETS = {"gateway": 1, "registry": 2, "placement": 3}
+_TABLE = "quire_lab"  # the hub's nftables bridge table
+_CHAIN = "pairs"
 
 
-def ip(*args: str, check: bool = True) -> str:
-    result = subprocess.run(["ip", *args], capture_output=True, text=True)
+def _run(command: list[str], check: bool) -> str:
+    result = subprocess.run(command, capture_output=True, text=True)
     if check and result.returncode != 0:
-        raise RuntimeError(f"ip {' '.join(args)}: {result.stderr.strip()}")
+        raise RuntimeError(f"{' '.join(command)}: {result.stderr.strip()}")
     return result.stdout
 
 
+def ip(*args: str, check: bool = True) -> str:
+    return _run(["ip", *args], check)
+
+
 def tc(*args: str, check: bool = True) -> None:
-    result = subprocess.run(["tc", *args], capture_output=True, text=True)
-    if check and result.returncode != 0:
-        raise RuntimeError(f"tc {' '.join(args)}: {result.stderr.strip()}")
+    _run(["tc", *args], check)
 
 
 def _alive(pid: int) -> bool:
@@ -73,7 +86,7 @@ class Leftovers:
     """What runs of the lab left in the kernel, by the pid that made it."""
 
     namespaces: dict[str, int] = field(default_factory=dict)  # name -> pid
-    addresses: dict[str, int] = field(default_factory=dict)  # address on lo -> pid
+    addresses: dict[str, int] = field(default_factory=dict)  # the clients' address in the root namespace -> pid
     blackholes: list[str] = field(default_factory=list)  # root-namespace blackhole routes in the lab network
 
     def slots(self, pids: set[int]) -> set[int]:
@@ -107,14 +120,14 @@ def leftovers() -> Leftovers:
     namespaces = {}
     for line in ip("netns", "list").splitlines():
         name = line.split()[0] if line.strip() else ""
-        match = re.fullmatch(rf"{NAMESPACE_PREFIX}(\d+)-b\d+", name)
+        match = re.fullmatch(rf"{NAMESPACE_PREFIX}(\d+)-\w+", name)
         if match:
             namespaces[name] = int(match.group(1))
     addresses = {}
-    for line in ip("-o", "-4", "addr", "show", "dev", "lo").splitlines():
-        match = re.search(rf"inet ([\d.]+)/32 .*lo:{LINK_PREFIX}(\d+)", line)
+    for line in ip("-o", "-4", "addr", "show").splitlines():
+        match = re.search(rf"{LINK_PREFIX}(\d+)c\s+inet ([\d.]+)/", line)
         if match:
-            addresses[match.group(1)] = int(match.group(2))
+            addresses[match.group(2)] = int(match.group(1))
     blackholes = [
         line.split()[1]
         for line in ip("-4", "route", "show", "type", "blackhole", "root", str(LAB_NETWORK)).splitlines()
@@ -126,10 +139,10 @@ def leftovers() -> Leftovers:
 def remove(found: Leftovers) -> None:
     for route in found.blackholes:
         ip("route", "del", "blackhole", route, check=False)
-    for address in found.addresses:
-        ip("addr", "del", f"{address}/32", "dev", "lo", check=False)
     for namespace in found.namespaces:
-        ip("netns", "delete", namespace, check=False)  # its veth pair goes with it
+        ip("netns", "delete", namespace, check=False)  # its links go with it, and their veth peers
+    for pid in set(found.addresses.values()):
+        ip("link", "delete", f"{LINK_PREFIX}{pid}c", check=False)  # if the hub was already gone
 
 
 def _free_slot(pid: int) -> int:
@@ -142,60 +155,81 @@ def _free_slot(pid: int) -> int:
 
 
 class NetLab:
-    """Namespaces, veths and addresses for `bookies` bookies; see the module doc."""
+    """A namespace for each of `members` (process names: "gateway", "registry",
+    "etcd-2", "bookie-1", ...), joined by one bridge; see the module doc."""
 
-    def __init__(self, bookies: int) -> None:
+    def __init__(self, members: Sequence[str]) -> None:
+        if CLIENTS in members or len(set(members)) != len(members) or len(members) > CLIENTS_OCTET - 11:
+            raise ValueError(f"lab members must be distinct, fewer than {CLIENTS_OCTET - 10}, none {CLIENTS!r}")
         self.pid = os.getpid()
-        self.bookies = bookies
+        self.members = list(members)
         self.slot = _free_slot(self.pid)
+        self._pairs: set[frozenset[str]] = set()
+        self._losses: set[frozenset[str]] = set()
         self._receiver_blocks: set[tuple[str, str]] = set()
         self._sender_blocks: set[str] = set()
         self._shaped: set[str] = set()
 
     # -- names and addresses ------------------------------------------------------
 
-    def bookie_names(self) -> list[str]:
-        return [f"bookie-{k + 1}" for k in range(self.bookies)]
-
     def host(self, name: str) -> str:
-        """The address of a service ("gateway", "registry", "placement") or a bookie ("bookie-2")."""
-        if name.startswith("bookie-"):
-            return f"198.18.{self.slot}.{10 + int(name.split('-')[1])}"
-        return f"198.18.{self.slot}.{SERVICE_OCTETS[name]}"
+        """The address of a member, or of the clients (the root namespace)."""
+        octet = CLIENTS_OCTET if name == CLIENTS else 10 + self.members.index(name)
+        return f"198.18.{self.slot}.{octet}"
 
-    def namespace(self, bookie: str) -> str:
-        return f"{NAMESPACE_PREFIX}{self.pid}-b{bookie.split('-')[1]}"
+    def _index(self, member: str) -> int:
+        return self.members.index(member)
 
-    def veth(self, bookie: str) -> str:
-        """The root-namespace end of the bookie's veth pair (its peer ends in "n")."""
-        return f"{LINK_PREFIX}{self.pid}b{bookie.split('-')[1]}"
+    def namespace(self, member: str) -> str:
+        return f"{NAMESPACE_PREFIX}{self.pid}-m{self._index(member)}"
+
+    @property
+    def hub(self) -> str:
+        return f"{NAMESPACE_PREFIX}{self.pid}-hub"
+
+    def port(self, member: str) -> str:
+        """The member's port on the bridge (in the hub namespace)."""
+        return f"m{self._index(member)}"
 
     def hosts(self) -> dict[str, str]:
         """For LocalCluster(hosts=...)."""
-        return {name: self.host(name) for name in [*SERVICE_OCTETS, *self.bookie_names()]}
+        return {name: self.host(name) for name in self.members}
 
     def command_prefix(self) -> dict[str, list[str]]:
-        """For LocalCluster(command_prefix=...): each bookie runs in its namespace."""
-        return {name: ["ip", "netns", "exec", self.namespace(name)] for name in self.bookie_names()}
+        """For LocalCluster(command_prefix=...): each member runs in its namespace."""
+        return {name: ["ip", "netns", "exec", self.namespace(name)] for name in self.members}
+
+    def _namespaces_but(self, member: str) -> list[list[str]]:
+        """`ip` argument prefixes for every namespace a packet toward `member` may start in."""
+        return [[]] + [["-n", self.namespace(other)] for other in self.members if other != member]
 
     # -- set-up and tear-down -----------------------------------------------------
 
     def create(self) -> None:
-        for service in SERVICE_OCTETS:
-            ip("addr", "add", f"{self.host(service)}/32", "dev", "lo", "label", f"lo:{LINK_PREFIX}{self.pid}")
-        for bookie in self.bookie_names():
-            namespace, veth, peer = self.namespace(bookie), self.veth(bookie), f"{self.veth(bookie)}n"
+        hub = self.hub
+        ip("netns", "add", hub)
+        ip("-n", hub, "link", "add", "lab", "type", "bridge")
+        ip("-n", hub, "link", "set", "lab", "up")
+        _run(["ip", "netns", "exec", hub, "nft", "add", "table", "bridge", _TABLE], check=True)
+        chain = "{ type filter hook forward priority 0; policy accept; }"
+        _run(["ip", "netns", "exec", hub, "nft", "add", "chain", "bridge", _TABLE, _CHAIN, chain], check=True)
+        clients_link = f"{LINK_PREFIX}{self.pid}c"
+        ip("link", "add", clients_link, "type", "veth", "peer", "name", "c", "netns", hub)
+        self._attach("c")
+        ip("addr", "add", f"{self.host(CLIENTS)}/24", "dev", clients_link)
+        ip("link", "set", clients_link, "up")
+        for member in self.members:
+            namespace, port = self.namespace(member), self.port(member)
             ip("netns", "add", namespace)
-            ip("link", "add", veth, "type", "veth", "peer", "name", peer, "netns", namespace)
-            ip("link", "set", veth, "up")
+            ip("link", "add", "lab0", "netns", namespace, "type", "veth", "peer", "name", port, "netns", hub)
+            self._attach(port)
             ip("-n", namespace, "link", "set", "lo", "up")
-            ip("-n", namespace, "link", "set", peer, "up")
-            ip("-n", namespace, "addr", "add", f"{self.host(bookie)}/32", "dev", peer)
-            ip("-n", namespace, "route", "add", f"198.18.{self.slot}.0/24", "dev", peer)
-            self._route_to(bookie)
+            ip("-n", namespace, "addr", "add", f"{self.host(member)}/24", "dev", "lab0")
+            ip("-n", namespace, "link", "set", "lab0", "up")
 
-    def _route_to(self, bookie: str) -> None:
-        ip("route", "replace", f"{self.host(bookie)}/32", "dev", self.veth(bookie), "src", self.host("gateway"))
+    def _attach(self, port: str) -> None:
+        ip("-n", self.hub, "link", "set", port, "master", "lab")
+        ip("-n", self.hub, "link", "set", port, "up")
 
     def destroy(self) -> None:
         self.heal()
@@ -203,43 +237,75 @@ class NetLab:
 
     # -- faults -------------------------------------------------------------------
 
-    def block_receiver(self, bookie: str, host: str) -> None:
-        """Receiver-side blackhole: in the bookie's namespace, a blackhole route toward `host`."""
-        ip("-n", self.namespace(bookie), "route", "add", "blackhole", f"{host}/32")
-        self._receiver_blocks.add((bookie, host))
+    def _nft(self, *args: str) -> None:
+        _run(["ip", "netns", "exec", self.hub, "nft", *args], check=True)
 
-    def block_sender(self, bookie: str) -> None:
-        """Sender-side blackhole: the root namespace's route to the bookie becomes a blackhole."""
-        ip("route", "replace", "blackhole", f"{self.host(bookie)}/32")
-        self._sender_blocks.add(bookie)
+    def _drop_between(self, a: str, b: str, extra: tuple[str, ...] = ()) -> None:
+        for source, destination in ((a, b), (b, a)):
+            rule = ("ip", "saddr", self.host(source), "ip", "daddr", self.host(destination), *extra, "drop")
+            self._nft("add", "rule", "bridge", _TABLE, _CHAIN, *rule)
 
-    def shape(self, bookie: str, rate: str = "1mbit", burst: str = "32kbit", latency: str = "400ms") -> None:
-        """`tc tbf` on the root end of the bookie's veth: traffic toward the bookie."""
-        tc("qdisc", "add", "dev", self.veth(bookie), "root", "tbf", "rate", rate, "burst", burst, "latency", latency)
-        self._shaped.add(bookie)
+    def partition(self, a: str, b: str) -> None:
+        """Every packet between `a` and `b` dropped on the bridge, both ways."""
+        if frozenset((a, b)) not in self._pairs:
+            self._drop_between(a, b)
+            self._pairs.add(frozenset((a, b)))
+
+    def isolate(self, member: str, from_: Sequence[str] | None = None) -> None:
+        """`member` partitioned from each of `from_` (every other member and the clients by default)."""
+        for other in from_ if from_ is not None else [*self.members, CLIENTS]:
+            if other != member:
+                self.partition(member, other)
+
+    def lose(self, a: str, b: str, percent: int) -> None:
+        """`percent` of the packets between `a` and `b` dropped at random, both ways."""
+        self._drop_between(a, b, ("numgen", "random", "mod", "100", "<", str(percent)))
+        self._losses.add(frozenset((a, b)))
+
+    def block_receiver(self, member: str, host: str) -> None:
+        """Receiver-side blackhole: in the member's namespace, a blackhole route toward `host`."""
+        ip("-n", self.namespace(member), "route", "add", "blackhole", f"{host}/32")
+        self._receiver_blocks.add((member, host))
+
+    def block_sender(self, member: str) -> None:
+        """Sender-side blackhole: every other namespace's route to the member becomes a blackhole."""
+        for where in self._namespaces_but(member):
+            ip(*where, "route", "replace", "blackhole", f"{self.host(member)}/32")
+        self._sender_blocks.add(member)
+
+    def shape(self, member: str, rate: str = "1mbit", burst: str = "32kbit", latency: str = "400ms") -> None:
+        """`tc tbf` on the member's bridge port: traffic toward the member."""
+        tc("-n", self.hub, "qdisc", "add", "dev", self.port(member), "root", "tbf",
+           "rate", rate, "burst", burst, "latency", latency)  # fmt: skip
+        self._shaped.add(member)
 
     def heal(self) -> int:
-        """Remove every route and qdisc fault; returns how many were removed."""
-        removed = 0
-        for bookie, host in list(self._receiver_blocks):
-            ip("-n", self.namespace(bookie), "route", "del", "blackhole", f"{host}/32", check=False)
-            self._receiver_blocks.discard((bookie, host))
+        """Remove every fault; returns how many were removed."""
+        removed = len(self._pairs) + len(self._losses)
+        if removed:
+            self._nft("flush", "chain", "bridge", _TABLE, _CHAIN)
+        self._pairs.clear()
+        self._losses.clear()
+        for member, host in list(self._receiver_blocks):
+            ip("-n", self.namespace(member), "route", "del", "blackhole", f"{host}/32", check=False)
+            self._receiver_blocks.discard((member, host))
             removed += 1
-        for bookie in list(self._sender_blocks):
-            self._route_to(bookie)
-            self._sender_blocks.discard(bookie)
+        for member in list(self._sender_blocks):
+            for where in self._namespaces_but(member):
+                ip(*where, "route", "del", "blackhole", f"{self.host(member)}/32", check=False)
+            self._sender_blocks.discard(member)
             removed += 1
-        for bookie in list(self._shaped):
-            tc("qdisc", "del", "dev", self.veth(bookie), "root", check=False)
-            self._shaped.discard(bookie)
+        for member in list(self._shaped):
+            tc("-n", self.hub, "qdisc", "del", "dev", self.port(member), "root", check=False)
+            self._shaped.discard(member)
             removed += 1
         return removed
 
 
 @contextmanager
-def net_lab(bookies: int) -> Iterator[NetLab]:
-    """A NetLab, created now and removed (faults, namespaces, veths, addresses) in finally."""
-    lab = NetLab(bookies)
+def net_lab(members: Sequence[str]) -> Iterator[NetLab]:
+    """A NetLab, created now and removed (faults, namespaces, links, addresses) in finally."""
+    lab = NetLab(members)
     try:
         lab.create()
         yield lab

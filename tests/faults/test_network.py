@@ -17,8 +17,8 @@ from quire_api.ids import LedgerId
 from quire_client import QuireClient, QuireClientError
 from quire_client.cluster import LocalCluster, grpc_serving
 from tests.faults.history import History
-from tests.faults.lab import FAST_SETTINGS, fault_cluster
-from tests.faults.netns import NetLab, net_lab
+from tests.faults.lab import FAST_SETTINGS, fault_cluster, lab_cluster
+from tests.faults.netns import NetLab
 from tests.faults.proxy import TcpProxy
 from tests.faults.report import Scenario
 from tests.faults.scenarios import (
@@ -148,27 +148,18 @@ class Lab:
 
 
 @pytest.fixture(scope="module")
-def lab_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    with (
-        net_lab(bookies=4) as net,
-        fault_cluster(
-            tmp_path_factory.mktemp("netns"),
-            bookies=4,
-            env=LAB_SETTINGS,
-            hosts=net.hosts(),
-            command_prefix=net.command_prefix(),
-        ) as local,
-    ):
+def shared_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    with lab_cluster(tmp_path_factory.mktemp("netns"), bookies=4, env=LAB_SETTINGS) as (net, local):
         yield Lab(net, local)
 
 
 @pytest.fixture
-def lab(lab_cluster: Lab) -> Iterator[Lab]:
+def lab(shared_lab: Lab) -> Iterator[Lab]:
     """The shared lab; whatever a row did is undone after it."""
     try:
-        yield lab_cluster
+        yield shared_lab
     finally:
-        lab_cluster.settle()
+        shared_lab.settle()
 
 
 def ledgers_on(

@@ -133,11 +133,15 @@ def etcd_command(
     peer_port: int,
     extra_args: Sequence[str] = (),
     tls: EtcdTls | None = None,
+    *,
+    host: str = "127.0.0.1",
+    initial_cluster: str = "",
 ) -> list[str]:
-    """A single-member etcd on loopback; `extra_args` go last (a space quota,
-    say). With `tls`, clients and peers need certificates of its CA."""
+    """An etcd member listening on `host` (loopback by default); alone unless
+    `initial_cluster` names its peers ("name=url,..."). `extra_args` go last (a
+    space quota, say). With `tls`, clients and peers need certificates of its CA."""
     scheme = "https" if tls is not None else "http"
-    client, peer = f"{scheme}://127.0.0.1:{client_port}", f"{scheme}://127.0.0.1:{peer_port}"
+    client, peer = f"{scheme}://{host}:{client_port}", f"{scheme}://{host}:{peer_port}"
     secure: list[str] = []
     if tls is not None:
         secure = [
@@ -150,20 +154,18 @@ def etcd_command(
         binary, "--name", name, "--data-dir", str(data_dir),
         "--listen-client-urls", client, "--advertise-client-urls", client,
         "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-        "--initial-cluster", f"{name}={peer}", "--log-level", "warn", *secure, *extra_args,
+        "--initial-cluster", initial_cluster or f"{name}={peer}", "--log-level", "warn", *secure, *extra_args,
     ]  # fmt: skip
 
 
-def etcd_healthy(client_port: int, tls: EtcdTls | None = None) -> bool:
+def etcd_healthy(client_port: int, tls: EtcdTls | None = None, host: str = "127.0.0.1") -> bool:
     context = None
     if tls is not None:
         context = ssl.create_default_context(cafile=str(tls.ca))
         context.load_cert_chain(str(tls.client_cert), str(tls.client_key))
     scheme = "https" if tls is not None else "http"
     try:
-        with urllib.request.urlopen(
-            f"{scheme}://127.0.0.1:{client_port}/health", timeout=1, context=context
-        ) as response:
+        with urllib.request.urlopen(f"{scheme}://{host}:{client_port}/health", timeout=1, context=context) as response:
             return bool(json.loads(response.read()).get("health") == "true")
     except (OSError, ValueError):
         return False
@@ -285,6 +287,25 @@ class _Process:
     popen: subprocess.Popen[bytes] | None = None
 
 
+def process_names(*, bookies: int = 3, gateways: int = 1, etcd_members: int = 1) -> list[str]:
+    """The names of a LocalCluster's processes, in the order it starts them."""
+    return [
+        *etcd_member_names(etcd_members),
+        "registry",
+        "placement",
+        *(f"bookie-{i + 1}" for i in range(bookies)),
+        *gateway_names(gateways),
+    ]
+
+
+def etcd_member_names(count: int) -> list[str]:
+    return ["etcd"] + [f"etcd-{i}" for i in range(2, count + 1)]
+
+
+def gateway_names(count: int) -> list[str]:
+    return ["gateway"] + [f"gateway-{i}" for i in range(2, count + 1)]
+
+
 class LocalCluster:
     def __init__(
         self,
@@ -302,6 +323,7 @@ class LocalCluster:
         command_prefix: dict[str, list[str]] | None = None,
         gateways: int = 1,
         balancer: bool = False,
+        etcd_members: int = 1,
     ) -> None:
         """Without `tls` every service runs in plaintext development mode
         (QUIRE_INSECURE_PLAINTEXT_DEV); with it, mutual TLS between all of
@@ -315,7 +337,10 @@ class LocalCluster:
         `hosts` gives a process (by name: "gateway", "registry", "placement",
         "bookie-1", ...) the address it listens on and is reached at instead of
         127.0.0.1; `command_prefix` runs a process under a wrapper (the fault
-        lab's `ip netns exec NAME`). etcd always stays on loopback.
+        lab's `ip netns exec NAME`).
+
+        `etcd_members` > 1 starts that many etcd members ("etcd", "etcd-2",
+        ...) as one etcd cluster, and the registry is given all of them.
 
         `gateways` > 1 starts that many gateway processes ("gateway",
         "gateway-2", ...), each with its own name, ports and advertised
@@ -341,7 +366,13 @@ class LocalCluster:
         self.processes: dict[str, _Process] = {}
         if gateways < 1:
             raise ClusterError(f"gateways={gateways}: a cluster needs at least one gateway")
-        self.gateway_names = ["gateway"] + [f"gateway-{i}" for i in range(2, gateways + 1)]
+        self.gateway_names = gateway_names(gateways)
+        if etcd_members < 1:
+            raise ClusterError(f"etcd_members={etcd_members}: a cluster needs at least one etcd member")
+        self.etcd_names = etcd_member_names(etcd_members)
+        # (client port, peer port) of each etcd member; the first keeps the Ports' pair.
+        self.etcd_ports = {"etcd": (self.ports.etcd, self.ports.etcd_peer)}
+        self.etcd_ports.update({name: (free_port(), free_port()) for name in self.etcd_names[1:]})
         self.balancer_requested = balancer
         self._define()
 
@@ -354,6 +385,10 @@ class LocalCluster:
     def host(self, name: str) -> str:
         """The address process `name` listens on."""
         return self.hosts.get(name, "127.0.0.1")
+
+    def etcd_endpoint(self, name: str = "etcd") -> str:
+        """host:port of an etcd member's client URL."""
+        return f"{self.host(name)}:{self.etcd_ports[name][0]}"
 
     @property
     def gateway_target(self) -> str:
@@ -402,7 +437,7 @@ class LocalCluster:
                 env.update(self.tls.auth_env())
         env.update(
             QUIRE_CLUSTER=self.cluster_name,
-            QUIRE_ETCD_ENDPOINTS=f"127.0.0.1:{self.ports.etcd}",
+            QUIRE_ETCD_ENDPOINTS=",".join(self.etcd_endpoint(name) for name in self.etcd_names),
             QUIRE_REGISTRY_TARGET=self.registry_target,
             QUIRE_PLACEMENT_TARGET=self.placement_target,
         )
@@ -410,21 +445,29 @@ class LocalCluster:
         env.update(settings)
         return env
 
-    def _define(self) -> None:
-        self._add(
-            "etcd",
-            etcd_command(
+    def _define_etcd(self) -> None:
+        scheme = "https" if self.etcd_tls is not None else "http"
+        member_names = {name: "quire-" + name for name in self.etcd_names}
+        peers = ",".join(
+            f"{member_names[name]}={scheme}://{self.host(name)}:{self.etcd_ports[name][1]}" for name in self.etcd_names
+        )
+        for name in self.etcd_names:
+            client_port, peer_port = self.etcd_ports[name]
+            command = etcd_command(
                 self.etcd_binary,
-                "quire-etcd",
-                self.data_dir / "etcd",
-                self.ports.etcd,
-                self.ports.etcd_peer,
+                member_names[name],
+                self.data_dir / name,
+                client_port,
+                peer_port,
                 self.etcd_args,
                 self.etcd_tls,
-            ),
-            self._env(),
-            None,
-        )
+                host=self.host(name),
+                initial_cluster=peers,
+            )
+            self._add(name, command, self._env(), None)
+
+    def _define(self) -> None:
+        self._define_etcd()
         etcd_access: dict[str, str] = {}
         if self.etcd_tls is not None:
             etcd_access = {
@@ -497,7 +540,7 @@ class LocalCluster:
         """Start one more gateway process on fresh ports (another replica behind
         the same registry and placement, as on Kubernetes) and return its
         target. It is stopped with the rest of the cluster."""
-        target = f"127.0.0.1:{free_port()}"
+        target = f"{self.host(name)}:{free_port()}"
         self._define_gateway(name, target, free_port())
         self.start_process(name, timeout)
         return target
@@ -523,12 +566,14 @@ class LocalCluster:
             )
         (self.data_dir / "logs").mkdir(parents=True, exist_ok=True)
         try:
-            self.start_process("etcd", timeout)
+            for name in self.etcd_names:
+                self.start_process(name, timeout, wait=False)
+            self.wait_all_healthy(self.etcd_names, timeout)
             if self.etcd_tls is not None:
                 etcdctl = shutil.which("etcdctl") or str(Path(self.etcd_binary).with_name("etcdctl"))
                 lock_down_etcd(
                     etcdctl,
-                    f"127.0.0.1:{self.ports.etcd}",
+                    self.etcd_endpoint(),
                     self.etcd_tls,
                     self.cluster_name,
                     self.etcd_secrets_dir,
@@ -599,7 +644,7 @@ class LocalCluster:
 
     def _is_healthy(self, process: _Process) -> bool:
         if process.health_target is None:
-            return etcd_healthy(self.ports.etcd, self.etcd_tls)
+            return etcd_healthy(self.etcd_ports[process.name][0], self.etcd_tls, self.host(process.name))
         return grpc_serving(process.health_target, tls=self.tls)
 
     def wait_bookies_registered(self, count: int, timeout: float = 60.0) -> None:
