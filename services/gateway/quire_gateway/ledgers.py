@@ -188,8 +188,17 @@ class LedgerManager:
                 self.quarantine,
                 self.entry_cache,
                 self.explicit_lacs,
+                on_ended=self._forget_ended,
             )
         return public_metadata(stored)
+
+    def _forget_ended(self, handle: WriteHandle) -> None:
+        """A handle whose ledger was fenced, closed or deleted elsewhere writes
+        nothing more: forget it, so that this gateway stops claiming the ledger
+        (later writes are answered from the metadata: closed, or its owner
+        gone) and the handle's memory goes."""
+        if self.handles.get(handle.ledger_id) is handle:
+            del self.handles[handle.ledger_id]
 
     async def metadata(self, ledger_id: LedgerId) -> tuple[common_pb2.LedgerMetadata, int]:
         """The ledger's metadata and version, from the metadata cache when

@@ -135,8 +135,10 @@ class WriteHandle:
         quarantine: Quarantine | None = None,
         entry_cache: EntryCache | None = None,
         explicit_lacs: ExplicitLacs | None = None,  # shared by the gateway's handles; None: never published
+        on_ended: Callable[[WriteHandle], None] | None = None,  # told once if the ledger is ended elsewhere
     ) -> None:
         self.remote = remote
+        self._on_ended = on_ended
         # Confirmed entries go here for readers (None or a zero-sized cache: kept nowhere).
         self._entry_cache = entry_cache if entry_cache is not None and entry_cache.enabled else None
         self._life = incarnation(metadata)
@@ -602,8 +604,11 @@ class WriteHandle:
             self._failure = error
             # A recovery, a close or a delete elsewhere ending the ledger is what a fault is expected
             # to do to its writer, not an error of this gateway.
-            level = logging.WARNING if error.reason in _ENDED_ELSEWHERE else logging.ERROR
-            log.log(level, "ledger %s write handle failed: %s", self.ledger_id, error)
+            ended_elsewhere = error.reason in _ENDED_ELSEWHERE
+            log.log(logging.WARNING if ended_elsewhere else logging.ERROR,
+                    "ledger %s write handle failed: %s", self.ledger_id, error)  # fmt: skip
+            if ended_elsewhere and self._on_ended is not None:
+                self._on_ended(self)
         for pending in self._pending.values():
             if not pending.future.done():
                 pending.future.set_exception(error)
