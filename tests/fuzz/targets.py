@@ -26,7 +26,7 @@ from quire_common.entry import (
     unpack_entry,
 )
 from quire_gateway.blobs import decode_blob_id, encode_blob_id
-from quire_registry.registry import validate_metadata
+from quire_registry.ledger_records import validate_metadata
 
 _DIGESTERS = {kind: Digester(kind, b"fuzz-password") for kind in DigestType}
 _ALLOWED_BOOKIE_ID_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:-")

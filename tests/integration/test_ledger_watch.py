@@ -15,7 +15,7 @@ from quire.registry.v1 import registry_pb2 as R
 from quire.registry.v1 import registry_pb2_grpc
 from quire_api.ids import LedgerId, ledger_id_to_proto
 from quire_common.channels import open_channel
-from quire_registry.registry import IdMode
+from quire_registry.ledger_records import IdMode
 
 pytestmark = pytest.mark.integration
 

@@ -9,7 +9,7 @@ import pytest
 
 from quire_api.errors import AlreadyExists, InvalidArgument, QuireError, Reason
 from quire_api.ids import LedgerId
-from quire_registry.registry import MAX_CREATES_PER_BATCH, CreateOrder, IdMode
+from quire_registry.ledger_records import MAX_CREATES_PER_BATCH, CreateOrder, IdMode
 from tests.integration.test_registry_etcd import metadata
 from tests.integration.test_registry_lost_answers import ledgers, lossy  # noqa: F401  (fixture)
 

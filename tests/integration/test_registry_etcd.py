@@ -11,7 +11,8 @@ from quire.common.v1 import common_pb2
 from quire.registry.v1 import registry_pb2
 from quire_api.errors import Aborted, AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
 from quire_api.ids import LedgerId
-from quire_registry.registry import IdMode, Registry
+from quire_registry.ledger_records import IdMode
+from quire_registry.registry import Registry
 from quire_registry.store import EtcdStore
 
 pytestmark = pytest.mark.integration

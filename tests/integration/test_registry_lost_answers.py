@@ -14,7 +14,8 @@ import pytest
 from quire.registry.v1 import registry_pb2
 from quire_api.errors import AlreadyExists, InvalidArgument, NotFound, Reason, Unavailable
 from quire_api.ids import LedgerId
-from quire_registry.registry import IdMode, Registry
+from quire_registry.ledger_records import IdMode
+from quire_registry.registry import Registry
 from quire_registry.store import EtcdStore
 from tests.integration.test_registry_etcd import metadata, two_endpoints
 

@@ -9,7 +9,7 @@ import pytest
 from quire.common.v1 import common_pb2
 from quire_api.errors import DataLoss, InvalidArgument
 from quire_api.ids import LedgerId, validate_request_id
-from quire_registry.registry import IdMode, _parse_request_record, _request_record, create_fingerprint
+from quire_registry.ledger_records import IdMode, _parse_request_record, _request_record, create_fingerprint
 from quire_registry.store import Delete, KeyValue, Put, committed_already
 
 K1, K2 = b"/quire/t/ledgers/a", b"/quire/t/create-requests/r"

@@ -80,7 +80,7 @@ async def test_other_errors_are_not_retried():
 async def test_a_bookie_one_handle_replaced_is_avoided_by_another():
     remote = FakeRemote(["a", "b", "c"], spare=["d", "e"])
     quarantine = Quarantine(60.0)
-    first = WriteHandle(remote, LEDGER, new_metadata(LEDGER, ["a", "b", "c"], 2, 2), 0, FAST, quarantine)  # type: ignore[arg-type]
+    first = WriteHandle(remote, remote, LEDGER, new_metadata(LEDGER, ["a", "b", "c"], 2, 2), 0, FAST, quarantine)  # type: ignore[arg-type]
     remote.metadata = first.metadata
     remote.bookies["b"].down = True
     await write(first, [b"x%d" % i for i in range(3)])
@@ -88,7 +88,7 @@ async def test_a_bookie_one_handle_replaced_is_avoided_by_another():
     remote.bookies["b"].down = False  # reachable again, still in quarantine
 
     other = LEDGER.__class__(1, 3)
-    second = WriteHandle(remote, other, new_metadata(other, ["a", "c", "d"], 2, 2), 0, FAST, quarantine)  # type: ignore[arg-type]
+    second = WriteHandle(remote, remote, other, new_metadata(other, ["a", "c", "d"], 2, 2), 0, FAST, quarantine)  # type: ignore[arg-type]
     remote.metadata, remote.version = second.metadata, 0
     remote.bookies["d"].down = True
     await asyncio.gather(*await second.submit([b"y%d" % i for i in range(3)]))
@@ -100,7 +100,7 @@ async def test_a_bookie_that_stores_entries_again_leaves_quarantine():
     remote = FakeRemote(["a", "b", "c"])
     quarantine = Quarantine(60.0)
     quarantine.add("b")  # failed in some other ledger
-    handle = WriteHandle(remote, LEDGER, new_metadata(LEDGER, ["a", "b", "c"], 3, 3), 0, FAST, quarantine)  # type: ignore[arg-type]
+    handle = WriteHandle(remote, remote, LEDGER, new_metadata(LEDGER, ["a", "b", "c"], 3, 3), 0, FAST, quarantine)  # type: ignore[arg-type]
     remote.metadata = handle.metadata
     await write(handle, [b"x"])
     assert quarantine.members() == set()

@@ -70,7 +70,7 @@ def test_a_quiet_cluster_reads_every_ledger_only_every_tenth_interval():
         ClusterFigures,
     )
 
-    auditor = Auditor(None, None, AuditorSettings())  # type: ignore[arg-type]
+    auditor = Auditor(None, None, None, AuditorSettings())  # type: ignore[arg-type]
     bookies = [registry_pb2.BookieRecord(bookie_id=f"b{n}:3181") for n in range(3)]
     assert auditor._round_due(bookies)  # the first round
     auditor.state.cluster = ClusterFigures()  # what that round found: nothing to repair

@@ -21,7 +21,7 @@ FAST = WriteSettings(bookie_retry_seconds=0.0, add_timeout_seconds=1.0)
 
 def handle_on(remote: FakeRemote, ensemble: list[str], write_quorum: int = 2, ack_quorum: int = 2) -> WriteHandle:
     remote.metadata = new_metadata(LEDGER, ensemble, write_quorum, ack_quorum)
-    return WriteHandle(remote, LEDGER, remote.metadata, remote.version, FAST)  # type: ignore[arg-type]
+    return WriteHandle(remote, remote, LEDGER, remote.metadata, remote.version, FAST)  # type: ignore[arg-type]
 
 
 async def write(handle: WriteHandle, payloads: list[bytes]) -> list[int]:
@@ -130,7 +130,7 @@ async def test_in_flight_bytes_are_bounded():
     remote = FakeRemote(["a", "b"])
     remote.metadata = new_metadata(LEDGER, ["a", "b"], 2, 2)
     settings = WriteSettings(max_inflight_bytes=4096, bookie_retry_seconds=0.0)
-    handle = WriteHandle(remote, LEDGER, remote.metadata, remote.version, settings)  # type: ignore[arg-type]
+    handle = WriteHandle(remote, remote, LEDGER, remote.metadata, remote.version, settings)  # type: ignore[arg-type]
     for bookie in remote.bookies.values():
         bookie.delay_seconds = 0.05
     first = await handle.submit([b"x" * 3000])
@@ -145,7 +145,7 @@ async def test_adds_beyond_the_waiting_cap_are_refused_at_once():
     remote = FakeRemote(["a", "b"])
     remote.metadata = new_metadata(LEDGER, ["a", "b"], 2, 2)
     settings = WriteSettings(max_inflight_bytes=4096, max_waiting_bytes=4096, bookie_retry_seconds=0.0)
-    handle = WriteHandle(remote, LEDGER, remote.metadata, remote.version, settings)  # type: ignore[arg-type]
+    handle = WriteHandle(remote, remote, LEDGER, remote.metadata, remote.version, settings)  # type: ignore[arg-type]
     for bookie in remote.bookies.values():
         bookie.delay_seconds = 0.05
     first = await handle.submit([b"x" * 3000])
@@ -191,7 +191,7 @@ DELAYED = WriteSettings(bookie_retry_seconds=0.0, add_timeout_seconds=1.0, delay
 
 def delayed_handle_on(remote: FakeRemote, ensemble: list[str], write_quorum: int, ack_quorum: int) -> WriteHandle:
     remote.metadata = new_metadata(LEDGER, ensemble, write_quorum, ack_quorum)
-    return WriteHandle(remote, LEDGER, remote.metadata, remote.version, DELAYED)  # type: ignore[arg-type]
+    return WriteHandle(remote, remote, LEDGER, remote.metadata, remote.version, DELAYED)  # type: ignore[arg-type]
 
 
 async def test_a_delayed_change_writes_on_without_the_bookie_and_marks_the_ledger():
@@ -239,7 +239,7 @@ async def test_without_the_marks_a_replaced_bookie_leaves_nothing_to_repair():
     remote = FakeRemote(["a", "b", "c"], spare=["d"])
     remote.metadata = new_metadata(LEDGER, ["a", "b", "c"], 3, 2)
     unmarked = WriteSettings(bookie_retry_seconds=0.0, add_timeout_seconds=1.0, mark_replaced_copies=False)
-    handle = WriteHandle(remote, LEDGER, remote.metadata, remote.version, unmarked)  # type: ignore[arg-type]
+    handle = WriteHandle(remote, remote, LEDGER, remote.metadata, remote.version, unmarked)  # type: ignore[arg-type]
     await write(handle, [b"x"])
     remote.bookies["b"].down = True
     await write(handle, [b"y%d" % i for i in range(5)])

@@ -17,6 +17,7 @@ Numbers are printed, never asserted.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import tempfile
@@ -115,31 +116,13 @@ def run_one(
             )
             ledgers.append(LedgerId(metadata.ledger_id.scope_id, metadata.ledger_id.ledger_id))
         latencies: list[float] = []
-        errors: list[BaseException] = []
 
         def writer(index: int) -> None:
-            try:
-                _write(clients[index], ledgers[index], per_writer, payload, batch, window, rate_per_s, latencies)
-            except BaseException as exc:  # reported below
-                errors.append(exc)
+            _write(clients[index], ledgers[index], per_writer, payload, batch, window, rate_per_s, latencies)
 
-        threads = [threading.Thread(target=writer, args=(i,)) for i in range(writers)]
+        write_seconds = _in_threads(writer, writers)
         started = time.perf_counter()
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        write_seconds = time.perf_counter() - started
-        if errors:
-            raise errors[0]
-
-        started = time.perf_counter()
-        read = 0
-        for client, ledger in zip(clients, ledgers, strict=True):
-            for entry in client.read(ledger):
-                if len(entry.payload) != entry_bytes:
-                    raise RuntimeError(f"ledger {ledger} entry {entry.entry_id}: wrong size")
-                read += 1
+        read = sum(_read_back(client, ledger, entry_bytes) for client, ledger in zip(clients, ledgers, strict=True))
         read_seconds = time.perf_counter() - started
         if read != per_writer * writers:
             raise RuntimeError(f"read back {read} of {per_writer * writers} entries")
@@ -165,6 +148,39 @@ def run_one(
         read_entries_per_s=total / read_seconds,
         read_mb_per_s=total * entry_bytes / read_seconds / 1e6,
     )
+
+
+def _in_threads(work: Callable[[int], None], count: int) -> float:
+    """`work(0)` .. `work(count - 1)`, each in a thread of its own, all at
+    once; the seconds until the last ended. Raises the first failure."""
+    errors: list[BaseException] = []
+
+    def run(index: int) -> None:
+        try:
+            work(index)
+        except BaseException as exc:  # raised below, in the caller's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    seconds = time.perf_counter() - started
+    if errors:
+        raise errors[0]
+    return seconds
+
+
+def _read_back(client: QuireClient, ledger: LedgerId, entry_bytes: int) -> int:
+    """Every entry of the ledger, read; how many (each checked for its size)."""
+    read = 0
+    for entry in client.read(ledger):
+        if len(entry.payload) != entry_bytes:
+            raise RuntimeError(f"ledger {ledger} entry {entry.entry_id}: wrong size")
+        read += 1
+    return read
 
 
 def matrix(args: argparse.Namespace) -> Iterator[tuple[tuple[int, int, int], int, int, int, int, float]]:
@@ -207,43 +223,46 @@ def run_count(args: argparse.Namespace) -> int:
 
 
 def main(args: argparse.Namespace, on_run: Callable[[], None] = lambda: None) -> None:
-    def report(target: tuple[str, str], server_pids: dict[str, int] | None = None) -> None:
-        results = []
-        if args.batch > 0:
-            for quorum, writers, size, entries, batch, pace in matrix(args):
-                result = run_one(target, quorum, writers, size, entries, batch, pace)
-                _print(result)
-                results.append(result)
-                on_run()
-        closed = []
-        if args.closed_seconds > 0:
-            for quorum in _quorums(args):
-                for rpc in args.closed_rpc:
-                    for writers in args.writers:
-                        for size in args.sizes:
-                            one = run_closed_loop(
-                                target[0], quorum, rpc, writers, size, args.closed_seconds, server_pids
-                            )
-                            print_closed_loop(one)
-                            closed.append(one)
-                            on_run()
-        if args.json:
-            Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-            document = {
-                "batched": [asdict(r) for r in results],
-                "one_entry_per_request": [asdict(r) for r in closed],
-            }
-            Path(args.json).write_text(json.dumps(document, indent=2) + "\n")
-            print(f"wrote {args.json}")
-
     if args.local:
         with tempfile.TemporaryDirectory(prefix="quire-bench-") as data_dir:
             cluster = LocalCluster(Path(data_dir), Ports.free(bookies=3))
             cluster.start()
             try:
                 pids = {name: pid for name in cluster.processes if (pid := cluster.pid(name)) is not None}
-                report((cluster.gateway_target, cluster.registry_target), pids)
+                _report(args, (cluster.gateway_target, cluster.registry_target), on_run, pids)
             finally:
                 cluster.stop()
     else:
-        report((args.gateway, args.registry))
+        _report(args, (args.gateway, args.registry), on_run)
+
+
+def _report(
+    args: argparse.Namespace,
+    target: tuple[str, str],
+    on_run: Callable[[], None],
+    server_pids: dict[str, int] | None = None,
+) -> None:
+    """Every run the arguments ask for, printed as it ends (`on_run` after
+    each), then written to `args.json` if given."""
+    results = []
+    if args.batch > 0:
+        for quorum, writers, size, entries, batch, pace in matrix(args):
+            result = run_one(target, quorum, writers, size, entries, batch, pace)
+            _print(result)
+            results.append(result)
+            on_run()
+    closed = []
+    if args.closed_seconds > 0:
+        for quorum, rpc, writers, size in itertools.product(_quorums(args), args.closed_rpc, args.writers, args.sizes):
+            one = run_closed_loop(target[0], quorum, rpc, writers, size, args.closed_seconds, server_pids)
+            print_closed_loop(one)
+            closed.append(one)
+            on_run()
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        document = {
+            "batched": [asdict(r) for r in results],
+            "one_entry_per_request": [asdict(r) for r in closed],
+        }
+        Path(args.json).write_text(json.dumps(document, indent=2) + "\n")
+        print(f"wrote {args.json}")

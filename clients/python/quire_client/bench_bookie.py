@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
 import os
 import tempfile
 import time
@@ -112,10 +113,6 @@ def bench_raw(path: Path, size: int, writers: int, per_writer: int, batch: int) 
 
 
 def main(args: argparse.Namespace) -> None:
-    sizes = [int(s) for s in args.sizes.split(",")]
-    writer_counts = [int(w) for w in args.writers.split(",")]
-    batches = [int(b) for b in args.batch.split(",")]
-    rows: list[tuple[Result, Result]] = []
     with tempfile.TemporaryDirectory(prefix="quire-bench-bookie-") as scratch, contextlib.ExitStack() as stack:
         scratch_dir = Path(scratch)
         if args.target:
@@ -128,25 +125,47 @@ def main(args: argparse.Namespace) -> None:
             bookie = stack.enter_context(StandaloneBookie(scratch_dir / "bookie", env=env))
             target = bookie.target
             print(f"bookie pid {bookie.popen.pid if bookie.popen else '?'} at {target}", flush=True)
-        case = 0
-        for size in sizes:
-            scale = 1 if size <= 4096 else 8  # fewer large entries: same order of bytes per case
-            for writers in writer_counts:
-                for batch in batches:
-                    case += 1
-                    # Batched cases run faster, so they get more entries.
-                    total = max(args.entries * (4 if batch > 1 else 1) // scale, 64)
-                    per_writer = max(total // writers, batch)
-                    raw = bench_raw(scratch_dir / f"raw-{case}", size, writers, per_writer, batch)
-                    served = asyncio.run(bench_grpc(target, args.ledger_scope + case, size, writers, per_writer, batch))
-                    rows.append((served, raw))
-                    print(
-                        f"  {size:>6} B x {writers:>2} writers x {batch:>3}/msg: bookie "
-                        f"{served.adds_per_second:>9,.0f} adds/s {served.mib_per_second:>7.1f} MiB/s | raw "
-                        f"{raw.adds_per_second:>9,.0f} adds/s {raw.mib_per_second:>7.1f} MiB/s | "
-                        f"{served.adds_per_second / raw.adds_per_second:6.1%}",
-                        flush=True,
-                    )
+        rows = [_run_case(args, target, scratch_dir, case) for case in _cases(args)]
+    _print_table(rows)
+
+
+@dataclass(frozen=True)
+class _Case:
+    number: int  # from 1: each case writes its own ledger scope and scratch directory
+    size: int
+    writers: int
+    batch: int
+
+
+def _cases(args: argparse.Namespace) -> list[_Case]:
+    """Every entry size, by writer count, by entries per message the arguments name, in that order."""
+    sizes = [int(s) for s in args.sizes.split(",")]
+    writer_counts = [int(w) for w in args.writers.split(",")]
+    batches = [int(b) for b in args.batch.split(",")]
+    combinations = itertools.product(sizes, writer_counts, batches)
+    return [_Case(number, *combination) for number, combination in enumerate(combinations, start=1)]
+
+
+def _run_case(args: argparse.Namespace, target: str, scratch_dir: Path, case: _Case) -> tuple[Result, Result]:
+    """One case through the bookie and raw against RocksDB: (served, raw), printed."""
+    size, writers, batch = case.size, case.writers, case.batch
+    scale = 1 if size <= 4096 else 8  # fewer large entries: same order of bytes per case
+    # Batched cases run faster, so they get more entries.
+    total = max(args.entries * (4 if batch > 1 else 1) // scale, 64)
+    per_writer = max(total // writers, batch)
+    raw = bench_raw(scratch_dir / f"raw-{case.number}", size, writers, per_writer, batch)
+    served = asyncio.run(bench_grpc(target, args.ledger_scope + case.number, size, writers, per_writer, batch))
+    print(
+        f"  {size:>6} B x {writers:>2} writers x {batch:>3}/msg: bookie "
+        f"{served.adds_per_second:>9,.0f} adds/s {served.mib_per_second:>7.1f} MiB/s | raw "
+        f"{raw.adds_per_second:>9,.0f} adds/s {raw.mib_per_second:>7.1f} MiB/s | "
+        f"{served.adds_per_second / raw.adds_per_second:6.1%}",
+        flush=True,
+    )
+    return served, raw
+
+
+def _print_table(rows: list[tuple[Result, Result]]) -> None:
     print()
     print(
         "| entry | writers | entries/message | bookie adds/s | bookie MiB/s "

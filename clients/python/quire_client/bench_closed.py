@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 import grpc
@@ -78,91 +79,115 @@ async def _closed_loop(
     payload = os.urandom(entry_bytes)
     async with grpc.aio.insecure_channel(gateway, options=_OPTIONS) as channel:
         stub = ledger_pb2_grpc.LedgerServiceStub(channel)
-        ledgers: list[common_pb2.LedgerId] = []
-        for _ in range(writers):
-            created = await stub.CreateLedger(
-                ledger_pb2.CreateLedgerRequest(
-                    ensemble_size=quorum[0], write_quorum_size=quorum[1], ack_quorum_size=quorum[2]
-                )
-            )
-            ledgers.append(created.metadata.ledger_id)
-        written: list[list[int]] = [[] for _ in range(writers)]
-        write_ms: list[float] = []
-
-        async def writer(index: int, until: float) -> None:
-            ledger = ledgers[index]
-            if rpc == "unary":
-                while time.perf_counter() < until:
-                    started = time.perf_counter()
-                    added = await stub.AddEntry(ledger_pb2.AddEntryRequest(ledger_id=ledger, payload=payload))
-                    write_ms.append(1000 * (time.perf_counter() - started))
-                    written[index].append(added.entry_id)
-                return
-            call = stub.AppendEntries()
-            try:
-                while time.perf_counter() < until:
-                    started = time.perf_counter()
-                    await call.write(ledger_pb2.AppendEntriesRequest(ledger_id=ledger, payloads=[payload]))
-                    ack = await call.read()
-                    if ack is grpc.aio.EOF:
-                        raise RuntimeError(f"ledger {ledger}: the write session ended early")
-                    write_ms.append(1000 * (time.perf_counter() - started))
-                    written[index].append(ack.last_entry_id)
-                await call.done_writing()
-            finally:
-                call.cancel()
-
+        ledgers = [await _create_ledger(stub, quorum) for _ in range(writers)]
         cpu_before = _cpu_now(server_pids)
-        started = time.perf_counter()
-        await asyncio.gather(*(writer(i, started + seconds) for i in range(writers)))
-        write_seconds = time.perf_counter() - started
+        writes = await _together([_write_loop(stub, rpc, ledger, payload) for ledger in ledgers], seconds)
         cpu_after = _cpu_now(server_pids)
-
-        read_ms: list[float] = []
-
-        async def reader(index: int, until: float) -> int:
-            count = 0
-            for entry_id in written[index]:
-                if time.perf_counter() >= until:
-                    break
-                began = time.perf_counter()
-                request = ledger_pb2.ReadEntriesRequest(
-                    ledger_id=ledgers[index], first_entry_id=entry_id, last_entry_id=entry_id
-                )
-                got = [entry async for response in stub.ReadEntries(request) for entry in response.entries]
-                if len(got) != 1 or len(got[0].payload) != entry_bytes:
-                    raise RuntimeError(f"ledger {ledgers[index]} entry {entry_id}: read back wrong")
-                read_ms.append(1000 * (time.perf_counter() - began))
-                count += 1
-            return count
-
-        started = time.perf_counter()
-        reads = sum(await asyncio.gather(*(reader(i, started + seconds) for i in range(writers))))
-        read_seconds = time.perf_counter() - started
+        written = zip(ledgers, writes.ids, strict=True)
+        reads = await _together([_read_loop(stub, ledger, ids, entry_bytes) for ledger, ids in written], seconds)
         for ledger in ledgers:
             await stub.DeleteLedger(ledger_pb2.DeleteLedgerRequest(ledger_id=ledger))
-    writes = len(write_ms)
+    count = len(writes.latencies_ms)
     return ClosedLoopResult(
         quorum=f"E{quorum[0]}W{quorum[1]}A{quorum[2]}",
         rpc=rpc,
         writers=writers,
         entry_bytes=entry_bytes,
-        seconds=round(write_seconds, 3),
-        writes=writes,
-        writes_per_s=writes / write_seconds,
-        mb_per_s=writes * entry_bytes / write_seconds / 1e6,
-        write_p50_ms=percentile(write_ms, 0.50),
-        write_p99_ms=percentile(write_ms, 0.99),
-        reads=reads,
-        reads_per_s=reads / read_seconds if read_seconds else 0.0,
-        read_p50_ms=percentile(read_ms, 0.50),
-        read_p99_ms=percentile(read_ms, 0.99),
+        seconds=round(writes.seconds, 3),
+        writes=count,
+        writes_per_s=count / writes.seconds,
+        mb_per_s=count * entry_bytes / writes.seconds / 1e6,
+        write_p50_ms=percentile(writes.latencies_ms, 0.50),
+        write_p99_ms=percentile(writes.latencies_ms, 0.99),
+        reads=len(reads.latencies_ms),
+        reads_per_s=len(reads.latencies_ms) / reads.seconds if reads.seconds else 0.0,
+        read_p50_ms=percentile(reads.latencies_ms, 0.50),
+        read_p99_ms=percentile(reads.latencies_ms, 0.99),
         server_cpu_us_per_write={
-            name: round(1e6 * (cpu_after[name] - cpu_before[name]) / writes, 1)
+            name: round(1e6 * (cpu_after[name] - cpu_before[name]) / count, 1)
             for name in cpu_before
-            if name in cpu_after and writes
+            if name in cpu_after and count
         },
     )
+
+
+async def _create_ledger(stub: ledger_pb2_grpc.LedgerServiceStub, quorum: tuple[int, int, int]) -> common_pb2.LedgerId:
+    created = await stub.CreateLedger(
+        ledger_pb2.CreateLedgerRequest(ensemble_size=quorum[0], write_quorum_size=quorum[1], ack_quorum_size=quorum[2])
+    )
+    return created.metadata.ledger_id
+
+
+@dataclass
+class _Phase:
+    """One phase of the run, all loops together."""
+
+    seconds: float
+    latencies_ms: list[float]  # every request's, of every loop
+    ids: list[list[int]]  # per loop, the entry ids its requests wrote or read
+
+
+# One loop of a phase: given its deadline (time.perf_counter()), appends each
+# request's latency and entry id to the lists it is given, until then.
+Loop = Callable[[float, list[float], list[int]], Awaitable[None]]
+
+
+async def _together(loops: list[Loop], seconds: float) -> _Phase:
+    """The loops run together, each until `seconds` from the phase's start."""
+    latencies_ms: list[float] = []
+    ids: list[list[int]] = [[] for _ in loops]
+    started = time.perf_counter()
+    await asyncio.gather(*(loop(started + seconds, latencies_ms, ids[i]) for i, loop in enumerate(loops)))
+    return _Phase(time.perf_counter() - started, latencies_ms, ids)
+
+
+def _write_loop(stub: ledger_pb2_grpc.LedgerServiceStub, rpc: str, ledger: common_pb2.LedgerId, payload: bytes) -> Loop:
+    """One writer: one entry per request, each awaited, over AddEntry
+    ("unary") or an AppendEntries stream ("stream")."""
+
+    async def unary(until: float, latencies_ms: list[float], written: list[int]) -> None:
+        while time.perf_counter() < until:
+            started = time.perf_counter()
+            added = await stub.AddEntry(ledger_pb2.AddEntryRequest(ledger_id=ledger, payload=payload))
+            latencies_ms.append(1000 * (time.perf_counter() - started))
+            written.append(added.entry_id)
+
+    async def stream(until: float, latencies_ms: list[float], written: list[int]) -> None:
+        call = stub.AppendEntries()
+        try:
+            while time.perf_counter() < until:
+                started = time.perf_counter()
+                await call.write(ledger_pb2.AppendEntriesRequest(ledger_id=ledger, payloads=[payload]))
+                ack = await call.read()
+                if ack is grpc.aio.EOF:
+                    raise RuntimeError(f"ledger {ledger}: the write session ended early")
+                latencies_ms.append(1000 * (time.perf_counter() - started))
+                written.append(ack.last_entry_id)
+            await call.done_writing()
+        finally:
+            call.cancel()
+
+    return unary if rpc == "unary" else stream
+
+
+def _read_loop(
+    stub: ledger_pb2_grpc.LedgerServiceStub, ledger: common_pb2.LedgerId, entry_ids: list[int], entry_bytes: int
+) -> Loop:
+    """One reader: the entries its writer wrote, one ReadEntries per entry, in order."""
+
+    async def run(until: float, latencies_ms: list[float], read: list[int]) -> None:
+        for entry_id in entry_ids:
+            if time.perf_counter() >= until:
+                break
+            began = time.perf_counter()
+            request = ledger_pb2.ReadEntriesRequest(ledger_id=ledger, first_entry_id=entry_id, last_entry_id=entry_id)
+            got = [entry async for response in stub.ReadEntries(request) for entry in response.entries]
+            if len(got) != 1 or len(got[0].payload) != entry_bytes:
+                raise RuntimeError(f"ledger {ledger} entry {entry_id}: read back wrong")
+            latencies_ms.append(1000 * (time.perf_counter() - began))
+            read.append(entry_id)
+
+    return run
 
 
 def run_closed_loop(

@@ -228,6 +228,27 @@ class LogFollower(threading.Thread):
         self.join(timeout=5)
 
 
+def _print_ready(seconds: float, ports: Ports, bind_host: str, advertised: str) -> None:
+    print(
+        f"{READY_LINE} in {seconds:.1f}s: gateway {advertised}:{ports.gateway}, "
+        f"registry {advertised}:{ports.registry}, placement {advertised}:{ports.placement}, "
+        f"etcd {advertised}:{ports.etcd}, bookies {', '.join(f'{advertised}:{port}' for port in ports.bookies)} "
+        f"(listening on {bind_host})",
+        flush=True,
+    )
+
+
+def _serve_until(stop: threading.Event, cluster: LocalCluster) -> int:
+    """Wait for `stop`: 0; or, first, for a service to exit: 1."""
+    while not stop.wait(1.0):
+        exited = [name for name in cluster.processes if cluster.pid(name) is None]
+        if exited:
+            # A dead service makes the whole container unhealthy: say so and exit.
+            print(f"quire standalone: {', '.join(exited)} exited; stopping", file=sys.stderr, flush=True)
+            return 1
+    return 0
+
+
 def main() -> int:
     try:
         env = config.load_settings(StandaloneEnv)
@@ -257,21 +278,8 @@ def main() -> int:
         follower.stop()
         print(f"quire standalone: cannot start: {exc}", file=sys.stderr, flush=True)
         return 1
-    print(
-        f"{READY_LINE} in {time.monotonic() - started:.1f}s: gateway {advertised}:{ports.gateway}, "
-        f"registry {advertised}:{ports.registry}, placement {advertised}:{ports.placement}, "
-        f"etcd {advertised}:{ports.etcd}, bookies {', '.join(f'{advertised}:{port}' for port in ports.bookies)} "
-        f"(listening on {bind_host})",
-        flush=True,
-    )
-    status = 0
-    while not stop.wait(1.0):
-        exited = [name for name in cluster.processes if cluster.pid(name) is None]
-        if exited:
-            # A dead service makes the whole container unhealthy: say so and exit.
-            print(f"quire standalone: {', '.join(exited)} exited; stopping", file=sys.stderr, flush=True)
-            status = 1
-            break
+    _print_ready(time.monotonic() - started, ports, bind_host, advertised)
+    status = _serve_until(stop, cluster)
     print("quire standalone: stopping", flush=True)
     cluster.stop()
     follower.stop()

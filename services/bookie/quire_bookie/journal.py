@@ -228,6 +228,40 @@ class _Written:
     stats: FlushStats | None = None
 
 
+@dataclass(slots=True)
+class _Staged:
+    """One batch checked and staged for one write (GroupCommitter._stage)."""
+
+    pending: dict[LedgerId, LedgerState]  # states as they will be after this batch
+    writes: list[tuple[LedgerId, int, bytes]]  # the entries to store
+    refused: list[tuple[Op, object]]  # ops refused while staging, with their refusals
+    accepted: list[tuple[Op, LedgerState]]  # single ops accepted, with their states after them
+    # Per message: its adds and, per add, None while it is in this write, or its refusal.
+    messages: list[tuple[AddMessage, list[StreamedAdd], list[QuireError | None]]]
+    # Per batch of explicit LACs: each write's state after this batch, or its refusal.
+    lac_writes: list[tuple[LacWrites, list[LedgerState | QuireError]]]
+    oldest: float  # arrival of the batch's oldest add (0: none)
+
+    def settled(self) -> list[tuple[Op, object]]:
+        """Every op's outcome once the write is stored (or nothing was to be)."""
+        outcomes = list(self.refused)
+        outcomes.extend((op, None if isinstance(op, AddOp) else state) for op, state in self.accepted)
+        outcomes.extend((op, op.session.answer(op, adds, errors)) for op, adds, errors in self.messages)
+        outcomes.extend(self.lac_writes)
+        return outcomes
+
+    def failed(self, failure: QuireError) -> list[tuple[Op, object]]:
+        """Every op's outcome when the write failed: what staging refused
+        keeps its refusal, the rest fail with `failure`."""
+        outcomes = list(self.refused)
+        outcomes.extend((op, failure) for op, _ in self.accepted)
+        for op, adds, errors in self.messages:
+            outcomes.append((op, op.session.answer(op, adds, [e or failure for e in errors])))
+        for lacs, results in self.lac_writes:
+            outcomes.append((lacs, [r if isinstance(r, QuireError) else failure for r in results]))
+        return outcomes
+
+
 class GroupCommitter:
     """The bookie's one writer. Producers on the event loop put operations on
     an inbox (one put per message's adds); a writer thread takes everything
@@ -545,13 +579,48 @@ class GroupCommitter:
             still_failing = self._reopen()
             if still_failing is not None:
                 return self._refused(batch, self._failure(still_failing))
+        staged = self._stage(batch)
+        pending, writes = staged.pending, staged.writes
+        if not pending:  # nothing to write: every op was refused
+            return _Written(staged.settled(), released)
+        # A batch of explicit LACs alone is written without a sync of its own: an explicit LAC
+        # only spares readers a wait, it is best effort on the writer's side too, and a bookie
+        # that crashes before its next synced write comes back with the LAC its entries carry.
+        synced = bool(writes) or any(isinstance(op, FenceOp) for op, _ in staged.accepted)
+        started = time.monotonic()
+        try:
+            with self._sync_span(writes, pending):
+                self._store.write(writes, pending, sync=synced)
+                if self._fault_sync_delay_seconds:
+                    time.sleep(self._fault_sync_delay_seconds)  # injected slow disk (tests, drills)
+        except Exception as exc:  # the write failed: nothing in it is acknowledged
+            log.error("synced write of %d entries failed", len(writes), exc_info=exc)
+            self._store_failed = True
+            return _Written(staged.failed(self._failure(exc)), released)
+        sync_seconds = time.monotonic() - started
+        moved = [
+            ledger_id for ledger_id, state in pending.items() if state.lac != self.states.get(ledger_id, NO_STATE).lac
+        ]
+        self.states.update(pending)
+        if not synced:  # explicit LACs alone: no entries, and no sync to count
+            return _Written(staged.settled(), released, moved)
+        stats = FlushStats(
+            time.time(),
+            len(writes),
+            sum(len(d) for _, _, d in writes),
+            sync_seconds,
+            time.perf_counter() - staged.oldest if staged.oldest else 0.0,
+        )
+        return _Written(staged.settled(), released, moved, stats)
+
+    def _stage(self, batch: list[Op]) -> _Staged:
+        """Check each op of the batch against the ledgers' states as the ops
+        before it leave them, and gather what one write will store."""
         pending = dict[LedgerId, LedgerState]()  # states as they will be after this batch
         writes: list[tuple[LedgerId, int, bytes]] = []
-        outcomes: list[tuple[Op, object]] = []
+        refused: list[tuple[Op, object]] = []
         accepted: list[tuple[Op, LedgerState]] = []
-        # Per message: its adds and, per add, None while it is in this write, or its refusal.
         messages: list[tuple[AddMessage, list[StreamedAdd], list[QuireError | None]]] = []
-        # Per batch of explicit LACs: each write's state after this batch, or its refusal.
         lac_writes: list[tuple[LacWrites, list[LedgerState | QuireError]]] = []
         oldest = 0.0  # arrival of the batch's oldest add
         for op in batch:
@@ -570,7 +639,7 @@ class GroupCommitter:
             try:
                 state = apply(op, before, self._fences_hold)
             except QuireError as exc:
-                outcomes.append((op, exc))
+                refused.append((op, exc))
                 continue
             if isinstance(op, AddOp):
                 writes.extend((op.ledger_id, entry_id, data) for entry_id, _, data in op.entries)
@@ -578,48 +647,7 @@ class GroupCommitter:
                     oldest = op.received_at
             pending[op.ledger_id] = state
             accepted.append((op, state))
-        if not pending:  # nothing to write: every op was refused
-            outcomes.extend((op, op.session.answer(op, adds, errors)) for op, adds, errors in messages)
-            outcomes.extend(lac_writes)
-            return _Written(outcomes, released)
-        # A batch of explicit LACs alone is written without a sync of its own: an explicit LAC
-        # only spares readers a wait, it is best effort on the writer's side too, and a bookie
-        # that crashes before its next synced write comes back with the LAC its entries carry.
-        synced = bool(writes) or any(isinstance(op, FenceOp) for op, _ in accepted)
-        started = time.monotonic()
-        try:
-            with self._sync_span(writes, pending):
-                self._store.write(writes, pending, sync=synced)
-                if self._fault_sync_delay_seconds:
-                    time.sleep(self._fault_sync_delay_seconds)  # injected slow disk (tests, drills)
-        except Exception as exc:  # the write failed: nothing in it is acknowledged
-            log.error("synced write of %d entries failed", len(writes), exc_info=exc)
-            self._store_failed = True
-            failure = self._failure(exc)
-            outcomes.extend((op, failure) for op, _ in accepted)
-            for op, adds, errors in messages:
-                outcomes.append((op, op.session.answer(op, adds, [e or failure for e in errors])))
-            for op, results in lac_writes:
-                outcomes.append((op, [r if isinstance(r, QuireError) else failure for r in results]))
-            return _Written(outcomes, released)
-        sync_seconds = time.monotonic() - started
-        moved = [
-            ledger_id for ledger_id, state in pending.items() if state.lac != self.states.get(ledger_id, NO_STATE).lac
-        ]
-        self.states.update(pending)
-        outcomes.extend((op, None if isinstance(op, AddOp) else state) for op, state in accepted)
-        outcomes.extend((op, op.session.answer(op, adds, errors)) for op, adds, errors in messages)
-        outcomes.extend(lac_writes)
-        if not synced:  # explicit LACs alone: no entries, and no sync to count
-            return _Written(outcomes, released, moved)
-        stats = FlushStats(
-            time.time(),
-            len(writes),
-            sum(len(d) for _, _, d in writes),
-            sync_seconds,
-            time.perf_counter() - oldest if oldest else 0.0,
-        )
-        return _Written(outcomes, released, moved, stats)
+        return _Staged(pending, writes, refused, accepted, messages, lac_writes, oldest)
 
     def _stage_lacs(
         self, lacs: list[tuple[LedgerId, bytes, int]], pending: dict[LedgerId, LedgerState]

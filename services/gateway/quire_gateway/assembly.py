@@ -45,6 +45,7 @@ from quire_gateway.config import (
 from quire_gateway.leadership import RoleHolder
 from quire_gateway.ledgers import LedgerManager
 from quire_gateway.metadata_cache import LedgerMetadataCache
+from quire_gateway.metadata_store import LedgerMetadataStore, RegistryMetadata
 from quire_gateway.ownership.forwarding import Forwarder
 from quire_gateway.ownership.peers import GatewayPeers
 from quire_gateway.ownership.router import WriteRouter
@@ -119,10 +120,12 @@ class GatewayProcess(ServiceProcess):
         remote = Remote(env.registry_target, env.placement_target, bookies)
         stops.push_async_callback(remote.close)
         remote.start_health_checks(env.dependency_check_seconds)
+        # Every ledger metadata call of the domain goes through this layer: the cache, in
+        # front of Remote's calls, or Remote's calls alone.
         metadata_cache = None
+        metadata_store: LedgerMetadataStore = RegistryMetadata(remote)
         if env.metadata_cache_ledgers > 0:
-            metadata_cache = LedgerMetadataCache(remote, env.metadata_cache_ledgers)
-            remote.metadata_observer = metadata_cache
+            metadata_cache = metadata_store = LedgerMetadataCache(remote, env.metadata_cache_ledgers)
             metadata_cache.start()
             stops.push_async_callback(metadata_cache.close)
         entry_cache = EntryCache(env.entry_cache_bytes)
@@ -145,7 +148,7 @@ class GatewayProcess(ServiceProcess):
             write_settings(env),
             recovery_settings(env),
             read_settings(env),
-            metadata_cache,
+            metadata_store,
             entry_cache,
             session,
             forwarder.last_add_confirmed,
@@ -153,7 +156,7 @@ class GatewayProcess(ServiceProcess):
         bookies.on_joined(lambda bookie_id, _address: manager.quarantine.lift(bookie_id, "it registered again"))
         auditor_config = auditor_settings(env.auditor)
         role = RoleHolder(remote, ROLE, name, auditor_config.lease_seconds)
-        auditor = Auditor(remote, bookies, auditor_config, role)
+        auditor = Auditor(remote, metadata_store, bookies, auditor_config, role)
         metrics.auditor_figures = lambda: {**auditor.state.figures(), "active": int(role.holds())}
         tls = tls_settings()
         admin_operations = AdminOperations(

@@ -29,7 +29,7 @@ from quire_common.ledger_secrets import password_matches, slow_to_check, without
 from quire_common.quorum_sizes import validate_quorum
 from quire_common.telemetry import tracer, tracing_enabled
 from quire_gateway.call_batches import CallGatherer
-from quire_gateway.metadata_cache import LedgerMetadataCache
+from quire_gateway.metadata_store import LedgerMetadataStore, RegistryMetadata
 from quire_gateway.ownership.sessions import GatewaySession
 from quire_gateway.read.entry_cache import EntryCache
 from quire_gateway.read.ledger_reads import LedgerReads
@@ -81,7 +81,7 @@ class LedgerManager:
         settings: WriteSettings | None = None,
         recovery_settings: RecoverySettings | None = None,
         read_settings: ReadSettings | None = None,
-        metadata_cache: LedgerMetadataCache | None = None,
+        metadata_store: LedgerMetadataStore | None = None,
         entry_cache: EntryCache | None = None,
         session: GatewaySession | None = None,
         owners_lac: Callable[[common_pb2.LedgerOwner, LedgerId], Awaitable[int]] | None = None,
@@ -92,8 +92,9 @@ class LedgerManager:
         self.session = session
         # Recently confirmed entries: reads of fresh entries need no bookie. None: off.
         self.entry_cache = entry_cache
-        # Metadata for reads, tails, opens and GetLedgerMetadata; None: always the registry.
-        self.metadata_cache = metadata_cache
+        # Every metadata read, change and delete goes through it: the metadata cache, or
+        # (None) the registry each time.
+        self.metadata_store = metadata_store or RegistryMetadata(remote)
         self.settings = settings or WriteSettings()
         self.recovery_settings = recovery_settings or RecoverySettings()
         self.handles: dict[LedgerId, WriteHandle] = {}
@@ -106,7 +107,7 @@ class LedgerManager:
         # The read side: reads, tails and the readers' LAC (read/ledger_reads.py).
         self.reads = LedgerReads(
             remote,
-            self.metadata,
+            self.metadata_store,
             self._writer_lac,
             read_settings or ReadSettings(),
             self.recovery_settings.bookie_timeout_seconds,
@@ -181,6 +182,7 @@ class LedgerManager:
         if not repeated:
             self.handles[ledger_id] = WriteHandle(
                 self.remote,
+                self.metadata_store,
                 ledger_id,
                 stored,
                 version,
@@ -202,13 +204,16 @@ class LedgerManager:
 
     async def metadata(self, ledger_id: LedgerId) -> tuple[common_pb2.LedgerMetadata, int]:
         """The ledger's metadata and version, from the metadata cache when
-        there is one (metadata_cache.py says when it is trusted). Writers
-        compare-and-swap against what they read, and re-read from the registry
-        on a conflict, so a cached version costs them at most one retry. The
-        object is shared: copy it before changing it."""
-        if self.metadata_cache is not None:
-            return await self.metadata_cache.get(ledger_id)
-        return await self.remote.get_ledger_metadata(ledger_id)
+        there is one and it can be trusted (LedgerMetadataStore.recent_ledger_metadata).
+        The object is shared: copy it before changing it."""
+        return await self.metadata_store.recent_ledger_metadata(ledger_id)
+
+    async def _recover(
+        self, ledger_id: LedgerId, metadata: common_pb2.LedgerMetadata, version: int
+    ) -> common_pb2.LedgerMetadata:
+        """Fence, recover and close the ledger (recovery.py): its closed metadata."""
+        recovery = Recovery(self.remote, self.metadata_store, ledger_id, metadata, version, self.recovery_settings)
+        return await recovery.run()
 
     def _writer_lac(self, ledger_id: LedgerId) -> int | None:
         """The LAC of the ledger's write handle here (the writer knows best), or None."""
@@ -229,7 +234,7 @@ class LedgerManager:
         if not matches:
             raise PermissionDenied(f"wrong password for ledger {ledger_id}", Reason.WRONG_PASSWORD)
         if recovery:
-            closed = await Recovery(self.remote, ledger_id, metadata, version, self.recovery_settings).run()
+            closed = await self._recover(ledger_id, metadata, version)
             return public_metadata(closed), closed.last_entry_id
         return public_metadata(metadata), await self.reads.last_add_confirmed(ledger_id, metadata)
 
@@ -278,7 +283,7 @@ class LedgerManager:
         owner = metadata.owner
         log.warning("ledger %s: its writer gateway %s (session %x) has ended; recovering it",
                     ledger_id, owner.gateway, owner.session_id)  # fmt: skip
-        closed = await Recovery(self.remote, ledger_id, metadata, version, self.recovery_settings).run()
+        closed = await self._recover(ledger_id, metadata, version)
         raise FailedPrecondition(
             f"ledger {ledger_id}: its writer gateway {owner.gateway} has ended; the ledger is closed at entry "
             f"{closed.last_entry_id}; create a new ledger to go on writing",
@@ -339,7 +344,7 @@ class LedgerManager:
             handle.abandon(NotFound(f"ledger {ledger_id} was deleted", Reason.LEDGER_NOT_FOUND))
         if self.entry_cache is not None:
             self.entry_cache.drop_ledger(ledger_id)
-        await self.remote.delete_ledger_metadata(ledger_id)
+        await self.metadata_store.delete_ledger_metadata(ledger_id)
         # Metadata is gone, so the data is garbage: remove it now where we can.
         bookies = sorted({b for ensemble in metadata.ensembles for b in ensemble.bookie_ids})
         results = await asyncio.gather(

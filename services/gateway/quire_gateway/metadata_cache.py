@@ -1,8 +1,8 @@
 """Ledger metadata cached in the gateway, kept current by the registry's
 WatchLedgerMetadata stream. Domain code: no grpc here (remote.py turns the
-stream into MetadataChange values).
+stream into MetadataChange values, metadata_store.py).
 
-Reads (`get`) are answered from the cache when the entry can be trusted, and
+Reads (`recent_ledger_metadata`) are answered from the cache when the entry can be trusted, and
 otherwise fetched from the registry and kept (LRU, at most `capacity`
 ledgers). The rules:
 
@@ -30,8 +30,10 @@ ledgers). The rules:
   any good copy holds the same bytes. A closed entry from an earlier epoch
   (changes may have been missed across the gap) is served at once and
   checked with the registry in the background; one found deleted is dropped.
-- The gateway's own metadata writes go through Remote, which reports them
-  here (`learned`, `forget`): a successful update moves a cached entry to the
+- The cache is a layer in front of the registry's metadata calls (the same
+  `LedgerMetadataStore` interface as without it, metadata_store.py): the
+  gateway's own reads, compare-and-swaps and deletes go through it and are
+  kept (`learned`, `forget`): a successful update moves a cached entry to the
   new version; a compare-and-swap conflict or a NOT_FOUND drops it.
 
 A deleted ledger is therefore forgotten as soon as the watch delivers the
@@ -47,18 +49,17 @@ them (copy first, as every writer does).
 from __future__ import annotations
 
 import asyncio
-import enum
 import logging
 from collections import OrderedDict
-from collections.abc import AsyncGenerator
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from quire.common.v1 import common_pb2
 from quire_api.backoff import Backoff
-from quire_api.errors import NotFound
-from quire_api.ids import LedgerId
+from quire_api.errors import Aborted, NotFound
+from quire_api.ids import LedgerId, ledger_id_to_proto
 from quire_common.tasks import cancel_and_wait
+from quire_gateway.metadata_store import ChangeKind, MetadataChange, MetadataSource
 
 log = logging.getLogger(__name__)
 
@@ -66,42 +67,6 @@ DEFAULT_CAPACITY = 10_000
 HEARTBEAT_SECONDS = 2.0  # asked of the registry: PROGRESS at least this often
 SILENCE_SECONDS = 3 * HEARTBEAT_SECONDS  # nothing heard for this long: the stream counts as broken
 _RECONNECT = Backoff(first_seconds=0.2, longest_seconds=5.0)
-
-
-class ChangeKind(enum.Enum):
-    STARTED = "started"  # the stream resumes (or starts from now) after `revision`
-    PUT = "put"  # a ledger's record at version `revision`
-    DELETED = "deleted"  # a ledger's record was deleted at `revision`
-    RESET = "reset"  # changes up to `revision` may have been missed
-    PROGRESS = "progress"  # nothing to report; every change up to `revision` was sent
-
-
-@dataclass(frozen=True, slots=True)
-class MetadataChange:
-    """One message of the registry's ledger metadata watch."""
-
-    kind: ChangeKind
-    revision: int
-    ledger_id: LedgerId | None = None
-    metadata: common_pb2.LedgerMetadata | None = None  # PUT only; None for a record that does not parse
-
-
-class MetadataSource(Protocol):
-    """What the cache needs of Remote."""
-
-    async def get_ledger_metadata(self, ledger_id: LedgerId) -> tuple[common_pb2.LedgerMetadata, int]: ...
-
-    def watch_ledger_metadata(
-        self, start_revision: int, heartbeat_seconds: float
-    ) -> AsyncGenerator[MetadataChange, None]: ...
-
-
-class MetadataObserver(Protocol):
-    """Told by Remote of the metadata this gateway reads and writes itself."""
-
-    def learned(self, ledger_id: LedgerId, metadata: common_pb2.LedgerMetadata, version: int) -> None: ...
-
-    def forget(self, ledger_id: LedgerId) -> None: ...
 
 
 @dataclass(slots=True)
@@ -154,7 +119,7 @@ class LedgerMetadataCache:
 
     # -- reads -------------------------------------------------------------------
 
-    async def get(self, ledger_id: LedgerId) -> tuple[common_pb2.LedgerMetadata, int]:
+    async def recent_ledger_metadata(self, ledger_id: LedgerId) -> tuple[common_pb2.LedgerMetadata, int]:
         """The ledger's metadata and version: from the cache when it can be
         trusted (see the module's rules), else from the registry."""
         entry = self._entries.get(ledger_id)
@@ -175,7 +140,7 @@ class LedgerMetadataCache:
 
     def _start_fetch(self, ledger_id: LedgerId) -> _Fetch:
         """One registry read per ledger at a time; concurrent misses share it."""
-        fetch = _Fetch(asyncio.ensure_future(self._source.get_ledger_metadata(ledger_id)), self.epoch)
+        fetch = _Fetch(asyncio.ensure_future(self.get_ledger_metadata(ledger_id)), self.epoch)
         self._fetches[ledger_id] = fetch
         fetch.task.add_done_callback(lambda _: self._fetched(ledger_id, fetch))
         return fetch
@@ -207,7 +172,42 @@ class LedgerMetadataCache:
             self._entries.popitem(last=False)
             self.evictions += 1
 
-    # -- what this gateway read or wrote itself (Remote reports it) ---------------
+    # -- the registry's calls, through the cache ----------------------------------
+
+    async def get_ledger_metadata(self, ledger_id: LedgerId) -> tuple[common_pb2.LedgerMetadata, int]:
+        """The registry's record, read now (the update loop's re-read after a
+        conflict, the auditor's checks); a cached entry learns it."""
+        try:
+            metadata, version = await self._source.get_ledger_metadata(ledger_id)
+        except NotFound:
+            self.forget(ledger_id)
+            raise
+        self.learned(ledger_id, metadata, version)
+        return metadata, version
+
+    async def update_ledger_metadata(
+        self, ledger_id: LedgerId, metadata: common_pb2.LedgerMetadata, expected_version: int
+    ) -> int:
+        """Compare-and-swap in the registry: a cached entry learns the new
+        record, or is dropped on a conflict (ABORTED) or NOT_FOUND."""
+        try:
+            version = await self._source.update_ledger_metadata(ledger_id, metadata, expected_version)
+        except (Aborted, NotFound):
+            self.forget(ledger_id)
+            raise
+        stored = common_pb2.LedgerMetadata()
+        stored.CopyFrom(metadata)  # the caller keeps its own object
+        stored.ledger_id.CopyFrom(ledger_id_to_proto(ledger_id))  # as the registry stores it
+        self.learned(ledger_id, stored, version)
+        return version
+
+    async def delete_ledger_metadata(self, ledger_id: LedgerId) -> None:
+        try:
+            await self._source.delete_ledger_metadata(ledger_id)
+        finally:  # whatever the outcome (a failed call may still have deleted it)
+            self.forget(ledger_id)
+
+    # -- what this gateway read or wrote itself ------------------------------------
 
     def learned(self, ledger_id: LedgerId, metadata: common_pb2.LedgerMetadata, version: int) -> None:
         """A record this gateway read or wrote through the registry. Applied

@@ -14,12 +14,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
 
 from quire.common.v1 import common_pb2
 from quire_api.backoff import Backoff
 from quire_api.errors import Aborted
 from quire_api.ids import LedgerId
+from quire_gateway.metadata_store import MetadataStore
 
 # Compare-and-swaps tried before giving up on a record that keeps changing.
 CAS_ATTEMPTS = 10
@@ -30,14 +30,6 @@ _CONFLICT_BACKOFF = Backoff(first_seconds=0.005, longest_seconds=0.5, attempts=C
 # (that copy, changed), or None for "nothing to change"; or raises a domain
 # error (the ledger was closed, fenced), which ends the update.
 Update = Callable[[common_pb2.LedgerMetadata], common_pb2.LedgerMetadata | None]
-
-
-class MetadataStore(Protocol):
-    async def get_ledger_metadata(self, ledger_id: LedgerId) -> tuple[common_pb2.LedgerMetadata, int]: ...
-
-    async def update_ledger_metadata(
-        self, ledger_id: LedgerId, metadata: common_pb2.LedgerMetadata, expected_version: int
-    ) -> int: ...
 
 
 @dataclass(frozen=True)

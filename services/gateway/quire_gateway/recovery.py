@@ -41,6 +41,7 @@ from quire_common.fanout import ask_all
 from quire_common.ledger_secrets import ledger_digester, ledger_master_key
 from quire_common.telemetry import tracer
 from quire_gateway import metrics
+from quire_gateway.metadata_store import MetadataStore
 from quire_gateway.metadata_updates import Update, update_metadata
 from quire_gateway.quorum_rules import entry_missing, replicas_of
 from quire_gateway.read.bookie_lac import until_covered
@@ -88,12 +89,14 @@ class Recovery:
     def __init__(
         self,
         remote: Remote,
+        metadata_store: MetadataStore,
         ledger_id: LedgerId,
         metadata: common_pb2.LedgerMetadata,
         version: int,
         settings: RecoverySettings,
     ) -> None:
         self.remote = remote
+        self.metadata_store = metadata_store
         self.ledger_id = ledger_id
         self.metadata = metadata
         self.version = version
@@ -359,7 +362,7 @@ class Recovery:
     async def _update_metadata(self, update: Update) -> bool:
         """Apply `update` by compare-and-swap (metadata_updates) and keep what
         the registry holds now; whether `update` changed anything."""
-        result = await update_metadata(self.remote, self.ledger_id, update, (self.metadata, self.version))
+        result = await update_metadata(self.metadata_store, self.ledger_id, update, (self.metadata, self.version))
         self.metadata, self.version = result.metadata, result.version
         return result.changed
 

@@ -24,13 +24,13 @@ from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
 from quire.common.v1 import common_pb2
 from quire.placement.v1 import placement_pb2, placement_pb2_grpc
 from quire.registry.v1 import registry_pb2, registry_pb2_grpc
-from quire_api.errors import Aborted, NotFound, QuireError, Reason, Unavailable, Unimplemented
+from quire_api.errors import NotFound, QuireError, Reason, Unavailable, Unimplemented
 from quire_api.ids import LedgerId, ledger_id_to_proto
 from quire_common.bookie_resolver import BookieChannels, BookieDirectory
 from quire_common.channels import call, error_from_result, error_from_rpc, open_channel
 from quire_common.server import VERSION_METADATA
 from quire_common.tasks import cancel_and_wait
-from quire_gateway.metadata_cache import ChangeKind, MetadataChange, MetadataObserver
+from quire_gateway.metadata_store import ChangeKind, MetadataChange
 from quire_gateway.write.bookie_streams import (
     AddDone,
     AddRequest,
@@ -197,10 +197,6 @@ class Remote:
 
     # -- registry ----------------------------------------------------------------
 
-    # Told of the ledger metadata this gateway reads and writes through the
-    # registry, so the metadata cache learns of it (set by the entry point).
-    metadata_observer: MetadataObserver | None = None
-
     async def create_ledger_metadata(
         self, request: registry_pb2.CreateLedgerMetadataRequest
     ) -> tuple[common_pb2.LedgerMetadata, int]:
@@ -235,62 +231,40 @@ class Remote:
         ]
 
     async def get_ledger_metadata(self, ledger_id: LedgerId) -> tuple[common_pb2.LedgerMetadata, int]:
-        try:
-            response = await call(
-                self.registry.GetLedgerMetadata(
-                    registry_pb2.GetLedgerMetadataRequest(ledger_id=ledger_id_to_proto(ledger_id)),
-                    timeout=self.timeout,
-                ),
-                f"reading metadata of ledger {ledger_id}",
-            )
-        except NotFound:
-            if self.metadata_observer is not None:
-                self.metadata_observer.forget(ledger_id)
-            raise
-        if self.metadata_observer is not None:
-            self.metadata_observer.learned(ledger_id, response.metadata, response.version)
+        response = await call(
+            self.registry.GetLedgerMetadata(
+                registry_pb2.GetLedgerMetadataRequest(ledger_id=ledger_id_to_proto(ledger_id)),
+                timeout=self.timeout,
+            ),
+            f"reading metadata of ledger {ledger_id}",
+        )
         return response.metadata, response.version
 
     async def update_ledger_metadata(
         self, ledger_id: LedgerId, metadata: common_pb2.LedgerMetadata, expected_version: int
     ) -> int:
-        """Compare-and-swap. The metadata observer learns the new record, or
-        forgets the ledger on a conflict (ABORTED) or NOT_FOUND."""
-        try:
-            response = await call(
-                self.registry.UpdateLedgerMetadata(
-                    registry_pb2.UpdateLedgerMetadataRequest(
-                        ledger_id=ledger_id_to_proto(ledger_id),
-                        metadata=metadata,
-                        expected_version=expected_version,
-                    ),
-                    timeout=self.timeout,
+        """Compare-and-swap: the new version; ABORTED on a conflict."""
+        response = await call(
+            self.registry.UpdateLedgerMetadata(
+                registry_pb2.UpdateLedgerMetadataRequest(
+                    ledger_id=ledger_id_to_proto(ledger_id),
+                    metadata=metadata,
+                    expected_version=expected_version,
                 ),
-                f"updating metadata of ledger {ledger_id}",
-            )
-        except (Aborted, NotFound):
-            if self.metadata_observer is not None:
-                self.metadata_observer.forget(ledger_id)
-            raise
-        if self.metadata_observer is not None:
-            stored = common_pb2.LedgerMetadata()
-            stored.CopyFrom(metadata)  # the caller keeps its own object
-            stored.ledger_id.CopyFrom(ledger_id_to_proto(ledger_id))  # as the registry stores it
-            self.metadata_observer.learned(ledger_id, stored, response.version)
+                timeout=self.timeout,
+            ),
+            f"updating metadata of ledger {ledger_id}",
+        )
         return response.version
 
     async def delete_ledger_metadata(self, ledger_id: LedgerId) -> None:
-        try:
-            await call(
-                self.registry.DeleteLedgerMetadata(
-                    registry_pb2.DeleteLedgerMetadataRequest(ledger_id=ledger_id_to_proto(ledger_id)),
-                    timeout=self.timeout,
-                ),
-                f"deleting metadata of ledger {ledger_id}",
-            )
-        finally:  # whatever the outcome (a failed call may still have deleted it)
-            if self.metadata_observer is not None:
-                self.metadata_observer.forget(ledger_id)
+        await call(
+            self.registry.DeleteLedgerMetadata(
+                registry_pb2.DeleteLedgerMetadataRequest(ledger_id=ledger_id_to_proto(ledger_id)),
+                timeout=self.timeout,
+            ),
+            f"deleting metadata of ledger {ledger_id}",
+        )
 
     async def list_ledger_metadata(
         self, scope_id: int, page_size: int, page_token: str, all_scopes: bool = False

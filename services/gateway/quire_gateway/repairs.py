@@ -7,11 +7,11 @@ from __future__ import annotations
 from quire.common.v1 import common_pb2
 from quire_api.ids import LedgerId
 from quire_api.replication import add_marker
+from quire_gateway.metadata_store import MetadataStore
 from quire_gateway.metadata_updates import update_metadata
-from quire_gateway.remote import Remote
 
 
-async def mark_for_repair(remote: Remote, ledger_id: LedgerId, flagged: dict[str, tuple[int, int]]) -> int:
+async def mark_for_repair(store: MetadataStore, ledger_id: LedgerId, flagged: dict[str, tuple[int, int]]) -> int:
     """Mark entries first..last of each bookie in `flagged` for repair;
     returns how many markers changed (0: all were marked already). Raises
     Aborted when the metadata kept changing underneath, and whatever reading
@@ -23,5 +23,5 @@ async def mark_for_repair(remote: Remote, ledger_id: LedgerId, flagged: dict[str
         changed = sum(add_marker(metadata, bookie, first, last) for bookie, (first, last) in flagged.items())
         return metadata if changed else None
 
-    result = await update_metadata(remote, ledger_id, flag)
+    result = await update_metadata(store, ledger_id, flag)
     return changed if result.changed else 0

@@ -85,7 +85,6 @@ async def main(settings: RegistryEnv) -> None:
         recognise_request_ids=not config.unsafe_no_commit_check,
         keep_ledger_passwords=config.keep_ledger_passwords,
     )
-
     server, port, health = create_server(
         config.address,
         lambda server: serve_registry(server, registry),

@@ -12,8 +12,10 @@ from quire.registry.v1 import registry_pb2, registry_pb2_grpc
 from quire_api.errors import InvalidArgument, QuireError
 from quire_api.ids import LedgerId, ledger_id_from_proto
 from quire_api.rpc_status import status_code
+from quire_registry.bookies import Registration
 from quire_registry.leadership import Leadership
-from quire_registry.registry import CreateOrder, IdMode, Registration, Registry
+from quire_registry.ledger_records import CreateOrder, IdMode
+from quire_registry.registry import Registry
 
 
 def _create_order(

@@ -30,6 +30,8 @@ from quire_common.telemetry import duration_histogram, meter, tracer
 from quire_registry.etcd_probe import check_tls_settings
 
 log = logging.getLogger(__name__)
+
+OPS_PER_TRANSACTION = 100  # in one transaction: etcd refuses more than 128 operations by default
 _tracer = tracer(__name__)
 _etcd_latency = duration_histogram(
     meter("quire.registry"), "quire.etcd.operation.duration", "Latency of etcd calls, by operation and outcome"

@@ -24,9 +24,17 @@ def main() -> None:
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--json", help="also write the result to this file")
     args = parser.parse_args()
+    result = _measure(args.records, args.master)
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2))
+
+
+def _measure(records: int, master: str) -> dict[str, int | float | str]:
+    """Generate about `records` records of ten bookies, then time the stage
+    over them; prints the rate, returns every figure."""
     bookies = 10
     # About 1.5 records per add (half the adds have a sync span), plus disk samples.
-    adds_per_bookie = max(1, int(args.records / bookies / 1.5))
+    adds_per_bookie = max(1, int(records / bookies / 1.5))
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(scratch)
         started = time.perf_counter()
@@ -36,7 +44,7 @@ def main() -> None:
         generated = time.perf_counter() - started
 
         started = time.perf_counter()
-        spark = spark_session(args.master, "quire-telemetry-bench")
+        spark = spark_session(master, "quire-telemetry-bench")
         spark.sparkContext.setLogLevel("ERROR")
         startup = time.perf_counter() - started
         try:
@@ -45,21 +53,19 @@ def main() -> None:
             elapsed = time.perf_counter() - started
         finally:
             spark.stop()
-    result = {
+    print(
+        f"telemetry stage on {master}: {written:,} records in {elapsed:.1f} s = "
+        f"{written / elapsed:,.0f} records/s (Spark start {startup:.1f} s, not counted)"
+    )
+    return {
         "records": written,
         "malformed": report.malformed_records,
-        "master": args.master,
+        "master": master,
         "spark_startup_seconds": round(startup, 2),
         "stage_seconds": round(elapsed, 2),
         "records_per_second": round(written / elapsed),
         "generate_seconds": round(generated, 2),
     }
-    print(
-        f"telemetry stage on {args.master}: {written:,} records in {elapsed:.1f} s = "
-        f"{written / elapsed:,.0f} records/s (Spark start {startup:.1f} s, not counted)"
-    )
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=2))
 
 
 if __name__ == "__main__":

@@ -57,6 +57,7 @@ from quire_common.entry import Digester, verified_entry
 from quire_common.ledger_secrets import ledger_digester, ledger_master_key
 from quire_gateway.autorecovery.scrub import SCRUB_GROUP_LEDGERS, PassSchedule, Scrubber, ScrubSettings, ScrubStats
 from quire_gateway.leadership import RoleHolder
+from quire_gateway.metadata_store import MetadataStore
 from quire_gateway.metadata_updates import update_metadata
 from quire_gateway.read.bookie_lac import read_last_add_confirmed
 from quire_gateway.remote import Remote
@@ -161,17 +162,23 @@ class AuditState:
 
 class Auditor:
     def __init__(
-        self, remote: Remote, bookies: BookieDirectory, settings: AuditorSettings, role: RoleHolder | None = None
+        self,
+        remote: Remote,
+        metadata_store: MetadataStore,
+        bookies: BookieDirectory,
+        settings: AuditorSettings,
+        role: RoleHolder | None = None,
     ) -> None:
         """Without `role` this auditor always acts (tests, a single gateway)."""
         self.remote = remote
+        self.metadata_store = metadata_store  # the ledgers' records it checks and changes
         self.bookies = bookies
         self.settings = settings
         self.state = AuditState()
         self.role = role
         if role is not None:
             role.published = lambda: {k: str(v) for k, v in self.state.figures().items()}
-        self.scrubber = Scrubber(remote, settings.scrub, self.state.scrub)
+        self.scrubber = Scrubber(remote, metadata_store, settings.scrub, self.state.scrub)
         self._settled_lac: dict[tuple[int, int], int] = {}  # open ledger -> its LAC at the previous pass
         self._registered_at_last_round: frozenset[tuple[str, bool]] = frozenset()
         self._quiet_rounds = 0  # intervals since the last full round, while nothing called for one
@@ -374,7 +381,7 @@ class Auditor:
         self, metadata: common_pb2.LedgerMetadata, replica: LostReplica, registered: set[str]
     ) -> bool:
         ledger_id = _ledger(metadata)
-        current, version = await self.remote.get_ledger_metadata(ledger_id)
+        current, version = await self.metadata_store.get_ledger_metadata(ledger_id)
         ensemble = list(current.ensembles[replica.segment].bookie_ids)
         if ensemble[replica.position] != replica.bookie_id:
             return False  # someone else repaired it
@@ -395,7 +402,7 @@ class Auditor:
             segment[replica.position] = replacement
             return latest
 
-        if not (await update_metadata(self.remote, ledger_id, name_replacement, (current, version))).changed:
+        if not (await update_metadata(self.metadata_store, ledger_id, name_replacement, (current, version))).changed:
             return False  # someone else repaired it meanwhile
         log.info(
             "ledger %s segment %d: %d entries copied from lost bookie %s's replicas to %s",
@@ -410,7 +417,7 @@ class Auditor:
         Markers of bookies the ledger no longer names go too. Returns how
         many segments it repaired."""
         ledger_id = _ledger(metadata)
-        current, version = await self.remote.get_ledger_metadata(ledger_id)
+        current, version = await self.metadata_store.get_ledger_metadata(ledger_id)
         if current.state == common_pb2.LEDGER_STATE_IN_RECOVERY:
             return 0
         confirmed = await self._confirmed(current)
@@ -454,7 +461,7 @@ class Auditor:
                     set_marker(latest, bookie, marker)
             return latest if latest != before else None
 
-        await update_metadata(self.remote, ledger_id, drop_repaired, (current, version))
+        await update_metadata(self.metadata_store, ledger_id, drop_repaired, (current, version))
         self.state.repaired_segments += repaired
         return repaired
 

@@ -38,6 +38,7 @@ from quire_api.replication import entries_held, segment_end
 from quire_common.entry import verified_entry
 from quire_common.ledger_secrets import ledger_digester
 from quire_gateway import metrics
+from quire_gateway.metadata_store import MetadataStore
 from quire_gateway.quorum_rules import replicas_of
 from quire_gateway.remote import Remote
 from quire_gateway.repairs import mark_for_repair
@@ -116,8 +117,11 @@ class PassSchedule:
 
 
 class Scrubber:
-    def __init__(self, remote: Remote, settings: ScrubSettings, stats: ScrubStats | None = None) -> None:
+    def __init__(
+        self, remote: Remote, metadata_store: MetadataStore, settings: ScrubSettings, stats: ScrubStats | None = None
+    ) -> None:
         self.remote = remote
+        self.metadata_store = metadata_store  # where missing copies are marked for repair
         self.settings = settings
         self.stats = stats or ScrubStats()
         self._entries = Pace(settings.entries_per_second)
@@ -156,7 +160,7 @@ class Scrubber:
             await self._read_sample(metadata, ledger_id, registered, sample, flag)
         for ledger_id, found in flagged.items():
             try:
-                self.stats.flagged += await mark_for_repair(self.remote, ledger_id, found)
+                self.stats.flagged += await mark_for_repair(self.metadata_store, ledger_id, found)
             except QuireError as exc:
                 log.warning("scrub: ledger %s: marking %s for repair failed: %s", ledger_id, found, exc)
                 continue

@@ -20,6 +20,7 @@ from quire_api.backoff import Backoff
 from quire_api.errors import InvalidArgument, OutOfRange, QuireError, Reason
 from quire_api.ids import LedgerId
 from quire_gateway import metrics
+from quire_gateway.metadata_store import LedgerMetadataStore
 from quire_gateway.ownership.sessions import GatewaySession
 from quire_gateway.read.bookie_lac import read_last_add_confirmed
 from quire_gateway.read.entry_cache import EntryCache, incarnation
@@ -62,8 +63,6 @@ READER_LACS_KEPT = 100_000
 READER_LAC_MAX_AGE_SECONDS = 1.0
 
 
-# The metadata of a ledger and its version, from the cache when there is one (LedgerManager.metadata).
-MetadataLookup = Callable[[LedgerId], Awaitable[tuple[common_pb2.LedgerMetadata, int]]]
 # The LAC of the ledger's write handle on this gateway, or None when it is not written here.
 WriterLac = Callable[[LedgerId], int | None]
 
@@ -72,7 +71,7 @@ class LedgerReads:
     def __init__(
         self,
         remote: Remote,
-        metadata: MetadataLookup,
+        metadata_store: LedgerMetadataStore,  # the metadata cache, or the registry each time
         writer_lac: WriterLac,
         read_settings: ReadSettings,
         bookie_timeout_seconds: float,
@@ -81,7 +80,7 @@ class LedgerReads:
         owners_lac: Callable[[common_pb2.LedgerOwner, LedgerId], Awaitable[int]] | None = None,
     ) -> None:
         self.remote = remote
-        self.metadata = metadata
+        self.metadata_store = metadata_store
         self._writer_lac = writer_lac
         self.read_settings = read_settings
         self._bookie_timeout_seconds = bookie_timeout_seconds
@@ -112,7 +111,7 @@ class LedgerReads:
         `max_age_seconds`), so a confirmed read is bounded by what readers
         last learned, as a BookKeeper reader is."""
         if metadata is None:
-            metadata, _ = await self.metadata(ledger_id)
+            metadata, _ = await self.metadata_store.recent_ledger_metadata(ledger_id)
         settled = self._settled_lac(ledger_id, metadata)
         if settled is not None:
             return settled
@@ -144,7 +143,7 @@ class LedgerReads:
         acknowledged (read-your-writes)."""
         if not self.read_settings.read_your_writes:
             return lambda acknowledged, lac: None
-        metadata, _ = await self.metadata(ledger_id)
+        metadata, _ = await self.metadata_store.recent_ledger_metadata(ledger_id)
         key = (ledger_id, incarnation(metadata))
 
         def learned(acknowledged: int, lac: int) -> None:
@@ -185,7 +184,7 @@ class LedgerReads:
         refresh that LAC. Unconfirmed reads (BP-5) go past the LAC, fail
         NOT_FOUND where no replica has an entry, and never move the LAC."""
         check_range(first, last, confirmed=confirmed)
-        metadata, _ = await self.metadata(ledger_id)
+        metadata, _ = await self.metadata_store.recent_ledger_metadata(ledger_id)
         if confirmed:
             metadata, lac = await self._confirmed_lac(ledger_id, metadata, first, last)
             if last == -1:
@@ -210,7 +209,7 @@ class LedgerReads:
             # Past what this gateway knows: the ledger may have been closed through another
             # gateway since its metadata cache last heard (the registry has the exact end),
             # or grown there (the bookies know, once what is remembered is not fresh).
-            metadata, _ = await self.remote.get_ledger_metadata(ledger_id)
+            metadata, _ = await self.metadata_store.get_ledger_metadata(ledger_id)
             lac = await self.last_add_confirmed(
                 ledger_id, metadata, refresh=False, max_age_seconds=READER_LAC_MAX_AGE_SECONDS
             )
@@ -234,7 +233,7 @@ class LedgerReads:
         costs no reader and no stream of chunks."""
         if entry_id < 0:
             raise InvalidArgument(f"entry_id {entry_id} is negative")
-        metadata, _ = await self.metadata(ledger_id)
+        metadata, _ = await self.metadata_store.recent_ledger_metadata(ledger_id)
         metadata, lac = await self._confirmed_lac(ledger_id, metadata, entry_id, entry_id)
         cache = self.entry_cache if self.read_settings.verify_digests else None
         if cache is not None and cache.enabled:
@@ -256,7 +255,7 @@ class LedgerReads:
         next_entry = first
         owner_asked = False
         while True:
-            metadata, _ = await self.metadata(ledger_id)
+            metadata, _ = await self.metadata_store.recent_ledger_metadata(ledger_id)
             lac = await self.last_add_confirmed(ledger_id, metadata)
             if next_entry > lac and not owner_asked and metadata.state != common_pb2.LEDGER_STATE_CLOSED:
                 # Caught up with what the bookies say: once, ask the owner, so that every entry
@@ -344,7 +343,7 @@ class LedgerReads:
 
     async def _mark_for_repair(self, ledger_id: LedgerId, damaged: dict[str, tuple[int, int]]) -> None:
         try:
-            changed = await mark_for_repair(self.remote, ledger_id, damaged)
+            changed = await mark_for_repair(self.metadata_store, ledger_id, damaged)
         except QuireError as exc:
             log.warning("ledger %s: flagging damaged copies %s failed: %s", ledger_id, damaged, exc)
             return
@@ -359,7 +358,7 @@ class LedgerReads:
         polls = Backoff(first_seconds=0.01, longest_seconds=0.2, within_seconds=self.read_settings.tail_wait_seconds)
         for pause in polls.pauses():
             await asyncio.sleep(pause)
-            metadata, _ = await self.metadata(ledger_id)
+            metadata, _ = await self.metadata_store.recent_ledger_metadata(ledger_id)
             if metadata.state == common_pb2.LEDGER_STATE_CLOSED:
                 return
             if await self.last_add_confirmed(ledger_id, metadata) > known_lac:

@@ -57,6 +57,7 @@ from quire_common.entry import V2_HEADER_SIZE, pack_entry
 from quire_common.ledger_secrets import ledger_digester, ledger_master_key
 from quire_common.telemetry import current_span_context, start_batch_span, tracer, tracing_enabled
 from quire_gateway import metrics
+from quire_gateway.metadata_store import MetadataStore
 from quire_gateway.metadata_updates import update_metadata
 from quire_gateway.quorum_rules import write_set
 from quire_gateway.read.entry_cache import EntryCache, incarnation
@@ -128,6 +129,7 @@ class WriteHandle:
     def __init__(
         self,
         remote: Remote,
+        metadata_store: MetadataStore,  # the ensemble changes' and the close's compare-and-swaps
         ledger_id: LedgerId,
         metadata: common_pb2.LedgerMetadata,
         version: int,
@@ -139,6 +141,7 @@ class WriteHandle:
     ) -> None:
         self.remote = remote
         self._on_ended = on_ended
+        self.metadata_store = metadata_store
         # Confirmed entries go here for readers (None or a zero-sized cache: kept nowhere).
         self._entry_cache = entry_cache if entry_cache is not None and entry_cache.enabled else None
         self._life = incarnation(metadata)
@@ -547,7 +550,8 @@ class WriteHandle:
             change(metadata)
             return metadata
 
-        result = await update_metadata(self.remote, self.ledger_id, while_writing, (self.metadata, self.version))
+        known = (self.metadata, self.version)
+        result = await update_metadata(self.metadata_store, self.ledger_id, while_writing, known)
         self.metadata, self.version = result.metadata, result.version
 
     def _advance(self) -> None:
@@ -645,7 +649,7 @@ class WriteHandle:
         with _tracer.start_as_current_span(
             "quire.gateway.close_metadata", attributes={"quire.ledger": self.ledger_id.qualified_name}
         ):
-            result = await update_metadata(self.remote, self.ledger_id, closing, (self.metadata, self.version))
+            result = await update_metadata(self.metadata_store, self.ledger_id, closing, (self.metadata, self.version))
         if result.changed:
             self.metadata, self.version = result.metadata, result.version
             log.info("ledger %s closed at entry %d", self.ledger_id, self.last_add_confirmed)
