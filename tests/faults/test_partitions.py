@@ -21,6 +21,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 
 import grpc
 import pytest
@@ -72,7 +73,7 @@ class Mesh:
             self.cluster.resume(name)
             self.cluster.start_process(name)
         for gateway in self.cluster.gateway_names:
-            wait_until(f"{gateway} holding a session again", lambda g=gateway: self.session_lease(g) != 0)
+            wait_until(f"{gateway} holding a session again", partial(self.session_lease, gateway))
 
 
 @pytest.fixture(scope="module")
@@ -139,14 +140,11 @@ def test_part1_an_owner_cut_from_the_metadata_is_fenced_out(mesh: Mesh, scenario
     assert writer.error.reason in STOPPED | {"ERROR_REASON_LEDGER_NOT_WRITABLE_HERE"}, writer.error
     old_lease = mesh.session_lease("gateway")
     mesh.net.heal()
-    wait_until("the old owner holding a session again", lambda: mesh.session_lease("gateway") not in (0, old_lease))
+    wait_until("the old owner holding a session again", lambda: mesh.session_lease("gateway") not in {0, old_lease})
     lengths = set()
     for target in cluster.gateway_targets:
         with QuireClient(target, cluster.registry_target, timeout=30) as reader:
-            metadata = wait_until(
-                f"{target} reading the ledger closed",
-                lambda r=reader: closed(r, ledger),
-            )
+            metadata = wait_until(f"{target} reading the ledger closed", partial(closed, reader, ledger))
             assert metadata.last_entry_id == end
             lengths.add(sum(1 for _ in reader.read(ledger)))
     assert lengths == {end + 1}
