@@ -146,3 +146,36 @@ async def test_a_lapsed_session_taken_again_by_nobody_else_is_not_logged(caplog:
         await first.renew()  # a new lease of its own
     assert first.owner() is not None
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+class SlowRegistry(FakeRegistry):
+    """Answers a campaign only after `delay` of the clock has passed (the answer
+    crossed a partition), so a lease granted then is already past its TTL here."""
+
+    def __init__(self, clock: list[float], delay: float) -> None:
+        super().__init__()
+        self.clock, self.delay = clock, delay
+
+    async def campaign(self, role, candidate, ttl_seconds, lease_id, properties):  # type: ignore[no-untyped-def]
+        self.clock[0] += self.delay
+        return await super().campaign(role, candidate, ttl_seconds, lease_id, properties)
+
+
+async def test_a_new_lease_granted_too_late_to_hold_is_not_another_process(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+):
+    clock = [1000.0]
+    monkeypatch.setattr("quire_gateway.leadership.time.monotonic", lambda: clock[0])
+    registry = SlowRegistry(clock, delay=0.0)
+    first = GatewaySession(registry, "gw-a", "10.0.0.1:7000", 3)  # type: ignore[arg-type]
+    await first.renew()
+    assert first.owner() is not None
+    registry.holders.pop(session_role("gw-a"))  # cut off past its lease: the lease lapsed
+    registry.delay = 5.0  # the next campaign's answer comes after more than the 3 s TTL
+    with caplog.at_level(logging.ERROR, logger="quire_gateway.ownership.sessions"):
+        await first.renew()
+    assert first.owner() is None  # granted, but too late to count as held
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], "its own new lease taken for another's"
+    registry.delay = 0.0
+    await first.renew()  # the next campaign renews that lease in time
+    assert first.owner() is not None

@@ -144,7 +144,9 @@ class GatewaySession:
             holder, lease_id = await self.remote.get_leader(session_role(self.name))
         except QuireError:
             return
-        if holder != self.name or lease_id in (0, self._lease_held):
+        # A lease this process was granted itself, but too late to count as held (a campaign
+        # answered after its TTL had passed, as across a partition), is not another process's.
+        if holder != self.name or lease_id in (0, self._lease_held, self.holder.lease_id):
             return
         self._lease_held = 0
         log.error(
