@@ -15,6 +15,7 @@ from quire_api.errors import (
     InvalidArgument,
     NotFound,
     Reason,
+    Unavailable,
 )
 from quire_api.ids import (
     validate_bookie_id,
@@ -127,7 +128,13 @@ class BookieRegistrations:
         return registration
 
     async def unregister_bookie(self, registration: Registration) -> None:
-        await self.store.revoke_lease(registration.lease_id)
+        """At the end of a bookie's session. Best effort: a lease etcd cannot
+        revoke now (no quorum within reach) expires on its own after its TTL."""
+        try:
+            await self.store.revoke_lease(registration.lease_id)
+        except Unavailable as exc:
+            log.warning("bookie %s: its registration will expire with its lease: %s", registration.bookie_id, exc)
+            return
         log.info("bookie %s unregistered", registration.bookie_id)
 
     def _record(self, key: bytes, value: bytes, version: int) -> registry_pb2.BookieRecord:

@@ -492,11 +492,11 @@ class EtcdStore:
         return int(getattr(response, "TTL", 0) or 0)
 
     async def revoke_lease(self, lease_id: int) -> None:
+        """Revoke a lease, and the keys on it with it. A lease that has already
+        expired is fine; etcd out of reach raises Unavailable, as every call does."""
         assert self._client.lease is not None
         try:
-            await self._client.lease.revoke(lease_id, timeout=self._timeout)
-        except etcd3aio.EtcdError as exc:
-            log.warning("revoking lease %x failed (it will expire): %s", lease_id, exc)
+            await self._guard("lease revoke", self._client.lease.revoke(lease_id, timeout=self._timeout))
         except grpc.aio.AioRpcError as exc:
             # etcd answers NOT_FOUND for a lease that already expired (a bookie cut off from
             # the registry past its TTL): nothing is left to revoke.
