@@ -17,8 +17,11 @@ the root namespace. One cluster serves the module; each row heals what it cut.
 from __future__ import annotations
 
 import json
+import threading
 import time
 import urllib.request
+import uuid
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
@@ -32,10 +35,13 @@ from quire_api.ids import LedgerId
 from quire_client import QuireClient, QuireClientError
 from quire_client.cluster import LocalCluster
 from quire_gateway.ownership.sessions import session_role
+from tests.faults.history import History
 from tests.faults.lab import lab_cluster
 from tests.faults.netns import NetLab
 from tests.faults.owner_writes import OWNER_GONE, StreamingWriter, ledger_on_first_gateway, refusal_after_waiting
 from tests.faults.report import Scenario
+from tests.faults.scenarios import PASSWORD, client_for, finish, new_ledger, writers
+from tests.faults.workload import observe_metadata
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.faults]
@@ -179,3 +185,198 @@ def test_part1_control_without_fencing_the_cut_owner_acknowledges_past_the_end(m
             del cluster.processes[name].env[IGNORE_FENCE]
             cluster.restart(name)
     assert writer.acked - 1 > end, "positive control: without fencing the cut owner acknowledged no more"
+
+
+# -- PART-3: etcd split 1 | 2 ------------------------------------------------------------
+
+
+@dataclass
+class Create:
+    request_id: str
+    started: float
+    ended: float = 0.0
+    ledger: str = ""  # the id it answered
+    code: str = ""  # the status code it failed with
+
+
+class MetadataChurn:
+    """Creates (each once, with a request id of its own), adds to and closes
+    ledgers in a loop through one gateway, recording every create."""
+
+    def __init__(self, cluster: LocalCluster, history: History, target: str) -> None:
+        self.cluster, self.history, self.target = cluster, history, target
+        self.creates: list[Create] = []
+        self.other_errors: Counter[str] = Counter()  # of the adds and closes after a create
+        self.stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    @property
+    def ok(self) -> int:
+        return sum(1 for create in self.creates if create.ledger)
+
+    def has_ok(self, count: int) -> bool:
+        return self.ok >= count
+
+    def _run(self) -> None:
+        with QuireClient(self.target, self.cluster.registry_target, timeout=CALL_SECONDS) as client:
+            while not self.stop.is_set():
+                create = Create(str(uuid.uuid4()), time.monotonic())
+                self.creates.append(create)
+                try:
+                    metadata = client.create_ledger(password=PASSWORD, request_id=create.request_id, attempts=1)
+                except QuireClientError as exc:
+                    create.code = exc.code.name
+                else:
+                    create.ledger = LedgerId(metadata.ledger_id.scope_id, metadata.ledger_id.ledger_id).qualified_name
+                    self._write_and_close(client, create.ledger)
+                create.ended = time.monotonic()
+                time.sleep(0.05)
+
+    def _write_and_close(self, client: QuireClient, ledger: str) -> None:
+        try:
+            client.add_entry(ledger, b"churn")
+            client.close_ledger(ledger)
+            observe_metadata(client, ledger, self.history)
+        except QuireClientError as exc:
+            self.other_errors[exc.code.name] += 1
+
+    def start(self) -> MetadataChurn:
+        self._thread.start()
+        return self
+
+    def between(self, start: float, end: float) -> list[Create]:
+        """The creates started and ended in [start, end]."""
+        return [c for c in self.creates if start <= c.started and c.ended and c.ended <= end]
+
+    def join(self) -> None:
+        self.stop.set()
+        self._thread.join(timeout=60)
+        assert not self._thread.is_alive(), "the metadata churn did not stop"
+
+    def settle(self, client: QuireClient) -> set[str]:
+        """Every failed create sent again with its request id, as a client that
+        does not know its outcome would: the ledgers all creates stand for."""
+        for create in self.creates:
+            if not create.ledger:
+                metadata = client.create_ledger(password=PASSWORD, request_id=create.request_id, attempts=3)
+                create.ledger = LedgerId(metadata.ledger_id.scope_id, metadata.ledger_id.ledger_id).qualified_name
+        ledgers = [create.ledger for create in self.creates]
+        assert len(set(ledgers)) == len(ledgers), "two creates answered one ledger"
+        return set(ledgers)
+
+
+SPLIT_SECONDS = 15  # a create the split stops takes the registry's etcd timeout (5 s) to fail
+CALL_SECONDS = 15  # the clients' deadline per call
+CLOSED_PAYLOAD = b"read me during the split"
+NO_METADATA_CACHE = "QUIRE_GATEWAY_METADATA_CACHE_LEDGERS"
+
+
+def split_etcd(mesh: Mesh, registry_with: str) -> None:
+    """etcd's first member cut from the other two; the registry keeps only
+    `registry_with`'s side ("one" or "two")."""
+    etcd = mesh.cluster.etcd_names
+    for other in etcd[1:]:
+        mesh.net.partition(etcd[0], other)
+    for member in etcd[1:] if registry_with == "one" else etcd[:1]:
+        mesh.net.partition("registry", member)
+
+
+def test_part3_etcd_split_one_and_two(mesh: Mesh, scenario: Scenario) -> None:
+    """PART-3: with the registry on the one member's side, every create
+    started during the split fails UNAVAILABLE within its deadline; closed
+    ledgers read on through every gateway from their caches; appends to an
+    open ledger go on; after the heal metadata goes on, and nothing is
+    half-done: each create, sent again with its request id where its outcome
+    was unknown, stands for one ledger, and the registry holds no other. With
+    the registry on the two members' side, creates go on through the split."""
+    seed = scenario.start("PART-3", etcd_members=3, split_seconds=SPLIT_SECONDS)
+    cluster = mesh.cluster
+    history = History()
+    with client_for(cluster) as client:
+        before = listed(client)
+        closed_ledger = new_ledger(client, history)
+        client.add_entry(closed_ledger.qualified_name, CLOSED_PAYLOAD)
+        client.close_ledger(closed_ledger.qualified_name)
+        for target in cluster.gateway_targets:  # each gateway caches the closed ledger's metadata
+            assert read_through(target, cluster, closed_ledger) == [CLOSED_PAYLOAD]
+        open_ledger = new_ledger(client, history)
+        (writer,) = writers(cluster, [open_ledger], history, seed, count=1500, pace_seconds=0.01)
+        writer.start()
+        churn = MetadataChurn(cluster, history, cluster.gateway_targets[1]).start()
+        wait_until("the churn working", lambda: churn.ok >= 3)
+        for side in ("one", "two"):
+            split_etcd(mesh, side)
+            split_at, reads = time.monotonic(), 0
+            while time.monotonic() - split_at < SPLIT_SECONDS:
+                for target in cluster.gateway_targets:
+                    assert read_through(target, cluster, closed_ledger) == [CLOSED_PAYLOAD]
+                    reads += 1
+                time.sleep(0.5)
+            mesh.net.heal()
+            healed_at, ok_at_heal = time.monotonic(), churn.ok
+            during = churn.between(split_at, healed_at)
+            wait_until(f"creates going on after the {side}-side split", partial(churn.has_ok, ok_at_heal + 3))
+            scenario.figures[f"registry_on_{side}_side"] = {
+                "creates_ok": sum(1 for c in during if c.ledger),
+                "creates_failed": dict(Counter(c.code for c in during if not c.ledger)),
+                "longest_create_seconds": round(max((c.ended - c.started for c in during), default=0.0), 2),
+                "closed_ledger_reads": reads,
+                "seconds_to_creates_after_heal": round(time.monotonic() - healed_at, 2),
+            }
+            if side == "one":
+                assert during and all(c.code == "UNAVAILABLE" for c in during), scenario.figures
+            else:
+                assert any(c.ledger for c in during), "creates stopped with the registry on the majority's side"
+        churn.join()
+        failures = Counter(c.code for c in churn.creates if c.code)
+        scenario.figures["create_failures"] = dict(failures)
+        assert set(failures) <= {"UNAVAILABLE"}, "a create did not fail UNAVAILABLE within its deadline"
+        writer.join()
+        assert writer.error is None, writer.error
+        answered = churn.settle(client)
+        orphans = listed(client) - before - answered - {closed_ledger.qualified_name, open_ledger.qualified_name}
+        scenario.figures.update(creates=len(answered), orphans=len(orphans), other_errors=dict(churn.other_errors))
+        assert not orphans, f"ledgers no create stands for: {sorted(orphans)[:5]}"
+        finish(scenario, client, history, [open_ledger])
+
+
+def test_part3_control_without_the_metadata_cache_closed_ledgers_stop_reading(mesh: Mesh, scenario: Scenario) -> None:
+    """Positive control: with the gateways' metadata cache off
+    (QUIRE_GATEWAY_METADATA_CACHE_LEDGERS=0) every read needs the registry,
+    and with the registry on the one member's side a closed ledger no longer
+    reads through any gateway."""
+    scenario.start("PART-3-control", etcd_members=3, **{NO_METADATA_CACHE: "0"})
+    cluster = mesh.cluster
+    history = History()
+    with client_for(cluster) as client:
+        ledger = new_ledger(client, history)
+        client.add_entry(ledger.qualified_name, CLOSED_PAYLOAD)
+        client.close_ledger(ledger.qualified_name)
+    for name in cluster.gateway_names:
+        cluster.processes[name].env[NO_METADATA_CACHE] = "0"
+        cluster.restart(name)
+    try:
+        for target in cluster.gateway_targets:
+            assert read_through(target, cluster, ledger) == [CLOSED_PAYLOAD]
+        split_etcd(mesh, "one")
+        refused = []
+        for target in cluster.gateway_targets:
+            with pytest.raises(QuireClientError) as failed:
+                read_through(target, cluster, ledger)
+            refused.append(failed.value.code.name)
+        scenario.figures["reads_refused"] = refused
+        assert set(refused) <= {"UNAVAILABLE", "DEADLINE_EXCEEDED"}, refused
+    finally:
+        mesh.net.heal()
+        for name in cluster.gateway_names:
+            del cluster.processes[name].env[NO_METADATA_CACHE]
+            cluster.restart(name)
+
+
+def read_through(target: str, cluster: LocalCluster, ledger: LedgerId) -> list[bytes]:
+    with QuireClient(target, cluster.registry_target, timeout=CALL_SECONDS) as reader:
+        return [entry.payload for entry in reader.read(ledger)]
+
+
+def listed(client: QuireClient) -> set[str]:
+    return {LedgerId(m.ledger_id.scope_id, m.ledger_id.ledger_id).qualified_name for m in client.list_ledgers()}
