@@ -165,7 +165,7 @@ class NetLab:
         self.members = list(members)
         self.slot = _free_slot(self.pid)
         self._pairs: set[frozenset[str]] = set()
-        self._losses: set[frozenset[str]] = set()
+        self._losses: dict[frozenset[str], int] = {}  # pair -> percent of packets dropped
         self._receiver_blocks: set[tuple[str, str]] = set()
         self._sender_blocks: set[str] = set()
         self._shaped: set[str] = set()
@@ -240,16 +240,42 @@ class NetLab:
     def _nft(self, *args: str) -> None:
         _run(["ip", "netns", "exec", self.hub, "nft", *args], check=True)
 
+    def _drops(self, a: str, b: str, extra: tuple[str, ...] = ()) -> list[str]:
+        """nftables commands dropping what `a` and `b` send each other (all of it, or a share)."""
+        rule = f"add rule bridge {_TABLE} {_CHAIN} ip saddr {{}} ip daddr {{}} {' '.join(extra)} drop"
+        return [rule.format(self.host(source), self.host(destination)) for source, destination in ((a, b), (b, a))]
+
     def _drop_between(self, a: str, b: str, extra: tuple[str, ...] = ()) -> None:
-        for source, destination in ((a, b), (b, a)):
-            rule = ("ip", "saddr", self.host(source), "ip", "daddr", self.host(destination), *extra, "drop")
-            self._nft("add", "rule", "bridge", _TABLE, _CHAIN, *rule)
+        self._nft_script(self._drops(a, b, extra))
+
+    def _nft_script(self, commands: list[str]) -> None:
+        """Several nftables commands as one transaction: all of them take effect at once."""
+        script = "".join(command + "\n" for command in commands)
+        result = subprocess.run(["ip", "netns", "exec", self.hub, "nft", "-f", "-"], input=script,
+                                capture_output=True, text=True)  # fmt: skip
+        if result.returncode != 0:
+            raise RuntimeError(f"nft -f in {self.hub}: {result.stderr.strip()}")
 
     def partition(self, a: str, b: str) -> None:
         """Every packet between `a` and `b` dropped on the bridge, both ways."""
         if frozenset((a, b)) not in self._pairs:
             self._drop_between(a, b)
             self._pairs.add(frozenset((a, b)))
+
+    def reconnect(self, a: str, b: str) -> None:
+        """Undo partition(a, b) and lose(a, b), leaving every other fault in place."""
+        pair = frozenset((a, b))
+        if pair in self._pairs or pair in self._losses:
+            self._pairs.discard(pair)
+            self._losses.pop(pair, None)
+            commands = [f"flush chain bridge {_TABLE} {_CHAIN}"]
+            for cut in self._pairs:
+                one, other = sorted(cut)
+                commands += self._drops(one, other)
+            for lossy, percent in self._losses.items():
+                one, other = sorted(lossy)
+                commands += self._drops(one, other, _random_share(percent))
+            self._nft_script(commands)
 
     def isolate(self, member: str, from_: Sequence[str] | None = None) -> None:
         """`member` partitioned from each of `from_` (every other member and the clients by default)."""
@@ -258,9 +284,12 @@ class NetLab:
                 self.partition(member, other)
 
     def lose(self, a: str, b: str, percent: int) -> None:
-        """`percent` of the packets between `a` and `b` dropped at random, both ways."""
-        self._drop_between(a, b, ("numgen", "random", "mod", "100", "<", str(percent)))
-        self._losses.add(frozenset((a, b)))
+        """`percent` (1 to 99; partition() is 100) of the packets between `a`
+        and `b` dropped at random, both ways."""
+        if not 0 < percent < 100:
+            raise ValueError(f"lose: percent={percent}, not 1 to 99")
+        self._drop_between(a, b, _random_share(percent))
+        self._losses[frozenset((a, b))] = percent
 
     def block_receiver(self, member: str, host: str) -> None:
         """Receiver-side blackhole: in the member's namespace, a blackhole route toward `host`."""
@@ -300,6 +329,11 @@ class NetLab:
             self._shaped.discard(member)
             removed += 1
         return removed
+
+
+def _random_share(percent: int) -> tuple[str, ...]:
+    """An nftables match true for `percent` of the packets, at random."""
+    return ("numgen", "random", "mod", "100", "<", str(percent))
 
 
 @contextmanager

@@ -11,11 +11,13 @@ import pytest
 from quire.common.v1 import common_pb2
 from quire_api.errors import Unavailable
 from quire_gateway.ownership.sessions import GatewaySession, session_role
+from quire_gateway.remote import RoleRecord
 
 
 class FakeRegistry:
     def __init__(self) -> None:
         self.holders: dict[str, tuple[str, int]] = {}
+        self.published: dict[str, dict[str, str]] = {}
         self.next_lease = 100
 
     async def campaign(self, role, candidate, ttl_seconds, lease_id, properties):  # type: ignore[no-untyped-def]
@@ -23,11 +25,13 @@ class FakeRegistry:
         if holder is None:
             self.next_lease += 1
             self.holders[role] = (candidate, self.next_lease)
+            self.published[role] = dict(properties)
             return True, candidate, self.next_lease, ttl_seconds
         return holder == (candidate, lease_id), holder[0], lease_id if holder[1] == lease_id else 0, ttl_seconds
 
-    async def get_leader(self, role: str) -> tuple[str, int]:
-        return self.holders.get(role, ("", 0))
+    async def get_leader(self, role: str) -> RoleRecord:
+        holder, lease_id = self.holders.get(role, ("", 0))
+        return RoleRecord(holder, lease_id, self.published.get(role, {}) if holder else {})
 
 
 def test_session_roles_are_valid_registry_roles_and_differ_per_name():
@@ -101,7 +105,7 @@ class FlakyRegistry(FakeRegistry):
         self.failures = failures
         self.resigned: list[tuple[str, str, int]] = []
 
-    async def get_leader(self, role: str) -> tuple[str, int]:
+    async def get_leader(self, role: str) -> RoleRecord:
         if self.failures:
             self.failures -= 1
             raise Unavailable("the registry is restarting")
@@ -128,6 +132,7 @@ async def test_a_second_process_taking_this_name_is_logged_once(caplog: pytest.L
     await first.renew()
     assert first.owner() is not None
     registry.holders[session_role("gw-a")] = ("gw-a", 202)  # a second process ended it and took the name
+    registry.published[session_role("gw-a")] = {"address": "10.0.0.2:7000", "process": "another process"}
     with caplog.at_level(logging.ERROR, logger="quire_gateway.ownership.sessions"):
         await first.renew()
         await first.renew()
@@ -179,3 +184,36 @@ async def test_a_new_lease_granted_too_late_to_hold_is_not_another_process(
     registry.delay = 0.0
     await first.renew()  # the next campaign renews that lease in time
     assert first.owner() is not None
+
+
+class AnswerLosingRegistry(FakeRegistry):
+    """Grants campaigns but loses the answer of the next `lose` of them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lose = 0
+
+    async def campaign(self, role, candidate, ttl_seconds, lease_id, properties):  # type: ignore[no-untyped-def]
+        answer = await super().campaign(role, candidate, ttl_seconds, lease_id, properties)
+        if self.lose:
+            self.lose -= 1
+            raise Unavailable("campaigning: Deadline Exceeded")
+        return answer
+
+
+async def test_its_own_session_granted_with_the_answer_lost_is_taken_up_not_taken_for_another_process(
+    caplog: pytest.LogCaptureFixture,
+):
+    registry = AnswerLosingRegistry()
+    first = GatewaySession(registry, "gw-a", "10.0.0.1:7000", 10)  # type: ignore[arg-type]
+    await first.renew()
+    registry.holders.pop(session_role("gw-a"))  # cut off past its lease: the lease lapsed
+    registry.lose = 1  # the registry grants a new lease; its answer is lost on the way back
+    with caplog.at_level(logging.ERROR, logger="quire_gateway.ownership.sessions"):
+        await first.renew()
+        granted = registry.holders[session_role("gw-a")][1]
+        await first.renew()  # refused (a lease it does not know), then finds the lease its own
+        await first.renew()  # renews it
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], "its own lease taken for another's"
+    owner = first.owner()
+    assert owner is not None and owner.session_id == granted

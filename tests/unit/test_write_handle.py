@@ -186,6 +186,21 @@ async def test_an_unexpected_error_in_a_send_replaces_the_bookie_instead_of_hang
     assert handle.ensemble_changes == 1
 
 
+async def test_with_no_bookie_to_replace_it_a_member_the_write_sets_can_spare_is_left_out():
+    """E=3 W=3 A=2 and no spare bookie (registrations lapsed in a partition,
+    say): the failed member is left out and marked, as a delayed ensemble
+    change would, instead of failing the ledger."""
+    remote = FakeRemote(["a", "b", "c"])
+    handle = handle_on(remote, ["a", "b", "c"], write_quorum=3, ack_quorum=2)
+    assert await write(handle, [b"x%d" % i for i in range(3)]) == [0, 1, 2]
+    remote.bookies["c"].down = True
+    assert await write(handle, [b"y%d" % i for i in range(4)]) == list(range(3, 7))
+    metadata = remote.metadata
+    assert metadata is not None and len(metadata.ensembles) == 1 and handle.ensemble_changes == 0
+    assert dict(metadata.custom_metadata) == {"quire.under-replicated/c": "3"}
+    assert not handle.failed
+
+
 DELAYED = WriteSettings(bookie_retry_seconds=0.0, add_timeout_seconds=1.0, delay_ensemble_change=True)
 
 

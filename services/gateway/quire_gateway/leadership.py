@@ -47,6 +47,11 @@ class RoleHolder:
     def holds(self) -> bool:
         return self._lease_id != 0 and time.monotonic() < self._valid_until
 
+    def adopt(self, lease_id: int) -> None:
+        """A lease the registry granted this holder, whose answer was lost:
+        the next campaign renews it (it counts as held once that answers)."""
+        self._lease_id = lease_id
+
     async def wait_until_held(self) -> None:
         while not self.holds():
             self._changed.clear()

@@ -15,7 +15,7 @@ import logging
 import time
 from collections.abc import AsyncGenerator, Awaitable
 from dataclasses import dataclass, replace
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -41,6 +41,15 @@ from quire_gateway.write.bookie_streams import (
 from quire_gateway.write.lac_batches import LacBatches, LacWrite
 
 log = logging.getLogger(__name__)
+
+
+class RoleRecord(NamedTuple):
+    """A registry role as GetLeader has it."""
+
+    holder: str
+    lease_id: int
+    properties: dict[str, str]
+
 
 # A dependency counts as down after this many failed health checks in a row (one slow
 # answer on a loaded machine must not fail creates).
@@ -295,13 +304,13 @@ class Remote:
         )
         return response.elected, response.leader.holder, response.lease_id, response.ttl_seconds
 
-    async def get_leader(self, role: str) -> tuple[str, int]:
-        """Who holds a role and on which lease: ("", 0) when nobody does."""
+    async def get_leader(self, role: str) -> RoleRecord:
+        """Who holds a role, on which lease, and what it publishes ("", 0, {} when nobody does)."""
         response = await call(
             self.registry.GetLeader(registry_pb2.GetLeaderRequest(role=role), timeout=self.timeout),
             f"asking who holds the {role} role",
         )
-        return response.leader.holder, response.lease_id
+        return RoleRecord(response.leader.holder, response.lease_id, dict(response.leader.properties))
 
     async def resign(self, role: str, candidate: str, lease_id: int) -> None:
         await call(

@@ -4,8 +4,9 @@ session still lives: what ledger ownership rests on.
 Each gateway holds a role of its own (`gateway-<digest of its name>`) through
 the registry's Campaign, the machinery the auditor role uses: the registry
 records the gateway's name and advertised address on an etcd lease the
-gateway renews. The lease id is the session id written into the metadata of
-every ledger the gateway creates. When the gateway stops renewing (SIGKILL,
+gateway renews, with a random id of the process among what it publishes. The
+lease id is the session id written into the metadata of every ledger the
+gateway creates. When the gateway stops renewing (SIGKILL,
 partition), the lease lapses and the key goes with it; a gateway restarted
 under the same name gets a new lease, so it is a new session and owns none of
 the old one's ledgers.
@@ -18,7 +19,10 @@ starts (so that other gateways see it gone too), rather than waiting for the
 lease to lapse. Two processes wrongly given one name end and recover each
 other's sessions and ledgers; each recovery fences the bookies first, so the
 ledgers stay safe (one writer's adds at most are taken after the fence, and
-every ledger closes at one agreed end), and each process logs an error.
+every ledger closes at one agreed end), and each process logs an error. A
+session of this name that carries this process's own id is not another
+process: it is a campaign the registry granted whose answer was lost (across a
+partition), and the gateway takes it up.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import asyncio
 import hashlib
 import logging
 import time
+import uuid
 
 from quire.common.v1 import common_pb2
 from quire_api.errors import QuireError, Reason, Unavailable
@@ -36,6 +41,7 @@ from quire_gateway.remote import Remote
 log = logging.getLogger(__name__)
 
 ADDRESS_PROPERTY = "address"
+PROCESS_PROPERTY = "process"  # a random id per gateway process
 
 
 SESSION_ROLE_PREFIX = "gateway-"  # every gateway session's role starts so (ListLeaders finds them all)
@@ -68,7 +74,10 @@ class GatewaySession:
         # Test-only (QUIRE_GATEWAY_FAULT_WAIT_FOR_PREVIOUS_SESSION): a restart under the same
         # name takes its previous session for alive until its lease lapses, as gateways once did.
         self.wait_for_previous_session = wait_for_previous_session
-        self.holder = RoleHolder(remote, session_role(name), name, ttl_seconds, lambda: {ADDRESS_PROPERTY: address})
+        # Told apart from another process of this name by what it publishes with its session.
+        self.process_id = uuid.uuid4().hex
+        published = {ADDRESS_PROPERTY: address, PROCESS_PROPERTY: self.process_id}
+        self.holder = RoleHolder(remote, session_role(name), name, ttl_seconds, lambda: published)
         self._lease_held = 0  # the lease this process last held its session on (0: none yet)
 
     def owner(self) -> common_pb2.LedgerOwner | None:
@@ -115,7 +124,7 @@ class GatewaySession:
             return True
         if self.is_a_previous_process(owner):
             return False
-        holder, lease_id = await self.remote.get_leader(session_role(owner.gateway))
+        holder, lease_id, _ = await self.remote.get_leader(session_role(owner.gateway))
         return holder == owner.gateway and lease_id == owner.session_id
 
     async def run(self) -> None:
@@ -141,8 +150,13 @@ class GatewaySession:
         compared, not only the name: a lease of ours that just lapsed may
         linger for a moment."""
         try:
-            holder, lease_id = await self.remote.get_leader(session_role(self.name))
+            holder, lease_id, published = await self.remote.get_leader(session_role(self.name))
         except QuireError:
+            return
+        if holder == self.name and lease_id and published.get(PROCESS_PROPERTY) == self.process_id:
+            # This process's own campaign, granted by the registry but its answer lost (a
+            # partition): take that lease up, and the next campaign renews it.
+            self.holder.adopt(lease_id)
             return
         # A lease this process was granted itself, but too late to count as held (a campaign
         # answered after its TTL had passed, as across a partition), is not another process's.
@@ -170,7 +184,7 @@ class GatewaySession:
         give_up_at = time.monotonic() + self.ttl_seconds
         while True:
             try:
-                holder, lease_id = await self.remote.get_leader(role)
+                holder, lease_id, _ = await self.remote.get_leader(role)
                 if holder != self.name or not lease_id:
                     return
                 log.warning(

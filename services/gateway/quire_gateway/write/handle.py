@@ -24,6 +24,9 @@ under-replicated in its metadata (custom key `quire.under-replicated/<bookie>`
 = the first entry the bookie may lack; the auditor repairs it once the ledger
 is closed), and the ensemble changes only when a further failure would leave
 some write set short of A; then every failed bookie is replaced at once.
+Whatever the setting, a failed bookie that no bookie can replace now is left
+out the same way when the write sets can spare it, rather than the ledger
+failed (docs/decisions.md).
 A fence (FAILED_PRECONDITION
 LEDGER_FENCED from a bookie, or metadata IN_RECOVERY) fails the handle
 instead: the ledger belongs to a recovery now.
@@ -471,6 +474,7 @@ class WriteHandle:
         they are marked in the same write, for the auditor to copy back to it
         when it returns (or to its replacement in the old segment if it does
         not), so the copies the user asked for are restored."""
+        leave_out = False
         async with self._change_lock:
             if self._failure is not None or failed not in self.ensemble:
                 return
@@ -509,10 +513,22 @@ class WriteHandle:
                 for replacement, entries in resend.items():
                     self._queue([replacement], entries)
             except QuireError as exc:
-                self._fail(exc)
+                # No bookie can take its place now (too few registered: a partition between the
+                # registry and etcd lets registrations lapse), but every write set keeps A live
+                # members without it: write on without it, as a delayed ensemble change does,
+                # rather than fail the ledger; a later failure tries a replacement again.
+                leave_out = exc.reason == Reason.NOT_ENOUGH_BOOKIES and self._can_leave_out(failed)
+                if leave_out:
+                    log.warning("ledger %s: no bookie can replace %s now (%s); writing on without it",
+                                self.ledger_id, failed, exc.message)  # fmt: skip
+                else:
+                    self._fail(exc)
             finally:
                 self._stable.set()
-        self._advance()
+        if leave_out:
+            await self._leave_out(failed, first_unstored)  # it advances
+        else:
+            self._advance()
 
     async def _replacement(self, ensemble: list[str], failed: str, failing: set[str]) -> str:
         """A bookie to take `failed`'s place in `ensemble`, never one of
