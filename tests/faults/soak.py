@@ -1,5 +1,8 @@
 """The soak: a local cluster under steady write and read load with periodic
-faults for a long time (`make soak`; SOAK_MINUTES, default 30).
+faults for a long time (`make soak`; SOAK_MINUTES, default 30). With the
+partition nemesis (SOAK_PARTITIONS, on by default; needs root) the cluster
+runs in the network lab and partitions take turns with the kills; docs/faults.md
+lists the turn.
 
 While it runs it samples every process's RSS and open file descriptors
 (SOAK_SAMPLE_SECONDS) into build/soak/samples.jsonl. At the end it requires:
@@ -8,6 +11,8 @@ While it runs it samples every process's RSS and open file descriptors
   wrong_bytes == 0 and the rest), each ledger checked and deleted as soon as
   its writer ends, so the soak's own memory stays flat;
 - no traceback or asyncio/OpenTelemetry lifecycle error in any service log;
+- every closed ledger back at its write quorum's copies of every entry
+  (CopyCheck), and full service after every fault;
 - memory and descriptors that flatten: for every process that lived through the
   last two thirds of the run, the growth over the last third must be at most
   half the growth over the second third, or within a small absolute slack.
@@ -21,23 +26,28 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import shutil
 import statistics
 import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
+import grpc
+
+from quire_api.ids import LedgerId
 from quire_client import QuireClient, QuireClientError
 from quire_client.cluster import LocalCluster
 from tests.faults.checker import Verdict, check, read_back
 from tests.faults.history import History
-from tests.faults.lab import fault_cluster
-from tests.faults.scenarios import PASSWORD, new_ledger
+from tests.faults.lab import fault_cluster, lab_cluster
+from tests.faults.netns import NetLab
+from tests.faults.scenarios import PASSWORD, new_ledger, thinly_replicated
 from tests.faults.workload import READER_PROCESS, Writer, observe_lac, read_all
 
 # Lines that must never appear in a service log: an unhandled exception, or a
@@ -82,6 +92,7 @@ class Settings:
     ledger_entries: int
     pace_seconds: float
     out: Path
+    partitions: bool  # the network lab and the partition nemesis (needs root)
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -95,6 +106,7 @@ class Settings:
             # (the machine is shared); 2 ms: at most about 500 entries/s per writer.
             pace_seconds=_setting("SOAK_PACE_MS", 2) / 1000,
             out=Path(os.environ.get("SOAK_DIR", "build/soak")),
+            partitions=os.environ.get("SOAK_PARTITIONS", "1") != "0",
         )
 
 
@@ -179,6 +191,10 @@ class Totals:
     reads: int = 0
     read_failures: int = 0
     errors: list[str] = field(default_factory=list)
+    # Writers refused because their ledger was fenced, closed or taken over by a recovery.
+    refused: Counter[str] = field(default_factory=Counter)
+    copies_checked: int = 0  # closed ledgers found at W good copies of every entry
+    thin_at_end: list[str] = field(default_factory=list)  # "ledger: n entries" still short of W
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def add(self, verdict: Verdict) -> None:
@@ -211,6 +227,7 @@ class LedgerLoop:
     def __init__(self, cluster: LocalCluster, slot: int, settings: Settings, totals: Totals, stop: threading.Event):
         self.cluster, self.slot, self.settings, self.totals, self.stop = cluster, slot, settings, totals, stop
         self.current: tuple[str, History] | None = None  # the live ledger, for the reader
+        self.copies: CopyCheck | None = None  # checks and deletes the ledgers read back
         self._thread = threading.Thread(target=self._run, name=f"ledger-loop-{slot}", daemon=True)
 
     def _run(self) -> None:
@@ -242,6 +259,9 @@ class LedgerLoop:
         writer.start()
         writer.join(timeout=900)
         self.current = None
+        if writer.error is not None and writer.error.reason in REFUSED_AS_ENDED:
+            with self.totals.lock:
+                self.totals.refused[writer.error.reason] += 1
         if writer.error is None:
             # A writer that ended well closes its ledger, as applications do; recovery
             # (in read_back) does the closing only after a fault broke the session.
@@ -254,7 +274,11 @@ class LedgerLoop:
             time.sleep(1.0)
             final = read_back(client, ledger.qualified_name, history, PASSWORD)
         self.totals.add(check(history, [final]))
-        if not final.error:
+        if final.error:
+            return
+        if self.copies is not None:
+            self.copies.put(ledger)
+        else:
             retrying(lambda: client.delete_ledger(ledger.qualified_name), "delete ledger")
 
     def start(self) -> LedgerLoop:
@@ -265,6 +289,68 @@ class LedgerLoop:
         self._thread.join(timeout=1200)
         if self._thread.is_alive():
             self.totals.errors.append(f"writer slot {self.slot} did not finish")
+
+
+REFUSED_AS_ENDED = {"ERROR_REASON_LEDGER_FENCED", "ERROR_REASON_LEDGER_CLOSED", "ERROR_REASON_LEDGER_OWNER_GONE"}
+COPIES_DEADLINE_SECONDS = 600.0  # for the auditor to restore a closed ledger's copies after the faults
+
+
+class CopyCheck:
+    """Closed, checked ledgers wait here until every entry has W good copies
+    on the bookies (the auditor repairs what faults left thin), then are
+    deleted; one still short after COPIES_DEADLINE_SECONDS is reported."""
+
+    def __init__(self, cluster: LocalCluster, totals: Totals) -> None:
+        self.cluster, self.totals = cluster, totals
+        self._waiting: list[tuple[LedgerId, float]] = []
+        self._lock = threading.Lock()
+        self._draining = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="copy-check", daemon=True)
+
+    def put(self, ledger: LedgerId) -> None:
+        with self._lock:
+            self._waiting.append((ledger, time.monotonic()))
+
+    def _run(self) -> None:
+        with QuireClient(self.cluster.gateway_target, self.cluster.registry_target, timeout=30) as client:
+            while True:
+                with self._lock:
+                    batch, self._waiting = self._waiting, []
+                if not batch and self._draining.is_set():
+                    return
+                for ledger, since in batch:
+                    self._check(client, ledger, since)
+                time.sleep(5.0)
+
+    def _check(self, client: QuireClient, ledger: LedgerId, since: float) -> None:
+        try:
+            thin = thinly_replicated(client, ledger)
+        except (QuireClientError, grpc.RpcError):
+            thin = -1  # a fault under way: look again
+        if thin and time.monotonic() - since < COPIES_DEADLINE_SECONDS:
+            self.put_back(ledger, since)
+            return
+        with self.totals.lock:
+            if thin:
+                self.totals.thin_at_end.append(f"{ledger.qualified_name}: {thin} entries")
+            else:
+                self.totals.copies_checked += 1
+        retrying(lambda: client.delete_ledger(ledger.qualified_name), "delete ledger")
+
+    def put_back(self, ledger: LedgerId, since: float) -> None:
+        with self._lock:
+            self._waiting.append((ledger, since))
+
+    def start(self) -> CopyCheck:
+        self._thread.start()
+        return self
+
+    def drain(self) -> None:
+        """Wait until every ledger handed over is checked (or past its deadline)."""
+        self._draining.set()
+        self._thread.join(timeout=COPIES_DEADLINE_SECONDS + 120)
+        if self._thread.is_alive():
+            self.totals.errors.append("the copy check did not finish")
 
 
 def abandon_read(client: QuireClient, ledger: str, lac: int) -> None:
@@ -319,6 +405,9 @@ class Fault:
     target: str
     seconds: float = 0.0
     error: str = ""
+    # From the end of the fault (the heal, the restart, the resume) until a probe
+    # creates, writes, closes and deletes a ledger through the gateway.
+    to_service_seconds: float = 0.0
 
 
 # bookie-3 is never killed or paused and bookie-2 only paused, so that bookies
@@ -336,8 +425,31 @@ ROTATION = (
     ("kill", "placement"),
     ("restart", "etcd"),
 )
+# With the network lab (SOAK_PARTITIONS, the default) partitions take turns with
+# the kills: a process cut from all the others, the gateway cut from the metadata
+# side only (registry and etcd), etcd's minority cut from its majority, and the
+# gateway paused past its session lease. Each lasts PARTITION_SECONDS at random.
+PARTITION_ROTATION = (
+    ("kill", "bookie-1"),
+    ("isolate", "bookie-1"),
+    ("pause", "bookie-2"),
+    ("cut-metadata", "gateway"),
+    ("kill", "gateway"),
+    ("etcd-minority", "etcd"),
+    ("restart", "etcd"),
+    ("pause-past-lease", "gateway"),
+    ("kill", "registry"),
+    ("isolate", "registry"),
+    ("kill", "bookie-1"),
+    ("isolate", "placement"),
+    ("kill", "placement"),
+    ("isolate", "gateway"),
+)
 SINGLETONS = {"gateway", "registry", "placement"}
 PAUSE_SECONDS = 8.0
+PARTITION_SECONDS = (5.0, 30.0)
+SESSION_SECONDS = 10.0  # the gateway's default session lease (QUIRE_GATEWAY_SESSION_SECONDS)
+PARTITION_KINDS = {"isolate", "cut-metadata", "etcd-minority", "pause-past-lease"}
 
 
 def inject(cluster: LocalCluster, kind: str, target: str) -> None:
@@ -351,6 +463,44 @@ def inject(cluster: LocalCluster, kind: str, target: str) -> None:
         cluster.resume(target)
     elif kind == "restart":
         cluster.restart(target, timeout=120)
+
+
+def partition(net: NetLab, cluster: LocalCluster, kind: str, target: str, seconds: float) -> None:
+    """One partition-nemesis fault, healed after `seconds`."""
+    etcd = cluster.etcd_names
+    if kind == "isolate":
+        net.isolate(target)
+    elif kind == "cut-metadata":
+        net.isolate(target, from_=["registry", *etcd])
+    elif kind == "etcd-minority":
+        for member in etcd[1:]:
+            net.partition(etcd[0], member)
+    elif kind == "pause-past-lease":
+        cluster.pause(target)
+        seconds += SESSION_SECONDS
+    try:
+        time.sleep(seconds)
+    finally:
+        if kind == "pause-past-lease":
+            cluster.resume(target)
+        else:
+            net.heal()
+
+
+def seconds_to_service(cluster: LocalCluster, deadline_seconds: float = 300.0) -> float:
+    """How long until a ledger can be created, written, closed and deleted through the gateway."""
+    started = time.monotonic()
+    with QuireClient(cluster.gateway_target, cluster.registry_target, timeout=10) as client:
+        while time.monotonic() - started < deadline_seconds:
+            try:
+                ledger = new_ledger(client, History(), attempts=1)
+                client.add_entry(ledger.qualified_name, b"probe")
+                client.close_ledger(ledger.qualified_name)
+                client.delete_ledger(ledger.qualified_name)
+                return round(time.monotonic() - started, 1)
+            except QuireClientError:
+                time.sleep(0.5)
+    raise RuntimeError(f"no service within {deadline_seconds:.0f} s")
 
 
 # -- judging ------------------------------------------------------------------
@@ -406,6 +556,19 @@ class Soak:
         self.settings = settings
         self.run_seconds = settings.minutes * 60
         self.faults: list[Fault] = []
+        self.rng = random.Random(int(_setting("SOAK_SEED", 1)))
+
+    @contextlib.contextmanager
+    def cluster(self) -> Iterator[tuple[NetLab | None, LocalCluster]]:
+        """Four bookies and three etcd members in the network lab with the
+        partition nemesis; the plain local cluster without it."""
+        data_dir = self.settings.out / "cluster"
+        if self.settings.partitions:
+            with lab_cluster(data_dir, bookies=4, etcd_members=3) as (net, cluster):
+                yield net, cluster
+        else:
+            with fault_cluster(data_dir) as cluster:
+                yield None, cluster
 
     def run(self) -> int:
         out = self.settings.out
@@ -413,7 +576,7 @@ class Soak:
         out.mkdir(parents=True)
         stop = threading.Event()
         totals = Totals()
-        with fault_cluster(out / "cluster") as cluster:
+        with self.cluster() as (net, cluster):
             started = time.monotonic()
             sampler = Sampler(cluster, out / "samples.jsonl", self.settings.sample_seconds, started)
             sampler.start()
@@ -421,19 +584,24 @@ class Soak:
                 LedgerLoop(cluster, slot, self.settings, totals, stop).start() for slot in range(self.settings.writers)
             ]
             reader = Reader(cluster, loops, totals, stop).start()
+            copies = CopyCheck(cluster, totals).start()
+            for loop in loops:
+                loop.copies = copies
             try:
-                self._inject_faults(cluster, started)
+                self._inject_faults(cluster, net, started)
             finally:
                 stop.set()
                 for loop in loops:
                     loop.join()
                 reader.join()
+                copies.drain()
                 sampler.close()
             elapsed = time.monotonic() - started
             log_errors = scan_logs(cluster.data_dir / "logs")
         return self._report(sampler.samples, totals, log_errors, elapsed)
 
-    def _inject_faults(self, cluster: LocalCluster, started: float) -> None:
+    def _inject_faults(self, cluster: LocalCluster, net: NetLab | None, started: float) -> None:
+        rotation = ROTATION if net is None else PARTITION_ROTATION
         step = 0
         while True:
             now = time.monotonic() - started
@@ -442,20 +610,26 @@ class Soak:
                 time.sleep(max(0.0, self.run_seconds - now))
                 return
             time.sleep(max(0.0, next_at - now))
-            kind, target = ROTATION[step % len(ROTATION)]
+            kind, target = rotation[step % len(rotation)]
             step += 1
-            while target in SINGLETONS and next_at > self.run_seconds / 3:
-                kind, target = ROTATION[step % len(ROTATION)]
+            while kind == "kill" and target in SINGLETONS and next_at > self.run_seconds / 3:
+                kind, target = rotation[step % len(rotation)]
                 step += 1
             fault = Fault(round(time.monotonic() - started, 1), kind, target)
             began = time.monotonic()
             try:
-                inject(cluster, kind, target)
+                if net is not None and kind in PARTITION_KINDS:
+                    partition(net, cluster, kind, target, self.rng.uniform(*PARTITION_SECONDS))
+                else:
+                    inject(cluster, kind, target)
+                fault.seconds = round(time.monotonic() - began, 1)
+                fault.to_service_seconds = seconds_to_service(cluster)
             except Exception as exc:  # a service that does not come back fails the soak
                 fault.error = f"{type(exc).__name__}: {exc}"
-            fault.seconds = round(time.monotonic() - began, 1)
+                fault.seconds = round(time.monotonic() - began, 1)
             self.faults.append(fault)
-            print(f"[soak] t={fault.t:.0f}s {kind} {target} ({fault.seconds}s) {fault.error}", flush=True)
+            print(f"[soak] t={fault.t:.0f}s {kind} {target} ({fault.seconds}s, service after "
+                  f"{fault.to_service_seconds}s) {fault.error}", flush=True)  # fmt: skip
 
     def _report(
         self, samples: list[dict[str, object]], totals: Totals, log_errors: dict[str, dict[str, object]], elapsed: float
@@ -486,12 +660,20 @@ class Soak:
             failures.append(f"ledgers not read back: {verdict.read_errors[:5]}")
         failures.extend(totals.errors)
         failures.extend(f"fault {f.kind} {f.target} at {f.t}s: {f.error}" for f in self.faults if f.error)
+        failures.extend(f"entries short of their write quorum's copies: {thin}" for thin in totals.thin_at_end)
+        longest: dict[str, float] = {}
+        for f in self.faults:
+            longest[f.kind] = max(longest.get(f.kind, 0.0), f.to_service_seconds)
         for log, hits in log_errors.items():
             failures.append(f"{log}: {hits}")
         summary = {
             "minutes": round(elapsed / 60, 1),
             "faults": [asdict(f) for f in self.faults],
             "fault_counts": dict(Counter(f"{f.kind} {f.target}" for f in self.faults)),
+            "longest_to_service_seconds": longest,
+            "refused_as_ended": dict(totals.refused),
+            "ledgers_at_full_copies": totals.copies_checked,
+            "ledgers_thin_at_end": totals.thin_at_end,
             "ledgers": totals.ledgers,
             "tail_reads": totals.reads,
             "tail_read_failures": totals.read_failures,
@@ -516,6 +698,10 @@ def markdown(summary: dict) -> str:  # type: ignore[type-arg]
         f"- ledgers written, checked and deleted: {summary['ledgers']}; acked entries {v['acked']}, "
         f"acked_lost {v['acked_lost']}, wrong_bytes {v['wrong_bytes']}, unknown adds {v['unknown_adds']}",
         f"- tail reads: {summary['tail_reads']} ({summary['tail_read_failures']} failed during faults)",
+        f"- longest time from a fault's end to full service, by kind (s): {summary['longest_to_service_seconds']}",
+        f"- writers refused as their ledger was ended elsewhere: {summary['refused_as_ended'] or 'none'}",
+        f"- closed ledgers back at W copies of every entry: {summary['ledgers_at_full_copies']}; "
+        f"still short at the end: {len(summary['ledgers_thin_at_end'])}",
         f"- log errors: {summary['log_errors'] or 'none'}",
         "",
         "| process | pid | lived (s) | RSS MB start / mid / end | fds start / mid / end "
