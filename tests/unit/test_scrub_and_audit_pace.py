@@ -4,7 +4,8 @@ the audit pace themselves."""
 from quire.common.v1 import common_pb2
 from quire_api.ids import LedgerId
 from quire_gateway.autorecovery import scrub
-from quire_gateway.autorecovery.scrub import CHECK_CHUNK_ENTRIES, PassSchedule, _Asked, _Batch, _questions
+from quire_api.replication import entries_held
+from quire_gateway.autorecovery.scrub import CHECK_CHUNK_ENTRIES, PassSchedule, _Batch, _Row, _rows
 
 
 def ledger(ensembles: list[tuple[int, list[str]]], last: int) -> common_pb2.LedgerMetadata:
@@ -14,11 +15,20 @@ def ledger(ensembles: list[tuple[int, list[str]]], last: int) -> common_pb2.Ledg
     return metadata
 
 
+def asked_of(metadata: common_pb2.LedgerMetadata, registered: set[str], confirmed: int, verify: range) -> set:
+    """Each row as the bookie expands it: (bookie, ids looked for, ids verified)."""
+    found = set()
+    for bookie, row in _rows(metadata, registered, confirmed, verify):
+        held = entries_held(3, 2, row.position, row.first, row.last)
+        verified = [e for e in held if row.verifies(e)]
+        assert (row.held, row.verified) == (len(held), len(verified))
+        found.add((bookie, tuple(e for e in held if not row.verifies(e)), tuple(verified)))
+    return found
+
+
 def test_each_bookie_is_asked_for_what_its_write_sets_give_it_the_sample_verified_on_it():
     metadata = ledger([(0, ["a", "b", "c"]), (6, ["a", "b", "d"])], last=8)
-    asked = list(_questions(metadata, LedgerId(1, 2), {"a", "b", "c", "d"}, confirmed=8, verify=range(2, 4)))
-    by_bookie = {(bookie, tuple(a.entry_ids), tuple(a.verify_entry_ids)) for bookie, a in asked}
-    assert by_bookie == {
+    assert asked_of(metadata, {"a", "b", "c", "d"}, confirmed=8, verify=range(2, 4)) == {
         ("a", (0, 5), (2, 3)),  # entry e goes to positions e, e+1 (mod 3)
         ("b", (0, 1, 4), (3,)),
         ("c", (1, 4, 5), (2,)),
@@ -30,19 +40,33 @@ def test_each_bookie_is_asked_for_what_its_write_sets_give_it_the_sample_verifie
 
 def test_unregistered_bookies_and_entries_past_the_confirmed_one_are_not_asked():
     metadata = ledger([(0, ["a", "b", "c"])], last=-1)
-    asked = list(_questions(metadata, LedgerId(1, 2), {"a", "b"}, confirmed=1, verify=range(0)))
-    assert {(bookie, tuple(a.entry_ids)) for bookie, a in asked} == {("a", (0,)), ("b", (0, 1))}
+    assert asked_of(metadata, {"a", "b"}, confirmed=1, verify=range(0)) == {("a", (0,), ()), ("b", (0, 1), ())}
 
 
-def test_a_batch_takes_each_ledger_once_and_at_most_a_calls_worth_of_ids():
+def test_a_long_segment_is_asked_a_window_at_a_time():
+    metadata = ledger([(0, ["a", "b", "c"])], last=2 * CHECK_CHUNK_ENTRIES + 9)
+    windows = [(row.first, row.last) for bookie, row in _rows(metadata, {"a"}, 2 * CHECK_CHUNK_ENTRIES + 9, range(0))]
+    assert windows == [
+        (0, CHECK_CHUNK_ENTRIES - 1),
+        (CHECK_CHUNK_ENTRIES, 2 * CHECK_CHUNK_ENTRIES - 1),
+        (2 * CHECK_CHUNK_ENTRIES, 2 * CHECK_CHUNK_ENTRIES + 9),
+    ]
+
+
+def test_a_batch_takes_at_most_a_calls_worth_of_copies():
+    metadata = ledger([(0, ["a", "b", "c"])], last=0)
     batch = _Batch()
-    big = _Asked(LedgerId(1, 1), list(range(CHECK_CHUNK_ENTRIES - 1)), [])
-    assert batch.takes(big)
-    batch.add(big)
-    assert batch.takes(_Asked(LedgerId(1, 2), [0], []))
-    assert not batch.takes(_Asked(LedgerId(1, 2), [0], [1]))  # one id too many
-    assert not batch.takes(_Asked(LedgerId(1, 1), [0], []))  # that ledger is in it already
-    assert _Batch().takes(_Asked(LedgerId(1, 3), list(range(CHECK_CHUNK_ENTRIES + 5)), []))  # alone, whatever its size
+    assert batch.takes(_Row(0, 0, 0, CHECK_CHUNK_ENTRIES - 1, 0, -1, 0))
+    batch.add(0, metadata, _Row(0, 0, 0, CHECK_CHUNK_ENTRIES - 1, 0, -1, 0))
+    assert batch.takes(_Row(0, 0, 0, 1, 0, 0, 1))
+    assert not batch.takes(_Row(0, 1, 0, 2, 0, 0, 1))  # one copy too many
+    assert _Batch().takes(_Row(0, 0, 0, CHECK_CHUNK_ENTRIES, 0, -1, 0))  # a whole window alone
+    stripes = batch.stripes()
+    assert (list(stripes.first_entry_ids), list(stripes.verify_last_ids), list(stripes.write_quorums)) == (
+        [0],
+        [-1],
+        [2],
+    )
 
 
 async def test_a_pass_spreads_its_groups_over_nine_tenths_of_its_period(monkeypatch):

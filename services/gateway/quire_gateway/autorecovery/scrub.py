@@ -6,8 +6,11 @@ one CheckEntries call for as many of the group's ledgers as fit in one (up
 to 65,536 entry ids): which of the entries the ledgers' write sets give it
 are missing (a key scan), and which of this pass's rolling sample it stores
 damaged, verified on the bookie itself (header ids and CRC digests), so no
-entry data crosses the network and a small ledger costs a few ids in a
-shared call rather than calls of its own. HMAC digests need the ledger's
+entry data crosses the network and a small ledger costs a few numbers in a
+shared call rather than calls of its own. The question is packed (stripes:
+per ledger segment its range, its stripe of the ensemble and the range to
+verify, in columns), and so is the answer (the copies found missing or
+damaged), so that neither side builds a message per ledger. HMAC digests need the ledger's
 key, which bookies do not hold: the sample of an HMAC ledger is read back
 here and checked with `verified_entry`. Entries are checked up to those
 known to be confirmed: a closed ledger's end, or an open ledger's LAC as its
@@ -30,11 +33,13 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
+from quire.bookie.v1 import bookie_pb2
 from quire.common.v1 import common_pb2
 from quire_api.errors import DataLoss, QuireError
 from quire_api.ids import LedgerId
-from quire_api.replication import entries_held, segment_end
+from quire_api.replication import count_held
 from quire_common.entry import verified_entry
 from quire_common.ledger_secrets import ledger_digester
 from quire_gateway import metrics
@@ -143,19 +148,21 @@ class Scrubber:
 
         batches: dict[str, _Batch] = {}
         read_here: list[tuple[common_pb2.LedgerMetadata, LedgerId, range]] = []
-        for metadata, confirmed in ledgers:
-            ledger_id = LedgerId(metadata.ledger_id.scope_id, metadata.ledger_id.ledger_id)
-            sample = self._next_sample(ledger_id, confirmed)
-            keyed = metadata.digest_type == common_pb2.DIGEST_TYPE_HMAC
-            if keyed:
-                read_here.append((metadata, ledger_id, sample))
-            for bookie, asked in _questions(metadata, ledger_id, registered, confirmed, range(0) if keyed else sample):
-                batch = batches.setdefault(bookie, _Batch())
-                if not batch.takes(asked):
-                    await self._check(bookie, batches.pop(bookie), flag)
+        for index, (metadata, confirmed) in enumerate(ledgers):
+            scope_id, ledger = metadata.ledger_id.scope_id, metadata.ledger_id.ledger_id
+            sample = self._next_sample((scope_id, ledger), confirmed)
+            if metadata.digest_type == common_pb2.DIGEST_TYPE_HMAC:
+                read_here.append((metadata, LedgerId(scope_id, ledger), sample))
+                sample = range(0)
+            for bookie, row in _rows(metadata, registered, confirmed, sample):
+                batch = batches.get(bookie)
+                if batch is None:
                     batch = batches[bookie] = _Batch()
-                batch.add(asked)
-        await asyncio.gather(*(self._check(bookie, batch, flag) for bookie, batch in batches.items()))
+                elif not batch.takes(row):
+                    await self._check(bookie, batches.pop(bookie), ledgers, flag)
+                    batch = batches[bookie] = _Batch()
+                batch.add(index, metadata, row)
+        await asyncio.gather(*(self._check(bookie, batch, ledgers, flag) for bookie, batch in batches.items()))
         for metadata, ledger_id, sample in read_here:
             await self._read_sample(metadata, ledger_id, registered, sample, flag)
         for ledger_id, found in flagged.items():
@@ -168,11 +175,10 @@ class Scrubber:
         self.stats.ledgers += len(ledgers)
         return flagged
 
-    def _next_sample(self, ledger_id: LedgerId, confirmed: int) -> range:
-        """This pass's share of the ledger's rolling sample."""
+    def _next_sample(self, key: tuple[int, int], confirmed: int) -> range:
+        """This pass's share of the rolling sample of ledger `key` (scope, ledger)."""
         if self.settings.sample_entries <= 0:
             return range(0)
-        key = (ledger_id.scope_id, ledger_id.ledger_id)
         first = self._sample_from.get(key, 0)
         if first > confirmed:
             first = 0
@@ -180,28 +186,35 @@ class Scrubber:
         self._sample_from[key] = last + 1
         return range(first, last + 1)
 
-    async def _check(self, bookie: str, batch: _Batch, flag: Flag) -> None:
+    async def _check(
+        self, bookie: str, batch: _Batch, ledgers: list[tuple[common_pb2.LedgerMetadata, int]], flag: Flag
+    ) -> None:
         """One CheckEntries call: what of `batch` the bookie lacks or holds damaged."""
         await self._entries.spend(batch.size)
-        asked = [(a.ledger_id, a.entry_ids, a.verify_entry_ids) for a in batch.asked]
         try:
-            found = await self.remote.check_entries(bookie, asked)
+            found = await self.remote.check_entries(bookie, batch.stripes())
         except QuireError as exc:
-            log.info("scrub: %d ledgers on bookie %s skipped this pass: %s", len(asked), bookie, exc)
+            log.info("scrub: %d ledger segments on bookie %s skipped this pass: %s", len(batch.rows), bookie, exc)
             return
-        await self._bytes.spend(sum(f.bytes_verified for f in found))
-        for question, result in zip(batch.asked, found, strict=True):
-            self.stats.entries_checked += question.size
-            self.stats.entries_sampled += len(question.verify_entry_ids) - len(
-                set(result.missing_entry_ids) & set(question.verify_entry_ids)
-            )
-            self.stats.missing += len(result.missing_entry_ids)
-            self.stats.damaged += len(result.damaged_entry_ids)
-            if result.damaged_entry_ids:
-                metrics.digest_mismatches.add(len(result.damaged_entry_ids), {"bookie_id": bookie})
-            for bad in (result.missing_entry_ids, result.damaged_entry_ids):
-                if bad:
-                    flag(question.ledger_id, bookie, min(bad), max(bad))
+        await self._bytes.spend(found.bytes_verified)
+        self.stats.entries_checked += batch.size
+        self.stats.entries_sampled += batch.verified
+        bad: dict[int, tuple[int, int]] = {}  # row -> the lowest and highest entry found missing or damaged
+        for row, entry_id in zip(found.missing_rows, found.missing_entry_ids, strict=True):
+            if batch.rows[row].verifies(entry_id):
+                self.stats.entries_sampled -= 1  # asked to verify, but not there
+            low, high = bad.get(row, (entry_id, entry_id))
+            bad[row] = (min(low, entry_id), max(high, entry_id))
+        for row, entry_id in zip(found.damaged_rows, found.damaged_entry_ids, strict=True):
+            low, high = bad.get(row, (entry_id, entry_id))
+            bad[row] = (min(low, entry_id), max(high, entry_id))
+        self.stats.missing += len(found.missing_entry_ids)
+        self.stats.damaged += len(found.damaged_entry_ids)
+        if found.damaged_entry_ids:
+            metrics.digest_mismatches.add(len(found.damaged_entry_ids), {"bookie_id": bookie})
+        for row, (low, high) in bad.items():
+            ledger_id = ledgers[batch.ledgers[row]][0].ledger_id
+            flag(LedgerId(ledger_id.scope_id, ledger_id.ledger_id), bookie, low, high)
 
     async def _read_sample(
         self,
@@ -263,58 +276,88 @@ class Scrubber:
 Flag = Callable[[LedgerId, str, int, int], None]
 
 
-@dataclass(frozen=True)
-class _Asked:
-    """One ledger's part of a bookie's CheckEntries call."""
+class _Row(NamedTuple):
+    """One row of a bookie's CheckEntries stripes: the entries first..last
+    of a ledger segment that position `position` of its ensemble holds
+    (`held` of them), those in verify_first..verify_last (`verified` of
+    them) to be verified on the bookie."""
 
-    ledger_id: LedgerId
-    entry_ids: list[int]  # looked for
-    verify_entry_ids: list[int]  # read back and verified on the bookie
+    first: int
+    last: int
+    position: int
+    held: int
+    verify_first: int
+    verify_last: int
+    verified: int
 
-    @property
-    def size(self) -> int:
-        return len(self.entry_ids) + len(self.verify_entry_ids)
+    def verifies(self, entry_id: int) -> bool:
+        return self.verify_first <= entry_id <= self.verify_last
 
 
 class _Batch:
-    """One bookie's next CheckEntries call: each ledger once, at most
-    CHECK_CHUNK_ENTRIES ids in all."""
+    """One bookie's next CheckEntries call: rows of many ledgers, at most
+    CHECK_CHUNK_ENTRIES copies in all (a lone row may be a whole window)."""
 
     def __init__(self) -> None:
-        self.asked: list[_Asked] = []
-        self.size = 0
-        self._ledgers: set[LedgerId] = set()
+        self.rows: list[_Row] = []
+        self.ledgers: list[int] = []  # each row's ledger, an index into the group
+        self.scope_ids: list[int] = []
+        self.ledger_ids: list[int] = []
+        self.ensemble_sizes: list[int] = []
+        self.write_quorums: list[int] = []
+        self.size = 0  # copies asked about
+        self.verified = 0  # of them, to be verified
 
-    def takes(self, asked: _Asked) -> bool:
-        if not self.asked:
-            return True
-        return asked.ledger_id not in self._ledgers and self.size + asked.size <= CHECK_CHUNK_ENTRIES
+    def takes(self, row: _Row) -> bool:
+        return not self.rows or self.size + row.held <= CHECK_CHUNK_ENTRIES
 
-    def add(self, asked: _Asked) -> None:
-        self.asked.append(asked)
-        self.size += asked.size
-        self._ledgers.add(asked.ledger_id)
+    def add(self, ledger_index: int, metadata: common_pb2.LedgerMetadata, row: _Row) -> None:
+        self.rows.append(row)
+        self.ledgers.append(ledger_index)
+        self.scope_ids.append(metadata.ledger_id.scope_id)
+        self.ledger_ids.append(metadata.ledger_id.ledger_id)
+        self.ensemble_sizes.append(metadata.ensemble_size)
+        self.write_quorums.append(metadata.write_quorum_size)
+        self.size += row.held
+        self.verified += row.verified
+
+    def stripes(self) -> bookie_pb2.EntryStripes:
+        rows = self.rows
+        return bookie_pb2.EntryStripes(
+            scope_ids=self.scope_ids,
+            ledger_ids=self.ledger_ids,
+            first_entry_ids=[row.first for row in rows],
+            last_entry_ids=[row.last for row in rows],
+            ensemble_sizes=self.ensemble_sizes,
+            write_quorums=self.write_quorums,
+            positions=[row.position for row in rows],
+            verify_first_ids=[row.verify_first for row in rows],
+            verify_last_ids=[row.verify_last for row in rows],
+        )
 
 
-def _questions(
-    metadata: common_pb2.LedgerMetadata, ledger_id: LedgerId, registered: set[str], confirmed: int, verify: range
-) -> Iterator[tuple[str, _Asked]]:
+def _rows(
+    metadata: common_pb2.LedgerMetadata, registered: set[str], confirmed: int, verify: range
+) -> Iterator[tuple[str, _Row]]:
     """What to ask each registered bookie of the ledger's segments, up to
     entry `confirmed`: the entries its write sets give it, a window of ids
-    at a time (a big segment never becomes one list), those in `verify` to
-    be verified on the bookie. A missing bookie is the auditor's lost-bookie
+    at a time (so that a row fits in one call), those in `verify` to be
+    verified on the bookie. A missing bookie is the auditor's lost-bookie
     case, not the scrub's."""
-    for segment, ensemble in enumerate(metadata.ensembles):
+    size, quorum = metadata.ensemble_size, metadata.write_quorum_size
+    ensembles = metadata.ensembles
+    last_segment = len(ensembles) - 1
+    for segment, ensemble in enumerate(ensembles):
         first = int(ensemble.first_entry_id)
-        open_end = segment == len(metadata.ensembles) - 1  # the last segment ends at `confirmed`
-        end = confirmed if open_end else min(segment_end(metadata, segment), confirmed)
-        for position, bookie in enumerate(ensemble.bookie_ids):
-            if bookie not in registered:
-                continue
-            for start in range(first, end + 1, CHECK_CHUNK_ENTRIES):
-                last = min(end, start + CHECK_CHUNK_ENTRIES - 1)
-                held = entries_held(metadata.ensemble_size, metadata.write_quorum_size, position, start, last)
+        # The last segment ends at `confirmed`; the others where the next begins.
+        end = confirmed if segment == last_segment else min(int(ensembles[segment + 1].first_entry_id) - 1, confirmed)
+        for start in range(first, end + 1, CHECK_CHUNK_ENTRIES):
+            last = min(end, start + CHECK_CHUNK_ENTRIES - 1)
+            verify_first, verify_last = max(start, verify.start), min(last, verify.stop - 1)
+            for position, bookie in enumerate(ensemble.bookie_ids):
+                if bookie not in registered:
+                    continue
+                held = count_held(size, quorum, position, start, last)
                 if held:
-                    to_verify = [e for e in held if e in verify]
-                    looked_for = [e for e in held if e not in verify] if to_verify else held
-                    yield bookie, _Asked(ledger_id, looked_for, to_verify)
+                    verified = count_held(size, quorum, position, verify_first, verify_last)
+                    yield bookie, _Row(start, last, position, held, verify_first, verify_last, verified)
