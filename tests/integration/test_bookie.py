@@ -701,8 +701,8 @@ async def test_check_entries_by_stripes_expands_each_row_to_the_copies_its_booki
         bookie_pb2.CheckEntriesRequest(stripes=stripes((LEDGER, 0, 1, 3, 2, 3, 0, -1))),  # no position 3 of 3
         bookie_pb2.CheckEntriesRequest(stripes=stripes((LEDGER, 0, 1, 0, 0, 0, 0, -1))),
         bookie_pb2.CheckEntriesRequest(
-            stripes=stripes((LEDGER, 0, 40_000, 1, 1, 0, 0, -1), (other, 0, 25_535, 1, 1, 0, 0, -1))
-        ),  # 65,537 copies
+            stripes=stripes((LEDGER, 0, 40_000, 3, 1, 0, 0, -1), (other, 0, 25_535, 3, 1, 0, 0, -1))
+        ),  # 65,537 ids spanned, a third of them held
     ]
     for request in refused:
         with pytest.raises(grpc.aio.AioRpcError) as caught:

@@ -2,10 +2,9 @@
 the audit pace themselves."""
 
 from quire.common.v1 import common_pb2
-from quire_api.ids import LedgerId
-from quire_gateway.autorecovery import scrub
 from quire_api.replication import entries_held
-from quire_gateway.autorecovery.scrub import CHECK_CHUNK_ENTRIES, PassSchedule, _Batch, _Row, _rows
+from quire_gateway.autorecovery import scrub
+from quire_gateway.autorecovery.scrub import CHECK_CHUNK_ENTRIES, PassSchedule, _Batch, _Row, _rows, held_per_position
 
 
 def ledger(ensembles: list[tuple[int, list[str]]], last: int) -> common_pb2.LedgerMetadata:
@@ -18,7 +17,7 @@ def ledger(ensembles: list[tuple[int, list[str]]], last: int) -> common_pb2.Ledg
 def asked_of(metadata: common_pb2.LedgerMetadata, registered: set[str], confirmed: int, verify: range) -> set:
     """Each row as the bookie expands it: (bookie, ids looked for, ids verified)."""
     found = set()
-    for bookie, row in _rows(metadata, registered, confirmed, verify):
+    for bookie, row in _rows(0, metadata, registered, confirmed, verify):
         held = entries_held(3, 2, row.position, row.first, row.last)
         verified = [e for e in held if row.verifies(e)]
         assert (row.held, row.verified) == (len(held), len(verified))
@@ -45,7 +44,9 @@ def test_unregistered_bookies_and_entries_past_the_confirmed_one_are_not_asked()
 
 def test_a_long_segment_is_asked_a_window_at_a_time():
     metadata = ledger([(0, ["a", "b", "c"])], last=2 * CHECK_CHUNK_ENTRIES + 9)
-    windows = [(row.first, row.last) for bookie, row in _rows(metadata, {"a"}, 2 * CHECK_CHUNK_ENTRIES + 9, range(0))]
+    windows = [
+        (row.first, row.last) for bookie, row in _rows(0, metadata, {"a"}, 2 * CHECK_CHUNK_ENTRIES + 9, range(0))
+    ]
     assert windows == [
         (0, CHECK_CHUNK_ENTRIES - 1),
         (CHECK_CHUNK_ENTRIES, 2 * CHECK_CHUNK_ENTRIES - 1),
@@ -53,20 +54,31 @@ def test_a_long_segment_is_asked_a_window_at_a_time():
     ]
 
 
-def test_a_batch_takes_at_most_a_calls_worth_of_copies():
-    metadata = ledger([(0, ["a", "b", "c"])], last=0)
+def test_held_per_position_counts_what_the_striping_rule_lists():
+    for ensemble_size in range(1, 6):
+        for write_quorum in range(1, ensemble_size + 1):
+            for first in range(0, 7):
+                for last in range(first - 2, first + 13):
+                    assert held_per_position(ensemble_size, write_quorum, first, last) == [
+                        len(entries_held(ensemble_size, write_quorum, position, first, last))
+                        for position in range(ensemble_size)
+                    ]
+
+
+def row(span: int) -> _Row:
+    return _Row(0, 1, 2, 3, 2, 0, 0, span - 1, 2 * span // 3, 0, -1, 0)
+
+
+def test_a_batch_takes_rows_spanning_at_most_a_calls_worth_of_ids():
     batch = _Batch()
-    assert batch.takes(_Row(0, 0, 0, CHECK_CHUNK_ENTRIES - 1, 0, -1, 0))
-    batch.add(0, metadata, _Row(0, 0, 0, CHECK_CHUNK_ENTRIES - 1, 0, -1, 0))
-    assert batch.takes(_Row(0, 0, 0, 1, 0, 0, 1))
-    assert not batch.takes(_Row(0, 1, 0, 2, 0, 0, 1))  # one copy too many
-    assert _Batch().takes(_Row(0, 0, 0, CHECK_CHUNK_ENTRIES, 0, -1, 0))  # a whole window alone
+    assert batch.takes(row(CHECK_CHUNK_ENTRIES - 1))
+    batch.add(row(CHECK_CHUNK_ENTRIES - 1))
+    assert batch.takes(row(1))
+    assert not batch.takes(row(2))  # one id too many
+    assert _Batch().takes(row(CHECK_CHUNK_ENTRIES))  # a whole window alone
+    assert batch.copies == 2 * (CHECK_CHUNK_ENTRIES - 1) // 3
     stripes = batch.stripes()
-    assert (list(stripes.first_entry_ids), list(stripes.verify_last_ids), list(stripes.write_quorums)) == (
-        [0],
-        [-1],
-        [2],
-    )
+    assert (list(stripes.scope_ids), list(stripes.verify_last_ids), list(stripes.write_quorums)) == ([1], [-1], [2])
 
 
 async def test_a_pass_spreads_its_groups_over_nine_tenths_of_its_period(monkeypatch):

@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -39,7 +39,6 @@ from quire.bookie.v1 import bookie_pb2
 from quire.common.v1 import common_pb2
 from quire_api.errors import DataLoss, QuireError
 from quire_api.ids import LedgerId
-from quire_api.replication import count_held
 from quire_common.entry import verified_entry
 from quire_common.ledger_secrets import ledger_digester
 from quire_gateway import metrics
@@ -50,7 +49,7 @@ from quire_gateway.repairs import mark_for_repair
 
 log = logging.getLogger(__name__)
 
-CHECK_CHUNK_ENTRIES = 65_536  # a bookie's limit of entry ids per CheckEntries call
+CHECK_CHUNK_ENTRIES = 65_536  # a bookie's limit of entry ids spanned per CheckEntries call
 # Ledgers scrubbed together: their checks share each bookie's calls, and the
 # metadata of a group is all that is held while its answers come back.
 SCRUB_GROUP_LEDGERS = 1_000
@@ -154,14 +153,14 @@ class Scrubber:
             if metadata.digest_type == common_pb2.DIGEST_TYPE_HMAC:
                 read_here.append((metadata, LedgerId(scope_id, ledger), sample))
                 sample = range(0)
-            for bookie, row in _rows(metadata, registered, confirmed, sample):
+            for bookie, row in _rows(index, metadata, registered, confirmed, sample):
                 batch = batches.get(bookie)
                 if batch is None:
                     batch = batches[bookie] = _Batch()
                 elif not batch.takes(row):
                     await self._check(bookie, batches.pop(bookie), ledgers, flag)
                     batch = batches[bookie] = _Batch()
-                batch.add(index, metadata, row)
+                batch.add(row)
         await asyncio.gather(*(self._check(bookie, batch, ledgers, flag) for bookie, batch in batches.items()))
         for metadata, ledger_id, sample in read_here:
             await self._read_sample(metadata, ledger_id, registered, sample, flag)
@@ -190,15 +189,15 @@ class Scrubber:
         self, bookie: str, batch: _Batch, ledgers: list[tuple[common_pb2.LedgerMetadata, int]], flag: Flag
     ) -> None:
         """One CheckEntries call: what of `batch` the bookie lacks or holds damaged."""
-        await self._entries.spend(batch.size)
+        await self._entries.spend(batch.copies)
         try:
             found = await self.remote.check_entries(bookie, batch.stripes())
         except QuireError as exc:
             log.info("scrub: %d ledger segments on bookie %s skipped this pass: %s", len(batch.rows), bookie, exc)
             return
         await self._bytes.spend(found.bytes_verified)
-        self.stats.entries_checked += batch.size
-        self.stats.entries_sampled += batch.verified
+        self.stats.entries_checked += batch.copies
+        self.stats.entries_sampled += sum(row.verified for row in batch.rows)
         bad: dict[int, tuple[int, int]] = {}  # row -> the lowest and highest entry found missing or damaged
         for row, entry_id in zip(found.missing_rows, found.missing_entry_ids, strict=True):
             if batch.rows[row].verifies(entry_id):
@@ -213,8 +212,8 @@ class Scrubber:
         if found.damaged_entry_ids:
             metrics.digest_mismatches.add(len(found.damaged_entry_ids), {"bookie_id": bookie})
         for row, (low, high) in bad.items():
-            ledger_id = ledgers[batch.ledgers[row]][0].ledger_id
-            flag(LedgerId(ledger_id.scope_id, ledger_id.ledger_id), bookie, low, high)
+            ledger_id = LedgerId(batch.rows[row].scope_id, batch.rows[row].ledger_id)
+            flag(ledger_id, bookie, low, high)
 
     async def _read_sample(
         self,
@@ -278,13 +277,19 @@ Flag = Callable[[LedgerId, str, int, int], None]
 
 class _Row(NamedTuple):
     """One row of a bookie's CheckEntries stripes: the entries first..last
-    of a ledger segment that position `position` of its ensemble holds
-    (`held` of them), those in verify_first..verify_last (`verified` of
-    them) to be verified on the bookie."""
+    of a segment of ledger `ledger` (an index into the scrubbed group) that
+    position `position` of its ensemble holds (`held` of them), those in
+    verify_first..verify_last (`verified` of them) to be verified on the
+    bookie."""
 
+    ledger: int
+    scope_id: int
+    ledger_id: int
+    ensemble_size: int
+    write_quorum: int
+    position: int
     first: int
     last: int
-    position: int
     held: int
     verify_first: int
     verify_last: int
@@ -295,41 +300,32 @@ class _Row(NamedTuple):
 
 
 class _Batch:
-    """One bookie's next CheckEntries call: rows of many ledgers, at most
-    CHECK_CHUNK_ENTRIES copies in all (a lone row may be a whole window)."""
+    """One bookie's next CheckEntries call: rows of many ledgers whose
+    ranges span at most CHECK_CHUNK_ENTRIES entry ids in all (the bookie's
+    bound; a row is at most one window)."""
 
     def __init__(self) -> None:
         self.rows: list[_Row] = []
-        self.ledgers: list[int] = []  # each row's ledger, an index into the group
-        self.scope_ids: list[int] = []
-        self.ledger_ids: list[int] = []
-        self.ensemble_sizes: list[int] = []
-        self.write_quorums: list[int] = []
-        self.size = 0  # copies asked about
-        self.verified = 0  # of them, to be verified
+        self.span = 0  # entry ids the rows' ranges cover
+        self.copies = 0  # of them, held by the bookie: the copies asked about
 
     def takes(self, row: _Row) -> bool:
-        return not self.rows or self.size + row.held <= CHECK_CHUNK_ENTRIES
+        return not self.rows or self.span + row.last - row.first + 1 <= CHECK_CHUNK_ENTRIES
 
-    def add(self, ledger_index: int, metadata: common_pb2.LedgerMetadata, row: _Row) -> None:
+    def add(self, row: _Row) -> None:
         self.rows.append(row)
-        self.ledgers.append(ledger_index)
-        self.scope_ids.append(metadata.ledger_id.scope_id)
-        self.ledger_ids.append(metadata.ledger_id.ledger_id)
-        self.ensemble_sizes.append(metadata.ensemble_size)
-        self.write_quorums.append(metadata.write_quorum_size)
-        self.size += row.held
-        self.verified += row.verified
+        self.span += row.last - row.first + 1
+        self.copies += row.held
 
     def stripes(self) -> bookie_pb2.EntryStripes:
         rows = self.rows
         return bookie_pb2.EntryStripes(
-            scope_ids=self.scope_ids,
-            ledger_ids=self.ledger_ids,
+            scope_ids=[row.scope_id for row in rows],
+            ledger_ids=[row.ledger_id for row in rows],
             first_entry_ids=[row.first for row in rows],
             last_entry_ids=[row.last for row in rows],
-            ensemble_sizes=self.ensemble_sizes,
-            write_quorums=self.write_quorums,
+            ensemble_sizes=[row.ensemble_size for row in rows],
+            write_quorums=[row.write_quorum for row in rows],
             positions=[row.position for row in rows],
             verify_first_ids=[row.verify_first for row in rows],
             verify_last_ids=[row.verify_last for row in rows],
@@ -337,27 +333,60 @@ class _Batch:
 
 
 def _rows(
-    metadata: common_pb2.LedgerMetadata, registered: set[str], confirmed: int, verify: range
-) -> Iterator[tuple[str, _Row]]:
+    index: int, metadata: common_pb2.LedgerMetadata, registered: set[str], confirmed: int, verify: range
+) -> list[tuple[str, _Row]]:
     """What to ask each registered bookie of the ledger's segments, up to
     entry `confirmed`: the entries its write sets give it, a window of ids
     at a time (so that a row fits in one call), those in `verify` to be
     verified on the bookie. A missing bookie is the auditor's lost-bookie
-    case, not the scrub's."""
+    case, not the scrub's. Runs for every ledger on every pass: a list, and
+    one count per window for all positions."""
+    scope_id, ledger_id = metadata.ledger_id.scope_id, metadata.ledger_id.ledger_id
     size, quorum = metadata.ensemble_size, metadata.write_quorum_size
     ensembles = metadata.ensembles
     last_segment = len(ensembles) - 1
+    rows = []
     for segment, ensemble in enumerate(ensembles):
-        first = int(ensemble.first_entry_id)
+        first = ensemble.first_entry_id
         # The last segment ends at `confirmed`; the others where the next begins.
-        end = confirmed if segment == last_segment else min(int(ensembles[segment + 1].first_entry_id) - 1, confirmed)
+        end = confirmed if segment == last_segment else min(ensembles[segment + 1].first_entry_id - 1, confirmed)
         for start in range(first, end + 1, CHECK_CHUNK_ENTRIES):
             last = min(end, start + CHECK_CHUNK_ENTRIES - 1)
+            held = held_per_position(size, quorum, start, last)
             verify_first, verify_last = max(start, verify.start), min(last, verify.stop - 1)
+            if (verify_first, verify_last) == (start, last):
+                verified = held
+            else:
+                verified = held_per_position(size, quorum, verify_first, verify_last)
             for position, bookie in enumerate(ensemble.bookie_ids):
-                if bookie not in registered:
-                    continue
-                held = count_held(size, quorum, position, start, last)
-                if held:
-                    verified = count_held(size, quorum, position, verify_first, verify_last)
-                    yield bookie, _Row(start, last, position, held, verify_first, verify_last, verified)
+                if held[position] and bookie in registered:
+                    row = _Row(
+                        index,
+                        scope_id,
+                        ledger_id,
+                        size,
+                        quorum,
+                        position,
+                        start,
+                        last,
+                        held[position],
+                        verify_first,
+                        verify_last,
+                        verified[position],
+                    )
+                    rows.append((bookie, row))
+    return rows
+
+
+def held_per_position(ensemble_size: int, write_quorum: int, first: int, last: int) -> list[int]:
+    """How many of the entries first..last each position of an ensemble
+    holds (entry e goes to positions (e + k) mod E for k < W): count_held
+    for every position at once."""
+    if last < first:
+        return [0] * ensemble_size
+    cycles, rest = divmod(last - first + 1, ensemble_size)
+    held = [cycles * write_quorum] * ensemble_size
+    for entry_id in range(first, first + rest):
+        for copy in range(write_quorum):
+            held[(entry_id + copy) % ensemble_size] += 1
+    return held
