@@ -16,7 +16,10 @@ before and after deleting half the filled ledgers, each with every
 process's CPU per operation.
 
 A copy is one replica of one entry asked about; a copy also sampled (read
-back and digest-checked on its bookie) still counts once.
+back and digest-checked on its bookie) still counts once. The idle window's
+CPU includes what an empty cluster spends idle too (leases, health checks,
+the audit); `--baseline-seconds` measures that first, on the empty cluster,
+and reports the scrub's figures net of it as well.
 
 Numbers are printed (and written as JSON with --json), never asserted.
 """
@@ -188,6 +191,17 @@ def scrub_figures(client: QuireClient) -> dict[str, float]:
     return {key: float(value) for key, value in leader.properties.items() if key.startswith("scrub_")}
 
 
+def idle_cpu_per_second(pids: dict[str, int], seconds: float) -> dict[str, float]:
+    """Each process's CPU seconds per second over `seconds` of idling ({} for 0)."""
+    if seconds <= 0:
+        return {}
+    before = {name: process_cpu_seconds(pid) or 0.0 for name, pid in pids.items()}
+    started = time.monotonic()
+    time.sleep(seconds)
+    elapsed = time.monotonic() - started
+    return {name: ((process_cpu_seconds(pid) or 0.0) - before[name]) / elapsed for name, pid in pids.items()}
+
+
 def etcd_db_bytes(data_dir: Path) -> int:
     return sum(path.stat().st_size for path in data_dir.rglob("db") if path.parent.name == "snap")
 
@@ -202,6 +216,7 @@ def measure(ledgers: int, args: argparse.Namespace) -> dict[str, Any]:
         try:
             pids = {name: pid for name in cluster.processes if (pid := cluster.pid(name)) is not None}
             empty_rss = {name: round(rss_mib(pid), 1) for name, pid in pids.items()}
+            empty_cpu_per_second = idle_cpu_per_second(pids, args.baseline_seconds)
             with QuireClient(cluster.gateway_target, registry=cluster.registry_target) as client:
                 filled, creates_per_second = fill(client, ledgers, args.writers)
                 time.sleep(args.settle_seconds)
@@ -220,6 +235,15 @@ def measure(ledgers: int, args: argparse.Namespace) -> dict[str, Any]:
             sampled = after_scrub.get("scrub_entries_sampled", 0.0) - before_scrub.get("scrub_entries_sampled", 0.0)
             scrubbing = [n for n in pids if n == "gateway" or n.startswith("bookie")]
             scrub_cpu = sum(after_cpu[n] - before_cpu[n] for n in scrubbing)
+            # Net of what the same processes spent idle while the cluster was empty (--baseline-seconds).
+            net_cpu = {n: after_cpu[n] - before_cpu[n] - empty_cpu_per_second.get(n, 0.0) * elapsed for n in scrubbing}
+            net = {}
+            if empty_cpu_per_second and checked:
+                net = {
+                    "idle_cpu_percent_empty": {n: round(100 * rate, 2) for n, rate in empty_cpu_per_second.items()},
+                    "scrub_copies_per_cpu_second_net": round(checked / sum(net_cpu.values())),
+                    "scrub_cpu_us_per_copy_net": {n: round(1e6 * net_cpu[n] / checked, 1) for n in scrubbing},
+                }
             return {
                 "ledgers": ledgers,
                 "filled_per_second": round(creates_per_second, 1),
@@ -237,6 +261,7 @@ def measure(ledgers: int, args: argparse.Namespace) -> dict[str, Any]:
                 "scrub_cpu_us_per_copy": {
                     n: round(1e6 * (after_cpu[n] - before_cpu[n]) / checked, 1) if checked else None for n in scrubbing
                 },
+                **net,
                 "scrub_passes_in_window": int(after_scrub.get("scrub_passes", 0) - before_scrub.get("scrub_passes", 0)),
                 "scrub_last_pass_seconds": after_scrub.get("scrub_last_pass_seconds"),
                 **figures,
@@ -252,6 +277,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--idle-seconds", type=float, default=60.0)
     parser.add_argument("--adds-seconds", type=float, default=5.0, help="each run of adds across open ledgers")
     parser.add_argument("--settle-seconds", type=float, default=5.0, help="after filling, before measuring")
+    parser.add_argument(
+        "--baseline-seconds",
+        type=float,
+        default=0.0,
+        help="first measure the empty cluster idling this long, and report the scrub's CPU net of it",
+    )
     parser.add_argument(
         "--scrub-pass-interval",
         type=float,
