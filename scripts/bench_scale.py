@@ -270,7 +270,7 @@ def measure(ledgers: int, args: argparse.Namespace) -> dict[str, Any]:
             cluster.stop()
 
 
-def main(argv: list[str] | None = None) -> int:
+def arguments() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ledgers", default="0,2000,10000", help="ledger counts, comma-separated")
     parser.add_argument("--writers", type=int, default=16)
@@ -298,7 +298,11 @@ def main(argv: list[str] | None = None) -> int:
         help=f"what to measure after the idle window, comma-separated from {', '.join(OPERATIONS)}; 'none' for none",
     )
     parser.add_argument("--json", dest="json_file", default=None)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = arguments().parse_args(argv)
     if bad := [setting for setting in args.settings if "=" not in setting]:
         print(f"--set: {bad[0]!r} is not NAME=VALUE", file=sys.stderr)
         return 2
