@@ -1,10 +1,21 @@
 """How the scrub packs its questions into bookies' CheckEntries calls, and how the scrub and
 the audit pace themselves."""
 
+from quire.bookie.v1 import bookie_pb2
 from quire.common.v1 import common_pb2
+from quire_api.ids import LedgerId
 from quire_api.replication import entries_held
 from quire_gateway.autorecovery import scrub
-from quire_gateway.autorecovery.scrub import CHECK_CHUNK_ENTRIES, PassSchedule, _Batch, _Row, _rows, held_per_position
+from quire_gateway.autorecovery.scrub import (
+    CHECK_CHUNK_ENTRIES,
+    PassSchedule,
+    Scrubber,
+    ScrubSettings,
+    _Batch,
+    _Row,
+    _rows,
+    held_per_position,
+)
 
 
 def ledger(ensembles: list[tuple[int, list[str]]], last: int) -> common_pb2.LedgerMetadata:
@@ -119,3 +130,71 @@ def test_a_quiet_cluster_reads_every_ledger_only_every_tenth_interval():
     auditor.state.missing_since = {}
     auditor.state.cluster = ClusterFigures(under_replicated_ledgers=1)  # a marker to repair
     assert all(auditor._round_due(bookies[:2]) for _ in range(3))
+
+
+class StripedBookies:
+    """Bookies as CheckEntries by stripes answers them, for copies listed
+    lost or damaged, and the metadata store the scrub marks."""
+
+    def __init__(self, ledgers: list[common_pb2.LedgerMetadata], lost: set, damaged: set) -> None:
+        self.metadata = {(m.ledger_id.scope_id, m.ledger_id.ledger_id): m for m in ledgers}
+        self.lost, self.damaged = lost, damaged
+
+    async def check_entries(self, bookie: str, stripes: bookie_pb2.EntryStripes) -> bookie_pb2.CheckEntriesResponse:
+        response = bookie_pb2.CheckEntriesResponse(rows_checked=len(stripes.scope_ids))
+        for row, (_scope, ledger, first, last, size, quorum, position, verify_first, verify_last) in enumerate(
+            zip(*(getattr(stripes, name) for name in STRIPE_COLUMNS), strict=True)
+        ):
+            for entry_id in entries_held(size, quorum, position, first, last):
+                copy = (bookie, ledger, entry_id)
+                if copy in self.lost:
+                    response.missing_rows.append(row)
+                    response.missing_entry_ids.append(entry_id)
+                elif copy in self.damaged and verify_first <= entry_id <= verify_last:
+                    response.damaged_rows.append(row)
+                    response.damaged_entry_ids.append(entry_id)
+        return response
+
+    async def get_ledger_metadata(self, ledger_id: LedgerId) -> tuple[common_pb2.LedgerMetadata, int]:
+        metadata = common_pb2.LedgerMetadata()
+        metadata.CopyFrom(self.metadata[(ledger_id.scope_id, ledger_id.ledger_id)])
+        return metadata, 1
+
+    async def update_ledger_metadata(self, ledger_id: LedgerId, metadata: common_pb2.LedgerMetadata, version: int):
+        self.metadata[(ledger_id.scope_id, ledger_id.ledger_id)] = metadata
+        return 2
+
+
+STRIPE_COLUMNS = (
+    "scope_ids",
+    "ledger_ids",
+    "first_entry_ids",
+    "last_entry_ids",
+    "ensemble_sizes",
+    "write_quorums",
+    "positions",
+    "verify_first_ids",
+    "verify_last_ids",
+)
+
+
+async def test_what_bookies_report_by_row_is_flagged_on_its_ledger_and_bookie():
+    ledgers = []
+    for number, (last, bookies) in enumerate([(0, ["a", "b", "c"]), (0, ["b", "c", "a"]), (20, ["c", "a", "b"])]):
+        metadata = ledger([(0, bookies)], last=last)
+        metadata.ledger_id.scope_id, metadata.ledger_id.ledger_id = 7, number
+        ledgers.append(metadata)
+    # Ledger 1's entry 0 went missing on c (its second copy); ledger 2 lost entries 4 and 19 on
+    # a, and its copy of entry 2 on c is damaged (within the first pass's sample, 0..15).
+    lost = {("c", 1, 0), ("a", 2, 4), ("a", 2, 19)}
+    bookies = StripedBookies(ledgers, lost, damaged={("c", 2, 2)})
+    settings = ScrubSettings(entries_per_second=1e9, bytes_per_second=1e9)
+    scrubber = Scrubber(bookies, bookies, settings)  # type: ignore[arg-type]
+    flagged = await scrubber.scrub_ledgers([(m, int(m.last_entry_id)) for m in ledgers], {"a", "b", "c"})
+    assert flagged == {LedgerId(7, 1): {"c": (0, 0)}, LedgerId(7, 2): {"a": (4, 19), "c": (2, 2)}}
+    assert bookies.metadata[(7, 2)].custom_metadata["quire.under-replicated/a"] == "4-19"
+    stats = scrubber.stats
+    assert (stats.entries_checked, stats.missing, stats.damaged) == (2 + 2 + 42, 3, 1)
+    # Sampled: both copies of each one-entry ledger, entries 0..15 of ledger 2 (32 copies); less
+    # the copies missing among them (ledger 1's on c, ledger 2's entry 4 on a).
+    assert stats.entries_sampled == 2 + 2 + 32 - 2
