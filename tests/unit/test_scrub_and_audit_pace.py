@@ -28,7 +28,7 @@ def ledger(ensembles: list[tuple[int, list[str]]], last: int) -> common_pb2.Ledg
 def asked_of(metadata: common_pb2.LedgerMetadata, registered: set[str], confirmed: int, verify: range) -> set:
     """Each row as the bookie expands it: (bookie, ids looked for, ids verified)."""
     found = set()
-    for bookie, row in _rows(0, metadata, registered, confirmed, verify):
+    for bookie, row in _rows(metadata, registered, confirmed, verify):
         held = entries_held(3, 2, row.position, row.first, row.last)
         verified = [e for e in held if row.verifies(e)]
         assert (row.held, row.verified) == (len(held), len(verified))
@@ -55,9 +55,7 @@ def test_unregistered_bookies_and_entries_past_the_confirmed_one_are_not_asked()
 
 def test_a_long_segment_is_asked_a_window_at_a_time():
     metadata = ledger([(0, ["a", "b", "c"])], last=2 * CHECK_CHUNK_ENTRIES + 9)
-    windows = [
-        (row.first, row.last) for bookie, row in _rows(0, metadata, {"a"}, 2 * CHECK_CHUNK_ENTRIES + 9, range(0))
-    ]
+    windows = [(row.first, row.last) for bookie, row in _rows(metadata, {"a"}, 2 * CHECK_CHUNK_ENTRIES + 9, range(0))]
     assert windows == [
         (0, CHECK_CHUNK_ENTRIES - 1),
         (CHECK_CHUNK_ENTRIES, 2 * CHECK_CHUNK_ENTRIES - 1),
@@ -77,7 +75,7 @@ def test_held_per_position_counts_what_the_striping_rule_lists():
 
 
 def row(span: int) -> _Row:
-    return _Row(0, 1, 2, 3, 2, 0, 0, span - 1, 2 * span // 3, 0, -1, 0)
+    return _Row(1, 2, 3, 2, 0, 0, span - 1, 2 * span // 3, 0, -1, 0)
 
 
 def test_a_batch_takes_rows_spanning_at_most_a_calls_worth_of_ids():

@@ -10,9 +10,9 @@ entry data crosses the network and a small ledger costs a few numbers in a
 shared call rather than calls of its own. The question is packed (stripes:
 per ledger segment its range, its stripe of the ensemble and the range to
 verify, in columns), and so is the answer (the copies found missing or
-damaged), so that neither side builds a message per ledger. HMAC digests need the ledger's
-key, which bookies do not hold: the sample of an HMAC ledger is read back
-here and checked with `verified_entry`. Entries are checked up to those
+damaged), so that neither side builds a message per ledger. HMAC digests
+need the ledger's key, which bookies do not hold: the sample of an HMAC
+ledger is read back here and checked with `verified_entry`. Entries are checked up to those
 known to be confirmed: a closed ledger's end, or an open ledger's LAC as its
 bookies report it (the writer is never involved). The sample moves on each
 pass, so in time every entry is read. What is missing or damaged is marked
@@ -147,21 +147,21 @@ class Scrubber:
 
         batches: dict[str, _Batch] = {}
         read_here: list[tuple[common_pb2.LedgerMetadata, LedgerId, range]] = []
-        for index, (metadata, confirmed) in enumerate(ledgers):
+        for metadata, confirmed in ledgers:
             scope_id, ledger = metadata.ledger_id.scope_id, metadata.ledger_id.ledger_id
             sample = self._next_sample((scope_id, ledger), confirmed)
             if metadata.digest_type == common_pb2.DIGEST_TYPE_HMAC:
                 read_here.append((metadata, LedgerId(scope_id, ledger), sample))
                 sample = range(0)
-            for bookie, row in _rows(index, metadata, registered, confirmed, sample):
+            for bookie, row in _rows(metadata, registered, confirmed, sample):
                 batch = batches.get(bookie)
                 if batch is None:
                     batch = batches[bookie] = _Batch()
                 elif not batch.takes(row):
-                    await self._check(bookie, batches.pop(bookie), ledgers, flag)
+                    await self._check(bookie, batches.pop(bookie), flag)
                     batch = batches[bookie] = _Batch()
                 batch.add(row)
-        await asyncio.gather(*(self._check(bookie, batch, ledgers, flag) for bookie, batch in batches.items()))
+        await asyncio.gather(*(self._check(bookie, batch, flag) for bookie, batch in batches.items()))
         for metadata, ledger_id, sample in read_here:
             await self._read_sample(metadata, ledger_id, registered, sample, flag)
         for ledger_id, found in flagged.items():
@@ -185,9 +185,7 @@ class Scrubber:
         self._sample_from[key] = last + 1
         return range(first, last + 1)
 
-    async def _check(
-        self, bookie: str, batch: _Batch, ledgers: list[tuple[common_pb2.LedgerMetadata, int]], flag: Flag
-    ) -> None:
+    async def _check(self, bookie: str, batch: _Batch, flag: Flag) -> None:
         """One CheckEntries call: what of `batch` the bookie lacks or holds damaged."""
         await self._entries.spend(batch.copies)
         try:
@@ -277,12 +275,10 @@ Flag = Callable[[LedgerId, str, int, int], None]
 
 class _Row(NamedTuple):
     """One row of a bookie's CheckEntries stripes: the entries first..last
-    of a segment of ledger `ledger` (an index into the scrubbed group) that
-    position `position` of its ensemble holds (`held` of them), those in
-    verify_first..verify_last (`verified` of them) to be verified on the
-    bookie."""
+    of a segment of a ledger that position `position` of its ensemble holds
+    (`held` of them), those in verify_first..verify_last (`verified` of
+    them) to be verified on the bookie."""
 
-    ledger: int
     scope_id: int
     ledger_id: int
     ensemble_size: int
@@ -333,7 +329,7 @@ class _Batch:
 
 
 def _rows(
-    index: int, metadata: common_pb2.LedgerMetadata, registered: set[str], confirmed: int, verify: range
+    metadata: common_pb2.LedgerMetadata, registered: set[str], confirmed: int, verify: range
 ) -> list[tuple[str, _Row]]:
     """What to ask each registered bookie of the ledger's segments, up to
     entry `confirmed`: the entries its write sets give it, a window of ids
@@ -361,7 +357,6 @@ def _rows(
             for position, bookie in enumerate(ensemble.bookie_ids):
                 if held[position] and bookie in registered:
                     row = _Row(
-                        index,
                         scope_id,
                         ledger_id,
                         size,
