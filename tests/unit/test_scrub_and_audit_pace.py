@@ -1,8 +1,11 @@
 """How the scrub packs its questions into bookies' CheckEntries calls, and how the scrub and
 the audit pace themselves."""
 
+import pytest
+
 from quire.bookie.v1 import bookie_pb2
 from quire.common.v1 import common_pb2
+from quire_api.errors import Unavailable
 from quire_api.ids import LedgerId
 from quire_api.replication import entries_held
 from quire_gateway.autorecovery import scrub
@@ -16,6 +19,7 @@ from quire_gateway.autorecovery.scrub import (
     _rows,
     held_per_position,
 )
+from quire_gateway.remote import Remote
 
 
 def ledger(ensembles: list[tuple[int, list[str]]], last: int) -> common_pb2.LedgerMetadata:
@@ -196,3 +200,30 @@ async def test_what_bookies_report_by_row_is_flagged_on_its_ledger_and_bookie():
     # Sampled: both copies of each one-entry ledger, entries 0..15 of ledger 2 (32 copies); less
     # the copies missing among them (ledger 1's on c, ledger 2's entry 4 on a).
     assert stats.entries_sampled == 2 + 2 + 32 - 2
+
+
+async def checked_with(answer: bookie_pb2.CheckEntriesResponse) -> bookie_pb2.CheckEntriesResponse:
+    """Remote.check_entries of two rows, the bookie answering `answer`."""
+
+    async def call(bookie_id: str, method: str, request: bookie_pb2.CheckEntriesRequest, what: str):
+        assert method == "CheckEntries" and len(request.stripes.scope_ids) == 2
+        return answer
+
+    remote = Remote.__new__(Remote)  # only the answer's checks are under test, not the transport
+    remote._bookie_call = call  # type: ignore[method-assign]
+    return await remote.check_entries("b", bookie_pb2.EntryStripes(scope_ids=[1, 1], ledger_ids=[1, 2]))
+
+
+async def test_an_answer_that_does_not_cover_the_rows_asked_is_not_taken_for_all_present():
+    """A bookie of an earlier release ignores `stripes` and answers no rows:
+    that must not read as "nothing missing"."""
+    refused = [
+        bookie_pb2.CheckEntriesResponse(),  # knows nothing of stripes
+        bookie_pb2.CheckEntriesResponse(rows_checked=2, missing_rows=[2], missing_entry_ids=[0]),  # a row not asked
+        bookie_pb2.CheckEntriesResponse(rows_checked=2, missing_rows=[0, 1], missing_entry_ids=[0]),
+    ]
+    for answer in refused:
+        with pytest.raises(Unavailable):
+            await checked_with(answer)
+    answer = bookie_pb2.CheckEntriesResponse(rows_checked=2, missing_rows=[1], missing_entry_ids=[0])
+    assert list((await checked_with(answer)).missing_rows) == [1]
