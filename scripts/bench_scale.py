@@ -8,10 +8,18 @@ filled with N closed ledgers of one 1 KiB entry each through the gateway
 for `--idle-seconds`. Printed per N: ledgers filled per second, each
 process's CPU (% of one core) and RSS while idle, etcd's database size per
 ledger, the scrub's copies checked per CPU-second of the gateway and bookies
-together with its pass time (from the auditor's published figures); then
-creates/s (x1 and x16), the time to list every ledger, one-entry adds/s by
-16 writers spread over 1,000 open ledgers against 16, deletes/s, and the
-bookies' bytes on disk before and after deleting half the filled ledgers.
+together and each one's CPU per copy, with its pass time (from the
+auditor's published figures); then (`--operations`) creates/s (x1 and x16),
+the time to list every ledger, one-entry adds/s by 16 writers spread over
+1,000 open ledgers against 16, deletes/s, and the bookies' bytes on disk
+before and after deleting half the filled ledgers, each with every
+process's CPU per operation.
+
+A copy is one replica of one entry asked about; a copy also sampled (read
+back and digest-checked on its bookie) still counts once. The idle window's
+CPU includes what an empty cluster spends idle too (leases, health checks,
+the audit); `--baseline-seconds` measures that first, on the empty cluster,
+and reports the scrub's figures net of it as well.
 
 Numbers are printed (and written as JSON with --json), never asserted.
 """
@@ -36,6 +44,7 @@ from quire_client.bench_closed import process_cpu_seconds
 from quire_client.cluster import LocalCluster, Ports
 
 PAYLOAD = b"\0" * 1024
+OPERATIONS = ("creates", "list", "adds", "deletes")
 T = TypeVar("T")
 _DONE = object()
 
@@ -147,19 +156,25 @@ def operations(
     """Creates, ListLedgers, adds across many open ledgers, deletes and the space they give back."""
     phases = Phases(pids)
     created: list[LedgerId] = []
+    chosen = args.operations
 
     def create(_: int) -> None:
         created.append(new_ledger(client))
 
-    phases.run("creates_x1", 200, lambda: at_once(list(range(200)), 1, create))
-    phases.run("creates_x16", 2000, lambda: at_once(list(range(2000)), 16, create))
-    started = time.monotonic()
-    phases.figures["ledgers_listed"] = sum(1 for _ in client.list_ledgers(page_size=1000))
-    phases.figures["list_all_ledgers_seconds"] = round(time.monotonic() - started, 2)
-    open_ledgers = created[:1000]
-    for spread in (16, 1000):
-        spread_over = open_ledgers[:spread]
-        phases.run(f"adds_{spread}_ledgers", 0, partial(adds_across, client, spread_over, 16, args.adds_seconds))
+    if "creates" in chosen or "adds" in chosen:  # the adds go to the ledgers created here
+        phases.run("creates_x1", 200, lambda: at_once(list(range(200)), 1, create))
+        phases.run("creates_x16", 2000, lambda: at_once(list(range(2000)), 16, create))
+    if "list" in chosen:
+        started = time.monotonic()
+        phases.figures["ledgers_listed"] = sum(1 for _ in client.list_ledgers(page_size=1000))
+        phases.figures["list_all_ledgers_seconds"] = round(time.monotonic() - started, 2)
+    if "adds" in chosen:
+        open_ledgers = created[:1000]
+        for spread in (16, 1000):
+            spread_over = open_ledgers[:spread]
+            phases.run(f"adds_{spread}_ledgers", 0, partial(adds_across, client, spread_over, 16, args.adds_seconds))
+    if "deletes" not in chosen:
+        return phases.figures
     phases.run("deletes_x16", len(created), lambda: at_once(created, 16, client.delete_ledger))
     if filled:
         before = bookie_bytes(data_dir)
@@ -176,6 +191,17 @@ def scrub_figures(client: QuireClient) -> dict[str, float]:
     return {key: float(value) for key, value in leader.properties.items() if key.startswith("scrub_")}
 
 
+def idle_cpu_per_second(pids: dict[str, int], seconds: float) -> dict[str, float]:
+    """Each process's CPU seconds per second over `seconds` of idling ({} for 0)."""
+    if seconds <= 0:
+        return {}
+    before = {name: process_cpu_seconds(pid) or 0.0 for name, pid in pids.items()}
+    started = time.monotonic()
+    time.sleep(seconds)
+    elapsed = time.monotonic() - started
+    return {name: ((process_cpu_seconds(pid) or 0.0) - before[name]) / elapsed for name, pid in pids.items()}
+
+
 def etcd_db_bytes(data_dir: Path) -> int:
     return sum(path.stat().st_size for path in data_dir.rglob("db") if path.parent.name == "snap")
 
@@ -190,6 +216,7 @@ def measure(ledgers: int, args: argparse.Namespace) -> dict[str, Any]:
         try:
             pids = {name: pid for name in cluster.processes if (pid := cluster.pid(name)) is not None}
             empty_rss = {name: round(rss_mib(pid), 1) for name, pid in pids.items()}
+            empty_cpu_per_second = idle_cpu_per_second(pids, args.baseline_seconds)
             with QuireClient(cluster.gateway_target, registry=cluster.registry_target) as client:
                 filled, creates_per_second = fill(client, ledgers, args.writers)
                 time.sleep(args.settle_seconds)
@@ -204,11 +231,19 @@ def measure(ledgers: int, args: argparse.Namespace) -> dict[str, Any]:
                 db_bytes = etcd_db_bytes(Path(data_dir))
                 figures = operations(client, pids, filled, Path(data_dir), args)
             cpu_percent = {name: round(100 * (after_cpu[name] - before_cpu[name]) / elapsed, 2) for name in pids}
-            checked = sum(
-                after_scrub.get(key, 0.0) - before_scrub.get(key, 0.0)
-                for key in ("scrub_entries_checked", "scrub_entries_sampled")
-            )
-            scrub_cpu = sum(after_cpu[n] - before_cpu[n] for n in pids if n == "gateway" or n.startswith("bookie"))
+            checked = after_scrub.get("scrub_entries_checked", 0.0) - before_scrub.get("scrub_entries_checked", 0.0)
+            sampled = after_scrub.get("scrub_entries_sampled", 0.0) - before_scrub.get("scrub_entries_sampled", 0.0)
+            scrubbing = [n for n in pids if n == "gateway" or n.startswith("bookie")]
+            scrub_cpu = sum(after_cpu[n] - before_cpu[n] for n in scrubbing)
+            # Net of what the same processes spent idle while the cluster was empty (--baseline-seconds).
+            net_cpu = {n: after_cpu[n] - before_cpu[n] - empty_cpu_per_second.get(n, 0.0) * elapsed for n in scrubbing}
+            net = {}
+            if empty_cpu_per_second and checked:
+                net = {
+                    "idle_cpu_percent_empty": {n: round(100 * rate, 2) for n, rate in empty_cpu_per_second.items()},
+                    "scrub_copies_per_cpu_second_net": round(checked / sum(net_cpu.values())),
+                    "scrub_cpu_us_per_copy_net": {n: round(1e6 * net_cpu[n] / checked, 1) for n in scrubbing},
+                }
             return {
                 "ledgers": ledgers,
                 "filled_per_second": round(creates_per_second, 1),
@@ -220,7 +255,13 @@ def measure(ledgers: int, args: argparse.Namespace) -> dict[str, Any]:
                 "etcd_db_bytes": db_bytes,
                 "etcd_db_bytes_per_ledger": round(db_bytes / ledgers, 1) if ledgers else None,
                 "scrub_copies_checked_in_window": int(checked),
+                "scrub_copies_sampled_in_window": int(sampled),
                 "scrub_copies_per_cpu_second": round(checked / scrub_cpu) if scrub_cpu else None,
+                # All of the window's CPU, idle work included, over the copies checked in it.
+                "scrub_cpu_us_per_copy": {
+                    n: round(1e6 * (after_cpu[n] - before_cpu[n]) / checked, 1) if checked else None for n in scrubbing
+                },
+                **net,
                 "scrub_passes_in_window": int(after_scrub.get("scrub_passes", 0) - before_scrub.get("scrub_passes", 0)),
                 "scrub_last_pass_seconds": after_scrub.get("scrub_last_pass_seconds"),
                 **figures,
@@ -229,13 +270,19 @@ def measure(ledgers: int, args: argparse.Namespace) -> dict[str, Any]:
             cluster.stop()
 
 
-def main(argv: list[str] | None = None) -> int:
+def arguments() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ledgers", default="0,2000,10000", help="ledger counts, comma-separated")
     parser.add_argument("--writers", type=int, default=16)
     parser.add_argument("--idle-seconds", type=float, default=60.0)
     parser.add_argument("--adds-seconds", type=float, default=5.0, help="each run of adds across open ledgers")
     parser.add_argument("--settle-seconds", type=float, default=5.0, help="after filling, before measuring")
+    parser.add_argument(
+        "--baseline-seconds",
+        type=float,
+        default=0.0,
+        help="first measure the empty cluster idling this long, and report the scrub's CPU net of it",
+    )
     parser.add_argument(
         "--scrub-pass-interval",
         type=float,
@@ -245,11 +292,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--set", dest="settings", action="append", default=[], metavar="NAME=VALUE", help="a setting for every service"
     )
+    parser.add_argument(
+        "--operations",
+        default=",".join(OPERATIONS),
+        help=f"what to measure after the idle window, comma-separated from {', '.join(OPERATIONS)}; 'none' for none",
+    )
     parser.add_argument("--json", dest="json_file", default=None)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = arguments().parse_args(argv)
     if bad := [setting for setting in args.settings if "=" not in setting]:
         print(f"--set: {bad[0]!r} is not NAME=VALUE", file=sys.stderr)
         return 2
+    chosen = {part.strip() for part in args.operations.split(",") if part.strip()} - {"none"}
+    if unknown := sorted(chosen - set(OPERATIONS)):
+        print(f"--operations: {unknown[0]!r} is not one of {', '.join(OPERATIONS)} or none", file=sys.stderr)
+        return 2
+    args.operations = chosen
     try:
         counts = [int(part) for part in args.ledgers.split(",") if part.strip()]
     except ValueError:

@@ -647,6 +647,69 @@ async def test_check_entries_finds_missing_and_damaged_copies_of_many_ledgers_in
         assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
 
 
+def stripes(*rows: tuple[LedgerId, int, int, int, int, int, int, int]) -> bookie_pb2.EntryStripes:
+    """Rows of (ledger, first, last, ensemble size, write quorum, position, verify first, verify last)."""
+    return bookie_pb2.EntryStripes(
+        scope_ids=[row[0].scope_id for row in rows],
+        ledger_ids=[row[0].ledger_id for row in rows],
+        first_entry_ids=[row[1] for row in rows],
+        last_entry_ids=[row[2] for row in rows],
+        ensemble_sizes=[row[3] for row in rows],
+        write_quorums=[row[4] for row in rows],
+        positions=[row[5] for row in rows],
+        verify_first_ids=[row[6] for row in rows],
+        verify_last_ids=[row[7] for row in rows],
+    )
+
+
+async def test_check_entries_by_stripes_expands_each_row_to_the_copies_its_bookie_holds(bookie, bookie_stub):
+    other = LedgerId(9, 2)
+    await bookie.add_entries(LEDGER, KEY, [(i, packed(i)) for i in (0, 1, 2, 3, 5)], False)
+    await bookie.add_entries(other, KEY, [(i, packed(i, ledger=other)) for i in range(3)], False)
+    store = bookie._store._entries
+    flipped = packed(1)
+    store.put(entry_key(LEDGER, 1), flipped[:-1] + bytes([flipped[-1] ^ 1]))
+    store.put(entry_key(LEDGER, 2), packed(3))
+    response = await bookie_stub.CheckEntries(
+        bookie_pb2.CheckEntriesRequest(
+            stripes=stripes(
+                (LEDGER, 0, 7, 1, 1, 0, 1, 3),  # every entry held here; 1..3 verified
+                (other, 0, 3, 3, 2, 1, 0, -1),  # position 1 of 3, W 2: entries 0, 1 and 3
+                (LedgerId(9, 77), 0, 0, 1, 1, 0, 0, 0),  # never seen
+                (other, 0, 2, 3, 1, 2, 0, 2),  # position 2 of 3, W 1: entry 2, verified
+            )
+        )
+    )
+    assert response.rows_checked == 4 and not response.ledgers
+    assert list(zip(response.missing_rows, response.missing_entry_ids, strict=True)) == [
+        (0, 4),
+        (0, 6),
+        (0, 7),
+        (1, 3),
+        (2, 0),
+    ]
+    assert list(zip(response.damaged_rows, response.damaged_entry_ids, strict=True)) == [(0, 1), (0, 2)]
+    assert response.bytes_verified == 4 * len(packed(1))
+    refused = [
+        bookie_pb2.CheckEntriesRequest(
+            stripes=stripes((LEDGER, 0, 1, 1, 1, 0, 0, -1)),
+            ledgers=[bookie_pb2.LedgerEntriesToCheck(ledger_id=ledger_id_to_proto(other), entry_ids=[2])],
+        ),
+        bookie_pb2.CheckEntriesRequest(stripes=bookie_pb2.EntryStripes(scope_ids=[9], ledger_ids=[1])),
+        bookie_pb2.CheckEntriesRequest(stripes=stripes((LEDGER, -1, 1, 1, 1, 0, 0, -1))),
+        bookie_pb2.CheckEntriesRequest(stripes=stripes((LEDGER, 0, 1, 2, 3, 0, 0, -1))),  # W above E
+        bookie_pb2.CheckEntriesRequest(stripes=stripes((LEDGER, 0, 1, 3, 2, 3, 0, -1))),  # no position 3 of 3
+        bookie_pb2.CheckEntriesRequest(stripes=stripes((LEDGER, 0, 1, 0, 0, 0, 0, -1))),
+        bookie_pb2.CheckEntriesRequest(
+            stripes=stripes((LEDGER, 0, 40_000, 3, 1, 0, 0, -1), (other, 0, 25_535, 3, 1, 0, 0, -1))
+        ),  # 65,537 ids spanned, a third of them held
+    ]
+    for request in refused:
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await bookie_stub.CheckEntries(request)
+        assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT, request
+
+
 async def test_a_block_checksum_failure_is_data_loss_storage_error_not_internal(tmp_path):
     """A flipped byte in an SST data block: RocksDB reports `Corruption:
     block checksum mismatch` (a plain Exception from rocksdict). The bookie

@@ -20,6 +20,7 @@ from quire_common.entry import (
     parse_header,
     unpack_entry,
     verified_entry,
+    verified_without_key,
 )
 
 V1_HELLO_HEADER = bytes.fromhex("00000000000000010000000000000000ffffffffffffffff0000000000000005")
@@ -162,6 +163,25 @@ def test_keyless_digests_catch_any_flipped_bit(entry, data):
     bit = data.draw(st.integers(8, len(packed) * 8 - 1))  # the flags byte aside: it names the digest
     packed[bit // 8] ^= 1 << (bit % 8)
     assert check_keyless_digest(bytes(packed)) is False
+
+
+@settings(max_examples=200, deadline=None)
+@given(entries, st.data())
+def test_a_bookie_verifies_a_copy_by_its_header_ids_and_keyless_digest(entry, data):
+    scope, ledger, entry_id, lac, length, payload, _, _ = entry
+    ledger_id = LedgerId(scope, ledger)
+    digest_type = data.draw(st.sampled_from(list(DigestType)))
+    packed = bytearray(pack_entry(ledger_id, entry_id, lac, length, payload, Digester(digest_type, b"pw")))
+    assert verified_without_key(bytes(packed), ledger_id, entry_id)
+    assert not verified_without_key(bytes(packed), ledger_id, entry_id + 1)
+    assert not verified_without_key(bytes(packed), LedgerId(scope, ledger ^ 1), entry_id)
+    bit = data.draw(st.integers(8, len(packed) * 8 - 1))
+    packed[bit // 8] ^= 1 << (bit % 8)
+    # A flipped bit is caught unless only a key could tell (HMAC) or there is no digest (DUMMY),
+    # and then only where the header's ids are not touched.
+    ids_intact = header_ids(bytes(packed))[:3] == (scope, ledger, entry_id)
+    caught_without_key = digest_type in (DigestType.CRC32, DigestType.CRC32C) or not ids_intact
+    assert verified_without_key(bytes(packed), ledger_id, entry_id) is not caught_without_key
 
 
 def test_keyless_digest_cannot_judge_hmac_dummy_or_v1():

@@ -26,7 +26,15 @@ from quire_api.ids import LedgerId
 from quire_bookie.disk import DiskUsage, ReadOnlyPolicy, measure
 from quire_bookie.faults import FaultyStore, StorageFaults
 from quire_bookie.journal import AddMessage, FlushStats, GroupCommitter
-from quire_bookie.storage import NO_ENTRY, CheckedEntries, EntriesToCheck, EntryStore, LedgerState
+from quire_bookie.storage import (
+    NO_ENTRY,
+    CheckedEntries,
+    EntriesToCheck,
+    EntryStore,
+    LedgerState,
+    Stripes,
+    StripesChecked,
+)
 from quire_common.entry import check_keyless_digest, header_ids
 from quire_common.tasks import cancel_and_wait
 from quire_common.telemetry import duration_histogram, meter, record_sample
@@ -417,6 +425,44 @@ class Bookie:
         self.counters.reads += 1
         found = await asyncio.to_thread(self._store.check, ledgers)
         _bytes_read.add(sum(f.bytes_verified for f in found))
+        return found
+
+    async def check_stripes(self, stripes: Stripes) -> StripesChecked:
+        """check_entries for the packed question (what the scrub sends): a
+        few numbers per ledger segment instead of each ledger's ids."""
+        columns = (
+            stripes.scope_ids,
+            stripes.ledger_ids,
+            stripes.first_entry_ids,
+            stripes.last_entry_ids,
+            stripes.ensemble_sizes,
+            stripes.write_quorums,
+            stripes.positions,
+            stripes.verify_first_ids,
+            stripes.verify_last_ids,
+        )
+        if len({len(column) for column in columns}) > 1:
+            raise InvalidArgument("the stripes' lists must all have one element per row")
+        if any(first < 0 for first in stripes.first_entry_ids):
+            raise InvalidArgument("entry ids must not be negative")
+        for size, quorum, position in zip(
+            stripes.ensemble_sizes, stripes.write_quorums, stripes.positions, strict=True
+        ):
+            if not 1 <= quorum <= size or position >= size:
+                raise InvalidArgument(
+                    f"a row's write quorum {quorum} and position {position} do not fit an ensemble of {size}"
+                )
+        # Bounded by the ids the ranges span (every one may be looked at), not by those held.
+        asked = sum(
+            last - first + 1
+            for first, last in zip(stripes.first_entry_ids, stripes.last_entry_ids, strict=True)
+            if last >= first
+        )
+        if asked > MAX_CHECKED_ENTRIES:
+            raise InvalidArgument(f"the rows span {asked} entry ids; at most {MAX_CHECKED_ENTRIES} per call")
+        self.counters.reads += 1
+        found = await asyncio.to_thread(self._store.check_stripes, stripes)
+        _bytes_read.add(found.bytes_verified)
         return found
 
     def last_add_confirmed(self, ledger_id: LedgerId) -> tuple[int, int, bool]:

@@ -12,6 +12,7 @@ from quire_api.errors import InvalidArgument, QuireError
 from quire_api.ids import LedgerId, ledger_id_from_proto
 from quire_bookie.add_stream import AddStreamSession, StreamedAdd
 from quire_bookie.bookie import Bookie
+from quire_bookie.storage import Stripes
 
 # Ledger ids a stream keeps parsed: a gateway writes to at most a few thousand ledgers at once.
 _MAX_LEDGER_IDS_PER_STREAM = 4096
@@ -82,6 +83,31 @@ class BookieServicer(bookie_pb2_grpc.BookieServiceServicer):
     async def CheckEntries(
         self, request: bookie_pb2.CheckEntriesRequest, context: grpc.aio.ServicerContext
     ) -> bookie_pb2.CheckEntriesResponse:
+        if request.HasField("stripes"):
+            if request.ledgers:
+                raise InvalidArgument("a CheckEntries request lists either ledgers or stripes, not both")
+            rows = request.stripes
+            checked = await self.bookie.check_stripes(
+                Stripes(
+                    scope_ids=rows.scope_ids,
+                    ledger_ids=rows.ledger_ids,
+                    first_entry_ids=rows.first_entry_ids,
+                    last_entry_ids=rows.last_entry_ids,
+                    ensemble_sizes=rows.ensemble_sizes,
+                    write_quorums=rows.write_quorums,
+                    positions=rows.positions,
+                    verify_first_ids=rows.verify_first_ids,
+                    verify_last_ids=rows.verify_last_ids,
+                )
+            )
+            return bookie_pb2.CheckEntriesResponse(
+                rows_checked=len(rows.scope_ids),
+                missing_rows=checked.missing_rows,
+                missing_entry_ids=checked.missing_entry_ids,
+                damaged_rows=checked.damaged_rows,
+                damaged_entry_ids=checked.damaged_entry_ids,
+                bytes_verified=checked.bytes_verified,
+            )
         asked = [
             (ledger_id_from_proto(ledger.ledger_id), list(ledger.entry_ids), list(ledger.verify_entry_ids))
             for ledger in request.ledgers

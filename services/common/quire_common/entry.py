@@ -211,6 +211,20 @@ def verified_without_key(data: bytes, ledger_id: LedgerId, entry_id: int) -> boo
     """What a bookie, which holds no ledger's key, can verify of a stored copy
     of `entry_id` of `ledger_id`: its header names that entry, and a CRC32 or
     CRC32C digest matches (an HMAC digest is left to `verified_entry`)."""
+    if len(data) >= V2_HEADER_SIZE and data[0] & 0xF0 == V2_FLAG:
+        # The common case, parsed once: the scrub verifies every copy it samples here.
+        flags, scope, ledger, header_entry, _, _ = _V2_HEADER.unpack_from(data)
+        if scope != ledger_id.scope_id or ledger != ledger_id.ledger_id or header_entry != entry_id:
+            return False
+        kind = flags & 0x0F
+        digester = _KEYLESS_DIGESTERS.get(kind)
+        if digester is None:
+            return check_keyless_digest(data) is not False  # HMAC, DUMMY, a bad type, or not seen yet
+        digest_end = V2_HEADER_SIZE + digester.size
+        return (
+            len(data) >= digest_end
+            and digester.compute(data[:V2_HEADER_SIZE], data[digest_end:]) == data[V2_HEADER_SIZE:digest_end]
+        )
     try:
         scope, ledger, header_entry, _ = header_ids(data)
     except InvalidArgument:

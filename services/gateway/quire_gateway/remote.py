@@ -564,27 +564,25 @@ class Remote:
         )
         return {e.entry_id: e.data for e in response.entries}, set(response.missing_entry_ids)
 
-    async def check_entries(
-        self, bookie_id: str, ledgers: list[tuple[LedgerId, list[int], list[int]]]
-    ) -> list[bookie_pb2.LedgerEntriesFound]:
-        """The scrub's CheckEntries call: for each (ledger, entries to look
-        for, entries to verify on the bookie), what the bookie lacks or holds
-        damaged, in the order asked. No entry data comes back."""
-        request = bookie_pb2.CheckEntriesRequest(
-            ledgers=[
-                bookie_pb2.LedgerEntriesToCheck(
-                    ledger_id=ledger_id_to_proto(ledger_id), entry_ids=entry_ids, verify_entry_ids=verify_entry_ids
-                )
-                for ledger_id, entry_ids, verify_entry_ids in ledgers
-            ]
-        )
-        response = await self._bookie_call(bookie_id, "CheckEntries", request, f"checking {len(ledgers)} ledgers")
-        if len(response.ledgers) != len(ledgers):
+    async def check_entries(self, bookie_id: str, stripes: bookie_pb2.EntryStripes) -> bookie_pb2.CheckEntriesResponse:
+        """The scrub's CheckEntries call, packed: for the rows of `stripes`,
+        the copies the bookie lacks or holds damaged, as (row, entry id)
+        pairs. No entry data comes back."""
+        rows = len(stripes.scope_ids)
+        request = bookie_pb2.CheckEntriesRequest(stripes=stripes)
+        response = await self._bookie_call(bookie_id, "CheckEntries", request, f"checking {rows} ledger segments")
+        if response.rows_checked != rows:  # a bookie of an earlier release does not read stripes
             raise Unavailable(
-                f"bookie {bookie_id} answered {len(response.ledgers)} of {len(ledgers)} ledgers checked",
+                f"bookie {bookie_id} answered {response.rows_checked} of {rows} ledger segments checked",
                 Reason.BOOKIE_UNAVAILABLE,
             )
-        return list(response.ledgers)
+        if (
+            any(row >= rows for row in (*response.missing_rows, *response.damaged_rows))
+            or len(response.missing_rows) != len(response.missing_entry_ids)
+            or len(response.damaged_rows) != len(response.damaged_entry_ids)
+        ):
+            raise Unavailable(f"bookie {bookie_id} answered rows that were not asked", Reason.BOOKIE_UNAVAILABLE)
+        return response
 
     async def read_last_add_confirmed(
         self, bookie_id: str, ledger_id: LedgerId, timeout_seconds: float | None = None

@@ -280,6 +280,8 @@ class Auditor:
 
     async def _scrub_group(self, group: list[tuple[common_pb2.LedgerMetadata, int]], registered: set[str]) -> None:
         flagged = await self.scrubber.scrub_ledgers(group, registered)
+        if not flagged:
+            return
         for metadata, _ in group:
             if _ledger(metadata) not in flagged:
                 continue

@@ -6,10 +6,13 @@ one CheckEntries call for as many of the group's ledgers as fit in one (up
 to 65,536 entry ids): which of the entries the ledgers' write sets give it
 are missing (a key scan), and which of this pass's rolling sample it stores
 damaged, verified on the bookie itself (header ids and CRC digests), so no
-entry data crosses the network and a small ledger costs a few ids in a
-shared call rather than calls of its own. HMAC digests need the ledger's
-key, which bookies do not hold: the sample of an HMAC ledger is read back
-here and checked with `verified_entry`. Entries are checked up to those
+entry data crosses the network and a small ledger costs a few numbers in a
+shared call rather than calls of its own. The question is packed (stripes:
+per ledger segment its range, its stripe of the ensemble and the range to
+verify, in columns), and so is the answer (the copies found missing or
+damaged), so that neither side builds a message per ledger. HMAC digests
+need the ledger's key, which bookies do not hold: the sample of an HMAC
+ledger is read back here and checked with `verified_entry`. Entries are checked up to those
 known to be confirmed: a closed ledger's end, or an open ledger's LAC as its
 bookies report it (the writer is never involved). The sample moves on each
 pass, so in time every entry is read. What is missing or damaged is marked
@@ -28,13 +31,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
+from quire.bookie.v1 import bookie_pb2
 from quire.common.v1 import common_pb2
 from quire_api.errors import DataLoss, QuireError
 from quire_api.ids import LedgerId
-from quire_api.replication import entries_held, segment_end
 from quire_common.entry import verified_entry
 from quire_common.ledger_secrets import ledger_digester
 from quire_gateway import metrics
@@ -45,7 +49,7 @@ from quire_gateway.repairs import mark_for_repair
 
 log = logging.getLogger(__name__)
 
-CHECK_CHUNK_ENTRIES = 65_536  # a bookie's limit of entry ids per CheckEntries call
+CHECK_CHUNK_ENTRIES = 65_536  # a bookie's limit of entry ids spanned per CheckEntries call
 # Ledgers scrubbed together: their checks share each bookie's calls, and the
 # metadata of a group is all that is held while its answers come back.
 SCRUB_GROUP_LEDGERS = 1_000
@@ -144,17 +148,19 @@ class Scrubber:
         batches: dict[str, _Batch] = {}
         read_here: list[tuple[common_pb2.LedgerMetadata, LedgerId, range]] = []
         for metadata, confirmed in ledgers:
-            ledger_id = LedgerId(metadata.ledger_id.scope_id, metadata.ledger_id.ledger_id)
-            sample = self._next_sample(ledger_id, confirmed)
-            keyed = metadata.digest_type == common_pb2.DIGEST_TYPE_HMAC
-            if keyed:
-                read_here.append((metadata, ledger_id, sample))
-            for bookie, asked in _questions(metadata, ledger_id, registered, confirmed, range(0) if keyed else sample):
-                batch = batches.setdefault(bookie, _Batch())
-                if not batch.takes(asked):
+            scope_id, ledger = metadata.ledger_id.scope_id, metadata.ledger_id.ledger_id
+            sample = self._next_sample((scope_id, ledger), confirmed)
+            if metadata.digest_type == common_pb2.DIGEST_TYPE_HMAC:
+                read_here.append((metadata, LedgerId(scope_id, ledger), sample))
+                sample = range(0)
+            for bookie, row in _rows(metadata, registered, confirmed, sample):
+                batch = batches.get(bookie)
+                if batch is None:
+                    batch = batches[bookie] = _Batch()
+                elif not batch.takes(row):
                     await self._check(bookie, batches.pop(bookie), flag)
                     batch = batches[bookie] = _Batch()
-                batch.add(asked)
+                batch.add(row)
         await asyncio.gather(*(self._check(bookie, batch, flag) for bookie, batch in batches.items()))
         for metadata, ledger_id, sample in read_here:
             await self._read_sample(metadata, ledger_id, registered, sample, flag)
@@ -168,11 +174,10 @@ class Scrubber:
         self.stats.ledgers += len(ledgers)
         return flagged
 
-    def _next_sample(self, ledger_id: LedgerId, confirmed: int) -> range:
-        """This pass's share of the ledger's rolling sample."""
+    def _next_sample(self, key: tuple[int, int], confirmed: int) -> range:
+        """This pass's share of the rolling sample of ledger `key` (scope, ledger)."""
         if self.settings.sample_entries <= 0:
             return range(0)
-        key = (ledger_id.scope_id, ledger_id.ledger_id)
         first = self._sample_from.get(key, 0)
         if first > confirmed:
             first = 0
@@ -182,26 +187,31 @@ class Scrubber:
 
     async def _check(self, bookie: str, batch: _Batch, flag: Flag) -> None:
         """One CheckEntries call: what of `batch` the bookie lacks or holds damaged."""
-        await self._entries.spend(batch.size)
-        asked = [(a.ledger_id, a.entry_ids, a.verify_entry_ids) for a in batch.asked]
+        await self._entries.spend(batch.copies)
         try:
-            found = await self.remote.check_entries(bookie, asked)
+            found = await self.remote.check_entries(bookie, batch.stripes())
         except QuireError as exc:
-            log.info("scrub: %d ledgers on bookie %s skipped this pass: %s", len(asked), bookie, exc)
+            log.info("scrub: %d ledger segments on bookie %s skipped this pass: %s", len(batch.rows), bookie, exc)
             return
-        await self._bytes.spend(sum(f.bytes_verified for f in found))
-        for question, result in zip(batch.asked, found, strict=True):
-            self.stats.entries_checked += question.size
-            self.stats.entries_sampled += len(question.verify_entry_ids) - len(
-                set(result.missing_entry_ids) & set(question.verify_entry_ids)
-            )
-            self.stats.missing += len(result.missing_entry_ids)
-            self.stats.damaged += len(result.damaged_entry_ids)
-            if result.damaged_entry_ids:
-                metrics.digest_mismatches.add(len(result.damaged_entry_ids), {"bookie_id": bookie})
-            for bad in (result.missing_entry_ids, result.damaged_entry_ids):
-                if bad:
-                    flag(question.ledger_id, bookie, min(bad), max(bad))
+        await self._bytes.spend(found.bytes_verified)
+        self.stats.entries_checked += batch.copies
+        self.stats.entries_sampled += sum(row.verified for row in batch.rows)
+        bad: dict[int, tuple[int, int]] = {}  # row -> the lowest and highest entry found missing or damaged
+        for row, entry_id in zip(found.missing_rows, found.missing_entry_ids, strict=True):
+            if batch.rows[row].verifies(entry_id):
+                self.stats.entries_sampled -= 1  # asked to verify, but not there
+            low, high = bad.get(row, (entry_id, entry_id))
+            bad[row] = (min(low, entry_id), max(high, entry_id))
+        for row, entry_id in zip(found.damaged_rows, found.damaged_entry_ids, strict=True):
+            low, high = bad.get(row, (entry_id, entry_id))
+            bad[row] = (min(low, entry_id), max(high, entry_id))
+        self.stats.missing += len(found.missing_entry_ids)
+        self.stats.damaged += len(found.damaged_entry_ids)
+        if found.damaged_entry_ids:
+            metrics.digest_mismatches.add(len(found.damaged_entry_ids), {"bookie_id": bookie})
+        for row, (low, high) in bad.items():
+            ledger_id = LedgerId(batch.rows[row].scope_id, batch.rows[row].ledger_id)
+            flag(ledger_id, bookie, low, high)
 
     async def _read_sample(
         self,
@@ -263,58 +273,115 @@ class Scrubber:
 Flag = Callable[[LedgerId, str, int, int], None]
 
 
-@dataclass(frozen=True)
-class _Asked:
-    """One ledger's part of a bookie's CheckEntries call."""
+class _Row(NamedTuple):
+    """One row of a bookie's CheckEntries stripes: the entries first..last
+    of a segment of a ledger that position `position` of its ensemble holds
+    (`held` of them), those in verify_first..verify_last (`verified` of
+    them) to be verified on the bookie."""
 
-    ledger_id: LedgerId
-    entry_ids: list[int]  # looked for
-    verify_entry_ids: list[int]  # read back and verified on the bookie
+    scope_id: int
+    ledger_id: int
+    ensemble_size: int
+    write_quorum: int
+    position: int
+    first: int
+    last: int
+    held: int
+    verify_first: int
+    verify_last: int
+    verified: int
 
-    @property
-    def size(self) -> int:
-        return len(self.entry_ids) + len(self.verify_entry_ids)
+    def verifies(self, entry_id: int) -> bool:
+        return self.verify_first <= entry_id <= self.verify_last
 
 
 class _Batch:
-    """One bookie's next CheckEntries call: each ledger once, at most
-    CHECK_CHUNK_ENTRIES ids in all."""
+    """One bookie's next CheckEntries call: rows of many ledgers whose
+    ranges span at most CHECK_CHUNK_ENTRIES entry ids in all (the bookie's
+    bound; a row is at most one window)."""
 
     def __init__(self) -> None:
-        self.asked: list[_Asked] = []
-        self.size = 0
-        self._ledgers: set[LedgerId] = set()
+        self.rows: list[_Row] = []
+        self.span = 0  # entry ids the rows' ranges cover
+        self.copies = 0  # of them, held by the bookie: the copies asked about
 
-    def takes(self, asked: _Asked) -> bool:
-        if not self.asked:
-            return True
-        return asked.ledger_id not in self._ledgers and self.size + asked.size <= CHECK_CHUNK_ENTRIES
+    def takes(self, row: _Row) -> bool:
+        return not self.rows or self.span + row.last - row.first + 1 <= CHECK_CHUNK_ENTRIES
 
-    def add(self, asked: _Asked) -> None:
-        self.asked.append(asked)
-        self.size += asked.size
-        self._ledgers.add(asked.ledger_id)
+    def add(self, row: _Row) -> None:
+        self.rows.append(row)
+        self.span += row.last - row.first + 1
+        self.copies += row.held
+
+    def stripes(self) -> bookie_pb2.EntryStripes:
+        rows = self.rows
+        return bookie_pb2.EntryStripes(
+            scope_ids=[row.scope_id for row in rows],
+            ledger_ids=[row.ledger_id for row in rows],
+            first_entry_ids=[row.first for row in rows],
+            last_entry_ids=[row.last for row in rows],
+            ensemble_sizes=[row.ensemble_size for row in rows],
+            write_quorums=[row.write_quorum for row in rows],
+            positions=[row.position for row in rows],
+            verify_first_ids=[row.verify_first for row in rows],
+            verify_last_ids=[row.verify_last for row in rows],
+        )
 
 
-def _questions(
-    metadata: common_pb2.LedgerMetadata, ledger_id: LedgerId, registered: set[str], confirmed: int, verify: range
-) -> Iterator[tuple[str, _Asked]]:
+def _rows(
+    metadata: common_pb2.LedgerMetadata, registered: set[str], confirmed: int, verify: range
+) -> list[tuple[str, _Row]]:
     """What to ask each registered bookie of the ledger's segments, up to
     entry `confirmed`: the entries its write sets give it, a window of ids
-    at a time (a big segment never becomes one list), those in `verify` to
-    be verified on the bookie. A missing bookie is the auditor's lost-bookie
-    case, not the scrub's."""
-    for segment, ensemble in enumerate(metadata.ensembles):
-        first = int(ensemble.first_entry_id)
-        open_end = segment == len(metadata.ensembles) - 1  # the last segment ends at `confirmed`
-        end = confirmed if open_end else min(segment_end(metadata, segment), confirmed)
-        for position, bookie in enumerate(ensemble.bookie_ids):
-            if bookie not in registered:
-                continue
-            for start in range(first, end + 1, CHECK_CHUNK_ENTRIES):
-                last = min(end, start + CHECK_CHUNK_ENTRIES - 1)
-                held = entries_held(metadata.ensemble_size, metadata.write_quorum_size, position, start, last)
-                if held:
-                    to_verify = [e for e in held if e in verify]
-                    looked_for = [e for e in held if e not in verify] if to_verify else held
-                    yield bookie, _Asked(ledger_id, looked_for, to_verify)
+    at a time (so that a row fits in one call), those in `verify` to be
+    verified on the bookie. A missing bookie is the auditor's lost-bookie
+    case, not the scrub's. Runs for every ledger on every pass: a list, and
+    one count per window for all positions."""
+    scope_id, ledger_id = metadata.ledger_id.scope_id, metadata.ledger_id.ledger_id
+    size, quorum = metadata.ensemble_size, metadata.write_quorum_size
+    ensembles = metadata.ensembles
+    last_segment = len(ensembles) - 1
+    rows = []
+    for segment, ensemble in enumerate(ensembles):
+        first = ensemble.first_entry_id
+        # The last segment ends at `confirmed`; the others where the next begins.
+        end = confirmed if segment == last_segment else min(ensembles[segment + 1].first_entry_id - 1, confirmed)
+        for start in range(first, end + 1, CHECK_CHUNK_ENTRIES):
+            last = min(end, start + CHECK_CHUNK_ENTRIES - 1)
+            held = held_per_position(size, quorum, start, last)
+            verify_first, verify_last = max(start, verify.start), min(last, verify.stop - 1)
+            if (verify_first, verify_last) == (start, last):
+                verified = held
+            else:
+                verified = held_per_position(size, quorum, verify_first, verify_last)
+            for position, bookie in enumerate(ensemble.bookie_ids):
+                if held[position] and bookie in registered:
+                    row = _Row(
+                        scope_id,
+                        ledger_id,
+                        size,
+                        quorum,
+                        position,
+                        start,
+                        last,
+                        held[position],
+                        verify_first,
+                        verify_last,
+                        verified[position],
+                    )
+                    rows.append((bookie, row))
+    return rows
+
+
+def held_per_position(ensemble_size: int, write_quorum: int, first: int, last: int) -> list[int]:
+    """How many of the entries first..last each position of an ensemble
+    holds (entry e goes to positions (e + k) mod E for k < W): count_held
+    for every position at once."""
+    if last < first:
+        return [0] * ensemble_size
+    cycles, rest = divmod(last - first + 1, ensemble_size)
+    held = [cycles * write_quorum] * ensemble_size
+    for entry_id in range(first, first + rest):
+        for copy in range(write_quorum):
+            held[(entry_id + copy) % ensemble_size] += 1
+    return held

@@ -226,10 +226,34 @@ class FindMissingEntriesResponse(_message.Message):
     def __init__(self, missing_entry_ids: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class CheckEntriesRequest(_message.Message):
-    __slots__ = ("ledgers",)
+    __slots__ = ("ledgers", "stripes")
     LEDGERS_FIELD_NUMBER: _ClassVar[int]
+    STRIPES_FIELD_NUMBER: _ClassVar[int]
     ledgers: _containers.RepeatedCompositeFieldContainer[LedgerEntriesToCheck]
-    def __init__(self, ledgers: _Optional[_Iterable[_Union[LedgerEntriesToCheck, _Mapping]]] = ...) -> None: ...
+    stripes: EntryStripes
+    def __init__(self, ledgers: _Optional[_Iterable[_Union[LedgerEntriesToCheck, _Mapping]]] = ..., stripes: _Optional[_Union[EntryStripes, _Mapping]] = ...) -> None: ...
+
+class EntryStripes(_message.Message):
+    __slots__ = ("scope_ids", "ledger_ids", "first_entry_ids", "last_entry_ids", "ensemble_sizes", "write_quorums", "positions", "verify_first_ids", "verify_last_ids")
+    SCOPE_IDS_FIELD_NUMBER: _ClassVar[int]
+    LEDGER_IDS_FIELD_NUMBER: _ClassVar[int]
+    FIRST_ENTRY_IDS_FIELD_NUMBER: _ClassVar[int]
+    LAST_ENTRY_IDS_FIELD_NUMBER: _ClassVar[int]
+    ENSEMBLE_SIZES_FIELD_NUMBER: _ClassVar[int]
+    WRITE_QUORUMS_FIELD_NUMBER: _ClassVar[int]
+    POSITIONS_FIELD_NUMBER: _ClassVar[int]
+    VERIFY_FIRST_IDS_FIELD_NUMBER: _ClassVar[int]
+    VERIFY_LAST_IDS_FIELD_NUMBER: _ClassVar[int]
+    scope_ids: _containers.RepeatedScalarFieldContainer[int]
+    ledger_ids: _containers.RepeatedScalarFieldContainer[int]
+    first_entry_ids: _containers.RepeatedScalarFieldContainer[int]
+    last_entry_ids: _containers.RepeatedScalarFieldContainer[int]
+    ensemble_sizes: _containers.RepeatedScalarFieldContainer[int]
+    write_quorums: _containers.RepeatedScalarFieldContainer[int]
+    positions: _containers.RepeatedScalarFieldContainer[int]
+    verify_first_ids: _containers.RepeatedScalarFieldContainer[int]
+    verify_last_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, scope_ids: _Optional[_Iterable[int]] = ..., ledger_ids: _Optional[_Iterable[int]] = ..., first_entry_ids: _Optional[_Iterable[int]] = ..., last_entry_ids: _Optional[_Iterable[int]] = ..., ensemble_sizes: _Optional[_Iterable[int]] = ..., write_quorums: _Optional[_Iterable[int]] = ..., positions: _Optional[_Iterable[int]] = ..., verify_first_ids: _Optional[_Iterable[int]] = ..., verify_last_ids: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class LedgerEntriesToCheck(_message.Message):
     __slots__ = ("ledger_id", "entry_ids", "verify_entry_ids")
@@ -242,10 +266,22 @@ class LedgerEntriesToCheck(_message.Message):
     def __init__(self, ledger_id: _Optional[_Union[_common_pb2.LedgerId, _Mapping]] = ..., entry_ids: _Optional[_Iterable[int]] = ..., verify_entry_ids: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class CheckEntriesResponse(_message.Message):
-    __slots__ = ("ledgers",)
+    __slots__ = ("ledgers", "rows_checked", "missing_rows", "missing_entry_ids", "damaged_rows", "damaged_entry_ids", "bytes_verified")
     LEDGERS_FIELD_NUMBER: _ClassVar[int]
+    ROWS_CHECKED_FIELD_NUMBER: _ClassVar[int]
+    MISSING_ROWS_FIELD_NUMBER: _ClassVar[int]
+    MISSING_ENTRY_IDS_FIELD_NUMBER: _ClassVar[int]
+    DAMAGED_ROWS_FIELD_NUMBER: _ClassVar[int]
+    DAMAGED_ENTRY_IDS_FIELD_NUMBER: _ClassVar[int]
+    BYTES_VERIFIED_FIELD_NUMBER: _ClassVar[int]
     ledgers: _containers.RepeatedCompositeFieldContainer[LedgerEntriesFound]
-    def __init__(self, ledgers: _Optional[_Iterable[_Union[LedgerEntriesFound, _Mapping]]] = ...) -> None: ...
+    rows_checked: int
+    missing_rows: _containers.RepeatedScalarFieldContainer[int]
+    missing_entry_ids: _containers.RepeatedScalarFieldContainer[int]
+    damaged_rows: _containers.RepeatedScalarFieldContainer[int]
+    damaged_entry_ids: _containers.RepeatedScalarFieldContainer[int]
+    bytes_verified: int
+    def __init__(self, ledgers: _Optional[_Iterable[_Union[LedgerEntriesFound, _Mapping]]] = ..., rows_checked: _Optional[int] = ..., missing_rows: _Optional[_Iterable[int]] = ..., missing_entry_ids: _Optional[_Iterable[int]] = ..., damaged_rows: _Optional[_Iterable[int]] = ..., damaged_entry_ids: _Optional[_Iterable[int]] = ..., bytes_verified: _Optional[int] = ...) -> None: ...
 
 class LedgerEntriesFound(_message.Message):
     __slots__ = ("ledger_id", "missing_entry_ids", "damaged_entry_ids", "bytes_verified")

@@ -218,7 +218,9 @@ class BookieServiceServicer:
         HMAC digest needs the ledger's key, which bookies do not hold: for those
         only the header is checked, and the caller reads the copies to check
         their digests. A ledger whose storage cannot be read back has every
-        listed entry reported damaged.
+        listed entry reported damaged. The question comes in one of two shapes:
+        each ledger's ids listed (`ledgers`), or a few numbers per ledger segment
+        (`stripes`, what the scrub sends: no per-ledger message on either side).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
