@@ -12,7 +12,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
 from quire.registry.v1 import registry_pb2, registry_pb2_grpc
 from quire_api.ids import LedgerId, ledger_id_to_proto
-from quire_client import QuireClient
+from quire_client import QuireClient, QuireClientError
 from quire_client.cluster import LocalCluster, tooling_channel
 from quire_common.entry import Digester, DigestType, master_key, pack_entry, verified_entry
 from tests.faults.checker import Verdict, check, read_back
@@ -79,6 +79,27 @@ def closed_ledgers(
     for ledger in made:
         client.close_ledger(ledger.qualified_name)
     return made
+
+
+def gateway_reaches_all(cluster: LocalCluster, client: QuireClient) -> bool:
+    """Whether an add through the gateway to every bookie at once succeeds without
+    an ensemble change (the gateway's own channels may still be backing off after a
+    fault or a restart although each bookie answers the test)."""
+    every = len(cluster.bookie_names)
+    try:
+        metadata = client.create_ledger(
+            ensemble_size=every, write_quorum_size=every, ack_quorum_size=every, password=PASSWORD
+        )
+    except QuireClientError:
+        return False  # placement or the registry is still coming back
+    ledger = LedgerId(metadata.ledger_id.scope_id, metadata.ledger_id.ledger_id)
+    try:
+        client.append_all(ledger, [b"probe"])
+        return len(client.ledger_metadata(ledger)[0].ensembles) == 1
+    except QuireClientError:
+        return False
+    finally:
+        client.delete_ledger(ledger)
 
 
 def percentile_ms(values: list[float], fraction: float) -> float:

@@ -32,6 +32,7 @@ from tests.faults.scenarios import (
     closed_ledgers,
     direct_add_accepted,
     finish,
+    gateway_reaches_all,
     histogram_quantile,
     latency_figures,
     metric_sum,
@@ -209,6 +210,9 @@ def test_dsk5_slow_disk(cluster: LocalCluster, scenario: Scenario) -> None:
     cluster.wait_bookies_registered(4)
     try:
         with client_for(cluster) as client:
+            # The gateway's stream to the restarted bookie must be up before the writers start:
+            # an add meeting it still reconnecting replaces the bookie, and nothing is slow then.
+            wait_until("the gateway reaching every bookie", lambda: gateway_reaches_all(cluster, client))
             running = [w.start() for w in writers(cluster, ledgers, history, seed)]
             for writer in running:
                 writer.join()

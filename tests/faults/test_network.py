@@ -26,6 +26,7 @@ from tests.faults.scenarios import (
     N,
     client_for,
     finish,
+    gateway_reaches_all,
     latency_figures,
     metric_sum,
     new_ledger,
@@ -119,29 +120,9 @@ class Lab:
             time.sleep(0.2)
         self.cluster.wait_bookies_registered(len(self.cluster.bookie_names), timeout)
         with client_for(self.cluster) as client:
-            while not self.gateway_reaches_all(client):
+            while not gateway_reaches_all(self.cluster, client):
                 assert time.monotonic() < deadline, "the gateway does not reach every bookie again"
                 time.sleep(0.2)
-
-    def gateway_reaches_all(self, client: QuireClient) -> bool:
-        """Whether an add through the gateway to every bookie at once succeeds without
-        an ensemble change (the gateway's own channels may still be backing off after a
-        fault although each bookie answers the test)."""
-        every = len(self.cluster.bookie_names)
-        try:
-            metadata = client.create_ledger(
-                ensemble_size=every, write_quorum_size=every, ack_quorum_size=every, password=PASSWORD
-            )
-        except QuireClientError:
-            return False  # placement or the registry is still coming back
-        ledger = LedgerId(metadata.ledger_id.scope_id, metadata.ledger_id.ledger_id)
-        try:
-            client.append_all(ledger, [b"probe"])
-            return len(client.ledger_metadata(ledger)[0].ensembles) == 1
-        except QuireClientError:
-            return False
-        finally:
-            client.delete_ledger(ledger)
 
     def gateway_metric(self, name: str) -> float:
         return metric_sum(scrape(f"{self.cluster.host('gateway')}:{self.cluster.ports.gateway_http}"), name)
@@ -553,7 +534,7 @@ def test_net9_heal(lab: Lab, scenario: Scenario) -> None:
             time.sleep(0.1)
         wait_until(
             "the gateway reaching every bookie after the heal",
-            lambda: lab.gateway_reaches_all(client),
+            lambda: gateway_reaches_all(lab.cluster, client),
             poll_seconds=0.2,
         )
         scenario.figures["seconds_to_all_serving"] = all_serving_at
