@@ -21,8 +21,9 @@ command -v etcdctl >/dev/null 2>&1 || [ -x /usr/bin/etcdctl ] || apt_packages+=(
 "$PYTHON" -c 'import ensurepip, venv' >/dev/null 2>&1 || apt_packages+=(python3-venv)
 # The telemetry stage runs PySpark, which needs a Java runtime (17 or newer).
 command -v java >/dev/null 2>&1 || apt_packages+=(openjdk-17-jre-headless)
-# The fault suite (tests/faults) uses network namespaces and tc, strace and faketime.
+# The fault suite (tests/faults) uses network namespaces, tc and nftables (the network lab), strace and faketime.
 command -v ip >/dev/null 2>&1 && command -v tc >/dev/null 2>&1 || apt_packages+=(iproute2)
+command -v nft >/dev/null 2>&1 || apt_packages+=(nftables)
 command -v strace >/dev/null 2>&1 || apt_packages+=(strace)
 command -v faketime >/dev/null 2>&1 || apt_packages+=(faketime)
 # The alert rules are checked with promtool, and the end-to-end suite scrapes a cluster with a real Prometheus.
