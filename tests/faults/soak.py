@@ -10,7 +10,8 @@ While it runs it samples every process's RSS and open file descriptors
 - the checker's invariants over every ledger written (acked_lost == 0,
   wrong_bytes == 0 and the rest), each ledger checked and deleted as soon as
   its writer ends, so the soak's own memory stays flat;
-- no traceback or asyncio/OpenTelemetry lifecycle error in any service log;
+- no error line, traceback or asyncio/OpenTelemetry lifecycle error in any
+  service log;
 - every closed ledger back at its write quorum's copies of every entry
   (CopyCheck), and full service after every fault;
 - memory and descriptors that flatten: for every process that lived through the
@@ -55,6 +56,7 @@ from tests.faults.workload import READER_PROCESS, Writer, observe_lac, read_all
 T = TypeVar("T")
 
 LOG_ERRORS = (
+    '"level": "ERROR"',  # a service's error line: what a fault is expected to do logs at WARNING
     "Traceback",
     "Task was destroyed but it is pending",
     "Task exception was never retrieved",

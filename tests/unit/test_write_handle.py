@@ -201,6 +201,21 @@ async def test_with_no_bookie_to_replace_it_a_member_the_write_sets_can_spare_is
     assert not handle.failed
 
 
+async def test_with_placement_out_of_reach_a_member_the_write_sets_can_spare_is_left_out():
+    remote = FakeRemote(["a", "b", "c"], spare=["d"])
+    handle = handle_on(remote, ["a", "b", "c"], write_quorum=3, ack_quorum=2)
+
+    async def placement_away(metadata, ensemble, failed, exclude):  # type: ignore[no-untyped-def]
+        raise Unavailable("choosing a bookie to replace it: Deadline Exceeded")
+
+    remote.replace_bookie = placement_away  # type: ignore[method-assign]
+    await write(handle, [b"x"])
+    remote.bookies["c"].down = True
+    assert await write(handle, [b"y%d" % i for i in range(4)]) == list(range(1, 5))
+    assert len(remote.metadata.ensembles) == 1 and not handle.failed
+    assert dict(remote.metadata.custom_metadata) == {"quire.under-replicated/c": "1"}
+
+
 DELAYED = WriteSettings(bookie_retry_seconds=0.0, add_timeout_seconds=1.0, delay_ensemble_change=True)
 
 

@@ -474,7 +474,7 @@ class WriteHandle:
         they are marked in the same write, for the auditor to copy back to it
         when it returns (or to its replacement in the old segment if it does
         not), so the copies the user asked for are restored."""
-        leave_out = False
+        leave_out = choosing = False
         async with self._change_lock:
             if self._failure is not None or failed not in self.ensemble:
                 return
@@ -487,9 +487,11 @@ class WriteHandle:
                 ):
                     replacements: dict[str, str] = {}
                     ensemble = list(self.ensemble)
+                    choosing = True
                     for bookie in gone:
                         replacements[bookie] = await self._replacement(ensemble, bookie, set(gone))
                         ensemble = with_replacements(ensemble, {bookie: replacements[bookie]})
+                    choosing = False
                     self._replaced.update(gone)
                     for bookie in gone:
                         self.quarantine.add(bookie)
@@ -513,11 +515,12 @@ class WriteHandle:
                 for replacement, entries in resend.items():
                     self._queue([replacement], entries)
             except QuireError as exc:
-                # No bookie can take its place now (too few registered: a partition between the
-                # registry and etcd lets registrations lapse), but every write set keeps A live
-                # members without it: write on without it, as a delayed ensemble change does,
-                # rather than fail the ledger; a later failure tries a replacement again.
-                leave_out = exc.reason == Reason.NOT_ENOUGH_BOOKIES and self._can_leave_out(failed)
+                # No bookie can take its place now (too few registered, as when a partition between
+                # the registry and etcd lets registrations lapse, or placement out of reach), but
+                # every write set keeps A live members without it: write on without it, as a
+                # delayed ensemble change does, rather than fail the ledger; a later failure tries
+                # a replacement again.
+                leave_out = choosing and self._can_leave_out(failed)
                 if leave_out:
                     log.warning("ledger %s: no bookie can replace %s now (%s); writing on without it",
                                 self.ledger_id, failed, exc.message)  # fmt: skip
