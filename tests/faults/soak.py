@@ -42,7 +42,7 @@ from typing import TypeVar
 import grpc
 
 from quire_api.ids import LedgerId
-from quire_client import QuireClient, QuireClientError
+from quire_client import NotFoundError, QuireClient, QuireClientError
 from quire_client.cluster import LocalCluster
 from tests.faults.checker import Verdict, check, read_back
 from tests.faults.history import History
@@ -221,6 +221,17 @@ def retrying(action: Callable[[], T], what: str, attempts: int = 120) -> T:
     raise AssertionError("unreachable")
 
 
+def delete(client: QuireClient, ledger: LedgerId) -> None:
+    """Delete a ledger, again while a fault is under way; NOT_FOUND after an
+    attempt whose answer was lost means it is gone."""
+
+    def once() -> None:
+        with contextlib.suppress(NotFoundError):
+            client.delete_ledger(ledger.qualified_name)
+
+    retrying(once, "delete ledger")
+
+
 class LedgerLoop:
     """One writer slot: a fresh ledger, `entries` entries into it (or until the
     session breaks), close it (or recover it, after a fault), read it back,
@@ -281,7 +292,7 @@ class LedgerLoop:
         if self.copies is not None:
             self.copies.put(ledger)
         else:
-            retrying(lambda: client.delete_ledger(ledger.qualified_name), "delete ledger")
+            delete(client, ledger)
 
     def start(self) -> LedgerLoop:
         self._thread.start()
@@ -321,7 +332,11 @@ class CopyCheck:
                 if not batch and self._draining.is_set():
                     return
                 for ledger, since in batch:
-                    self._check(client, ledger, since)
+                    try:
+                        self._check(client, ledger, since)
+                    except Exception as exc:  # reported, and fails the soak; the others are still checked
+                        with self.totals.lock:
+                            self.totals.errors.append(f"copy check of {ledger.qualified_name}: {exc}")
                 time.sleep(5.0)
 
     def _check(self, client: QuireClient, ledger: LedgerId, since: float) -> None:
@@ -337,7 +352,7 @@ class CopyCheck:
                 self.totals.thin_at_end.append(f"{ledger.qualified_name}: {thin} entries")
             else:
                 self.totals.copies_checked += 1
-        retrying(lambda: client.delete_ledger(ledger.qualified_name), "delete ledger")
+        delete(client, ledger)
 
     def put_back(self, ledger: LedgerId, since: float) -> None:
         with self._lock:

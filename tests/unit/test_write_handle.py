@@ -297,3 +297,21 @@ async def test_a_ledger_fenced_by_a_recovery_elsewhere_fails_its_writer_with_a_w
             await asyncio.wait_for(write(handle, [b"x"]), timeout=5)
     failed = [r for r in caplog.records if "write handle failed" in r.getMessage()]
     assert [r.levelno for r in failed] == [logging.WARNING]
+
+
+async def test_a_ledger_whose_bookies_and_placement_are_out_of_reach_fails_with_a_warning_not_an_error(caplog):
+    """A gateway cut off from its bookies and from placement (a partition) fails
+    the writes it cannot place, UNAVAILABLE, at WARNING: what the fault does."""
+    remote = FakeRemote(["a", "b", "c"], spare=["d"])
+    handle = handle_on(remote, ["a", "b", "c"])
+
+    async def placement_away(metadata, ensemble, failed, exclude):  # type: ignore[no-untyped-def]
+        raise Unavailable("choosing a bookie to replace it: Deadline Exceeded")
+
+    remote.replace_bookie = placement_away  # type: ignore[method-assign]
+    remote.bookies["c"].down = True
+    with caplog.at_level(logging.WARNING, logger="quire_gateway.write.handle"):
+        with pytest.raises(Unavailable):
+            await write(handle, [b"x%d" % i for i in range(3)])
+    failed = [r for r in caplog.records if "write handle failed" in r.getMessage()]
+    assert [r.levelno for r in failed] == [logging.WARNING]

@@ -47,6 +47,7 @@ from opentelemetry.trace import Span, SpanContext, Status, StatusCode
 from quire.common.v1 import common_pb2
 from quire_api.backoff import Backoff
 from quire_api.errors import (
+    DeadlineExceeded,
     FailedPrecondition,
     QuireError,
     Reason,
@@ -625,10 +626,12 @@ class WriteHandle:
         """The handle cannot go on: fail every pending entry."""
         if self._failure is None:
             self._failure = error
-            # A recovery, a close or a delete elsewhere ending the ledger is what a fault is expected
-            # to do to its writer, not an error of this gateway.
+            # A recovery, a close or a delete elsewhere ending the ledger, or bookies and placement
+            # out of reach (a partition, a crash), is what a fault is expected to do to its writer,
+            # not an error of this gateway: the writer is told, and retries or recovers.
             ended_elsewhere = error.reason in _ENDED_ELSEWHERE
-            log.log(logging.WARNING if ended_elsewhere else logging.ERROR,
+            out_of_reach = isinstance(error, Unavailable | DeadlineExceeded)
+            log.log(logging.WARNING if ended_elsewhere or out_of_reach else logging.ERROR,
                     "ledger %s write handle failed: %s", self.ledger_id, error)  # fmt: skip
             if ended_elsewhere and self._on_ended is not None:
                 self._on_ended(self)
