@@ -275,7 +275,13 @@ class MetadataChurn:
         does not know its outcome would: the ledgers all creates stand for."""
         for create in self.creates:
             if not create.ledger:
-                metadata = client.create_ledger(password=PASSWORD, request_id=create.request_id, attempts=3)
+                # Bookies whose registrations lapsed in the split may still be registering again:
+                # a create that is told UNAVAILABLE is sent again, as a client would.
+                metadata = wait_until(
+                    "a create sent again with its request id",
+                    partial(create_or_none, client, create.request_id),
+                    deadline_seconds=120,
+                )
                 create.ledger = LedgerId(metadata.ledger_id.scope_id, metadata.ledger_id.ledger_id).qualified_name
         ledgers = [create.ledger for create in self.creates]
         assert len(set(ledgers)) == len(ledgers), "two creates answered one ledger"
@@ -286,6 +292,16 @@ SPLIT_SECONDS = 15  # a create the split stops takes the registry's etcd timeout
 CALL_SECONDS = 15  # the clients' deadline per call
 CLOSED_PAYLOAD = b"read me during the split"
 NO_METADATA_CACHE = "QUIRE_GATEWAY_METADATA_CACHE_LEDGERS"
+
+
+def create_or_none(client: QuireClient, request_id: str) -> common_pb2.LedgerMetadata | None:
+    """A create with `request_id`, or None when it fails UNAVAILABLE (to be sent again)."""
+    try:
+        return client.create_ledger(password=PASSWORD, request_id=request_id, attempts=1)
+    except QuireClientError as exc:
+        if exc.code.name != "UNAVAILABLE":
+            raise
+        return None
 
 
 def split_etcd(mesh: Mesh, registry_with: str) -> None:
