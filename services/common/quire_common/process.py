@@ -6,6 +6,7 @@ is served until SIGTERM or SIGINT, drained, and then the parts are stopped."""
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from contextlib import AsyncExitStack
 
 import grpc
@@ -14,15 +15,16 @@ from grpc_health.v1 import health
 from quire_common.server import serve_until_signalled
 
 
-class ServiceProcess:
+class ServiceProcess(ABC):
     def __init__(self) -> None:
         self._stops = AsyncExitStack()
         # Set by `_start()` once it has created the gRPC server.
         self.server: grpc.aio.Server | None = None
         self.health: health.aio.HealthServicer | None = None
 
+    @abstractmethod
     async def _start(self) -> None:
-        raise NotImplementedError
+        """Create the server and the service's parts, each entered on `self._stops`."""
 
     async def start(self) -> None:
         try:
