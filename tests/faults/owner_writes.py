@@ -105,3 +105,18 @@ def refusal_after_waiting(
             else:
                 raise AssertionError("a write was accepted for a ledger whose owner is dead or paused")
             time.sleep(0.3)
+
+
+def recovered_end(scenario: Scenario, client: QuireClient, writer: StreamingWriter, answer: QuireClientError) -> int:
+    """After the old owner's fault: its stream finished, the end the other
+    gateway's recovery fixed (its LEDGER_OWNER_GONE answer), recorded."""
+    writer.join()
+    client.close()
+    assert answer.reason == OWNER_GONE, answer
+    end = int(answer.details["last_entry_id"])
+    scenario.figures.update(
+        recovered_end=end,
+        acked_by_the_old_owner=writer.acked,
+        writer_error=writer.error.reason if writer.error else "",
+    )
+    return end

@@ -31,6 +31,7 @@ from tests.faults.owner_writes import (
     OWNER_GONE,
     StreamingWriter,
     ledger_on_first_gateway,
+    recovered_end,
     refusal_after_waiting,
     tally,
 )
@@ -395,16 +396,7 @@ def pause_the_owner_past_its_lease(cluster: LocalCluster, scenario: Scenario) ->
         time.sleep(max(0.0, PAUSE_SECONDS - (time.monotonic() - paused_at)))
     finally:
         cluster.resume("gateway")
-    writer.join()
-    client.close()
-    assert answer.reason == OWNER_GONE, answer
-    end = int(answer.details["last_entry_id"])
-    scenario.figures.update(
-        recovered_end=end,
-        acked_by_the_old_owner=writer.acked,
-        writer_error=writer.error.reason if writer.error else "",
-    )
-    return ledger, writer, end
+    return ledger, writer, recovered_end(scenario, client, writer, answer)
 
 
 def test_part2_an_owner_paused_past_its_lease_is_fenced_out(cluster: LocalCluster, scenario: Scenario) -> None:

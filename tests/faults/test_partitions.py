@@ -41,7 +41,13 @@ from quire_gateway.ownership.sessions import session_role
 from tests.faults.history import History
 from tests.faults.lab import lab_cluster
 from tests.faults.netns import NetLab
-from tests.faults.owner_writes import OWNER_GONE, StreamingWriter, ledger_on_first_gateway, refusal_after_waiting
+from tests.faults.owner_writes import (
+    OWNER_GONE,
+    StreamingWriter,
+    ledger_on_first_gateway,
+    recovered_end,
+    refusal_after_waiting,
+)
 from tests.faults.report import Scenario
 from tests.faults.scenarios import (
     PASSWORD,
@@ -137,16 +143,7 @@ def cut_the_owner_from_the_metadata(mesh: Mesh, scenario: Scenario) -> tuple[Led
     answer = refusal_after_waiting(
         cluster.gateway_targets[1], cluster.registry_target, ledger, OWNER_CUT_OFF, 60, call_timeout=5
     )
-    writer.join()
-    client.close()
-    assert answer.reason == OWNER_GONE, answer
-    end = int(answer.details["last_entry_id"])
-    scenario.figures.update(
-        recovered_end=end,
-        acked_by_the_old_owner=writer.acked,
-        writer_error=writer.error.reason if writer.error else "",
-    )
-    return ledger, writer, end
+    return ledger, writer, recovered_end(scenario, client, writer, answer)
 
 
 def test_part1_an_owner_cut_from_the_metadata_is_fenced_out(mesh: Mesh, scenario: Scenario) -> None:
