@@ -25,7 +25,7 @@ import pytest
 
 from quire_api.ids import LedgerId
 from quire_client import QuireClientError
-from quire_client.cluster import LocalCluster, free_port
+from quire_client.cluster import LocalCluster, etcd_command, free_port
 from tests.faults.history import History
 from tests.faults.lab import fault_cluster
 from tests.faults.report import Scenario
@@ -64,19 +64,18 @@ def etcd_members(tmp_path: Path) -> Iterator[list[Member]]:
     binary = shutil.which("etcd") or "/usr/bin/etcd"
     members = [Member(f"m{i}", free_port(), free_port()) for i in range(3)]
     initial = ",".join(f"{m.name}=http://127.0.0.1:{m.peer_port}" for m in members)
+    extra_args = ["--initial-cluster-token", "quire-met7", "--heartbeat-interval", "100", "--election-timeout", "1000"]
     try:
         for member in members:
-            client, peer = f"http://{member.endpoint}", f"http://127.0.0.1:{member.peer_port}"
-            # fmt: off
-            command = [
-                binary, "--name", member.name, "--data-dir", str(tmp_path / member.name),
-                "--listen-client-urls", client, "--advertise-client-urls", client,
-                "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-                "--initial-cluster", initial, "--initial-cluster-state", "new",
-                "--initial-cluster-token", "quire-met7", "--log-level", "warn",
-                "--heartbeat-interval", "100", "--election-timeout", "1000",
-            ]
-            # fmt: on
+            command = etcd_command(
+                binary,
+                member.name,
+                tmp_path / member.name,
+                member.client_port,
+                member.peer_port,
+                extra_args,
+                initial_cluster=initial,
+            )
             with (tmp_path / f"{member.name}.log").open("ab") as log:
                 member.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + 30

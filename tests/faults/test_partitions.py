@@ -12,6 +12,8 @@ the root namespace. One cluster serves the module; each row heals what it cut.
   goes on).
 - PART-5: a flapping link between a gateway and one bookie, and between the
   registry and the etcd members.
+- PART-6: an etcd member cut off from the other two rejoins without forcing
+  an election (pre-vote).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
-from typing import cast
+from typing import NamedTuple, cast
 
 import grpc
 import pytest
@@ -76,12 +78,18 @@ class Mesh:
     cluster: LocalCluster
 
     def session_lease(self, gateway: str) -> int:
-        """The lease the registry has the session of gateway process `gateway` on (0: none)."""
+        """The lease the registry has the session of gateway process `gateway` on
+        (0: none, or the registry cannot tell just now)."""
         session = self.gateway_status(gateway)["session"]
         name = str(session["name"])  # type: ignore[index]
         with grpc.insecure_channel(self.cluster.registry_target) as channel:
             stub = registry_pb2_grpc.RegistryServiceStub(channel)
-            answer = stub.GetLeader(registry_pb2.GetLeaderRequest(role=session_role(name)), timeout=10)
+            try:
+                answer = stub.GetLeader(registry_pb2.GetLeaderRequest(role=session_role(name)), timeout=10)
+            except grpc.RpcError as exc:
+                if exc.code() != grpc.StatusCode.UNAVAILABLE:  # type: ignore[attr-defined]
+                    raise
+                return 0  # the registry without etcd for a moment (a member restarted, an election)
         return answer.lease_id if answer.leader.holder == name else 0
 
     def gateway_status(self, name: str) -> dict[str, object]:
@@ -573,6 +581,96 @@ def test_part5_control_without_repair_marks_entries_stay_thin(mesh: Mesh, scenar
         cluster.restart("gateway")
     scenario.figures["thin_entries"] = thin
     assert sum(thin) > 0, "positive control: without repair marks the thin entries were repaired anyway"
+
+
+# -- PART-6: an etcd member rejoining after a split ----------------------------------------
+
+LONE_SECONDS = 8  # eight election timeouts of etcd's default 1 s
+WATCH_SECONDS = 5
+
+
+class EtcdView(NamedTuple):
+    member_id: str
+    term: int
+    leader: str
+
+
+def etcd_status(cluster: LocalCluster, member: str) -> EtcdView | None:
+    """What etcd member `member` says of itself and its leader; None while it does not answer."""
+    request = urllib.request.Request(
+        f"http://{cluster.etcd_endpoint(member)}/v3/maintenance/status", data=b"{}", method="POST"
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=2) as response:
+            status = json.loads(response.read())
+    except (OSError, ValueError):
+        return None
+    # etcd's JSON leaves zero values out: no "leader" while the member knows of none.
+    return EtcdView(str(status["header"]["member_id"]), int(status.get("raftTerm", 0)), str(status.get("leader", "")))
+
+
+def leadership(cluster: LocalCluster, members: list[str]) -> set[tuple[int, str] | None]:
+    """The (term, leader) pairs `members` see: one pair when they agree."""
+    views = (etcd_status(cluster, member) for member in members)
+    return {(view.term, view.leader) if view else None for view in views}
+
+
+def agreed(cluster: LocalCluster, members: list[str]) -> bool:
+    """Every member answers and names the same leader at the same term."""
+    (view, *others) = leadership(cluster, members)
+    return not others and view is not None and view[1] != ""
+
+
+def lone_member_rejoins(mesh: Mesh, scenario: Scenario) -> bool:
+    """Cut one etcd follower from the other two for LONE_SECONDS, heal, and
+    watch the other two for WATCH_SECONDS: True when they kept their leader
+    and term throughout."""
+    cluster, members = mesh.cluster, mesh.cluster.etcd_names
+    wait_until("every etcd member following one leader", partial(agreed, cluster, members))
+    views = {member: cast(EtcdView, etcd_status(cluster, member)) for member in members}
+    term, leader = views[members[0]].term, views[members[0]].leader
+    lone = next(member for member, view in views.items() if view.member_id != leader)
+    others = [member for member in members if member != lone]
+    for other in others:
+        mesh.net.partition(lone, other)
+    time.sleep(LONE_SECONDS)
+    mesh.net.heal()
+    seen: set[tuple[int, str] | None] = set()
+    watch_until = time.monotonic() + WATCH_SECONDS
+    while time.monotonic() < watch_until:
+        seen |= leadership(cluster, others)
+        time.sleep(0.1)
+    wait_until("the lone member following the leader again", partial(agreed, cluster, members))
+    scenario.figures.update(term_before=term, terms_after=sorted({pair[0] for pair in seen if pair}))
+    return seen == {(term, leader)}
+
+
+def test_part6_an_etcd_member_rejoining_does_not_unseat_the_leader(mesh: Mesh, scenario: Scenario) -> None:
+    """PART-6: an etcd follower cut off from the other two campaigns alone;
+    with pre-vote (LocalCluster's and the manifests' etcd flags) it never
+    counts its term up, so on rejoining it leaves the leader in place and
+    metadata calls see no election."""
+    scenario.start("PART-6", etcd_members=3)
+    assert lone_member_rejoins(mesh, scenario), scenario.figures
+
+
+def test_part6_control_without_pre_vote_a_rejoining_member_forces_an_election(mesh: Mesh, scenario: Scenario) -> None:
+    """Positive control: the lone member restarted without --pre-vote counts
+    its term up while cut off; on rejoining, its answers at the higher term
+    make the leader step down and the cluster elects again."""
+    scenario.start("PART-6-control", etcd_members=3, pre_vote=False)
+    cluster = mesh.cluster
+    originals = {name: list(cluster.processes[name].command) for name in cluster.etcd_names}
+    try:
+        for name in cluster.etcd_names:
+            cluster.processes[name].command.remove("--pre-vote")
+            cluster.restart(name)
+        assert not lone_member_rejoins(mesh, scenario), scenario.figures
+    finally:
+        mesh.net.heal()
+        for name in cluster.etcd_names:
+            cluster.processes[name].command[:] = originals[name]
+            cluster.restart(name)
 
 
 def read_through(target: str, cluster: LocalCluster, ledger: LedgerId) -> list[bytes]:

@@ -139,7 +139,11 @@ def etcd_command(
 ) -> list[str]:
     """An etcd member listening on `host` (loopback by default); alone unless
     `initial_cluster` names its peers ("name=url,..."). `extra_args` go last (a
-    space quota, say). With `tls`, clients and peers need certificates of its CA."""
+    space quota, say). With `tls`, clients and peers need certificates of its CA.
+
+    Pre-vote is on: a member cut off from the others asks before it campaigns,
+    so on rejoining it does not unseat a healthy leader with the higher term it
+    counted up alone (etcd 3.4 has it off by default)."""
     scheme = "https" if tls is not None else "http"
     client, peer = f"{scheme}://{host}:{client_port}", f"{scheme}://{host}:{peer_port}"
     secure: list[str] = []
@@ -154,7 +158,8 @@ def etcd_command(
         binary, "--name", name, "--data-dir", str(data_dir),
         "--listen-client-urls", client, "--advertise-client-urls", client,
         "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-        "--initial-cluster", initial_cluster or f"{name}={peer}", "--log-level", "warn", *secure, *extra_args,
+        "--initial-cluster", initial_cluster or f"{name}={peer}", "--pre-vote", "--log-level", "warn",
+        *secure, *extra_args,
     ]  # fmt: skip
 
 

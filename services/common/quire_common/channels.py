@@ -17,12 +17,17 @@ from quire_common.telemetry import tracing_enabled
 
 T = TypeVar("T")
 
+# Reconnect quickly after a peer restarts instead of backing off for up to
+# gRPC's default two minutes (the etcd channel takes these too).
+RECONNECT_OPTIONS: list[tuple[str, int]] = [
+    ("grpc.initial_reconnect_backoff_ms", 200),
+    ("grpc.max_reconnect_backoff_ms", 2000),
+]
+
 CHANNEL_OPTIONS = [
     ("grpc.max_receive_message_length", 64 * 1024 * 1024),
     ("grpc.max_send_message_length", 64 * 1024 * 1024),
-    # Reconnect quickly after a peer restarts instead of backing off for minutes.
-    ("grpc.initial_reconnect_backoff_ms", 200),
-    ("grpc.max_reconnect_backoff_ms", 2000),
+    *RECONNECT_OPTIONS,
     # Each channel its own connections: with gRPC's process-wide pool a channel
     # opened to replace a failing one would inherit its reconnect backoff.
     ("grpc.use_local_subchannel_pool", 1),

@@ -25,6 +25,7 @@ from etcd3aio._protobuf import Compare, RequestOp, WatchCreateRequest, WatchRequ
 
 from quire_api.backoff import Backoff
 from quire_api.errors import QuireError, Reason, ResourceExhausted, Unavailable
+from quire_common.channels import RECONNECT_OPTIONS
 from quire_common.config import ConfigError
 from quire_common.telemetry import duration_histogram, meter, tracer
 from quire_registry.etcd_probe import check_tls_settings
@@ -272,6 +273,10 @@ class EtcdStore:
             cert_key=self._access.key,
             cert_chain=self._access.cert,
         )
+        # etcd3aio takes no channel options; without these a member back from a
+        # restart waits out gRPC's reconnect backoff (up to two minutes) before
+        # the registry uses it again. Pinned to etcd3aio 0.3, whose manager holds them.
+        self._client._manager.grpc_options.extend(RECONNECT_OPTIONS)
         self._timeout = timeout_seconds
         self._endpoints = list(endpoints)
         self._addresses = addresses
