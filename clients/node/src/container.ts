@@ -21,6 +21,7 @@
  * `testcontainers` is an optional peer dependency: install it beside
  * @quire-ledger/client to use this module.
  */
+import { readFile } from "node:fs/promises";
 import * as net from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import { credentials, makeGenericClientConstructor, type ServiceError } from "@grpc/grpc-js";
@@ -54,29 +55,55 @@ interface Ports {
   bookieHttp: number[];
 }
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
+// The first port of the kernel's range for outgoing connections. Ports are
+// chosen below it: a port taken with listen(0) comes from that range, and an
+// outgoing connection could take it between the choice here and the engine
+// publishing it. Elsewhere than Linux, the IANA range's start.
+async function ephemeralRangeStart(): Promise<number> {
+  try {
+    const range = await readFile("/proc/sys/net/ipv4/ip_local_port_range", "utf8");
+    return Number(range.trim().split(/\s+/)[0]);
+  } catch {
+    return 49152;
+  }
+}
+
+async function listenOn(port: number): Promise<net.Server | undefined> {
+  return new Promise((resolve) => {
     const server = net.createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
+    server.once("error", () => resolve(undefined));
+    server.listen(port, "127.0.0.1", () => resolve(server));
   });
 }
 
+// Every port is held open until all are chosen, so no two services are given
+// the same number (a port closed at once may be chosen again: CI once saw a
+// bookie and placement's admin HTTP handed one port).
 async function freePorts(bookies: number): Promise<Ports> {
+  const low = await ephemeralRangeStart();
+  const floor = low > 12000 ? 10000 : 1024;
+  const held: net.Server[] = [];
   const take = async (n: number) => {
     const ports: number[] = [];
-    for (let i = 0; i < n; i++) ports.push(await freePort());
+    for (let attempt = 0; ports.length < n; attempt++) {
+      if (attempt > 1000) throw new QuireContainerError(`no free loopback port between ${floor} and ${low}`);
+      const server = await listenOn(floor + Math.floor(Math.random() * (low - floor)));
+      if (server === undefined) continue;
+      held.push(server);
+      ports.push((server.address() as net.AddressInfo).port);
+    }
     return ports;
   };
-  const [gateway, registry, placement, etcd, etcdPeer, gatewayHttp, registryHttp, placementHttp] = await take(8);
-  return {
-    gateway, registry, placement, etcd, etcdPeer, gatewayHttp, registryHttp, placementHttp,
-    bookies: await take(bookies),
-    bookieHttp: await take(bookies),
-  };
+  try {
+    const [gateway, registry, placement, etcd, etcdPeer, gatewayHttp, registryHttp, placementHttp] = await take(8);
+    return {
+      gateway, registry, placement, etcd, etcdPeer, gatewayHttp, registryHttp, placementHttp,
+      bookies: await take(bookies),
+      bookieHttp: await take(bookies),
+    };
+  } finally {
+    await Promise.all(held.map((server) => new Promise((closed) => server.close(closed))));
+  }
 }
 
 // grpc.health.v1.Health/Check with hand-encoded messages: the request is
