@@ -153,9 +153,7 @@ class QuireAdmin:
             request = placement_pb2.GetPlacementWeightsRequest()
             return self._unary(stub.GetPlacementWeights, request, placement_pb2.GetPlacementWeightsResponse)
         asked = admin_pb2.GetPlacementWeightsRequest()
-        return self._unary(
-            self._admin_api().GetPlacementWeights, asked, admin_pb2.GetPlacementWeightsResponse
-        ).weights
+        return self._unary(self._admin_api().GetPlacementWeights, asked, admin_pb2.GetPlacementWeightsResponse).weights
 
     def auditor(self) -> registry_pb2.Leader:
         """Which gateway holds the auditor role (holder empty: none yet), and

@@ -37,7 +37,8 @@ DIRECT_SERVICES: dict[str, tuple[str, ...]] = {
 def open_admin(settings: Globals) -> AdminCalls:
     """The admin calls of this command, after its settings were checked."""
     settings.check_settings()
-    services = DIRECT_SERVICES if settings.direct else {name: (GATEWAY,) for name in DIRECT_SERVICES}
+    through_gateway: dict[str, tuple[str, ...]] = {name: (GATEWAY,) for name in DIRECT_SERVICES}
+    services = DIRECT_SERVICES if settings.direct else through_gateway
     admin = ServiceCalls(settings.make_admin_client(settings), settings, services)
     return AdminCalls(admin, direct=settings.direct)
 

@@ -60,6 +60,7 @@ DEFAULT_ADDRESSES = {GATEWAY: "127.0.0.1:7000", REGISTRY: "127.0.0.1:7001", PLAC
 TLS_FILES = ("tls_ca", "tls_cert", "tls_key")
 DEFAULT_SOURCE = "the default"
 
+
 def flag_of(setting: str) -> str:
     return "--" + setting.replace("_", "-")
 
