@@ -92,7 +92,6 @@ class GatewayProcess(ServiceProcess):
             self.env.address,
             self.env.http_port,
             parts.status,
-            parts.streams.prometheus_text,
             self.env.common,
         )
         await self.server.start()
@@ -131,6 +130,8 @@ class GatewayProcess(ServiceProcess):
         entry_cache = EntryCache(env.entry_cache_bytes)
         metrics.metadata_cache_stats = metadata_cache.stats if metadata_cache is not None else None
         metrics.entry_cache_stats = entry_cache.status
+        streams = ActiveStreams()
+        metrics.active_stream_counts = streams.snapshot
         name = gateway_name(env)
         address = advertised_address(env.address, env.advertised_address)
         session = GatewaySession(
@@ -175,7 +176,7 @@ class GatewayProcess(ServiceProcess):
             role=role,
             auditor=auditor,
             auditing=auditor_config.interval_seconds > 0,
-            streams=ActiveStreams(),
+            streams=streams,
             tls=tls,
             admin_operations=admin_operations,
         )
