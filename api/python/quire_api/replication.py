@@ -1,5 +1,5 @@
 """Which ledger segments are under-replicated: pure functions shared by the
-gateway's auditor and `quire recovery status`.
+gateway (its auditor and admin API) and QuireAdmin's break-glass route.
 
 A segment is one ensemble of a ledger (entries from its first entry id up to
 the next ensemble's first, or the ledger's end). It is under-replicated when
