@@ -86,6 +86,7 @@ class GatewayProcess(ServiceProcess):
             settings=self.env.common.server,
         )
         await mark_not_serving(self.health, SERVICE_NAMES)  # until the registry answers
+        metrics.active_stream_counts = parts.streams.snapshot
         # The admin endpoint first: a port it cannot use stops the start before gRPC serves anything.
         admin = await start_admin_server(
             "QUIRE_GATEWAY_HTTP_PORT",
@@ -130,8 +131,6 @@ class GatewayProcess(ServiceProcess):
         entry_cache = EntryCache(env.entry_cache_bytes)
         metrics.metadata_cache_stats = metadata_cache.stats if metadata_cache is not None else None
         metrics.entry_cache_stats = entry_cache.status
-        streams = ActiveStreams()
-        metrics.active_stream_counts = streams.snapshot
         name = gateway_name(env)
         address = advertised_address(env.address, env.advertised_address)
         session = GatewaySession(
@@ -176,7 +175,7 @@ class GatewayProcess(ServiceProcess):
             role=role,
             auditor=auditor,
             auditing=auditor_config.interval_seconds > 0,
-            streams=streams,
+            streams=ActiveStreams(),
             tls=tls,
             admin_operations=admin_operations,
         )
