@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from quire_api.ids import LedgerId
-from quire_client import QuireClient
+from quire_client import QuireAdmin, QuireClient
 from quire_client.bench_closed import process_cpu_seconds
 from quire_client.cluster import LocalCluster, Ports
 
@@ -186,8 +186,8 @@ def operations(
     return phases.figures
 
 
-def scrub_figures(client: QuireClient) -> dict[str, float]:
-    leader = client.auditor()
+def scrub_figures(admin: QuireAdmin) -> dict[str, float]:
+    leader = admin.auditor()
     return {key: float(value) for key, value in leader.properties.items() if key.startswith("scrub_")}
 
 
@@ -217,16 +217,16 @@ def measure(ledgers: int, args: argparse.Namespace) -> dict[str, Any]:
             pids = {name: pid for name in cluster.processes if (pid := cluster.pid(name)) is not None}
             empty_rss = {name: round(rss_mib(pid), 1) for name, pid in pids.items()}
             empty_cpu_per_second = idle_cpu_per_second(pids, args.baseline_seconds)
-            with QuireClient(cluster.gateway_target, registry=cluster.registry_target) as client:
+            with QuireClient(cluster.gateway_target) as client, QuireAdmin(cluster.gateway_target) as admin:
                 filled, creates_per_second = fill(client, ledgers, args.writers)
                 time.sleep(args.settle_seconds)
                 before_cpu = {name: process_cpu_seconds(pid) or 0.0 for name, pid in pids.items()}
-                before_scrub = scrub_figures(client)
+                before_scrub = scrub_figures(admin)
                 started = time.monotonic()
                 time.sleep(args.idle_seconds)
                 elapsed = time.monotonic() - started
                 after_cpu = {name: process_cpu_seconds(pid) or 0.0 for name, pid in pids.items()}
-                after_scrub = scrub_figures(client)
+                after_scrub = scrub_figures(admin)
                 rss_idle = {name: round(rss_mib(pid), 1) for name, pid in pids.items()}
                 db_bytes = etcd_db_bytes(Path(data_dir))
                 figures = operations(client, pids, filled, Path(data_dir), args)

@@ -10,14 +10,14 @@ import pytest
 
 from quire.registry.v1 import registry_pb2
 from quire_api.ids import LedgerId
-from quire_client import QuireClient
+from quire_client import QuireAdmin, QuireClient
 from quire_client.testing.pytest_plugin import quire_test_image, require_container_support
 
 pytestmark = pytest.mark.container
 
 
 def test_writes_and_reads_a_ledger_through_the_gateway(quire_container: Any) -> None:
-    with QuireClient(quire_container.get_gateway_target(), quire_container.get_registry_target(), timeout=30) as quire:
+    with QuireClient(quire_container.get_gateway_target(), timeout=30) as quire:
         metadata = quire.create_ledger(ensemble_size=3, write_quorum_size=2, ack_quorum_size=2)
         ledger = LedgerId(metadata.ledger_id.scope_id, metadata.ledger_id.ledger_id)
         payloads = [f"entry {i}".encode() for i in range(50)]
@@ -27,8 +27,8 @@ def test_writes_and_reads_a_ledger_through_the_gateway(quire_container: Any) -> 
 
 
 def test_every_bookie_is_registered_and_etcd_answers(quire_container: Any) -> None:
-    with QuireClient(quire_container.get_gateway_target(), quire_container.get_registry_target(), timeout=30) as quire:
-        bookies = quire.list_bookies(registry_pb2.BOOKIE_STATE_WRITABLE)
+    with QuireAdmin(quire_container.get_gateway_target(), timeout=30) as admin:
+        bookies = admin.list_bookies(registry_pb2.BOOKIE_STATE_WRITABLE)
     assert len(bookies) == quire_container.get_bookie_count()
     url = f"http://{quire_container.get_etcd_endpoint()}/health"
     with urllib.request.urlopen(url, timeout=5) as response:

@@ -174,7 +174,7 @@ def test_services_in_their_own_containers_form_a_cluster(pods: PodLikeContainers
     assert "quire-init: registry" in init and "2 writable bookies" in init
     assert "quire-bookie-0" in init and "quire-bookie-1" in init
 
-    with QuireClient(f"127.0.0.1:{gateway}", f"127.0.0.1:{registry}", timeout=30) as quire:
+    with QuireClient(f"127.0.0.1:{gateway}", timeout=30) as quire:
         metadata = quire.create_ledger(ensemble_size=2, write_quorum_size=2, ack_quorum_size=2)
         ledger = LedgerId(metadata.ledger_id.scope_id, metadata.ledger_id.ledger_id)
         quire.append_all(ledger, [b"one", b"two"])

@@ -146,7 +146,7 @@ if given["tls"]:
     d = Path(given["tls"])
     tls = ClientTls(d / "ca.crt", d / "tls.crt", d / "tls.key")
     context = ssl.create_default_context(cafile=str(d / "ca.crt"))
-with QuireClient("quire-gateway:7000", "quire-registry:7001", tls=tls) as client:
+with QuireClient("quire-gateway:7000", tls=tls) as client:
     ledger = ledger_id_from_proto(client.create_ledger().ledger_id)
     client.append_all(ledger, [b"first", b"second"])
     client.close_ledger(ledger)

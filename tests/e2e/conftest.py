@@ -53,5 +53,5 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
 
 @pytest.fixture
 def client(cluster: LocalCluster) -> Iterator[QuireClient]:
-    with QuireClient(cluster.gateway_target, cluster.registry_target, timeout=30) as quire:
+    with QuireClient(cluster.gateway_target, timeout=30) as quire:
         yield quire

@@ -16,7 +16,7 @@ import pytest
 
 from quire.admin.v1 import admin_pb2, admin_pb2_grpc
 from quire_client import QuireClient
-from quire_client.admin import AdminClient
+from quire_client.admin import QuireAdmin
 from quire_client.cluster import LocalCluster, free_port
 from quire_client.errors import FailedPreconditionError, NotFoundError
 from tests.e2e.conftest import running_cluster
@@ -44,7 +44,7 @@ def quire_gateway_only(gateway: str, *args: str) -> subprocess.CompletedProcess[
     )
 
 
-def wait_for_auditor(admin: AdminClient) -> str:
+def wait_for_auditor(admin: QuireAdmin) -> str:
     holder = ""
 
     def held() -> bool:
@@ -58,7 +58,7 @@ def wait_for_auditor(admin: AdminClient) -> str:
 
 def test_each_admin_call_answers_through_the_gateway(cluster: LocalCluster) -> None:
     expected = {cluster.bookie_id(name) for name in cluster.bookie_names}
-    with AdminClient(cluster.gateway_target) as admin:
+    with QuireAdmin(cluster.gateway_target) as admin:
         records = admin.list_bookies()
         assert {r.bookie_id for r in records} == expected and not any(r.read_only for r in records)
         one = records[0].bookie_id
@@ -113,9 +113,9 @@ def cluster_status(gateway: str) -> tuple[int, dict]:  # type: ignore[type-arg]
 
 def test_cluster_status_healthy_then_degraded_then_unreachable(cluster: LocalCluster) -> None:
     gateway = cluster.gateway_target
-    with AdminClient(gateway) as admin:
+    with QuireAdmin(gateway) as admin:
         wait_for_auditor(admin)
-    with QuireClient(gateway, cluster.registry_target) as client:
+    with QuireClient(gateway) as client:
         client.create_ledger(ensemble_size=3, write_quorum_size=2, ack_quorum_size=2)
 
     code, healthy = cluster_status(gateway)

@@ -45,7 +45,7 @@ def client_at(cluster: LocalCluster, first: int) -> QuireClient:
     """A client on gateway `first` that knows the others (in order after it)."""
     targets = cluster.gateway_targets
     ordered = targets[first:] + targets[:first]
-    return QuireClient(ordered[0], cluster.registry_target, timeout=30, gateways=ordered[1:])
+    return QuireClient(ordered[0], timeout=30, gateways=ordered[1:])
 
 
 def ledger_of(metadata) -> LedgerId:  # type: ignore[no-untyped-def]

@@ -82,7 +82,7 @@ def balanced_client(cluster: LocalCluster) -> tuple[QuireClient, str]:
     assert cluster.balancer is not None
     for _ in range(10):
         before = cluster.balancer.connections_per_backend()
-        client = QuireClient(cluster.gateway_target, cluster.registry_target, timeout=30, resume_attempts=60)
+        client = QuireClient(cluster.gateway_target, timeout=30, resume_attempts=60)
         list(client.list_ledgers(0, page_size=1))
         after = cluster.balancer.connections_per_backend()
         landed = [name for name in after if after[name] > before[name]]
@@ -94,7 +94,7 @@ def balanced_client(cluster: LocalCluster) -> tuple[QuireClient, str]:
 
 def ledger_owned_by(cluster: LocalCluster, name: str) -> LedgerId:
     target = cluster.gateway_targets[cluster.gateway_names.index(name)]
-    with QuireClient(target, cluster.registry_target, timeout=30) as owner:
+    with QuireClient(target, timeout=30) as owner:
         created = owner.create_ledger()
     assert created.owner.address == target
     return ledger_id_from_proto(created.ledger_id)
@@ -133,7 +133,7 @@ def test_the_readme_flow_as_separate_commands(cluster: LocalCluster) -> None:
 def test_python_clients_on_different_gateways_write_one_ledger(cluster: LocalCluster) -> None:
     # One client per gateway, addressed directly: what three processes behind the balancer may get.
     # (Clients in one process share their connection to the balancer, so they would land on one.)
-    clients = [QuireClient(target, cluster.registry_target, timeout=60) for target in cluster.gateway_targets]
+    clients = [QuireClient(target, timeout=60) for target in cluster.gateway_targets]
     try:
         ledger = ledger_id_from_proto(clients[0].create_ledger().ledger_id)
         ids = [clients[i % 3].add_entry(ledger, f"entry {i}".encode()) for i in range(9)]
@@ -149,10 +149,10 @@ def test_python_clients_on_different_gateways_write_one_ledger(cluster: LocalClu
 
 def test_a_blob_put_through_the_balancer_is_read_through_every_gateway(cluster: LocalCluster) -> None:
     data = hashlib.sha256(b"blob").digest() * (3 * 1024 * 1024 // 32)
-    with QuireClient(cluster.gateway_target, cluster.registry_target, timeout=60) as writer:
+    with QuireClient(cluster.gateway_target, timeout=60) as writer:
         blob_id = writer.put_blob(data, part_bytes=256 * 1024)
     for target in cluster.gateway_targets:
-        with QuireClient(target, cluster.registry_target, timeout=60) as reader:
+        with QuireClient(target, timeout=60) as reader:
             assert reader.get_blob(blob_id) == data
 
 
@@ -208,7 +208,7 @@ def write_then_read_everywhere(cluster: LocalCluster, rounds: int, tail_wait_sec
     deliver within `tail_wait_seconds` ("round R, tail through ...")."""
     ledger = ledger_owned_by(cluster, "gateway")
     balanced, landed = balanced_client(cluster)
-    clients = [QuireClient(target, cluster.registry_target, timeout=60) for target in cluster.gateway_targets]
+    clients = [QuireClient(target, timeout=60) for target in cluster.gateway_targets]
     readers = [*zip(cluster.gateway_names, clients, strict=True), (f"balancer to {landed}", balanced)]
     failed: list[str] = []
     tails: list[TailFromEntry] = []
@@ -285,8 +285,8 @@ def tail_a_burst_elsewhere(cluster: LocalCluster, wait_seconds: float) -> tuple[
     caught_up = threading.Event()
     everything = threading.Event()
     with (
-        QuireClient(cluster.gateway_targets[0], cluster.registry_target, timeout=60) as owner,
-        QuireClient(cluster.gateway_targets[2], cluster.registry_target, timeout=60) as other,
+        QuireClient(cluster.gateway_targets[0], timeout=60) as owner,
+        QuireClient(cluster.gateway_targets[2], timeout=60) as other,
     ):
 
         def follow() -> None:
@@ -332,8 +332,8 @@ def test_control_without_the_explicit_lac_a_tail_elsewhere_waits_for_the_close(c
 def test_a_tail_through_another_gateway_follows_the_writer_to_the_close(cluster: LocalCluster) -> None:
     ledger = ledger_owned_by(cluster, "gateway")
     with (
-        QuireClient(cluster.gateway_targets[0], cluster.registry_target, timeout=60) as owner,
-        QuireClient(cluster.gateway_targets[1], cluster.registry_target, timeout=60) as other,
+        QuireClient(cluster.gateway_targets[0], timeout=60) as owner,
+        QuireClient(cluster.gateway_targets[1], timeout=60) as other,
     ):
         tail = other.tail(ledger, 0)
         for i in range(50):

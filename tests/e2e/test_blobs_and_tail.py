@@ -54,7 +54,7 @@ def test_blob_ledgers_roll_over_and_old_ones_close(client):
 def test_concurrent_puts_each_get_their_own_bytes(client, cluster):
     def put(index: int) -> tuple[str, bytes]:
         data = hashlib.sha256(str(index).encode()).digest() * (100 + 4000 * index)
-        with QuireClient(cluster.gateway_target, cluster.registry_target) as other:
+        with QuireClient(cluster.gateway_target) as other:
             return other.put_blob(data, part_bytes=64 * 1024), data
 
     with ThreadPoolExecutor(max_workers=6) as pool:
@@ -88,7 +88,7 @@ def test_tail_follows_a_live_ledger_until_it_closes(client, cluster):
     done = threading.Event()
 
     def follow() -> None:
-        with QuireClient(cluster.gateway_target, cluster.registry_target) as reader:
+        with QuireClient(cluster.gateway_target) as reader:
             for entry in reader.tail(ledger):
                 seen.append(entry.payload)
         done.set()

@@ -14,7 +14,7 @@ import pytest
 from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
 from quire.registry.v1 import registry_pb2
 from quire_api.ids import LedgerId, ledger_id_to_proto
-from quire_client import QuireClient
+from quire_client import QuireAdmin, QuireClient
 from quire_client.cluster import LocalCluster, Ports, grpc_serving
 from quire_common.entry import Digester, DigestType, master_key, pack_entry
 
@@ -56,8 +56,14 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
 
 @pytest.fixture
 def client(cluster: LocalCluster) -> Iterator[QuireClient]:
-    with QuireClient(cluster.gateway_target, cluster.registry_target, timeout=30) as quire:
+    with QuireClient(cluster.gateway_target, timeout=30) as quire:
         yield quire
+
+
+@pytest.fixture
+def admin(cluster: LocalCluster) -> Iterator[QuireAdmin]:
+    with QuireAdmin(cluster.gateway_target, timeout=30) as operator:
+        yield operator
 
 
 def wait_for(condition: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
@@ -69,8 +75,8 @@ def wait_for(condition: Callable[[], bool], what: str, timeout: float = 30.0) ->
     pytest.fail(f"{what} within {timeout:.0f}s")
 
 
-def registered(client: QuireClient, state: int) -> set[str]:
-    return {record.bookie_id for record in client.list_bookies(state)}
+def registered(admin: QuireAdmin, state: int) -> set[str]:
+    return {record.bookie_id for record in admin.list_bookies(state)}
 
 
 def add(stub, ledger: LedgerId, entry_id: int, payload: bytes):  # type: ignore[no-untyped-def]
@@ -85,8 +91,8 @@ def add(stub, ledger: LedgerId, entry_id: int, payload: bytes):  # type: ignore[
     )
 
 
-def test_bookies_advertise_rpc_and_http_endpoints_and_properties(cluster, client):
-    records = {record.bookie_id: record for record in client.list_bookies(registry_pb2.BOOKIE_STATE_ALL)}
+def test_bookies_advertise_rpc_and_http_endpoints_and_properties(cluster, admin):
+    records = {record.bookie_id: record for record in admin.list_bookies(registry_pb2.BOOKIE_STATE_ALL)}
     first = records[cluster.bookie_id("bookie-1")]
     endpoints = {(e.id, e.protocol, f"{e.host}:{e.port}") for e in first.service_info.endpoints}
     assert endpoints == {
@@ -102,7 +108,7 @@ def test_bookies_advertise_rpc_and_http_endpoints_and_properties(cluster, client
         assert json.loads(response.read())["bookie_id"] == cluster.bookie_id("bookie-1")
 
 
-def test_a_full_bookie_turns_read_only_in_the_registry_and_back(cluster, client):
+def test_a_full_bookie_turns_read_only_in_the_registry_and_back(cluster, admin):
     name = "bookie-3"
     bookie_id, target = cluster.bookie_id(name), cluster.bookie_id(name)
     ledger = LedgerId(77, 1)  # written straight to the bookie; its GC is off (default interval)
@@ -122,8 +128,8 @@ def test_a_full_bookie_turns_read_only_in_the_registry_and_back(cluster, client)
                 break
             stored += 1
         assert stored >= 10
-        wait_for(lambda: bookie_id in registered(client, registry_pb2.BOOKIE_STATE_READ_ONLY), "read-only registration")
-        assert bookie_id not in registered(client, registry_pb2.BOOKIE_STATE_WRITABLE)
+        wait_for(lambda: bookie_id in registered(admin, registry_pb2.BOOKIE_STATE_READ_ONLY), "read-only registration")
+        assert bookie_id not in registered(admin, registry_pb2.BOOKIE_STATE_WRITABLE)
         assert not grpc_serving(target, "writable") and grpc_serving(target)
         with pytest.raises(grpc.RpcError) as caught:
             add(stub, LedgerId(77, 2), 0, b"more")
@@ -136,7 +142,7 @@ def test_a_full_bookie_turns_read_only_in_the_registry_and_back(cluster, client)
         assert info.read_only and "threshold 50%" in info.read_only_reason
 
         stub.DeleteLedger(bookie_pb2.DeleteLedgerRequest(ledger_id=ledger_id_to_proto(ledger)))
-        wait_for(lambda: bookie_id in registered(client, registry_pb2.BOOKIE_STATE_WRITABLE), "writable again")
+        wait_for(lambda: bookie_id in registered(admin, registry_pb2.BOOKIE_STATE_WRITABLE), "writable again")
         assert grpc_serving(target, "writable")
         add(stub, LedgerId(77, 2), 0, b"more")
 

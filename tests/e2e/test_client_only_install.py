@@ -50,7 +50,7 @@ from quire_api.ids import LedgerId
 from quire_client import QuireClient
 
 gateway, registry = sys.argv[1:3]
-with QuireClient(gateway, registry, timeout=30) as quire:
+with QuireClient(gateway, timeout=30) as quire:
     metadata = quire.create_ledger(ensemble_size=3, write_quorum_size=2, ack_quorum_size=2)
     ledger = LedgerId(metadata.ledger_id.scope_id, metadata.ledger_id.ledger_id)
     quire.append_all(ledger, [b"a", b"b", b"c"])

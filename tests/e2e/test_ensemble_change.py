@@ -56,7 +56,7 @@ def stream_through_a_failure(cluster: LocalCluster, client, fail, recover) -> No
     outcome: dict[str, object] = {}
 
     def write() -> None:
-        with QuireClient(cluster.gateway_target, cluster.registry_target) as writer:
+        with QuireClient(cluster.gateway_target) as writer:
             try:
                 for ack in writer.append(ledger, (body(i) for i in range(total)), batch_size=20):
                     acked.append(ack.last_entry_id)

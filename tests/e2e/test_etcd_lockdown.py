@@ -64,7 +64,7 @@ def registry_user(cluster: LocalCluster) -> str:
 
 def client(cluster: LocalCluster, bundle: CertBundle) -> QuireClient:
     tls = ClientTls(bundle.ca, bundle.cert("client-admin"), bundle.key("client-admin"))
-    return QuireClient(cluster.gateway_target, cluster.registry_target, timeout=30, tls=tls)
+    return QuireClient(cluster.gateway_target, timeout=30, tls=tls)
 
 
 def test_etcd_refuses_anyone_without_a_certificate_and_a_user(cluster: LocalCluster, bundle: CertBundle) -> None:

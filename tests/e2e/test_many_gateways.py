@@ -28,7 +28,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
 
 @pytest.fixture
 def clients(cluster: LocalCluster) -> Iterator[list[QuireClient]]:
-    opened = [QuireClient(target, cluster.registry_target, timeout=30) for target in cluster.gateway_targets]
+    opened = [QuireClient(target, timeout=30) for target in cluster.gateway_targets]
     try:
         yield opened
     finally:
@@ -154,7 +154,7 @@ def test_a_write_stream_falls_back_to_the_next_gateway_it_was_given(cluster, cli
 
     ledger = ledger_of(clients[0].create_ledger())
     nowhere = f"127.0.0.1:{free_port()}"  # no gateway there
-    with QuireClient(nowhere, cluster.registry_target, timeout=30, gateways=[cluster.gateway_targets[2]]) as client:
+    with QuireClient(nowhere, timeout=30, gateways=[cluster.gateway_targets[2]]) as client:
         assert client.append_all(ledger, [b"x%d" % i for i in range(50)]) == 49
         assert client.gateway == cluster.gateway_targets[2]
     assert clients[0].next_entry_id(ledger) == 50  # asked without writing

@@ -12,10 +12,11 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import grpc
 import pytest
 
 from quire.common.v1 import common_pb2
-from quire.registry.v1 import registry_pb2
+from quire.registry.v1 import registry_pb2, registry_pb2_grpc
 from quire_api.ids import LedgerId, ledger_id_to_proto
 from quire_client import NotFoundError, QuireClient
 from quire_client.cluster import LocalCluster
@@ -54,15 +55,26 @@ def ledger_of(metadata: common_pb2.LedgerMetadata) -> LedgerId:
     return LedgerId(metadata.ledger_id.scope_id, metadata.ledger_id.ledger_id)
 
 
-def registry_update(client: QuireClient, ledger: LedgerId, change: Callable[[common_pb2.LedgerMetadata], None]) -> int:
+@pytest.fixture
+def registry(cluster: LocalCluster) -> Iterator[registry_pb2_grpc.RegistryServiceStub]:
+    """The registry's own API, as services call it (no gateway in between)."""
+    with grpc.insecure_channel(cluster.registry_target) as channel:
+        yield registry_pb2_grpc.RegistryServiceStub(channel)
+
+
+def registry_update(
+    registry: registry_pb2_grpc.RegistryServiceStub,
+    ledger: LedgerId,
+    change: Callable[[common_pb2.LedgerMetadata], None],
+) -> int:
     """Change a ledger's metadata through the registry alone (no gateway)."""
-    current = client.registry.GetLedgerMetadata(
+    current = registry.GetLedgerMetadata(
         registry_pb2.GetLedgerMetadataRequest(ledger_id=ledger_id_to_proto(ledger)), timeout=30
     )
     updated = common_pb2.LedgerMetadata()
     updated.CopyFrom(current.metadata)
     change(updated)
-    response = client.registry.UpdateLedgerMetadata(
+    response = registry.UpdateLedgerMetadata(
         registry_pb2.UpdateLedgerMetadataRequest(
             ledger_id=ledger_id_to_proto(ledger), metadata=updated, expected_version=current.version
         ),
@@ -71,10 +83,10 @@ def registry_update(client: QuireClient, ledger: LedgerId, change: Callable[[com
     return int(response.version)
 
 
-def test_changes_made_through_the_registry_reach_the_gateways_cache(cluster, client):
+def test_changes_made_through_the_registry_reach_the_gateways_cache(cluster, client, registry):
     wait_until("the gateway's metadata watch connects", lambda: cache_status(cluster)["watch_connected"])
-    bookies = [record.bookie_id for record in client.list_bookies()][:3]
-    created = client.registry.CreateLedgerMetadata(
+    bookies = [r.bookie_id for r in registry.ListBookies(registry_pb2.ListBookiesRequest(), timeout=30).bookies][:3]
+    created = registry.CreateLedgerMetadata(
         registry_pb2.CreateLedgerMetadataRequest(
             metadata=common_pb2.LedgerMetadata(
                 format_version=1,
@@ -98,18 +110,18 @@ def test_changes_made_through_the_registry_reach_the_gateways_cache(cluster, cli
     def close(metadata: common_pb2.LedgerMetadata) -> None:
         metadata.state = common_pb2.LEDGER_STATE_CLOSED
 
-    closed_version = registry_update(client, ledger, close)
+    closed_version = registry_update(registry, ledger, close)
     wait_until("the gateway sees the close", lambda: client.ledger_metadata(ledger)[1] == closed_version)
     assert client.ledger_metadata(ledger)[0].state == common_pb2.LEDGER_STATE_CLOSED
 
     def mark(metadata: common_pb2.LedgerMetadata) -> None:
         metadata.custom_metadata["owner"] = "someone-else"
 
-    marked_version = registry_update(client, ledger, mark)  # a closed ledger's metadata can still change
+    marked_version = registry_update(registry, ledger, mark)  # a closed ledger's metadata can still change
     wait_until("the gateway sees the change", lambda: client.ledger_metadata(ledger)[1] == marked_version)
     assert client.ledger_metadata(ledger)[0].custom_metadata["owner"] == "someone-else"
 
-    client.registry.DeleteLedgerMetadata(
+    registry.DeleteLedgerMetadata(
         registry_pb2.DeleteLedgerMetadataRequest(ledger_id=ledger_id_to_proto(ledger)), timeout=30
     )
 
@@ -125,7 +137,7 @@ def test_changes_made_through_the_registry_reach_the_gateways_cache(cluster, cli
 
 def test_a_ledger_closed_by_another_gateway_is_seen_closed(cluster, client):
     other_target = cluster.add_gateway("gateway-2")
-    with QuireClient(other_target, cluster.registry_target, timeout=30) as other:
+    with QuireClient(other_target, timeout=30) as other:
         ledger = ledger_of(other.create_ledger())
         other.append_all(ledger, [b"a", b"b", b"c"])
         metadata, _ = client.ledger_metadata(ledger)  # cached here while open

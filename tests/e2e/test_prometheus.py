@@ -161,7 +161,7 @@ def watched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalClu
 
 def traffic(cluster: LocalCluster) -> None:
     """Adds and reads, enough that one slow first add is not the p99."""
-    with QuireClient(cluster.gateway_target, cluster.registry_target, timeout=30) as client:
+    with QuireClient(cluster.gateway_target, timeout=30) as client:
         for _ in range(2):
             metadata = client.create_ledger(ensemble_size=3, write_quorum_size=3, ack_quorum_size=2)
             name = f"{metadata.ledger_id.scope_id}:{metadata.ledger_id.ledger_id}"

@@ -102,7 +102,7 @@ def test_recovery_open_fences_a_live_writer(cluster, client):
     outcome: dict[str, object] = {}
 
     def write() -> None:
-        with QuireClient(cluster.gateway_target, cluster.registry_target) as writer:
+        with QuireClient(cluster.gateway_target) as writer:
             try:
                 for ack in writer.append(ledger, (body(i) for i in range(200_000)), batch_size=10):
                     acked.append(ack.last_entry_id)
@@ -142,7 +142,7 @@ def test_concurrent_recoveries_agree(cluster, client):
     crash_the_writer(cluster)
 
     def recover(_: int) -> int:
-        with QuireClient(cluster.gateway_target, cluster.registry_target) as other:
+        with QuireClient(cluster.gateway_target) as other:
             return int(other.open_ledger(ledger, b"pw", recovery=True).last_add_confirmed)
 
     with ThreadPoolExecutor(max_workers=5) as pool:

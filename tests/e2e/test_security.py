@@ -88,7 +88,7 @@ def client_for(
 ) -> QuireClient:
     tls = ClientTls(bundle.ca, bundle.cert(name), bundle.key(name))
     target = cluster.gateway_targets[gateway]
-    return QuireClient(target, cluster.registry_target, timeout=30, tls=tls, token=token)
+    return QuireClient(target, timeout=30, tls=tls, token=token)
 
 
 def test_writes_relayed_to_the_owner_are_authorized_where_they_arrive(
@@ -440,7 +440,7 @@ def test_a_certificate_with_several_names_is_not_judged_by_the_first(
     (tls_dir / "cert.pem").write_bytes(cert)
     (tls_dir / "key.pem").write_bytes(key)
     tls = ClientTls(bundle.ca, tls_dir / "cert.pem", tls_dir / "key.pem")
-    with QuireClient(tls_cluster.gateway_target, tls_cluster.registry_target, timeout=30, tls=tls) as ambiguous:
+    with QuireClient(tls_cluster.gateway_target, timeout=30, tls=tls) as ambiguous:
         with pytest.raises(UnauthenticatedError) as unauthenticated:
             ambiguous.create_ledger(scope_id=7)
     assert "several common names (client-admin, client-reader)" in unauthenticated.value.message
@@ -697,18 +697,18 @@ def test_each_client_name_gets_exactly_its_roles_and_only_from_the_client_ca(
         with client_for(tls_cluster, bundle, "client-admin") as admin:
             deletable = admin.create_ledger(scope_id=7)
         genuine = identity_files(tls_cluster, f"{name}-client-ca", client_authority(bundle).issue(name, hosts=()))
-        with QuireClient(tls_cluster.gateway_target, tls_cluster.registry_target, timeout=30, tls=genuine) as client:
+        with QuireClient(tls_cluster.gateway_target, timeout=30, tls=genuine) as client:
             assert what_it_may_do(client, tenant_ledger, deletable) == expected, name
         # The same name from the service CA is no client.
         wrong_ca = identity_files(tls_cluster, f"{name}-service-ca", service_authority(bundle).issue(name, hosts=()))
-        with QuireClient(tls_cluster.gateway_target, tls_cluster.registry_target, timeout=30, tls=wrong_ca) as client:
+        with QuireClient(tls_cluster.gateway_target, timeout=30, tls=wrong_ca) as client:
             with pytest.raises(UnauthenticatedError) as refused:
                 list(client.list_ledgers())
         assert refused.value.reason == "ERROR_REASON_CLIENT_IDENTITY_REQUIRED", name
         assert "the client CA (QUIRE_TLS_CLIENT_CA) did not issue it" in refused.value.message
     # A client-CA name the mapping does not list is not a credential.
     unmapped = identity_files(tls_cluster, "unmapped", client_authority(bundle).issue("client-nobody", hosts=()))
-    with QuireClient(tls_cluster.gateway_target, tls_cluster.registry_target, timeout=30, tls=unmapped) as client:
+    with QuireClient(tls_cluster.gateway_target, timeout=30, tls=unmapped) as client:
         with pytest.raises(UnauthenticatedError) as refused:
             list(client.list_ledgers())
     assert refused.value.reason == "ERROR_REASON_UNAUTHENTICATED" and "not mapped" in refused.value.message
@@ -742,7 +742,7 @@ def test_roles_by_common_name_alone_let_a_forged_service_name_read_every_tenant(
     try:
         tls_cluster.restart(control)
         target = tls_cluster.gateway_targets[1]
-        with QuireClient(target, tls_cluster.registry_target, timeout=30, tls=forged) as attacker:
+        with QuireClient(target, timeout=30, tls=forged) as attacker:
             assert any(m.ledger_id == tenant_ledger.ledger_id for m in attacker.list_ledgers())
             assert [e.payload for e in attacker.read(ledger)] == [b"tenant 7's data"]
     finally:
@@ -753,7 +753,7 @@ def test_roles_by_common_name_alone_let_a_forged_service_name_read_every_tenant(
                 process.env[key] = value
         tls_cluster.restart(control)
     # The same certificate at a gateway as it runs: refused.
-    with QuireClient(tls_cluster.gateway_target, tls_cluster.registry_target, timeout=30, tls=forged) as attacker:
+    with QuireClient(tls_cluster.gateway_target, timeout=30, tls=forged) as attacker:
         with pytest.raises(UnauthenticatedError) as refused:
             list(attacker.read(ledger))
     assert refused.value.reason == "ERROR_REASON_CLIENT_IDENTITY_REQUIRED"

@@ -67,7 +67,7 @@ def acknowledged_entries(metrics_text: str) -> float:
 def test_every_service_serves_prometheus_metrics_and_status(observed_cluster):
     ports = observed_cluster.ports
     acknowledged_before = acknowledged_entries(get(f"http://127.0.0.1:{ports.gateway_http}/metrics"))
-    with QuireClient(observed_cluster.gateway_target, observed_cluster.registry_target) as client:
+    with QuireClient(observed_cluster.gateway_target) as client:
         metadata = client.create_ledger(ensemble_size=3, write_quorum_size=2, ack_quorum_size=2)
         client.append_all(f"{metadata.ledger_id.scope_id}:{metadata.ledger_id.ledger_id}", [b"x"] * 10)
     time.sleep(1.5)  # one metrics interval
@@ -204,7 +204,7 @@ def test_every_service_reports_its_version(observed_cluster):
 
 
 def test_a_slow_bookie_gets_a_lower_load_factor_and_is_drawn_less(observed_cluster, tmp_path):
-    with QuireClient(observed_cluster.gateway_target, observed_cluster.registry_target) as client:
+    with QuireClient(observed_cluster.gateway_target) as client:
         for _ in range(6):
             metadata = client.create_ledger(ensemble_size=3, write_quorum_size=3, ack_quorum_size=2)
             ledger = f"{metadata.ledger_id.scope_id}:{metadata.ledger_id.ledger_id}"

@@ -11,7 +11,7 @@ import pytest
 
 from quire.registry.v1 import registry_pb2
 from quire_api.ids import LedgerId
-from quire_client import QuireClient
+from quire_client import QuireAdmin, QuireClient
 from quire_client.testing import LocalQuireCluster
 
 pytestmark = pytest.mark.e2e
@@ -20,12 +20,13 @@ pytestmark = pytest.mark.e2e
 def test_local_cluster_getters_write_read_and_stop() -> None:
     cluster = LocalQuireCluster().with_bookies(3)
     with cluster:
-        with QuireClient(cluster.get_gateway_target(), cluster.get_registry_target(), timeout=30) as quire:
+        with QuireClient(cluster.get_gateway_target(), timeout=30) as quire:
             metadata = quire.create_ledger(ensemble_size=3, write_quorum_size=2, ack_quorum_size=2)
             ledger = LedgerId(metadata.ledger_id.scope_id, metadata.ledger_id.ledger_id)
             quire.append_all(ledger, [b"a", b"b"])
             assert [entry.payload for entry in quire.read(ledger)] == [b"a", b"b"]
-            assert len(quire.list_bookies(registry_pb2.BOOKIE_STATE_WRITABLE)) == 3
+        with QuireAdmin(cluster.get_gateway_target(), timeout=30) as admin:
+            assert len(admin.list_bookies(registry_pb2.BOOKIE_STATE_WRITABLE)) == 3
         with urllib.request.urlopen(f"http://{cluster.get_etcd_endpoint()}/health", timeout=5) as response:
             assert json.loads(response.read())["health"] == "true"
         pids = [cluster.cluster.pid(name) for name in cluster.cluster.processes]

@@ -71,7 +71,7 @@ class StreamingWriter:
 
 
 def ledger_on_first_gateway(cluster: LocalCluster) -> LedgerId:
-    with QuireClient(cluster.gateway_targets[0], cluster.registry_target, timeout=30) as owner:
+    with QuireClient(cluster.gateway_targets[0], timeout=30) as owner:
         created = owner.create_ledger()
     return LedgerId(created.ledger_id.scope_id, created.ledger_id.ledger_id)
 
@@ -95,7 +95,7 @@ def refusal_after_waiting(
     or `seconds` pass: that refusal, or the last one. The ledger's owner is
     dead or paused, so a write accepted fails the test."""
     deadline = time.monotonic() + seconds
-    with QuireClient(target, registry, timeout=call_timeout) as client:
+    with QuireClient(target, timeout=call_timeout) as client:
         while True:
             try:
                 client.add_entry(ledger, b"while the owner is away")

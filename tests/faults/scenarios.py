@@ -9,10 +9,11 @@ import threading
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from quire.admin.v1 import admin_pb2
 from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
 from quire.registry.v1 import registry_pb2, registry_pb2_grpc
 from quire_api.ids import LedgerId, ledger_id_to_proto
-from quire_client import QuireClient, QuireClientError
+from quire_client import QuireAdmin, QuireClient, QuireClientError
 from quire_client.cluster import LocalCluster, tooling_channel
 from quire_common.entry import Digester, DigestType, master_key, pack_entry, verified_entry
 from tests.faults.checker import Verdict, check, read_back
@@ -25,7 +26,32 @@ PASSWORD = b"faults"
 
 
 def client_for(cluster: LocalCluster, timeout: float = 30.0) -> QuireClient:
-    return QuireClient(cluster.gateway_target, cluster.registry_target, timeout=timeout)
+    return QuireClient(cluster.gateway_target, timeout=timeout)
+
+
+def admin_for(cluster: LocalCluster, timeout: float = 30.0) -> QuireAdmin:
+    """QuireAdmin's break-glass route: the registry and placement asked
+    themselves, so a fault that leaves no gateway answering does not hide them."""
+    return QuireAdmin(
+        cluster.gateway_target,
+        registry=cluster.registry_target,
+        placement=cluster.placement_target,
+        timeout=timeout,
+        direct=True,
+    )
+
+
+def registered_bookies(
+    cluster: LocalCluster, state: int = registry_pb2.BOOKIE_STATE_ALL
+) -> list[registry_pb2.BookieRecord]:
+    with admin_for(cluster) as admin:
+        return admin.list_bookies(state)
+
+
+def under_replicated(cluster: LocalCluster) -> list[admin_pb2.UnderReplicatedSegment]:
+    """The segments waiting for repair ("missing" or "flagged"), as the registry and the ledgers show them."""
+    with admin_for(cluster) as admin:
+        return list(admin.recovery_status().segments)
 
 
 def new_ledger(
@@ -208,13 +234,13 @@ def stale_adds_accepted(ensemble: list[str], ledger: LedgerId, first_entry_id: i
     return accepted, single
 
 
-def thinly_replicated(client: QuireClient, ledger: LedgerId, last: int | None = None) -> int:
+def thinly_replicated(cluster: LocalCluster, client: QuireClient, ledger: LedgerId, last: int | None = None) -> int:
     """Entries (up to `last`, by default a closed ledger's end) with fewer
     than Qw good copies (digest and header checked) on the bookies the
     metadata names."""
     metadata, _ = client.ledger_metadata(ledger.qualified_name)
     digester = Digester(metadata.digest_type or DigestType.CRC32C, PASSWORD)
-    registered = {r.bookie_id for r in client.list_bookies()}
+    registered = {r.bookie_id for r in registered_bookies(cluster)}
     expected: dict[str, list[int]] = {}
     last = metadata.last_entry_id if last is None else last
     for entry_id in range(last + 1):

@@ -246,7 +246,7 @@ class LedgerLoop:
     def _run(self) -> None:
         seed = self.slot * 1_000_000
         try:
-            with QuireClient(self.cluster.gateway_target, self.cluster.registry_target, timeout=30) as client:
+            with QuireClient(self.cluster.gateway_target, timeout=30) as client:
                 while not self.stop.is_set():
                     seed += 1
                     self._one_ledger(client, seed)
@@ -325,7 +325,7 @@ class CopyCheck:
             self._waiting.append((ledger, time.monotonic()))
 
     def _run(self) -> None:
-        with QuireClient(self.cluster.gateway_target, self.cluster.registry_target, timeout=30) as client:
+        with QuireClient(self.cluster.gateway_target, timeout=30) as client:
             while True:
                 with self._lock:
                     batch, self._waiting = self._waiting, []
@@ -341,7 +341,7 @@ class CopyCheck:
 
     def _check(self, client: QuireClient, ledger: LedgerId, since: float) -> None:
         try:
-            thin = thinly_replicated(client, ledger)
+            thin = thinly_replicated(self.cluster, client, ledger)
         except (QuireClientError, grpc.RpcError):
             thin = -1  # a fault under way: look again
         if thin and time.monotonic() - since < COPIES_DEADLINE_SECONDS:
@@ -387,7 +387,7 @@ class Reader:
         self._thread = threading.Thread(target=self._run, name="reader", daemon=True)
 
     def _run(self) -> None:
-        with QuireClient(self.cluster.gateway_target, self.cluster.registry_target, timeout=10) as client:
+        with QuireClient(self.cluster.gateway_target, timeout=10) as client:
             while not self.stop.wait(0.5):
                 for loop in self.loops:
                     current = loop.current
@@ -507,7 +507,7 @@ def partition(net: NetLab, cluster: LocalCluster, kind: str, target: str, second
 def seconds_to_service(cluster: LocalCluster, deadline_seconds: float = 300.0) -> float:
     """How long until a ledger can be created, written, closed and deleted through the gateway."""
     started = time.monotonic()
-    with QuireClient(cluster.gateway_target, cluster.registry_target, timeout=10) as client:
+    with QuireClient(cluster.gateway_target, timeout=10) as client:
         while time.monotonic() - started < deadline_seconds:
             try:
                 ledger = new_ledger(client, History(), attempts=1)

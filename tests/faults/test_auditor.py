@@ -46,7 +46,7 @@ from quire_common.entry import Digester, DigestType, unpack_entry
 from tests.faults.history import History
 from tests.faults.lab import READS_REACH_BOOKIES, fault_cluster
 from tests.faults.report import Scenario
-from tests.faults.scenarios import PASSWORD, client_for, finish, new_ledger, thinly_replicated, writers
+from tests.faults.scenarios import PASSWORD, admin_for, client_for, finish, new_ledger, thinly_replicated, writers
 from tests.faults.test_ensemble_and_corruption import corrupt_replicas, hmac_ledger
 
 pytestmark = [pytest.mark.e2e, pytest.mark.faults]
@@ -160,7 +160,7 @@ def test_ens10_copies_a_replaced_member_missed_are_restored(cluster: LocalCluste
         scenario.figures["restore_seconds"] = wait_for(
             "the auditor restoring the third copy and removing the marks",
             lambda: (
-                thinly_replicated(client, ledger, end) == 0
+                thinly_replicated(cluster, client, ledger, end) == 0
                 and not markers(client.ledger_metadata(ledger.qualified_name)[0])
             ),
         )
@@ -174,7 +174,7 @@ def test_ens10_control_without_the_marks_the_copies_stay_missing(cluster: LocalC
     ledger, end, _ = run_crash(cluster, scenario, "ENS-10-control", {**SCRUB_OFF, **MARKS_OFF})
     time.sleep(CONTROL_WAIT_SECONDS)
     with client_for(cluster) as client:
-        scenario.figures["thin_entries_after"] = thinly_replicated(client, ledger, end)
+        scenario.figures["thin_entries_after"] = thinly_replicated(cluster, client, ledger, end)
     assert not scenario.figures["markers"]
     assert scenario.figures["thin_entries_after"] > 0, "positive control: without marks nothing restores the copies"
 
@@ -184,16 +184,17 @@ def test_ens10_scrub_finds_what_the_marks_missed(cluster: LocalCluster, scenario
     with client_for(cluster) as client:
         scenario.figures["restore_seconds"] = wait_for(
             "the scrub finding the missing copies and the auditor restoring them",
-            lambda: thinly_replicated(client, ledger, end) == 0,
+            lambda: thinly_replicated(cluster, client, ledger, end) == 0,
         )
-        wait_for("the auditor's published figures", lambda: int(auditor_figures(client)["scrub_missing"]) > 0)
-        scenario.figures["scrub"] = auditor_figures(client)
+        wait_for("the auditor's published figures", lambda: int(auditor_figures(cluster)["scrub_missing"]) > 0)
+        scenario.figures["scrub"] = auditor_figures(cluster)
         finish(scenario, client, history, [ledger])
     assert scenario.figures["victim_lacked_while_down"] > 0 and int(scenario.figures["scrub"]["scrub_missing"]) > 0
 
 
-def auditor_figures(client: QuireClient) -> dict[str, str]:
-    leader = client.auditor()
+def auditor_figures(cluster: LocalCluster) -> dict[str, str]:
+    with admin_for(cluster) as admin:
+        leader = admin.auditor()
     return {"holder": leader.holder, **dict(leader.properties)}
 
 
@@ -276,16 +277,16 @@ def test_cor7_scrub_finds_and_repairs_damaged_and_missing_copies(cluster: LocalC
     with client_for(cluster) as client:
         made = damage(cluster, client, history, seed)
         scenario.figures["thin_entries_at_start"] = sum(
-            thinly_replicated(client, ledger, last) for ledger, last in made
+            thinly_replicated(cluster, client, ledger, last) for ledger, last in made
         )
         gateway_with(cluster, SCRUB_ON)
         scenario.figures["repair_seconds"] = wait_for(
             "the scrub finding the damaged and missing copies and the auditor repairing them",
-            lambda: sum(thinly_replicated(client, ledger, last) for ledger, last in made) == 0,
+            lambda: sum(thinly_replicated(cluster, client, ledger, last) for ledger, last in made) == 0,
         )
         # The holder publishes its figures with each lease renewal (a third of the TTL).
-        wait_for("the auditor's published figures", lambda: int(auditor_figures(client)["repaired_entries"]) > 0)
-        figures = auditor_figures(client)
+        wait_for("the auditor's published figures", lambda: int(auditor_figures(cluster)["repaired_entries"]) > 0)
+        figures = auditor_figures(cluster)
         scenario.figures["scrub"] = figures
     # 30 damaged + 20 deleted of the closed ledger, 30 + 19 up to entry 58 of the open one.
     assert scenario.figures["thin_entries_at_start"] == 99
@@ -300,7 +301,9 @@ def test_cor7_control_without_the_scrub_the_damage_stays(cluster: LocalCluster, 
     with client_for(cluster) as client:
         made = damage(cluster, client, history, seed)
         time.sleep(CONTROL_WAIT_SECONDS)
-        scenario.figures["thin_entries_after"] = sum(thinly_replicated(client, ledger, last) for ledger, last in made)
+        scenario.figures["thin_entries_after"] = sum(
+            thinly_replicated(cluster, client, ledger, last) for ledger, last in made
+        )
     assert scenario.figures["thin_entries_after"] == 99, "positive control: without the scrub nothing finds the damage"
 
 
@@ -330,14 +333,14 @@ def test_cor8_scrub_finds_a_copy_of_another_entry(
         digester = Digester(digest, PASSWORD)
         # Positive control: a check of the digest alone passes every planted copy.
         scenario.figures["planted_pass_digest_check"] = sum(1 for data in planted if unpack_entry(data, digester))
-        scenario.figures["thin_entries_at_start"] = thinly_replicated(client, ledger)
+        scenario.figures["thin_entries_at_start"] = thinly_replicated(cluster, client, ledger)
         gateway_with(cluster, SCRUB_ON)
         scenario.figures["repair_seconds"] = wait_for(
             "the scrub finding the misplaced copies and the auditor repairing them",
-            lambda: thinly_replicated(client, ledger) == 0,
+            lambda: thinly_replicated(cluster, client, ledger) == 0,
         )
-        wait_for("the auditor's published figures", lambda: int(auditor_figures(client)["scrub_damaged"]) > 0)
-        scenario.figures["scrub"] = auditor_figures(client)
+        wait_for("the auditor's published figures", lambda: int(auditor_figures(cluster)["scrub_damaged"]) > 0)
+        scenario.figures["scrub"] = auditor_figures(cluster)
     thin_at_start = scenario.figures["thin_entries_at_start"]
     assert scenario.figures["planted_pass_digest_check"] == len(planted) == thin_at_start > 0
 

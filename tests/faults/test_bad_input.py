@@ -68,7 +68,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
 
 @pytest.fixture
 def client(cluster: LocalCluster) -> Iterator[QuireClient]:
-    with QuireClient(cluster.gateway_target, cluster.registry_target, timeout=30) as quire:
+    with QuireClient(cluster.gateway_target, timeout=30) as quire:
         yield quire
 
 
@@ -1146,7 +1146,7 @@ def test_bad9_overload(
     process.env["QUIRE_GATEWAY_MAX_WAITING_BYTES"] = str(waiting_cap)
     cluster.restart("gateway")
     try:
-        with QuireClient(cluster.gateway_target, cluster.registry_target, timeout=30) as fresh:
+        with QuireClient(cluster.gateway_target, timeout=30) as fresh:
             # Paused bookies: how fast a loaded machine drains the burst must not decide the row.
             capped = overload(cluster, fresh, gateway, calls, entry_bytes, hold_bookies_seconds=HOLD_SECONDS)
     finally:

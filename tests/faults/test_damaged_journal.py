@@ -159,7 +159,7 @@ def way_out(local: LocalCluster, scenario: Scenario, ledger: LedgerId, victim: s
     )
     scenario.figures["seconds_to_decommissioned"] = round(time.monotonic() - started, 2)
     with client_for(local) as client:
-        scenario.figures["entries_below_qw_after"] = thinly_replicated(client, ledger)
+        scenario.figures["entries_below_qw_after"] = thinly_replicated(local, client, ledger)
         metadata, _ = client.ledger_metadata(ledger.qualified_name)
     scenario.figures["ledger_still_names_it"] = any(victim_id in e.bookie_ids for e in metadata.ensembles)
     data_dir = Path(local.processes[victim].env["QUIRE_BOOKIE_DATA_DIR"])

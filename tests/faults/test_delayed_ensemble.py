@@ -17,7 +17,16 @@ from quire_client.cluster import LocalCluster
 from tests.faults.history import History
 from tests.faults.lab import fault_cluster
 from tests.faults.report import Scenario
-from tests.faults.scenarios import N, client_for, finish, latency_figures, new_ledger, thinly_replicated, writers
+from tests.faults.scenarios import (
+    N,
+    client_for,
+    finish,
+    latency_figures,
+    new_ledger,
+    thinly_replicated,
+    under_replicated,
+    writers,
+)
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.faults]
@@ -66,7 +75,7 @@ def test_ens3_delayed_ensemble_change(cluster: LocalCluster, scenario: Scenario)
         # auditor then copies what the bookie missed back to it and drops the markers.
         cluster.start_process(victim)
         cluster.wait_bookies_registered(4)
-        listed = [r for _, r, why in client.under_replicated() if why == "flagged" and r.bookie_id == victim_id]
+        listed = [s for s in under_replicated(cluster) if s.why == "flagged" and s.bookie_id == victim_id]
         scenario.figures["recovery_status_rows_flagged"] = len(listed)
         finish(scenario, client, history, ledgers)
         started = time.monotonic()
@@ -76,7 +85,9 @@ def test_ens3_delayed_ensemble_change(cluster: LocalCluster, scenario: Scenario)
             poll_seconds=0.5,
         )
         scenario.figures["repair_seconds"] = round(time.monotonic() - started, 2)
-        scenario.figures["entries_below_qw_after"] = sum(thinly_replicated(client, ledger) for ledger in ledgers)
+        scenario.figures["entries_below_qw_after"] = sum(
+            thinly_replicated(cluster, client, ledger) for ledger in ledgers
+        )
     assert ensemble_changes == 0
     assert f"{ledgers[0].qualified_name} {victim_id}" in marked and listed
     assert scenario.figures["entries_below_qw_after"] == 0

@@ -34,6 +34,7 @@ from tests.faults.scenarios import (
     latency_figures,
     metric_sum,
     new_ledger,
+    registered_bookies,
     scrape,
     writers,
 )
@@ -389,8 +390,7 @@ def test_ens7_duplicate_bookie_id_is_refused(cluster: LocalCluster, scenario: Sc
         impostor = subprocess.Popen([sys.executable, "-m", "quire_bookie"], env=env, stdout=log, stderr=log)
     try:
         time.sleep(8)
-        with client_for(cluster) as client:
-            records = [r for r in client.list_bookies() if r.bookie_id == bookie_id]
+        records = [r for r in registered_bookies(cluster) if r.bookie_id == bookie_id]
         ports = {e.port for r in records for e in r.service_info.endpoints if e.protocol == "bookie-rpc"}
         scenario.figures["live_registrations"] = len(records)
         scenario.figures["impostor_registered"] = port in ports

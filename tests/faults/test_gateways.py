@@ -82,9 +82,7 @@ def every_gateway_running(cluster: LocalCluster) -> Iterator[None]:
 def kill_a_relay_mid_stream(cluster: LocalCluster, scenario: Scenario, *, conditional: bool) -> tuple[int, int]:
     ledger = ledger_on_first_gateway(cluster)
     _, relay, other = cluster.gateway_targets
-    with QuireClient(
-        relay, cluster.registry_target, timeout=30, gateways=[other], conditional_resume=conditional
-    ) as client:
+    with QuireClient(relay, timeout=30, gateways=[other], conditional_resume=conditional) as client:
         writer = StreamingWriter(client, ledger).start()
         writer.wait_for_the_burst()
         cluster.kill("gateway-2")
@@ -120,7 +118,7 @@ def test_gwy1_control_resuming_without_the_condition_writes_twice(cluster: Local
 
 def add_until_answered(target: str, registry: str, ledger: LedgerId, answers: list[QuireClientError]) -> None:
     """AddEntry through one gateway until it answers something other than UNAVAILABLE."""
-    with QuireClient(target, registry, timeout=30) as client:
+    with QuireClient(target, timeout=30) as client:
         for _ in range(60):
             try:
                 client.add_entry(ledger, b"concurrent")
@@ -139,7 +137,7 @@ def write_until_the_owner_dies(
     third; returns their final answers too."""
     ledger = ledger_on_first_gateway(cluster)
     _, relay, other = cluster.gateway_targets
-    client = QuireClient(relay, cluster.registry_target, timeout=30, gateways=[other], resume_attempts=15)
+    client = QuireClient(relay, timeout=30, gateways=[other], resume_attempts=15)
     writer = StreamingWriter(client, ledger).start()
     writer.wait_for_the_burst()
     cluster.kill("gateway")
@@ -178,7 +176,7 @@ def test_gwy2_the_owner_dies_mid_stream(cluster: LocalCluster, scenario: Scenari
     ends = {int(a.details["last_entry_id"]) for a in gone}
     assert len(ends) == 1, ends
     (last,) = ends
-    with QuireClient(cluster.gateway_targets[2], cluster.registry_target, timeout=30) as reader:
+    with QuireClient(cluster.gateway_targets[2], timeout=30) as reader:
         metadata, _ = reader.ledger_metadata(ledger)
         assert metadata.state == common_pb2.LEDGER_STATE_CLOSED and metadata.last_entry_id == last
         # Every gateway now agrees: the ledger is closed at that entry.
@@ -202,7 +200,7 @@ def test_gwy2_control_trusting_a_dead_owner_never_closes(cluster: LocalCluster, 
     ledger, writer, answers = write_until_the_owner_dies(cluster, scenario)
     assert writer.error is not None and writer.error.reason != OWNER_GONE
     assert answers == []  # UNAVAILABLE all along
-    with QuireClient(cluster.gateway_targets[2], cluster.registry_target, timeout=30) as reader:
+    with QuireClient(cluster.gateway_targets[2], timeout=30) as reader:
         metadata, _ = reader.ledger_metadata(ledger)
     scenario.figures["state"] = common_pb2.LedgerState.Name(metadata.state)
     assert metadata.state == common_pb2.LEDGER_STATE_OPEN, "positive control: the dead owner's ledger stays open"
@@ -216,7 +214,7 @@ def restart_the_owner_under_its_name(cluster: LocalCluster, scenario: Scenario, 
     cluster.processes[owner].env.update({SESSION: str(LONG_SESSION_SECONDS), **settings})
     cluster.restart(owner)
     ledger = ledger_on_first_gateway(cluster)
-    with QuireClient(cluster.gateway_targets[0], cluster.registry_target, timeout=30) as client:
+    with QuireClient(cluster.gateway_targets[0], timeout=30) as client:
         for i in range(10):
             client.add_entry(ledger, b"before the kill %d" % i)
     cluster.kill(owner)
@@ -239,7 +237,7 @@ def test_gwy4_a_gateway_restarted_under_its_name_ends_its_previous_session(
         cluster.gateway_targets[1], cluster.registry_target, ledger, OWNER_ALIVE, LONG_SESSION_SECONDS
     )
     recovered_after = time.monotonic() - scenario.figures["killed_at"]
-    with QuireClient(cluster.gateway_targets[0], cluster.registry_target, timeout=30) as restarted:
+    with QuireClient(cluster.gateway_targets[0], timeout=30) as restarted:
         created = restarted.create_ledger()
     created_after = time.monotonic() - scenario.figures["killed_at"]
     scenario.figures.update(
@@ -264,7 +262,7 @@ def test_gwy4_control_waiting_for_the_previous_session_stalls_its_ledgers(
     answer = refusal_after_waiting(cluster.gateway_targets[1], cluster.registry_target, ledger, OWNER_ALIVE, 15)
     scenario.figures["answer"] = answer.reason or answer.code.name
     assert answer.reason != OWNER_GONE, "positive control: the previous session was ended anyway"
-    with QuireClient(cluster.gateway_targets[2], cluster.registry_target, timeout=30) as reader:
+    with QuireClient(cluster.gateway_targets[2], timeout=30) as reader:
         metadata, _ = reader.ledger_metadata(ledger)
     assert metadata.state == common_pb2.LEDGER_STATE_OPEN
 
@@ -293,7 +291,7 @@ def first_write_after(target: str, registry: str, deadline_seconds: float = 180)
     through the gateway and add to it, trying again while refused for now.
     Returns when the add was acknowledged."""
     deadline = time.monotonic() + deadline_seconds
-    with QuireClient(target, registry, timeout=30) as client:
+    with QuireClient(target, timeout=30) as client:
         while True:
             try:
                 created = client.create_ledger().ledger_id
@@ -320,7 +318,7 @@ def restart_a_lone_writer_under_its_name(
     cluster.restart(owner)
     target = cluster.gateway_targets[0]
     ledger = ledger_on_first_gateway(cluster)
-    client = QuireClient(target, cluster.registry_target, timeout=30, resume_attempts=60)
+    client = QuireClient(target, timeout=30, resume_attempts=60)
     writer = StreamingWriter(client, ledger).start()
     writer.wait_for_the_burst()
     metadata, _ = client.ledger_metadata(ledger)
@@ -355,7 +353,7 @@ def test_gwy5_a_lone_gateway_restarted_under_its_name_writes_before_its_old_leas
     )
     assert before_the_lapse, f"the first write waited for the dead session's lease: {scenario.figures}"
     assert scenario.figures["stream_ended_with"] in (OWNER_GONE, "ERROR_REASON_LEDGER_CLOSED"), scenario.figures
-    with QuireClient(cluster.gateway_targets[0], cluster.registry_target, timeout=30) as reader:
+    with QuireClient(cluster.gateway_targets[0], timeout=30) as reader:
         closed, _ = reader.ledger_metadata(ledger)
         assert closed.state == common_pb2.LEDGER_STATE_CLOSED and closed.last_entry_id + 1 >= acked
         assert tally(scenario, reader, ledger, acked) == (0, 0)
@@ -381,7 +379,7 @@ def pause_the_owner_past_its_lease(cluster: LocalCluster, scenario: Scenario) ->
     stream still open. Returns the ledger, the stream's writer and the end the
     recovery fixed."""
     ledger = ledger_on_first_gateway(cluster)
-    client = QuireClient(cluster.gateway_targets[0], cluster.registry_target, timeout=30, resume_attempts=0)
+    client = QuireClient(cluster.gateway_targets[0], timeout=30, resume_attempts=0)
     writer = StreamingWriter(client, ledger).start()
     writer.wait_for_the_burst()
     cluster.pause("gateway")
@@ -412,12 +410,12 @@ def test_part2_an_owner_paused_past_its_lease_is_fenced_out(cluster: LocalCluste
     assert writer.error.reason in stopped | {"ERROR_REASON_LEDGER_NOT_WRITABLE_HERE"}, writer.error
     lengths = set()
     for target in cluster.gateway_targets:
-        with QuireClient(target, cluster.registry_target, timeout=30) as reader:
+        with QuireClient(target, timeout=30) as reader:
             metadata, _ = reader.ledger_metadata(ledger)
             assert metadata.state == common_pb2.LEDGER_STATE_CLOSED and metadata.last_entry_id == end
             lengths.add(sum(1 for _ in reader.read(ledger)))
     assert lengths == {end + 1}
-    with QuireClient(cluster.gateway_targets[0], cluster.registry_target, timeout=30) as old_owner:
+    with QuireClient(cluster.gateway_targets[0], timeout=30) as old_owner:
         with pytest.raises(QuireClientError) as refused:
             old_owner.add_entry(ledger, b"after the pause")
     scenario.figures["old_owner_answer"] = refused.value.reason

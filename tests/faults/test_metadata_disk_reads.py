@@ -37,6 +37,7 @@ from tests.faults.scenarios import (
     latency_figures,
     metric_sum,
     new_ledger,
+    registered_bookies,
     scrape,
     thinly_replicated,
     writers,
@@ -278,7 +279,7 @@ def test_dsk1_dsk2_disk_fills_then_frees(tmp_path: Path, scenario: Scenario) -> 
             started = time.monotonic()
             wait_until(
                 "the bookie turning read-only",
-                lambda: any(r.read_only for r in client.list_bookies() if r.bookie_id == bookie_id),
+                lambda: any(r.read_only for r in registered_bookies(local) if r.bookie_id == bookie_id),
                 poll_seconds=0.05,
             )
             scenario.figures["seconds_to_read_only"] = round(time.monotonic() - started, 2)
@@ -295,7 +296,7 @@ def test_dsk1_dsk2_disk_fills_then_frees(tmp_path: Path, scenario: Scenario) -> 
             started = time.monotonic()
             wait_until(
                 "the bookie turning writable again",
-                lambda: not any(r.read_only for r in client.list_bookies() if r.bookie_id == bookie_id),
+                lambda: not any(r.read_only for r in registered_bookies(local) if r.bookie_id == bookie_id),
                 poll_seconds=0.05,
             )
             scenario.figures["seconds_back_to_writable"] = round(time.monotonic() - started, 2)
@@ -361,7 +362,7 @@ def test_dsk6_read_eio_on_one_bookie(cluster: LocalCluster, scenario: Scenario, 
                 poll_seconds=0.2,
             )
             scenario.figures["repair_seconds"] = round(time.monotonic() - started, 2)
-            scenario.figures["entries_below_qw_after"] = thinly_replicated(client, ledger)
+            scenario.figures["entries_below_qw_after"] = thinly_replicated(cluster, client, ledger)
             finish(scenario, client, history, [ledger])
     finally:
         trigger.unlink(missing_ok=True)

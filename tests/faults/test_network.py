@@ -30,8 +30,10 @@ from tests.faults.scenarios import (
     latency_figures,
     metric_sum,
     new_ledger,
+    registered_bookies,
     scrape,
     stale_adds_accepted,
+    under_replicated,
     writers,
 )
 from tests.faults.workload import Writer
@@ -100,8 +102,8 @@ class Lab:
     net: NetLab
     cluster: LocalCluster
 
-    def registered(self, client: QuireClient) -> set[str]:
-        return {r.bookie_id for r in client.list_bookies(registry_pb2.BOOKIE_STATE_WRITABLE)}
+    def registered(self) -> set[str]:
+        return {r.bookie_id for r in registered_bookies(self.cluster, registry_pb2.BOOKIE_STATE_WRITABLE)}
 
     def all_serving(self) -> bool:
         targets = [self.cluster.gateway_target, self.cluster.registry_target, self.cluster.placement_target]
@@ -207,7 +209,7 @@ def partition_row(
             writer.join()
             assert writer.error is None, writer.error
         scenario.figures.update(latency_figures(running))
-        scenario.figures["registry_lists_victim"] = victim_id in lab.registered(client)
+        scenario.figures["registry_lists_victim"] = victim_id in lab.registered()
         if while_blocked is not None:
             ledgers += while_blocked(client, history)
         scenario.figures["ensemble_changes"] = int(
@@ -265,7 +267,7 @@ def test_net3_bookie_reaches_the_registry_not_the_gateway(lab: Lab, scenario: Sc
     def new_ledgers_while_blocked(client: QuireClient, history: History) -> list[LedgerId]:
         # Registered and writable as far as the registry knows, for a whole lease TTL and more.
         time.sleep(2 * float(FAST_SETTINGS["QUIRE_BOOKIE_TTL_SECONDS"]))
-        assert victim_id in lab.registered(client), "the registry dropped a bookie it can still reach"
+        assert victim_id in lab.registered(), "the registry dropped a bookie it can still reach"
         fresh = [new_ledger(client, history) for _ in range(4)]
         named = [
             ledger
@@ -316,7 +318,7 @@ def test_net4_bookie_reaches_the_gateway_not_the_registry(lab: Lab, scenario: Sc
         blocked = time.monotonic()
         wait_until(
             "the registry dropping a bookie whose lease cannot be renewed",
-            lambda: victim_id not in lab.registered(client),
+            lambda: victim_id not in lab.registered(),
         )
         scenario.figures["seconds_to_drop"] = round(time.monotonic() - blocked, 2)
         scenario.figures["writer_running_at_fence"] = writer.alive
@@ -340,7 +342,7 @@ def test_net4_bookie_reaches_the_gateway_not_the_registry(lab: Lab, scenario: Sc
         scenario.figures["single_bookie_stale_acceptances"] = single
         lab.net.heal()
         healed = time.monotonic()
-        wait_until("the bookie registering again after the heal", lambda: victim_id in lab.registered(client))
+        wait_until("the bookie registering again after the heal", lambda: victim_id in lab.registered())
         scenario.figures["seconds_to_register_again"] = round(time.monotonic() - healed, 2)
         verdict = finish(scenario, client, history, [ledger])
     assert verdict.adds_after_fence == 0
@@ -513,10 +515,10 @@ def test_net9_heal(lab: Lab, scenario: Scenario) -> None:
         lab.net.block_receiver(cut_off, lab.net.host("registry"))
         wait_until(
             "the cut-off bookie's ledgers showing as under-replicated",
-            lambda: client.under_replicated() and lab.gateway_metric("quire_gateway_under_replicated_segments"),
+            lambda: under_replicated(lab.cluster) and lab.gateway_metric("quire_gateway_under_replicated_segments"),
             poll_seconds=0.2,
         )
-        scenario.figures["under_replicated_segments"] = len(client.under_replicated())
+        scenario.figures["under_replicated_segments"] = len(under_replicated(lab.cluster))
         scenario.figures["faults_removed"] = lab.net.heal()
         healed = time.monotonic()
         every = set(lab.cluster.bookie_id(n) for n in lab.cluster.bookie_names)
@@ -526,9 +528,9 @@ def test_net9_heal(lab: Lab, scenario: Scenario) -> None:
             assert now < EVENT_DEADLINE_SECONDS, (
                 f"no steady state after the heal (serving {all_serving_at}, drained {drained_at})"
             )
-            if all_serving_at is None and lab.all_serving() and lab.registered(client) == every:
+            if all_serving_at is None and lab.all_serving() and lab.registered() == every:
                 all_serving_at = round(now, 2)
-            if drained_at is None and not client.under_replicated():
+            if drained_at is None and not under_replicated(lab.cluster):
                 if not lab.gateway_metric("quire_gateway_under_replicated_segments"):
                     drained_at = round(now, 2)
             time.sleep(0.1)

@@ -14,13 +14,16 @@ from tests.faults.history import History
 from tests.faults.lab import fault_cluster
 from tests.faults.report import Scenario
 from tests.faults.scenarios import (
+    admin_for,
     client_for,
     closed_ledgers,
     finish,
     metric_sum,
     new_ledger,
+    registered_bookies,
     scrape,
     thinly_replicated,
+    under_replicated,
     writers,
 )
 
@@ -75,7 +78,7 @@ def test_ops4_permanent_bookie_loss_is_rereplicated(cluster: LocalCluster, scena
         seen_under = False
         gauge_max = 0.0
         while True:
-            left = [r for _, r, _ in client.under_replicated() if r.bookie_id == victim_id]
+            left = [s for s in under_replicated(cluster) if s.bookie_id == victim_id]
             seen_under = seen_under or bool(left)
             gauge_max = max(gauge_max, metric_sum(scrape(f"127.0.0.1:{cluster.ports.gateway_http}"),
                                                   "quire_gateway_under_replicated_segments"))  # fmt: skip
@@ -85,7 +88,9 @@ def test_ops4_permanent_bookie_loss_is_rereplicated(cluster: LocalCluster, scena
             time.sleep(0.5)
         scenario.figures["seconds_to_full_replication"] = round(time.monotonic() - lost_at, 2)
         scenario.figures["under_replicated_gauge_max"] = gauge_max
-        scenario.figures["entries_below_qw_after"] = sum(thinly_replicated(client, ledger) for ledger in ledgers)
+        scenario.figures["entries_below_qw_after"] = sum(
+            thinly_replicated(cluster, client, ledger) for ledger in ledgers
+        )
         finish(scenario, client, history, ledgers)
     assert scenario.figures["entries_below_qw_after"] == 0
     assert gauge_max >= 1  # OBS-1: the under-replicated gauge showed the lost bookie's segments
@@ -105,9 +110,12 @@ def test_ops5_decommission_via_cli(cluster: LocalCluster, scenario: Scenario, ca
         status = cli_main([*target, "bookie", "decommission", victim_id, "--timeout", "90"])
         scenario.figures["decommission_seconds"] = round(time.monotonic() - started, 2)
         scenario.figures["exit_status"] = status
-        scenario.figures["entries_below_qw_after"] = sum(thinly_replicated(client, ledger) for ledger in ledgers)
-        scenario.figures["registration_removed"] = all(r.bookie_id != victim_id for r in client.list_bookies())
-        scenario.figures["cookie_removed"] = not client.delete_cookie(victim_id)  # already gone: nothing to delete
+        scenario.figures["entries_below_qw_after"] = sum(
+            thinly_replicated(cluster, client, ledger) for ledger in ledgers
+        )
+        scenario.figures["registration_removed"] = all(r.bookie_id != victim_id for r in registered_bookies(cluster))
+        with admin_for(cluster) as admin:
+            scenario.figures["cookie_removed"] = not admin.delete_cookie(victim_id)  # already gone: nothing to delete
         finish(scenario, client, history, ledgers)
     assert status == 0
     assert scenario.figures["registration_removed"] and scenario.figures["cookie_removed"]

@@ -139,7 +139,7 @@ def cut_the_owner_from_the_metadata(mesh: Mesh, scenario: Scenario) -> tuple[Led
     cluster = mesh.cluster
     ledger = ledger_on_first_gateway(cluster)
     lease = mesh.session_lease("gateway")
-    client = QuireClient(cluster.gateway_targets[0], cluster.registry_target, timeout=30, resume_attempts=0)
+    client = QuireClient(cluster.gateway_targets[0], timeout=30, resume_attempts=0)
     writer = StreamingWriter(client, ledger).start()
     writer.wait_for_the_burst()
     mesh.net.isolate("gateway", from_=["registry", *cluster.etcd_names])
@@ -171,12 +171,12 @@ def test_part1_an_owner_cut_from_the_metadata_is_fenced_out(mesh: Mesh, scenario
     wait_until("the old owner holding a session again", lambda: mesh.session_lease("gateway") not in {0, old_lease})
     lengths = set()
     for target in cluster.gateway_targets:
-        with QuireClient(target, cluster.registry_target, timeout=30) as reader:
+        with QuireClient(target, timeout=30) as reader:
             metadata = wait_until(f"{target} reading the ledger closed", partial(closed, reader, ledger))
             assert metadata.last_entry_id == end
             lengths.add(sum(1 for _ in reader.read(ledger)))
     assert lengths == {end + 1}
-    with QuireClient(cluster.gateway_targets[0], cluster.registry_target, timeout=30) as old_owner:
+    with QuireClient(cluster.gateway_targets[0], timeout=30) as old_owner:
         with pytest.raises(QuireClientError) as refused:
             old_owner.add_entry(ledger, b"after the heal")
     scenario.figures["old_owner_answer"] = refused.value.reason
@@ -240,7 +240,7 @@ class MetadataChurn:
         return self.ok >= count
 
     def _run(self) -> None:
-        with QuireClient(self.target, self.cluster.registry_target, timeout=CALL_SECONDS) as client:
+        with QuireClient(self.target, timeout=CALL_SECONDS) as client:
             while not self.stop.is_set():
                 create = Create(str(uuid.uuid4()), time.monotonic())
                 self.creates.append(create)
@@ -550,7 +550,7 @@ def test_part5_flapping_links_lose_nothing_and_leak_nothing(mesh: Mesh, scenario
         wait_until("no stream left open on the gateway", lambda: open_streams(mesh, "gateway") == 0)
         wait_until(
             "every entry back at its write quorum's copies",
-            lambda: all(thinly_replicated(client, ledger) == 0 for ledger in ledgers),
+            lambda: all(thinly_replicated(mesh.cluster, client, ledger) == 0 for ledger in ledgers),
             deadline_seconds=180,
         )
         after = {name: footprint(mesh.cluster.pid(name)) for name in processes}
@@ -575,7 +575,7 @@ def test_part5_control_without_repair_marks_entries_stay_thin(mesh: Mesh, scenar
         with client_for(cluster) as client:
             ledgers = write_through(mesh, scenario, client, History(), partial(cut_once, mesh))
             time.sleep(CONTROL_SETTLE_SECONDS)  # the auditor runs every second: time enough to repair
-            thin = [thinly_replicated(client, ledger) for ledger in ledgers]
+            thin = [thinly_replicated(mesh.cluster, client, ledger) for ledger in ledgers]
     finally:
         del cluster.processes["gateway"].env[NO_REPAIR_MARKS]
         cluster.restart("gateway")
@@ -674,7 +674,7 @@ def test_part6_control_without_pre_vote_a_rejoining_member_forces_an_election(me
 
 
 def read_through(target: str, cluster: LocalCluster, ledger: LedgerId) -> list[bytes]:
-    with QuireClient(target, cluster.registry_target, timeout=CALL_SECONDS) as reader:
+    with QuireClient(target, timeout=CALL_SECONDS) as reader:
         return [entry.payload for entry in reader.read(ledger)]
 
 

@@ -17,7 +17,7 @@ from quire_client import UnavailableError
 from tests.faults.lab import fault_cluster
 from tests.faults.proxy import TcpProxy
 from tests.faults.report import Scenario
-from tests.faults.scenarios import BookieWatch, client_for
+from tests.faults.scenarios import BookieWatch, registered_bookies
 from tests.waiting import EVENT_DEADLINE_SECONDS
 
 pytestmark = [pytest.mark.e2e, pytest.mark.faults]
@@ -70,19 +70,18 @@ def test_met6_registry_watch_relists_after_a_compaction_gap(
             healed = time.monotonic()
 
             expected = {ids["bookie-1"], ids["bookie-2"]}
-            with client_for(cluster) as client:
-                while True:
-                    try:
-                        listed = {r.bookie_id for r in client.list_bookies()}
-                    except UnavailableError:  # the registry is still reconnecting to etcd
-                        listed = set()
-                    watched = view.snapshot()
-                    if listed == expected and watched == expected:
-                        break
-                    assert time.monotonic() - healed < EVENT_DEADLINE_SECONDS, (
-                        f"not converged: listed {listed}, watched {watched}"
-                    )
-                    time.sleep(0.2)
+            while True:
+                try:
+                    listed = {r.bookie_id for r in registered_bookies(cluster)}
+                except UnavailableError:  # the registry is still reconnecting to etcd
+                    listed = set()
+                watched = view.snapshot()
+                if listed == expected and watched == expected:
+                    break
+                assert time.monotonic() - healed < EVENT_DEADLINE_SECONDS, (
+                    f"not converged: listed {listed}, watched {watched}"
+                )
+                time.sleep(0.2)
             scenario.figures["seconds_to_converge"] = round(time.monotonic() - healed, 2)
             time.sleep(1)  # nothing stale arrives late
             scenario.figures["stale_entries_after_relist"] = len(view.snapshot() ^ expected)

@@ -70,7 +70,7 @@ class Writer:
             yield payload
 
     def _run(self) -> None:
-        with QuireClient(self.target, self.registry, timeout=self.timeout_seconds) as client:
+        with QuireClient(self.target, timeout=self.timeout_seconds) as client:
             try:
                 for ack in client.append(self.ledger, self._payloads(), batch_size=self.batch_size):
                     now = time.monotonic()

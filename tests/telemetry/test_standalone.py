@@ -85,7 +85,7 @@ def observed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ObservedRun]:
     )
     cluster.start()
     try:
-        with QuireClient(cluster.gateway_target, cluster.registry_target, timeout=30) as client:
+        with QuireClient(cluster.gateway_target, timeout=30) as client:
             for _ in range(4):
                 metadata = client.create_ledger(ensemble_size=3, write_quorum_size=3, ack_quorum_size=2)
                 ledger = f"{metadata.ledger_id.scope_id}:{metadata.ledger_id.ledger_id}"

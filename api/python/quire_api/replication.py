@@ -1,5 +1,5 @@
 """Which ledger segments are under-replicated: pure functions shared by the
-gateway's auditor and `quire recovery status`.
+gateway (its auditor and admin API) and QuireAdmin's break-glass route.
 
 A segment is one ensemble of a ledger (entries from its first entry id up to
 the next ensemble's first, or the ledger's end). It is under-replicated when
@@ -13,9 +13,10 @@ end) or "first-last", the entries to copy back to that bookie.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
+from quire.admin.v1 import admin_pb2
 from quire.common.v1 import common_pb2
 
 # Custom metadata key prefix of a delayed ensemble change's marker.
@@ -158,3 +159,43 @@ def set_marker(metadata: common_pb2.LedgerMetadata, bookie_id: str, kept: tuple[
     else:
         first, last = kept
         metadata.custom_metadata[key] = str(first) if last is None else f"{first}-{last}"
+
+
+@dataclass(frozen=True)
+class RepairQueue:
+    """Every segment waiting for repair, as one pass over the ledgers found it."""
+
+    segments: list[admin_pb2.UnderReplicatedSegment]
+    ledgers: int  # ledgers with at least one of them
+    missing_bookie_ids: list[str]  # named by a ledger, not registered
+    largest_ensemble: int  # of any ledger
+
+
+def repair_queue(ledgers: Sequence[common_pb2.LedgerMetadata], registered: set[str]) -> RepairQueue:
+    """The segments with a replica on a bookie that is not registered
+    ("missing") or with entries flagged for repair ("flagged"): the rules of
+    quire_api.replication, which the auditor repairs by."""
+    segments: list[admin_pb2.UnderReplicatedSegment] = []
+    affected = 0
+    all_missing: set[str] = set()
+    largest = 0
+    for metadata in ledgers:
+        largest = max(largest, int(metadata.ensemble_size))
+        missing = {b for e in metadata.ensembles for b in e.bookie_ids} - registered
+        all_missing |= missing
+        found = [(r, "missing") for r in lost_replicas(metadata, missing)]
+        found += [(r, "flagged") for r in marked_replicas(metadata) if r.bookie_id not in missing]
+        affected += bool(found)
+        segments.extend(
+            admin_pb2.UnderReplicatedSegment(
+                ledger_id=metadata.ledger_id,
+                state=metadata.state,
+                segment=replica.segment,
+                first_entry_id=replica.first_entry_id,
+                last_entry_id=replica.last_entry_id,
+                bookie_id=replica.bookie_id,
+                why=why,
+            )
+            for replica, why in found
+        )
+    return RepairQueue(segments, affected, sorted(all_missing), largest)

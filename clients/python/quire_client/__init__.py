@@ -1,5 +1,8 @@
-"""Python client, command line and local cluster runner for Quire."""
+"""Python client, command line and local cluster runner for Quire.
 
+QuireClient is the application's (ledgers and blobs), QuireAdmin the operator's."""
+
+from quire_client.admin import QuireAdmin
 from quire_client.client import (
     AbortedError,
     AlreadyExistsError,
@@ -32,6 +35,7 @@ __all__ = [
     "NotFoundError",
     "OutOfRangeError",
     "PermissionDeniedError",
+    "QuireAdmin",
     "QuireClient",
     "QuireClientError",
     "ResourceExhaustedError",

@@ -107,7 +107,7 @@ def run_one(
     payload = os.urandom(entry_bytes)
     per_writer = max(1, entries // writers)
     window = max(batch * 4, 64)  # in-flight entries per writer: enough to keep the pipeline busy, no more
-    clients = [QuireClient(*target) for _ in range(writers)]
+    clients = [QuireClient(target[0]) for _ in range(writers)]  # (gateway, registry): the gateway is all it needs
     try:
         ledgers = []
         for client in clients:

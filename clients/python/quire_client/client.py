@@ -1,5 +1,6 @@
 """A small synchronous client for the gateway's LedgerService and
-BlobService (and the registry's bookie listing).
+BlobService: the application's calls (the operator's are QuireAdmin's, in
+quire_client.admin).
 
 Errors come back as QuireClientError subclasses, one per gRPC code
 (NotFoundError, OutOfRangeError, FailedPreconditionError, ...), each carrying
@@ -18,14 +19,9 @@ from typing import Any, TypeVar
 
 import grpc
 
-from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
 from quire.common.v1 import common_pb2
 from quire.gateway.v1 import blob_pb2, blob_pb2_grpc, ledger_pb2, ledger_pb2_grpc
-from quire.placement.v1 import placement_pb2, placement_pb2_grpc
-from quire.registry.v1 import registry_pb2, registry_pb2_grpc
-from quire_api.bookie_addresses import bookie_rpc_address
-from quire_api.ids import U64_MAX, LedgerId, ledger_id_to_proto, validate_bookie_id
-from quire_api.replication import LostReplica, lost_replicas, marked_replicas
+from quire_api.ids import U64_MAX, LedgerId, ledger_id_to_proto
 from quire_client import protocol
 from quire_client.channels import CHANNEL_OPTIONS, ClientTls, open_client_channel
 
@@ -96,10 +92,8 @@ class QuireClient:
     def __init__(
         self,
         gateway: str = "127.0.0.1:7000",
-        registry: str = "127.0.0.1:7001",
-        timeout: float = 30.0,
-        placement: str = "127.0.0.1:7002",
         *,
+        timeout: float = 30.0,
         tls: ClientTls | None = None,
         token: str | None = None,
         gateways: Iterable[str] = (),
@@ -118,10 +112,6 @@ class QuireClient:
         self._targets = [gateway, *gateways]
         self.gateway = gateway  # the gateway calls go to now
         self._gateway_channel = open_client_channel(gateway, tls, token, options)
-        # Opened at the first registry call: a client of the ledger calls alone may have no registry address.
-        self._registry_target = registry
-        self._registry_channel: grpc.Channel | None = None
-        self._registry_stub: registry_pb2_grpc.RegistryServiceStub | None = None
         self.ledgers = ledger_pb2_grpc.LedgerServiceStub(self._gateway_channel)
         self.blobs = blob_pb2_grpc.BlobServiceStub(self._gateway_channel)
         self.follow_owner = follow_owner
@@ -135,7 +125,6 @@ class QuireClient:
         self.resumed_writes = 0
         self._options = options
         self._tls, self._token = tls, token
-        self._placement_target = placement
         self.timeout = timeout
 
     def use_gateway(self, target: str) -> None:
@@ -158,17 +147,8 @@ class QuireClient:
         index = known.index(self.gateway) if self.gateway in known else -1
         self.use_gateway(known[(index + 1) % len(known)])
 
-    @property
-    def registry(self) -> registry_pb2_grpc.RegistryServiceStub:
-        if self._registry_stub is None:
-            self._registry_channel = open_client_channel(self._registry_target, self._tls, self._token, self._options)
-            self._registry_stub = registry_pb2_grpc.RegistryServiceStub(self._registry_channel)
-        return self._registry_stub
-
     def close(self) -> None:
         self._gateway_channel.close()
-        if self._registry_channel is not None:
-            self._registry_channel.close()
 
     def __enter__(self) -> QuireClient:
         return self
@@ -526,88 +506,6 @@ class QuireClient:
             if not response.next_page_token:
                 return
             request.page_token = response.next_page_token
-
-    def list_bookies(self, state: int = registry_pb2.BOOKIE_STATE_ALL) -> list[registry_pb2.BookieRecord]:
-        return list(
-            self._unary(
-                self.registry.ListBookies,
-                registry_pb2.ListBookiesRequest(state=state),
-                registry_pb2.ListBookiesResponse,
-            ).bookies
-        )
-
-    def bookie_info(self, record: registry_pb2.BookieRecord, timeout: float = 5.0) -> bookie_pb2.GetBookieInfoResponse:
-        """One bookie's GetBookieInfo, at the address its registration resolves to."""
-        address = bookie_rpc_address(record.bookie_id, record.service_info)
-        with open_client_channel(address, self._tls, self._token, self._options) as channel:
-            try:
-                return bookie_pb2_grpc.BookieServiceStub(channel).GetBookieInfo(
-                    bookie_pb2.GetBookieInfoRequest(), timeout=timeout
-                )
-            except grpc.RpcError as exc:
-                raise _translate(exc) from None
-
-    def placement_weights(self) -> placement_pb2.GetPlacementWeightsResponse:
-        with open_client_channel(self._placement_target, self._tls, self._token, self._options) as channel:
-            stub = placement_pb2_grpc.PlacementServiceStub(channel)
-            return self._unary(
-                stub.GetPlacementWeights,
-                placement_pb2.GetPlacementWeightsRequest(),
-                placement_pb2.GetPlacementWeightsResponse,
-            )
-
-    def under_replicated(self) -> list[tuple[common_pb2.LedgerMetadata, LostReplica, str]]:
-        """Every ledger segment with a replica on a bookie that is not registered
-        ("missing"), or with entries flagged for repair in the metadata
-        ("flagged": a bookie a writer left out without an ensemble change, or
-        copies a read, a writer's ensemble change or the scrub flagged); the
-        auditor repairs them (of open ledgers, the entries already confirmed)."""
-        registered = {record.bookie_id for record in self.list_bookies()}
-        found: list[tuple[common_pb2.LedgerMetadata, LostReplica, str]] = []
-        for metadata in self.list_ledgers():
-            missing = {b for e in metadata.ensembles for b in e.bookie_ids} - registered
-            found.extend((metadata, replica, "missing") for replica in lost_replicas(metadata, missing))
-            found.extend(
-                (metadata, replica, "flagged")
-                for replica in marked_replicas(metadata)
-                if replica.bookie_id not in missing
-            )
-        return found
-
-    def auditor(self) -> registry_pb2.Leader:
-        """Which gateway holds the auditor role (holder empty: none yet), and
-        the figures it publishes: what its scrub checked, found and repaired."""
-        return self._unary(
-            self.registry.GetLeader, registry_pb2.GetLeaderRequest(role="auditor"), registry_pb2.GetLeaderResponse
-        ).leader
-
-    def delete_cookie(self, bookie_id: str) -> bool:
-        """Remove a stopped bookie's cookie (the end of a decommission); False
-        when it has none. The registry refuses while the bookie is registered."""
-        validate_bookie_id(bookie_id)
-        try:
-            current = self._unary(
-                self.registry.GetCookie,
-                registry_pb2.GetCookieRequest(bookie_id=bookie_id),
-                registry_pb2.GetCookieResponse,
-            )
-        except NotFoundError:
-            return False
-        self._unary(
-            self.registry.DeleteCookie,
-            registry_pb2.DeleteCookieRequest(bookie_id=bookie_id, expected_version=current.version),
-            registry_pb2.DeleteCookieResponse,
-        )
-        return True
-
-    def bookie_service_info(self, bookie_id: str) -> registry_pb2.GetBookieServiceInfoResponse:
-        """A bookie's registration as stored, and the service info clients use."""
-        validate_bookie_id(bookie_id)
-        return self._unary(
-            self.registry.GetBookieServiceInfo,
-            registry_pb2.GetBookieServiceInfoRequest(bookie_id=bookie_id),
-            registry_pb2.GetBookieServiceInfoResponse,
-        )
 
 
 class LedgerWriter:

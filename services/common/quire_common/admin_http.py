@@ -12,8 +12,8 @@ with the admin role on "*" (QUIRE_AUTH_JWT_KEY_FILE); in development mode it
 is open unless a token key is configured.
 `/status` always carries the build's version and revision
 (quire_common.build_info); `/metrics` always carries the process's OpenTelemetry metrics
-(quire_common.telemetry.prometheus_text); a service may put its own lines
-before them.
+(quire_common.telemetry.prometheus_text), and nothing else: a service's
+own figures are OpenTelemetry instruments too.
 """
 
 from __future__ import annotations
@@ -55,7 +55,6 @@ class AdminServer:
         host: str,
         port: int,
         status: Callable[[], dict[str, Any]],
-        extra_metrics: Callable[[], str] | None = None,
         common: CommonEnv | None = None,
     ) -> None:
         """`setting` names the variable that chose the port, for the message
@@ -64,7 +63,6 @@ class AdminServer:
         self._setting = setting
         self._host, self._port = host, port
         self._status = status
-        self._extra_metrics = extra_metrics
         self._server: asyncio.Server | None = None
         self._watcher: asyncio.Task[None] | None = None
         self.port = 0
@@ -128,8 +126,7 @@ class AdminServer:
             await self._server.wait_closed()
 
     def metrics(self) -> bytes:
-        own = self._extra_metrics() if self._extra_metrics is not None else ""
-        return own.encode() + prometheus_text()
+        return prometheus_text()
 
     def _refusal(self, authorization: str | None) -> tuple[int, str, bytes] | None:
         """None when the request may proceed, else the 401/403 answer."""
@@ -200,14 +197,13 @@ async def start_admin_server(
     grpc_address: str,
     port: int,
     status: Callable[[], dict[str, Any]],
-    extra_metrics: Callable[[], str] | None = None,
     common: CommonEnv | None = None,
 ) -> AdminServer | None:
     """The admin endpoint on the gRPC listener's host, or None when `port` is
     0 (turned off)."""
     if not port:
         return None
-    server = AdminServer(setting, grpc_address.rsplit(":", 1)[0], port, status, extra_metrics, common)
+    server = AdminServer(setting, grpc_address.rsplit(":", 1)[0], port, status, common)
     if not server.enabled:
         return None
     await server.start()

@@ -9,8 +9,7 @@ to every bookie (docs/decisions.md)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Protocol
 
 from quire.admin.v1 import admin_pb2
@@ -20,7 +19,7 @@ from quire.placement.v1 import placement_pb2
 from quire.registry.v1 import registry_pb2
 from quire_api.errors import QuireError
 from quire_api.ids import validate_bookie_id
-from quire_api.replication import lost_replicas, marked_replicas
+from quire_api.replication import RepairQueue, repair_queue
 from quire_common.build_info import version
 from quire_gateway.autorecovery.auditor import ROLE as AUDITOR_ROLE
 from quire_gateway.ownership.sessions import ADDRESS_PROPERTY, SESSION_ROLE_PREFIX
@@ -50,46 +49,6 @@ class AdminRemote(Protocol):
     async def list_ledger_metadata(
         self, scope_id: int, page_size: int, page_token: str, all_scopes: bool = False
     ) -> tuple[list[common_pb2.LedgerMetadata], str]: ...
-
-
-@dataclass(frozen=True)
-class RepairQueue:
-    """Every segment waiting for repair, as one pass over the ledgers found it."""
-
-    segments: list[admin_pb2.UnderReplicatedSegment]
-    ledgers: int  # ledgers with at least one of them
-    missing_bookie_ids: list[str]  # named by a ledger, not registered
-    largest_ensemble: int  # of any ledger
-
-
-def repair_queue(ledgers: Sequence[common_pb2.LedgerMetadata], registered: set[str]) -> RepairQueue:
-    """The segments with a replica on a bookie that is not registered
-    ("missing") or with entries flagged for repair ("flagged"): the rules of
-    quire_api.replication, which the auditor repairs by."""
-    segments: list[admin_pb2.UnderReplicatedSegment] = []
-    affected = 0
-    all_missing: set[str] = set()
-    largest = 0
-    for metadata in ledgers:
-        largest = max(largest, int(metadata.ensemble_size))
-        missing = {b for e in metadata.ensembles for b in e.bookie_ids} - registered
-        all_missing |= missing
-        found = [(r, "missing") for r in lost_replicas(metadata, missing)]
-        found += [(r, "flagged") for r in marked_replicas(metadata) if r.bookie_id not in missing]
-        affected += bool(found)
-        segments.extend(
-            admin_pb2.UnderReplicatedSegment(
-                ledger_id=metadata.ledger_id,
-                state=metadata.state,
-                segment=replica.segment,
-                first_entry_id=replica.first_entry_id,
-                last_entry_id=replica.last_entry_id,
-                bookie_id=replica.bookie_id,
-                why=why,
-            )
-            for replica, why in found
-        )
-    return RepairQueue(segments, affected, sorted(all_missing), largest)
 
 
 class AdminOperations:

@@ -86,13 +86,13 @@ class GatewayProcess(ServiceProcess):
             settings=self.env.common.server,
         )
         await mark_not_serving(self.health, SERVICE_NAMES)  # until the registry answers
+        metrics.active_stream_counts = parts.streams.snapshot
         # The admin endpoint first: a port it cannot use stops the start before gRPC serves anything.
         admin = await start_admin_server(
             "QUIRE_GATEWAY_HTTP_PORT",
             self.env.address,
             self.env.http_port,
             parts.status,
-            parts.streams.prometheus_text,
             self.env.common,
         )
         await self.server.start()

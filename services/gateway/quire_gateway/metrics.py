@@ -160,6 +160,24 @@ entry_cache_evictions = _meter.create_observable_counter(
 )
 
 
+# Set by the entry point to the open streaming calls by method (servicer.py, ActiveStreams.snapshot).
+active_stream_counts: Callable[[], dict[str, int]] | None = None
+
+
+def _observe_active_streams(_: CallbackOptions) -> Iterable[Observation]:
+    counts = active_stream_counts() if active_stream_counts is not None else {}
+    for method, count in counts.items():
+        yield Observation(count, {"method": method})
+
+
+active_streams = _meter.create_observable_gauge(
+    "quire.gateway.active_streams",
+    callbacks=[_observe_active_streams],
+    unit="{stream}",
+    description="Streaming calls open now, by method",
+)
+
+
 # Set by the entry point to the auditor's figures (auditor.py, AuditState.figures
 # plus "active"): counted by whichever gateway holds the auditor role.
 auditor_figures: Callable[[], dict[str, float]] | None = None

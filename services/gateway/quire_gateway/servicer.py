@@ -63,8 +63,9 @@ def batched_by_bytes(entries: Iterable[ReadEntry], limit: int = MAX_REPLY_BYTES)
 
 class ActiveStreams:
     """How many streaming calls of each method are open right now: the
-    gateway's admin /status and /metrics show it, so a cancelled or timed-out
-    stream that is never released shows up as a count that does not fall."""
+    gateway's admin /status and the gauge quire.gateway.active_streams show
+    it, so a cancelled or timed-out stream that is never released shows up as
+    a count that does not fall."""
 
     def __init__(self) -> None:
         self.counts: dict[str, int] = {}
@@ -79,14 +80,6 @@ class ActiveStreams:
 
     def snapshot(self) -> dict[str, int]:
         return dict(sorted(self.counts.items()))
-
-    def prometheus_text(self) -> str:
-        lines = [
-            "# HELP quire_gateway_active_streams Streaming calls open now, by method.",
-            "# TYPE quire_gateway_active_streams gauge",
-        ]
-        lines += [f'quire_gateway_active_streams{{method="{m}"}} {n}' for m, n in self.snapshot().items()]
-        return "\n".join(lines) + "\n"
 
 
 def forwarded(context: grpc.aio.ServicerContext) -> bool:

@@ -126,13 +126,6 @@ class FakeClient:
         self._check("list_bookies")
         return [registry_pb2.BookieRecord(bookie_id=b) for b in self.bookies]
 
-    def under_replicated(self) -> list[tuple[common_pb2.LedgerMetadata, Any, str]]:
-        rows = []
-        for ledger, bookie in self.lost:
-            replica = type("Replica", (), {"segment": 0, "first_entry_id": 0, "last_entry_id": 9, "bookie_id": bookie})
-            rows.append((self._metadata(LedgerId.parse(ledger)), replica, "bookie not registered"))
-        return rows
-
     def auditor(self) -> registry_pb2.Leader:
         self._check("auditor")
         return registry_pb2.Leader(holder="gateway-1")
@@ -141,7 +134,7 @@ class FakeClient:
         self._check("delete_cookie")
         return True
 
-    # The admin API's own calls (AdminClient); the methods above serve both paths.
+    # QuireAdmin's other calls (the methods above from list_bookies on are QuireAdmin's too).
 
     def recovery_status(self, bookie_id: str = "") -> admin_pb2.GetRecoveryStatusResponse:
         self._check("recovery_status")

@@ -20,7 +20,7 @@ from google.protobuf import json_format
 
 from quire.common.v1 import common_pb2
 from quire_api.ids import LedgerId
-from quire_client.admin import AdminClient
+from quire_client.admin import QuireAdmin
 from quire_client.client import ClientTls, QuireClient
 from quire_client.errors import QuireClientError, never_sent
 
@@ -59,18 +59,6 @@ ADDRESSES = (GATEWAY, REGISTRY, PLACEMENT)
 DEFAULT_ADDRESSES = {GATEWAY: "127.0.0.1:7000", REGISTRY: "127.0.0.1:7001", PLACEMENT: "127.0.0.1:7002"}
 TLS_FILES = ("tls_ca", "tls_cert", "tls_key")
 DEFAULT_SOURCE = "the default"
-
-# QuireClient's methods that talk to a service other than the gateway (the
-# admin commands' break-glass path, --direct); every other one is the gateway's.
-SERVICES_OF_METHOD: dict[str, tuple[str, ...]] = {
-    "list_bookies": (REGISTRY,),
-    "bookie_service_info": (REGISTRY,),
-    "delete_cookie": (REGISTRY,),
-    "auditor": (REGISTRY,),
-    "under_replicated": (REGISTRY, GATEWAY),
-    "placement_weights": (PLACEMENT,),
-    "bookie_info": (),  # a bookie, at the address its registry record names (bookieinfo reports each)
-}
 
 
 def flag_of(setting: str) -> str:
@@ -174,14 +162,20 @@ class Globals:
     def connect(self) -> QuireClient:
         return QuireClient(
             self.gateway or DEFAULT_ADDRESSES[GATEWAY],  # not used unless set: ServiceCalls checks first
-            self.registry,
-            placement=self.placement,
             tls=self.client_tls(),
             token=self.token or None,
         )
 
-    def connect_admin(self) -> AdminClient:
-        return AdminClient(self.gateway, tls=self.client_tls(), token=self.token or None)
+    def connect_admin(self) -> QuireAdmin:
+        # An address not set is never dialled: ServiceCalls refuses the call first.
+        return QuireAdmin(
+            self.gateway,
+            registry=self.registry,
+            placement=self.placement,
+            tls=self.client_tls(),
+            token=self.token or None,
+            direct=self.direct,
+        )
 
     def check_settings(self) -> None:
         check_connection_settings(
@@ -227,11 +221,11 @@ class ServiceCalls:
     def __init__(
         self, client: Any, settings: Globals, services_of_method: dict[str, tuple[str, ...]] | None = None
     ) -> None:
-        """`services_of_method`: which services each method calls (default
-        SERVICES_OF_METHOD, QuireClient's); a method not in it calls the gateway."""
+        """`services_of_method`: which services each method calls; a method
+        not in it calls the gateway (as every one of QuireClient's does)."""
         self._client = client
         self._settings = settings
-        self._services_of_method = SERVICES_OF_METHOD if services_of_method is None else services_of_method
+        self._services_of_method = services_of_method or {}
 
     def __enter__(self) -> ServiceCalls:
         self._client.__enter__()

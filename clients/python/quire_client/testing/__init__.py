@@ -3,7 +3,7 @@
     from quire_client.testing import QuireContainer, LocalQuireCluster
 
     with QuireContainer().with_bookies(3) as quire:        # the all-in-one image
-        client = QuireClient(quire.get_gateway_target(), quire.get_registry_target())
+        client = QuireClient(quire.get_gateway_target())
 
     with LocalQuireCluster().with_bookies(3) as quire:     # no Docker: processes on loopback
         ...
