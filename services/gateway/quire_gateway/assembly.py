@@ -43,7 +43,7 @@ from quire_gateway.config import (
     write_settings,
 )
 from quire_gateway.leadership import RoleHolder
-from quire_gateway.ledgers import LedgerManager
+from quire_gateway.ledgers import LedgerOperations
 from quire_gateway.metadata_cache import LedgerMetadataCache
 from quire_gateway.metadata_store import LedgerMetadataStore, RegistryMetadata
 from quire_gateway.ownership.forwarding import Forwarder
@@ -143,7 +143,7 @@ class GatewayProcess(ServiceProcess):
         )
         forwarder = Forwarder(GatewayPeers(name, env.peer_tls_name))
         stops.push_async_callback(forwarder.close)
-        manager = LedgerManager(
+        ledgers = LedgerOperations(
             remote,
             write_settings(env),
             recovery_settings(env),
@@ -153,7 +153,7 @@ class GatewayProcess(ServiceProcess):
             session,
             forwarder.last_add_confirmed,
         )
-        bookies.on_joined(lambda bookie_id, _address: manager.quarantine.lift(bookie_id, "it registered again"))
+        bookies.on_joined(lambda bookie_id, _address: ledgers.quarantine.lift(bookie_id, "it registered again"))
         auditor_config = auditor_settings(env.auditor)
         role = RoleHolder(remote, ROLE, name, auditor_config.lease_seconds)
         auditor = Auditor(remote, metadata_store, bookies, auditor_config, role)
@@ -170,8 +170,8 @@ class GatewayProcess(ServiceProcess):
             entry_cache=entry_cache,
             session=session,
             forwarder=forwarder,
-            manager=manager,
-            blobs=BlobStore(manager, blob_settings(env)),
+            ledgers=ledgers,
+            blobs=BlobStore(ledgers, blob_settings(env)),
             role=role,
             auditor=auditor,
             auditing=auditor_config.interval_seconds > 0,
@@ -189,7 +189,7 @@ class GatewayProcess(ServiceProcess):
         holding_session = asyncio.create_task(parts.session.run())
         stops.push_async_callback(parts.session.end)  # its ledgers are closed: let it go now, not at lease expiry
         stops.push_async_callback(cancel_and_wait, holding_session)
-        stops.push_async_callback(parts.manager.close_all)
+        stops.push_async_callback(parts.ledgers.close_all)
         auditing = asyncio.create_task(parts.auditor.run()) if parts.auditing else None
         stops.push_async_callback(cancel_and_wait, auditing)
         roller = asyncio.create_task(roll_over_blob_ledgers(parts.blobs))
@@ -205,7 +205,7 @@ class _Parts:
     entry_cache: EntryCache
     session: GatewaySession
     forwarder: Forwarder
-    manager: LedgerManager
+    ledgers: LedgerOperations
     blobs: BlobStore
     role: RoleHolder
     auditor: Auditor
@@ -216,7 +216,7 @@ class _Parts:
 
     def register(self, server: grpc.aio.Server) -> list[str]:
         ledger_pb2_grpc.add_LedgerServiceServicer_to_server(
-            LedgerServicer(self.manager, WriteRouter(self.manager, self.forwarder), self.streams), server
+            LedgerServicer(self.ledgers, WriteRouter(self.ledgers, self.forwarder), self.streams), server
         )
         blob_pb2_grpc.add_BlobServiceServicer_to_server(BlobServicer(self.blobs, self.streams), server)
         admin_pb2_grpc.add_AdminServiceServicer_to_server(AdminServicer(self.admin_operations), server)
@@ -231,7 +231,7 @@ class _Parts:
             "placement": self.env.placement_target,
             "dependencies": self.remote.dependencies(),
             "active_streams": self.streams.snapshot(),
-            "open_write_handles": len(self.manager.handles),
+            "open_write_handles": len(self.ledgers.handles),
             "entry_cache": self.entry_cache.status(),
             "metadata_cache": metadata_cache.status() if metadata_cache is not None else {"capacity": 0},
             "bookie_add_streams": self.remote.add_stream_stats(),

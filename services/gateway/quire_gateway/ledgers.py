@@ -74,7 +74,10 @@ def public_metadata(metadata: common_pb2.LedgerMetadata) -> common_pb2.LedgerMet
     return copy
 
 
-class LedgerManager:
+class LedgerOperations:
+    """What the servicer and the blob store ask of ledgers, one gateway's
+    write handles held here; reads go through `reads`."""
+
     def __init__(
         self,
         remote: Remote,

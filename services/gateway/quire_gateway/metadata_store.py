@@ -4,9 +4,9 @@ interfaces, and the store used when there is no metadata cache.
 Remote (remote.py) makes the registry's calls. The metadata cache
 (metadata_cache.py) is a layer in front of them with the same interface:
 what goes through it, it keeps. The write handles, recovery, readers, the
-auditor and the ledger manager are handed one `LedgerMetadataStore` (the
-cache, or `RegistryMetadata` when it is off), so nothing tells the cache
-behind a caller's back.
+auditor and the ledger operations (ledgers.py) are handed one
+`LedgerMetadataStore` (the cache, or `RegistryMetadata` when it is off), so
+nothing tells the cache behind a caller's back.
 """
 
 from __future__ import annotations
