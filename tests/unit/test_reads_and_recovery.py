@@ -218,8 +218,8 @@ async def test_recovery_reads_do_not_wait_for_a_slow_replica_every_round():
     assert time.monotonic() - started < HUNG_SECONDS / 2, time.monotonic() - started
 
 
-class Session:
-    """The reading gateway's registry session, as far as reads ask it."""
+class FakeLease:
+    """The reading gateway's registry lease, as far as reads ask it."""
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -252,12 +252,12 @@ class OwnerElsewhere:
         assert isinstance(self.answer, int)
         return self.answer
 
-    def reader(self, session: str, read_your_writes: bool = True, **read: float) -> LedgerOperations:
+    def reader(self, gateway: str, read_your_writes: bool = True, **read: float) -> LedgerOperations:
         return LedgerOperations(
             self.remote,  # type: ignore[arg-type]
             recovery_settings=RecoverySettings(bookie_timeout_seconds=0.2),
             read_settings=ReadSettings(read_your_writes=read_your_writes, **read),
-            session=Session(session),  # type: ignore[arg-type]
+            lease=FakeLease(gateway),  # type: ignore[arg-type]
             owners_lac=self.owners_lac,
         )
 

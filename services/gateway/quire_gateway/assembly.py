@@ -47,9 +47,9 @@ from quire_gateway.ledgers import LedgerOperations
 from quire_gateway.metadata_cache import LedgerMetadataCache
 from quire_gateway.metadata_store import LedgerMetadataStore, RegistryMetadata
 from quire_gateway.ownership.forwarding import Forwarder
+from quire_gateway.ownership.lease import GatewayLease
 from quire_gateway.ownership.peers import GatewayPeers
 from quire_gateway.ownership.router import WriteRouter
-from quire_gateway.ownership.sessions import GatewaySession
 from quire_gateway.read.entry_cache import EntryCache
 from quire_gateway.remote import Remote
 from quire_gateway.servicer import ActiveStreams, BlobServicer, LedgerServicer
@@ -133,13 +133,13 @@ class GatewayProcess(ServiceProcess):
         metrics.entry_cache_stats = entry_cache.status
         name = gateway_name(env)
         address = advertised_address(env.address, env.advertised_address)
-        session = GatewaySession(
+        lease = GatewayLease(
             remote,
             name,
             address,
             env.session_seconds,
             trust_owners=env.fault_unsafe_ignore_owner_session,
-            wait_for_previous_session=env.fault_wait_for_previous_session,
+            wait_for_previous_lease=env.fault_wait_for_previous_session,
         )
         forwarder = Forwarder(GatewayPeers(name, env.peer_tls_name))
         stops.push_async_callback(forwarder.close)
@@ -150,7 +150,7 @@ class GatewayProcess(ServiceProcess):
             read_settings(env),
             metadata_store,
             entry_cache,
-            session,
+            lease,
             forwarder.last_add_confirmed,
         )
         bookies.on_joined(lambda bookie_id, _address: ledgers.quarantine.lift(bookie_id, "it registered again"))
@@ -168,7 +168,7 @@ class GatewayProcess(ServiceProcess):
             remote=remote,
             metadata_cache=metadata_cache,
             entry_cache=entry_cache,
-            session=session,
+            lease=lease,
             forwarder=forwarder,
             ledgers=ledgers,
             blobs=BlobStore(ledgers, blob_settings(env)),
@@ -181,14 +181,14 @@ class GatewayProcess(ServiceProcess):
         )
 
     def _start_background(self, parts: _Parts) -> None:
-        """The session, the auditor and the blob roll-over. Their stops are
-        pushed now, so that they run first: the session ends once its
+        """The lease, the auditor and the blob roll-over. Their stops are
+        pushed now, so that they run first: the lease ends once its
         ledgers are closed, and nothing new is audited or rolled over while
         they are."""
         stops = self._stops
-        holding_session = asyncio.create_task(parts.session.run())
-        stops.push_async_callback(parts.session.end)  # its ledgers are closed: let it go now, not at lease expiry
-        stops.push_async_callback(cancel_and_wait, holding_session)
+        holding_lease = asyncio.create_task(parts.lease.run())
+        stops.push_async_callback(parts.lease.end)  # its ledgers are closed: let it go now, not at lease expiry
+        stops.push_async_callback(cancel_and_wait, holding_lease)
         stops.push_async_callback(parts.ledgers.close_all)
         auditing = asyncio.create_task(parts.auditor.run()) if parts.auditing else None
         stops.push_async_callback(cancel_and_wait, auditing)
@@ -203,7 +203,7 @@ class _Parts:
     remote: Remote
     metadata_cache: LedgerMetadataCache | None
     entry_cache: EntryCache
-    session: GatewaySession
+    lease: GatewayLease
     forwarder: Forwarder
     ledgers: LedgerOperations
     blobs: BlobStore
@@ -236,7 +236,7 @@ class _Parts:
             "metadata_cache": metadata_cache.status() if metadata_cache is not None else {"capacity": 0},
             "bookie_add_streams": self.remote.add_stream_stats(),
             "asyncio_tasks": len(asyncio.all_tasks()),
-            "session": self.session.status(),
+            "session": self.lease.status(),
             "auditor": {**role.status(), **(self.auditor.state.figures() if role.holds() else {})},
         }
 
@@ -251,7 +251,7 @@ async def roll_over_blob_ledgers(blobs: BlobStore) -> None:
 
 
 def gateway_name(env: GatewayEnv) -> str:
-    """Who this gateway is: in its registry session, as the owner of the
+    """Who this gateway is: in its registry lease, as the owner of the
     ledgers it creates, and when it campaigns for the auditor role. Unique
     per process."""
     name = env.name or f"{socket.gethostname()}:{env.address.rsplit(':', 1)[-1]}"

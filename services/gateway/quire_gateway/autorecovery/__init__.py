@@ -2,4 +2,4 @@
 repair of marked copies; one per cluster, by lease) and its scrub (checks of
 every bookie's copies). Marking copies for repair (repairs.py) and holding a
 cluster-wide role (leadership.py) stay below: readers mark damaged copies,
-and a gateway's session is a role too."""
+and a gateway's lease is a role too."""
