@@ -1,4 +1,4 @@
-"""Read rules, speculative reads and recovery against a fake Remote."""
+"""Read rules, speculative reads and recovery against a fake ClusterCalls."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from quire_gateway.quorum_rules import replicas_of
 from quire_gateway.read import ledger_reads
 from quire_gateway.read.replicas import ReadSettings
 from quire_gateway.recovery import RecoverySettings
-from tests.unit.fakes import FakeRemote, new_metadata
+from tests.unit.fakes import FakeClusterCalls, new_metadata
 
 LEDGER = LedgerId(3, 4)
 
@@ -25,9 +25,9 @@ LEDGER = LedgerId(3, 4)
 HUNG_SECONDS = 30.0
 
 
-def stored_ledger(ensemble: list[str], write_quorum: int, ack_quorum: int, entries: int) -> FakeRemote:
+def stored_ledger(ensemble: list[str], write_quorum: int, ack_quorum: int, entries: int) -> FakeClusterCalls:
     """A ledger whose writer wrote `entries` entries one at a time, then vanished."""
-    remote = FakeRemote(ensemble)
+    remote = FakeClusterCalls(ensemble)
     remote.metadata = new_metadata(LEDGER, ensemble, write_quorum, ack_quorum)
     remote.metadata.ledger_id.CopyFrom(common_pb2.LedgerId(scope_id=LEDGER.scope_id, ledger_id=LEDGER.ledger_id))
     digester = Digester(DigestType.CRC32C, b"pw")
@@ -42,7 +42,7 @@ def stored_ledger(ensemble: list[str], write_quorum: int, ack_quorum: int, entri
     return remote
 
 
-def ledger_operations(remote: FakeRemote, recovery_timeout_seconds: float = 5, **read: float) -> LedgerOperations:
+def ledger_operations(remote: FakeClusterCalls, recovery_timeout_seconds: float = 5, **read: float) -> LedgerOperations:
     return LedgerOperations(
         remote,  # type: ignore[arg-type]
         recovery_settings=RecoverySettings(timeout_seconds=recovery_timeout_seconds, bookie_timeout_seconds=0.2),
@@ -117,7 +117,7 @@ async def test_read_entry_follows_the_confirmed_read_rules():
     with pytest.raises(InvalidArgument, match="entry_id -1 is negative"):
         await quire.reads.read_entry(LEDGER, -1)
     with pytest.raises(NotFound):
-        await ledger_operations(FakeRemote(["a", "b", "c"])).reads.read_entry(LEDGER, 0)  # no such ledger
+        await ledger_operations(FakeClusterCalls(["a", "b", "c"])).reads.read_entry(LEDGER, 0)  # no such ledger
 
 
 async def test_unconfirmed_reads_go_past_the_lac_and_change_nothing():

@@ -14,11 +14,11 @@ from quire_common.tasks import let_finish
 from quire_gateway.ledgers import LedgerOperations
 from quire_gateway.read.replicas import EntryReader, ReadSettings
 from quire_gateway.recovery import RecoverySettings
-from tests.unit.fakes import FakeRemote
+from tests.unit.fakes import FakeClusterCalls
 from tests.unit.test_reads_and_recovery import LEDGER, stored_ledger
 
 
-class WatchedReads(FakeRemote):
+class WatchedReads(FakeClusterCalls):
     """Counts the reads that ended and those cancelled on the way."""
 
     def __init__(self, bookies: list[str]) -> None:

@@ -1,6 +1,6 @@
 """The admin API's work (quire.admin.v1.AdminService): what an operator asks
 of the cluster, answered by this gateway asking the registry, placement and
-bookies itself. Pure of grpc: Remote makes the calls.
+bookies itself. Pure of grpc: ClusterCalls makes the calls.
 
 Why on the gateway at all: an operator then needs one address and a client
 credential with the admin role, never the service CA's identity or a route
@@ -22,8 +22,8 @@ from quire_api.ids import validate_bookie_id
 from quire_api.replication import RepairQueue, repair_queue
 from quire_common.build_info import version
 from quire_gateway.autorecovery.auditor import ROLE as AUDITOR_ROLE
+from quire_gateway.cluster_calls import HealthAnswer
 from quire_gateway.ownership.lease import ADDRESS_PROPERTY, GATEWAY_ROLE_PREFIX
-from quire_gateway.remote import HealthAnswer
 
 # GetRecoveryStatus lists at most this many segments (and counts them all), so
 # its answer stays far below the 4 MiB a client receives by default.
@@ -34,7 +34,7 @@ _LEDGER_PAGE = 500
 
 
 class AdminRemote(Protocol):
-    """What AdminOperations needs of quire_gateway.remote.Remote."""
+    """What AdminOperations needs of quire_gateway.cluster_calls.ClusterCalls."""
 
     async def list_bookies(self, state: int) -> list[registry_pb2.BookieRecord]: ...
     async def bookie_service_info(self, bookie_id: str) -> registry_pb2.GetBookieServiceInfoResponse: ...

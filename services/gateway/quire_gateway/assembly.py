@@ -32,6 +32,7 @@ from quire_gateway.admin_servicer import AdminServicer
 from quire_gateway.authn import GatewayAuthInterceptor
 from quire_gateway.autorecovery.auditor import ROLE, Auditor
 from quire_gateway.blobs import BlobStore
+from quire_gateway.cluster_calls import ClusterCalls
 from quire_gateway.config import (
     advertised_address,
     auditor_settings,
@@ -51,7 +52,6 @@ from quire_gateway.ownership.lease import GatewayLease
 from quire_gateway.ownership.peers import GatewayPeers
 from quire_gateway.ownership.router import WriteRouter
 from quire_gateway.read.entry_cache import EntryCache
-from quire_gateway.remote import Remote
 from quire_gateway.servicer import ActiveStreams, BlobServicer, LedgerServicer
 from quire_gateway.settings import GatewayEnv
 
@@ -117,11 +117,11 @@ class GatewayProcess(ServiceProcess):
         bookies = BookieDirectory(env.registry_target, resolver_enabled=env.resolver_enabled)
         bookies.start()
         stops.push_async_callback(bookies.close)
-        remote = Remote(env.registry_target, env.placement_target, bookies)
+        remote = ClusterCalls(env.registry_target, env.placement_target, bookies)
         stops.push_async_callback(remote.close)
         remote.start_health_checks(env.dependency_check_seconds)
         # Every ledger metadata call of the domain goes through this layer: the cache, in
-        # front of Remote's calls, or Remote's calls alone.
+        # front of ClusterCalls' calls, or ClusterCalls' calls alone.
         metadata_cache = None
         metadata_store: LedgerMetadataStore = RegistryMetadata(remote)
         if env.metadata_cache_ledgers > 0:
@@ -200,7 +200,7 @@ class GatewayProcess(ServiceProcess):
 class _Parts:
     env: GatewayEnv
     bookies: BookieDirectory
-    remote: Remote
+    remote: ClusterCalls
     metadata_cache: LedgerMetadataCache | None
     entry_cache: EntryCache
     lease: GatewayLease

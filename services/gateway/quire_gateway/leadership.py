@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 
 from quire_api.errors import QuireError
-from quire_gateway.remote import Remote
+from quire_gateway.cluster_calls import ClusterCalls
 
 log = logging.getLogger(__name__)
 
@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 class RoleHolder:
     def __init__(
         self,
-        remote: Remote,
+        remote: ClusterCalls,
         role: str,
         candidate: str,
         ttl_seconds: int,

@@ -29,13 +29,13 @@ from quire_common.ledger_secrets import password_matches, slow_to_check, without
 from quire_common.quorum_sizes import validate_quorum
 from quire_common.telemetry import tracer, tracing_enabled
 from quire_gateway.call_batches import CallGatherer
+from quire_gateway.cluster_calls import ClusterCalls
 from quire_gateway.metadata_store import LedgerMetadataStore, RegistryMetadata
 from quire_gateway.ownership.lease import GatewayLease
 from quire_gateway.read.entry_cache import EntryCache
 from quire_gateway.read.ledger_reads import LedgerReads
 from quire_gateway.read.replicas import ReadSettings
 from quire_gateway.recovery import Recovery, RecoverySettings
-from quire_gateway.remote import Remote
 from quire_gateway.write.explicit_lac import ExplicitLacs
 from quire_gateway.write.handle import WriteHandle, WriteSettings
 from quire_gateway.write.quarantine import Quarantine, choose_avoiding
@@ -80,7 +80,7 @@ class LedgerOperations:
 
     def __init__(
         self,
-        remote: Remote,
+        remote: ClusterCalls,
         settings: WriteSettings | None = None,
         recovery_settings: RecoverySettings | None = None,
         read_settings: ReadSettings | None = None,

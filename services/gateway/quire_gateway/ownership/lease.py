@@ -35,8 +35,8 @@ import uuid
 
 from quire.common.v1 import common_pb2
 from quire_api.errors import QuireError, Reason, Unavailable
+from quire_gateway.cluster_calls import ClusterCalls
 from quire_gateway.leadership import RoleHolder
-from quire_gateway.remote import Remote
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ def gateway_role(gateway_name: str) -> str:
 class GatewayLease:
     def __init__(
         self,
-        remote: Remote,
+        remote: ClusterCalls,
         name: str,
         address: str,
         ttl_seconds: int,

@@ -20,12 +20,12 @@ from quire_api.backoff import Backoff
 from quire_api.errors import InvalidArgument, OutOfRange, QuireError, Reason
 from quire_api.ids import LedgerId
 from quire_gateway import metrics
+from quire_gateway.cluster_calls import ClusterCalls
 from quire_gateway.metadata_store import LedgerMetadataStore
 from quire_gateway.ownership.lease import GatewayLease
 from quire_gateway.read.bookie_lac import read_last_add_confirmed
 from quire_gateway.read.entry_cache import EntryCache, incarnation
 from quire_gateway.read.replicas import CHUNK_ENTRIES, EntryReader, ReadEntry, ReadSettings
-from quire_gateway.remote import Remote
 from quire_gateway.repairs import mark_for_repair
 
 log = logging.getLogger(__name__)
@@ -70,7 +70,7 @@ WriterLac = Callable[[LedgerId], int | None]
 class LedgerReads:
     def __init__(
         self,
-        remote: Remote,
+        remote: ClusterCalls,
         metadata_store: LedgerMetadataStore,  # the metadata cache, or the registry each time
         writer_lac: WriterLac,
         read_settings: ReadSettings,
