@@ -170,7 +170,7 @@ async def test_a_new_lease_granted_too_late_to_hold_is_not_another_process(
     caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ):
     clock = [1000.0]
-    monkeypatch.setattr("quire_gateway.leadership.time.monotonic", lambda: clock[0])
+    monkeypatch.setattr("quire_gateway.roles.time.monotonic", lambda: clock[0])
     registry = SlowRegistry(clock, delay=0.0)
     first = GatewayLease(registry, "gw-a", "10.0.0.1:7000", 3)  # type: ignore[arg-type]
     await first.renew()

@@ -43,7 +43,6 @@ from quire_gateway.config import (
     request_idle,
     write_settings,
 )
-from quire_gateway.leadership import RoleHolder
 from quire_gateway.ledgers import LedgerOperations
 from quire_gateway.metadata_cache import LedgerMetadataCache
 from quire_gateway.metadata_store import LedgerMetadataStore, RegistryMetadata
@@ -52,6 +51,7 @@ from quire_gateway.ownership.lease import GatewayLease
 from quire_gateway.ownership.peers import GatewayPeers
 from quire_gateway.ownership.router import WriteRouter
 from quire_gateway.read.entry_cache import EntryCache
+from quire_gateway.roles import RoleHolder
 from quire_gateway.servicer import ActiveStreams, BlobServicer, LedgerServicer
 from quire_gateway.settings import GatewayEnv
 

@@ -36,7 +36,7 @@ import uuid
 from quire.common.v1 import common_pb2
 from quire_api.errors import QuireError, Reason, Unavailable
 from quire_gateway.cluster_calls import ClusterCalls
-from quire_gateway.leadership import RoleHolder
+from quire_gateway.roles import RoleHolder
 
 log = logging.getLogger(__name__)
 

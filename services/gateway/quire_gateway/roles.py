@@ -1,4 +1,5 @@
-"""Holding a cluster-wide role (the auditor) through the registry's Campaign.
+"""Holding a cluster-wide role (the auditor's, each gateway's own) through
+the registry's Campaign.
 
 Every gateway runs a RoleHolder; the registry records one holder per role on
 an etcd lease. The holder renews every third of the TTL and counts itself the
