@@ -39,7 +39,7 @@ from quire.registry.v1 import registry_pb2, registry_pb2_grpc
 from quire_api.ids import LedgerId
 from quire_client import QuireClient, QuireClientError
 from quire_client.cluster import LocalCluster
-from quire_gateway.ownership.sessions import session_role
+from quire_gateway.ownership.lease import gateway_role
 from tests.faults.history import History
 from tests.faults.lab import lab_cluster
 from tests.faults.netns import NetLab
@@ -85,7 +85,7 @@ class Mesh:
         with grpc.insecure_channel(self.cluster.registry_target) as channel:
             stub = registry_pb2_grpc.RegistryServiceStub(channel)
             try:
-                answer = stub.GetLeader(registry_pb2.GetLeaderRequest(role=session_role(name)), timeout=10)
+                answer = stub.GetLeader(registry_pb2.GetLeaderRequest(role=gateway_role(name)), timeout=10)
             except grpc.RpcError as exc:
                 if exc.code() != grpc.StatusCode.UNAVAILABLE:  # type: ignore[attr-defined]
                     raise

@@ -1,4 +1,4 @@
-"""An in-memory stand-in for the gateway's Remote: bookies as dicts, metadata
+"""An in-memory stand-in for the gateway's ClusterCalls: bookies as dicts, metadata
 with versions, and switches to make a bookie fail, hang or be slow."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ class FakeBookie:
     delay_seconds: float = 0.0
 
 
-class FakeRemote:
+class FakeClusterCalls:
     def __init__(self, bookies: list[str], spare: list[str] | None = None) -> None:
         self.bookies = {b: FakeBookie() for b in [*bookies, *(spare or [])]}
         self.metadata: common_pb2.LedgerMetadata | None = None

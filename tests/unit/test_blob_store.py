@@ -1,5 +1,5 @@
 """Blob ledgers: chunking into consecutive entries, one put per ledger at a
-time, and roll-over by size and age (against a fake ledger manager)."""
+time, and roll-over by size and age (against a fake of the ledger operations)."""
 
 from __future__ import annotations
 
@@ -19,12 +19,12 @@ class FakeHandle:
     failed: bool = False
 
 
-class FakeManager:
+class FakeLedgerOperations:
     def __init__(self) -> None:
         self.handles: dict[LedgerId, FakeHandle] = {}
         self.closed: list[LedgerId] = []
         self.created = 0
-        self.reads = self  # LedgerManager's reads (read/ledger_reads.py): here the same fake
+        self.reads = self  # LedgerOperations.reads (read/ledger_reads.py): here the same fake
 
     async def create(self, spec):  # type: ignore[no-untyped-def]
         self.created += 1
@@ -58,8 +58,8 @@ async def parts_of(data: bytes, size: int) -> AsyncIterator[bytes]:
 
 
 async def test_big_blobs_are_consecutive_chunks_even_with_concurrent_puts():
-    manager = FakeManager()
-    store = BlobStore(manager, BlobSettings(chunk_bytes=10, ledgers_per_scope=1))  # type: ignore[arg-type]
+    operations = FakeLedgerOperations()
+    store = BlobStore(operations, BlobSettings(chunk_bytes=10, ledgers_per_scope=1))  # type: ignore[arg-type]
     blobs = [bytes([i]) * (25 + i) for i in range(5)]
     results = await asyncio.gather(*(store.put(0, parts_of(b, 7)) for b in blobs))
     for (blob_id, size), data in zip(results, blobs, strict=True):
@@ -70,30 +70,30 @@ async def test_big_blobs_are_consecutive_chunks_even_with_concurrent_puts():
 
 
 async def test_ledgers_roll_over_by_size_and_old_ones_close():
-    manager = FakeManager()
-    store = BlobStore(manager, BlobSettings(chunk_bytes=100, ledgers_per_scope=1, ledger_max_bytes=250))  # type: ignore[arg-type]
+    operations = FakeLedgerOperations()
+    store = BlobStore(operations, BlobSettings(chunk_bytes=100, ledgers_per_scope=1, ledger_max_bytes=250))  # type: ignore[arg-type]
     ids = [(await store.put(9, parts_of(b"x" * 100, 100)))[0] for _ in range(5)]
     ledgers = [decode_blob_id(i).ledger_id for i in ids]
     assert ledgers[0] == ledgers[1] == ledgers[2] and ledgers[3] != ledgers[2]
     await asyncio.sleep(0.01)
-    assert manager.closed == [ledgers[0]]
+    assert operations.closed == [ledgers[0]]
 
 
 async def test_idle_ledgers_roll_over_by_age():
-    manager = FakeManager()
-    store = BlobStore(manager, BlobSettings(ledgers_per_scope=1, ledger_max_age_seconds=0.05))  # type: ignore[arg-type]
+    operations = FakeLedgerOperations()
+    store = BlobStore(operations, BlobSettings(ledgers_per_scope=1, ledger_max_age_seconds=0.05))  # type: ignore[arg-type]
     first = decode_blob_id((await store.put(1, parts_of(b"a", 1)))[0]).ledger_id
     await asyncio.sleep(0.06)
     await store.roll_over_idle()
     await asyncio.sleep(0.01)
-    assert manager.closed == [first]
+    assert operations.closed == [first]
     second = decode_blob_id((await store.put(1, parts_of(b"b", 1)))[0]).ledger_id
     assert second != first
 
 
 async def test_an_empty_blob_is_one_empty_entry():
-    manager = FakeManager()
-    store = BlobStore(manager)  # type: ignore[arg-type]
+    operations = FakeLedgerOperations()
+    store = BlobStore(operations)  # type: ignore[arg-type]
 
     async def nothing() -> AsyncIterator[bytes]:
         return

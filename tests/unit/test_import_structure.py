@@ -118,9 +118,9 @@ def test_the_checks_see_a_circle_and_an_arrow_upward():
     }
 
 
-def test_remote_imports_nothing_of_the_metadata_cache():
-    """The cache is a layer in front of Remote's metadata calls
-    (metadata_store.py): Remote is below it and is not told of it."""
+def test_cluster_calls_import_nothing_of_the_metadata_cache():
+    """The cache is a layer in front of ClusterCalls' metadata calls
+    (metadata_store.py): ClusterCalls is below it and is not told of it."""
     graph = import_graph()
-    assert graph[f"{PACKAGE}.remote"] and f"{PACKAGE}.metadata_cache" in graph
-    assert f"{PACKAGE}.metadata_cache" not in graph[f"{PACKAGE}.remote"]
+    assert graph[f"{PACKAGE}.cluster_calls"] and f"{PACKAGE}.metadata_cache" in graph
+    assert f"{PACKAGE}.metadata_cache" not in graph[f"{PACKAGE}.cluster_calls"]

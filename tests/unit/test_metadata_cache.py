@@ -12,7 +12,7 @@ import pytest
 from quire.common.v1 import common_pb2
 from quire_api.errors import Aborted, NotFound, Unavailable
 from quire_api.ids import LedgerId
-from quire_gateway.ledgers import LedgerManager
+from quire_gateway.ledgers import LedgerOperations
 from quire_gateway.metadata_cache import LedgerMetadataCache
 from quire_gateway.metadata_store import ChangeKind, MetadataChange
 from quire_gateway.metadata_updates import update_metadata
@@ -342,11 +342,11 @@ async def test_the_first_start_from_now_drops_open_entries_read_before_it(cache,
     assert registry.fetches == [A, B]
 
 
-async def test_the_ledger_manager_reads_metadata_through_the_cache(cache, registry):
+async def test_the_ledger_operations_read_metadata_through_the_cache(cache, registry):
     registry.put(A, record(A, CLOSED, -1), 5)
-    manager = LedgerManager(registry, metadata_store=cache)  # type: ignore[arg-type]
-    assert await manager.metadata(A) == (record(A, CLOSED, -1), 5)
-    assert await manager.reads.last_add_confirmed(A) == -1
+    operations = LedgerOperations(registry, metadata_store=cache)  # type: ignore[arg-type]
+    assert await operations.metadata(A) == (record(A, CLOSED, -1), 5)
+    assert await operations.reads.last_add_confirmed(A) == -1
     assert registry.fetches == [A]
 
 

@@ -10,7 +10,7 @@ import pytest
 from quire_api.errors import Reason, Unavailable
 from quire_gateway.write.handle import WriteHandle
 from quire_gateway.write.quarantine import Quarantine, choose_avoiding
-from tests.unit.fakes import FakeRemote, new_metadata
+from tests.unit.fakes import FakeClusterCalls, new_metadata
 from tests.unit.test_write_handle import FAST, LEDGER, write
 
 
@@ -78,7 +78,7 @@ async def test_other_errors_are_not_retried():
 
 
 async def test_a_bookie_one_handle_replaced_is_avoided_by_another():
-    remote = FakeRemote(["a", "b", "c"], spare=["d", "e"])
+    remote = FakeClusterCalls(["a", "b", "c"], spare=["d", "e"])
     quarantine = Quarantine(60.0)
     first = WriteHandle(remote, remote, LEDGER, new_metadata(LEDGER, ["a", "b", "c"], 2, 2), 0, FAST, quarantine)  # type: ignore[arg-type]
     remote.metadata = first.metadata
@@ -97,7 +97,7 @@ async def test_a_bookie_one_handle_replaced_is_avoided_by_another():
 
 
 async def test_a_bookie_that_stores_entries_again_leaves_quarantine():
-    remote = FakeRemote(["a", "b", "c"])
+    remote = FakeClusterCalls(["a", "b", "c"])
     quarantine = Quarantine(60.0)
     quarantine.add("b")  # failed in some other ledger
     handle = WriteHandle(remote, remote, LEDGER, new_metadata(LEDGER, ["a", "b", "c"], 3, 3), 0, FAST, quarantine)  # type: ignore[arg-type]

@@ -1,4 +1,4 @@
-"""Read rules, speculative reads and recovery against a fake Remote."""
+"""Read rules, speculative reads and recovery against a fake ClusterCalls."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from quire.common.v1 import common_pb2
 from quire_api.errors import InvalidArgument, NotFound, OutOfRange, PermissionDenied, Unavailable
 from quire_api.ids import LedgerId
 from quire_common.entry import Digester, DigestType, pack_entry
-from quire_gateway.ledgers import LedgerManager
+from quire_gateway.ledgers import LedgerOperations
 from quire_gateway.quorum_rules import replicas_of
 from quire_gateway.read import ledger_reads
 from quire_gateway.read.replicas import ReadSettings
 from quire_gateway.recovery import RecoverySettings
-from tests.unit.fakes import FakeRemote, new_metadata
+from tests.unit.fakes import FakeClusterCalls, new_metadata
 
 LEDGER = LedgerId(3, 4)
 
@@ -25,9 +25,9 @@ LEDGER = LedgerId(3, 4)
 HUNG_SECONDS = 30.0
 
 
-def stored_ledger(ensemble: list[str], write_quorum: int, ack_quorum: int, entries: int) -> FakeRemote:
+def stored_ledger(ensemble: list[str], write_quorum: int, ack_quorum: int, entries: int) -> FakeClusterCalls:
     """A ledger whose writer wrote `entries` entries one at a time, then vanished."""
-    remote = FakeRemote(ensemble)
+    remote = FakeClusterCalls(ensemble)
     remote.metadata = new_metadata(LEDGER, ensemble, write_quorum, ack_quorum)
     remote.metadata.ledger_id.CopyFrom(common_pb2.LedgerId(scope_id=LEDGER.scope_id, ledger_id=LEDGER.ledger_id))
     digester = Digester(DigestType.CRC32C, b"pw")
@@ -42,21 +42,21 @@ def stored_ledger(ensemble: list[str], write_quorum: int, ack_quorum: int, entri
     return remote
 
 
-def manager(remote: FakeRemote, recovery_timeout_seconds: float = 5, **read: float) -> LedgerManager:
-    return LedgerManager(
+def ledger_operations(remote: FakeClusterCalls, recovery_timeout_seconds: float = 5, **read: float) -> LedgerOperations:
+    return LedgerOperations(
         remote,  # type: ignore[arg-type]
         recovery_settings=RecoverySettings(timeout_seconds=recovery_timeout_seconds, bookie_timeout_seconds=0.2),
         read_settings=ReadSettings(**read),
     )
 
 
-async def collect(manager: LedgerManager, first: int, last: int, confirmed: bool) -> list[int]:
-    return [e.entry_id async for chunk in manager.reads.read(LEDGER, first, last, confirmed=confirmed) for e in chunk]
+async def collect(ledgers: LedgerOperations, first: int, last: int, confirmed: bool) -> list[int]:
+    return [e.entry_id async for chunk in ledgers.reads.read(LEDGER, first, last, confirmed=confirmed) for e in chunk]
 
 
 async def test_confirmed_reads_stop_at_the_readers_lac_without_asking_a_bookie():
     remote = stored_ledger(["a", "b", "c"], 2, 2, 5)
-    quire = manager(remote)
+    quire = ledger_operations(remote)
     assert (await quire.open(LEDGER, b"pw", recovery=False))[1] == 3
     assert await collect(quire, 0, 3, True) == [0, 1, 2, 3]
     remote.calls.clear()
@@ -86,7 +86,7 @@ async def test_a_read_past_an_old_readers_lac_asks_the_bookies_again(monkeypatch
     gateway remembers is older than READER_LAC_MAX_AGE_SECONDS, a read past it
     learns the LAC again instead of answering OUT_OF_RANGE."""
     remote = stored_ledger(["a", "b", "c"], 2, 2, 5)
-    quire = manager(remote)
+    quire = ledger_operations(remote)
     assert await collect(quire, 0, 3, True) == [0, 1, 2, 3]
     digester = Digester(DigestType.CRC32C, b"pw")
     packed = pack_entry(LEDGER, 5, 4, 999, b"e5", digester)
@@ -104,7 +104,7 @@ async def test_read_entry_follows_the_confirmed_read_rules():
     LAC, OUT_OF_RANGE past it without asking a bookie, INVALID_ARGUMENT for a
     negative id, NOT_FOUND for a ledger that does not exist."""
     remote = stored_ledger(["a", "b", "c"], 2, 2, 5)
-    quire = manager(remote)
+    quire = ledger_operations(remote)
     assert (await quire.open(LEDGER, b"pw", recovery=False))[1] == 3
     entry = await quire.reads.read_entry(LEDGER, 2)
     assert (entry.entry_id, entry.payload, entry.length) == (2, b"e2", len(b"e0e1e2"))
@@ -117,12 +117,12 @@ async def test_read_entry_follows_the_confirmed_read_rules():
     with pytest.raises(InvalidArgument, match="entry_id -1 is negative"):
         await quire.reads.read_entry(LEDGER, -1)
     with pytest.raises(NotFound):
-        await manager(FakeRemote(["a", "b", "c"])).reads.read_entry(LEDGER, 0)  # no such ledger
+        await ledger_operations(FakeClusterCalls(["a", "b", "c"])).reads.read_entry(LEDGER, 0)  # no such ledger
 
 
 async def test_unconfirmed_reads_go_past_the_lac_and_change_nothing():
     remote = stored_ledger(["a", "b", "c"], 2, 2, 5)
-    quire = manager(remote)
+    quire = ledger_operations(remote)
     assert await collect(quire, 0, 4, False) == [0, 1, 2, 3, 4]
     with pytest.raises(NotFound):
         await collect(quire, 3, 5, False)
@@ -132,7 +132,7 @@ async def test_unconfirmed_reads_go_past_the_lac_and_change_nothing():
 
 async def test_a_slow_replica_gets_the_next_one_asked():
     remote = stored_ledger(["a", "b", "c"], 3, 2, 3)
-    quire = manager(remote, speculative_delay_seconds=0.05)
+    quire = ledger_operations(remote, speculative_delay_seconds=0.05)
     remote.bookies["a"].delay_seconds = remote.bookies["b"].delay_seconds = HUNG_SECONDS
     started = time.monotonic()
     assert await collect(quire, 0, 2, False) == [0, 1, 2]
@@ -142,7 +142,7 @@ async def test_a_slow_replica_gets_the_next_one_asked():
 async def test_recovery_with_a_hung_bookie_finds_the_end():
     remote = stored_ledger(["a", "b", "c"], 3, 2, 10)
     remote.bookies["b"].delay_seconds = HUNG_SECONDS
-    quire = manager(remote)
+    quire = ledger_operations(remote)
     started = time.monotonic()
     metadata, lac = await quire.open(LEDGER, b"pw", recovery=True)
     assert lac == 9 and metadata.state == common_pb2.LEDGER_STATE_CLOSED
@@ -156,7 +156,7 @@ async def test_recovery_re_adds_an_entry_found_on_one_replica_only():
     digester = Digester(DigestType.CRC32C, b"pw")
     length = sum(len(b"e%d" % i) for i in range(5))
     remote.bookies["c"].entries[4] = pack_entry(LEDGER, 4, 3, length, b"e4", digester)
-    metadata, lac = await manager(remote).open(LEDGER, b"pw", recovery=True)
+    metadata, lac = await ledger_operations(remote).open(LEDGER, b"pw", recovery=True)
     assert lac == 4 and metadata.length == length
     assert all(4 in remote.bookies[b].entries for b in ("a", "b", "c"))
 
@@ -165,7 +165,7 @@ async def test_recovery_needs_coverage():
     remote = stored_ledger(["a", "b", "c"], 3, 2, 3)
     remote.bookies["a"].down = remote.bookies["b"].down = True
     with pytest.raises(Exception) as caught:
-        await manager(remote, recovery_timeout_seconds=0.5).open(LEDGER, b"pw", recovery=True)
+        await ledger_operations(remote, recovery_timeout_seconds=0.5).open(LEDGER, b"pw", recovery=True)
     assert getattr(caught.value, "code", None) == "UNAVAILABLE"
     assert "too few to cover" in str(caught.value)  # the cause survives the timeout
     assert remote.metadata is not None and remote.metadata.state == common_pb2.LEDGER_STATE_IN_RECOVERY
@@ -174,14 +174,14 @@ async def test_recovery_needs_coverage():
 async def test_wrong_password_fences_nothing():
     remote = stored_ledger(["a", "b", "c"], 2, 2, 3)
     with pytest.raises(PermissionDenied):
-        await manager(remote).open(LEDGER, b"nope", recovery=True)
+        await ledger_operations(remote).open(LEDGER, b"nope", recovery=True)
     assert not remote.calls
     assert remote.metadata is not None and remote.metadata.state == common_pb2.LEDGER_STATE_OPEN
 
 
 async def test_concurrent_recoveries_report_one_end():
     remote = stored_ledger(["a", "b", "c"], 3, 2, 20)
-    results = await asyncio.gather(*(manager(remote).open(LEDGER, b"pw", recovery=True) for _ in range(5)))
+    results = await asyncio.gather(*(ledger_operations(remote).open(LEDGER, b"pw", recovery=True) for _ in range(5)))
     assert {lac for _, lac in results} == {19}
 
 
@@ -194,7 +194,7 @@ async def test_recovery_rides_out_a_bookie_that_comes_back():
         remote.bookies["a"].down = False
 
     back = asyncio.ensure_future(bring_back())
-    metadata, lac = await manager(remote).open(LEDGER, b"pw", recovery=True)
+    metadata, lac = await ledger_operations(remote).open(LEDGER, b"pw", recovery=True)
     await back
     assert lac == 4 and metadata.state == common_pb2.LEDGER_STATE_CLOSED
 
@@ -208,7 +208,7 @@ async def test_recovery_reads_do_not_wait_for_a_slow_replica_every_round():
     for bookie in remote.bookies.values():
         bookie.lac = -1
     remote.bookies["b"].delay_seconds = HUNG_SECONDS
-    quire = LedgerManager(
+    quire = LedgerOperations(
         remote,  # type: ignore[arg-type]
         recovery_settings=RecoverySettings(timeout_seconds=20, bookie_timeout_seconds=0.5),
     )
@@ -218,8 +218,8 @@ async def test_recovery_reads_do_not_wait_for_a_slow_replica_every_round():
     assert time.monotonic() - started < HUNG_SECONDS / 2, time.monotonic() - started
 
 
-class Session:
-    """The reading gateway's registry session, as far as reads ask it."""
+class FakeLease:
+    """The reading gateway's registry lease, as far as reads ask it."""
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -252,12 +252,12 @@ class OwnerElsewhere:
         assert isinstance(self.answer, int)
         return self.answer
 
-    def reader(self, session: str, read_your_writes: bool = True, **read: float) -> LedgerManager:
-        return LedgerManager(
+    def reader(self, gateway: str, read_your_writes: bool = True, **read: float) -> LedgerOperations:
+        return LedgerOperations(
             self.remote,  # type: ignore[arg-type]
             recovery_settings=RecoverySettings(bookie_timeout_seconds=0.2),
             read_settings=ReadSettings(read_your_writes=read_your_writes, **read),
-            session=Session(session),  # type: ignore[arg-type]
+            lease=FakeLease(gateway),  # type: ignore[arg-type]
             owners_lac=self.owners_lac,
         )
 

@@ -19,7 +19,7 @@ from quire_gateway.autorecovery.scrub import (
     _rows,
     held_per_position,
 )
-from quire_gateway.remote import Remote
+from quire_gateway.cluster_calls import ClusterCalls
 
 
 def ledger(ensembles: list[tuple[int, list[str]]], last: int) -> common_pb2.LedgerMetadata:
@@ -203,13 +203,13 @@ async def test_what_bookies_report_by_row_is_flagged_on_its_ledger_and_bookie():
 
 
 async def checked_with(answer: bookie_pb2.CheckEntriesResponse) -> bookie_pb2.CheckEntriesResponse:
-    """Remote.check_entries of two rows, the bookie answering `answer`."""
+    """ClusterCalls.check_entries of two rows, the bookie answering `answer`."""
 
     async def call(bookie_id: str, method: str, request: bookie_pb2.CheckEntriesRequest, what: str):
         assert method == "CheckEntries" and len(request.stripes.scope_ids) == 2
         return answer
 
-    remote = Remote.__new__(Remote)  # only the answer's checks are under test, not the transport
+    remote = ClusterCalls.__new__(ClusterCalls)  # only the answer's checks are under test, not the transport
     remote._bookie_call = call  # type: ignore[method-assign]
     return await remote.check_entries("b", bookie_pb2.EntryStripes(scope_ids=[1, 1], ledger_ids=[1, 2]))
 

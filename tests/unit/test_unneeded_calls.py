@@ -11,14 +11,14 @@ import gc
 
 from quire.common.v1 import common_pb2
 from quire_common.tasks import let_finish
-from quire_gateway.ledgers import LedgerManager
+from quire_gateway.ledgers import LedgerOperations
 from quire_gateway.read.replicas import EntryReader, ReadSettings
 from quire_gateway.recovery import RecoverySettings
-from tests.unit.fakes import FakeRemote
+from tests.unit.fakes import FakeClusterCalls
 from tests.unit.test_reads_and_recovery import LEDGER, stored_ledger
 
 
-class WatchedReads(FakeRemote):
+class WatchedReads(FakeClusterCalls):
     """Counts the reads that ended and those cancelled on the way."""
 
     def __init__(self, bookies: list[str]) -> None:
@@ -57,7 +57,7 @@ async def test_recovery_leaves_the_slower_replicas_reads_to_finish():
     remote = watched(64 * 3)
     for bookie in remote.bookies.values():
         bookie.lac = -1  # recovery reads every batch
-    quire = LedgerManager(
+    quire = LedgerOperations(
         remote,  # type: ignore[arg-type]
         recovery_settings=RecoverySettings(timeout_seconds=60, bookie_timeout_seconds=30),
     )

@@ -1,4 +1,4 @@
-"""The write handle against a fake Remote: ensemble change, its metadata
+"""The write handle against a fake ClusterCalls: ensemble change, its metadata
 conflicts, and fencing (which must never look like a failed bookie)."""
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ from quire_api.errors import FailedPrecondition, Reason, ResourceExhausted, Unav
 from quire_api.ids import LedgerId
 from quire_gateway.quorum_rules import replicas_of
 from quire_gateway.write.handle import WriteHandle, WriteSettings
-from tests.unit.fakes import FakeRemote, new_metadata
+from tests.unit.fakes import FakeClusterCalls, new_metadata
 
 LEDGER = LedgerId(1, 2)
 FAST = WriteSettings(bookie_retry_seconds=0.0, add_timeout_seconds=1.0)
 
 
-def handle_on(remote: FakeRemote, ensemble: list[str], write_quorum: int = 2, ack_quorum: int = 2) -> WriteHandle:
+def handle_on(remote: FakeClusterCalls, ensemble: list[str], write_quorum: int = 2, ack_quorum: int = 2) -> WriteHandle:
     remote.metadata = new_metadata(LEDGER, ensemble, write_quorum, ack_quorum)
     return WriteHandle(remote, remote, LEDGER, remote.metadata, remote.version, FAST)  # type: ignore[arg-type]
 
@@ -29,7 +29,7 @@ async def write(handle: WriteHandle, payloads: list[bytes]) -> list[int]:
 
 
 async def test_a_failed_bookie_is_replaced_and_pending_entries_resent():
-    remote = FakeRemote(["a", "b", "c"], spare=["d"])
+    remote = FakeClusterCalls(["a", "b", "c"], spare=["d"])
     handle = handle_on(remote, ["a", "b", "c"])
     assert await write(handle, [b"x%d" % i for i in range(6)]) == list(range(6))
     remote.bookies["b"].down = True
@@ -46,7 +46,7 @@ async def test_a_failed_bookie_is_replaced_and_pending_entries_resent():
 
 
 async def test_an_entry_completes_on_the_replacement_of_a_dead_member():
-    remote = FakeRemote(["a", "b", "c"], spare=["d"])
+    remote = FakeClusterCalls(["a", "b", "c"], spare=["d"])
     handle = handle_on(remote, ["a", "b", "c"], write_quorum=3, ack_quorum=3)
     remote.bookies["c"].down = True
     assert await write(handle, [b"one"]) == [0]
@@ -54,7 +54,7 @@ async def test_an_entry_completes_on_the_replacement_of_a_dead_member():
 
 
 async def test_a_fence_fails_the_writer_and_changes_no_ensemble():
-    remote = FakeRemote(["a", "b", "c"], spare=["d"])
+    remote = FakeClusterCalls(["a", "b", "c"], spare=["d"])
     handle = handle_on(remote, ["a", "b", "c"])
     await write(handle, [b"before"])
     for bookie in ("a", "b", "c"):
@@ -75,7 +75,7 @@ async def test_a_fence_fails_the_writer_and_changes_no_ensemble():
     ],
 )
 async def test_ensemble_change_meets_a_recovery_or_a_close(state, reason):
-    remote = FakeRemote(["a", "b", "c"], spare=["d"])
+    remote = FakeClusterCalls(["a", "b", "c"], spare=["d"])
     handle = handle_on(remote, ["a", "b", "c"])
     await write(handle, [b"before"])
     assert remote.metadata is not None
@@ -90,7 +90,7 @@ async def test_ensemble_change_meets_a_recovery_or_a_close(state, reason):
 
 
 async def test_no_bookie_left_fails_unavailable_naming_the_counts():
-    remote = FakeRemote(["a", "b", "c"])
+    remote = FakeClusterCalls(["a", "b", "c"])
     handle = handle_on(remote, ["a", "b", "c"])
     remote.bookies["c"].down = True
     with pytest.raises(Unavailable) as caught:
@@ -100,7 +100,7 @@ async def test_no_bookie_left_fails_unavailable_naming_the_counts():
 
 
 async def test_a_bookie_replaced_earlier_is_avoided_while_another_is_left():
-    remote = FakeRemote(["a", "b", "c"], spare=["d", "e"])
+    remote = FakeClusterCalls(["a", "b", "c"], spare=["d", "e"])
     handle = handle_on(remote, ["a", "b", "c"])
     remote.bookies["b"].down = True
     await write(handle, [b"x%d" % i for i in range(3)])
@@ -114,7 +114,7 @@ async def test_a_bookie_replaced_earlier_is_avoided_while_another_is_left():
 async def test_a_bookie_replaced_earlier_is_taken_back_when_nothing_else_is_left():
     # Four bookies, E = 3: b times out once and d replaces it; then d fails
     # too, and b (healthy again) is the only bookie outside the ensemble.
-    remote = FakeRemote(["a", "b", "c"], spare=["d"])
+    remote = FakeClusterCalls(["a", "b", "c"], spare=["d"])
     handle = handle_on(remote, ["a", "b", "c"])
     remote.bookies["b"].down = True
     await write(handle, [b"x%d" % i for i in range(3)])
@@ -127,7 +127,7 @@ async def test_a_bookie_replaced_earlier_is_taken_back_when_nothing_else_is_left
 
 
 async def test_in_flight_bytes_are_bounded():
-    remote = FakeRemote(["a", "b"])
+    remote = FakeClusterCalls(["a", "b"])
     remote.metadata = new_metadata(LEDGER, ["a", "b"], 2, 2)
     settings = WriteSettings(max_inflight_bytes=4096, bookie_retry_seconds=0.0)
     handle = WriteHandle(remote, remote, LEDGER, remote.metadata, remote.version, settings)  # type: ignore[arg-type]
@@ -142,7 +142,7 @@ async def test_in_flight_bytes_are_bounded():
 
 
 async def test_adds_beyond_the_waiting_cap_are_refused_at_once():
-    remote = FakeRemote(["a", "b"])
+    remote = FakeClusterCalls(["a", "b"])
     remote.metadata = new_metadata(LEDGER, ["a", "b"], 2, 2)
     settings = WriteSettings(max_inflight_bytes=4096, max_waiting_bytes=4096, bookie_retry_seconds=0.0)
     handle = WriteHandle(remote, remote, LEDGER, remote.metadata, remote.version, settings)  # type: ignore[arg-type]
@@ -172,7 +172,7 @@ def test_which_bookie_errors_call_for_a_replacement():
 
 
 async def test_an_unexpected_error_in_a_send_replaces_the_bookie_instead_of_hanging():
-    remote = FakeRemote(["a", "b", "c"], spare=["d"])
+    remote = FakeClusterCalls(["a", "b", "c"], spare=["d"])
     handle = handle_on(remote, ["a", "b", "c"])
     original = remote.send_entries
 
@@ -190,7 +190,7 @@ async def test_with_no_bookie_to_replace_it_a_member_the_write_sets_can_spare_is
     """E=3 W=3 A=2 and no spare bookie (registrations lapsed in a partition,
     say): the failed member is left out and marked, as a delayed ensemble
     change would, instead of failing the ledger."""
-    remote = FakeRemote(["a", "b", "c"])
+    remote = FakeClusterCalls(["a", "b", "c"])
     handle = handle_on(remote, ["a", "b", "c"], write_quorum=3, ack_quorum=2)
     assert await write(handle, [b"x%d" % i for i in range(3)]) == [0, 1, 2]
     remote.bookies["c"].down = True
@@ -202,7 +202,7 @@ async def test_with_no_bookie_to_replace_it_a_member_the_write_sets_can_spare_is
 
 
 async def test_with_placement_out_of_reach_a_member_the_write_sets_can_spare_is_left_out():
-    remote = FakeRemote(["a", "b", "c"], spare=["d"])
+    remote = FakeClusterCalls(["a", "b", "c"], spare=["d"])
     handle = handle_on(remote, ["a", "b", "c"], write_quorum=3, ack_quorum=2)
 
     async def placement_away(metadata, ensemble, failed, exclude):  # type: ignore[no-untyped-def]
@@ -219,13 +219,13 @@ async def test_with_placement_out_of_reach_a_member_the_write_sets_can_spare_is_
 DELAYED = WriteSettings(bookie_retry_seconds=0.0, add_timeout_seconds=1.0, delay_ensemble_change=True)
 
 
-def delayed_handle_on(remote: FakeRemote, ensemble: list[str], write_quorum: int, ack_quorum: int) -> WriteHandle:
+def delayed_handle_on(remote: FakeClusterCalls, ensemble: list[str], write_quorum: int, ack_quorum: int) -> WriteHandle:
     remote.metadata = new_metadata(LEDGER, ensemble, write_quorum, ack_quorum)
     return WriteHandle(remote, remote, LEDGER, remote.metadata, remote.version, DELAYED)  # type: ignore[arg-type]
 
 
 async def test_a_delayed_change_writes_on_without_the_bookie_and_marks_the_ledger():
-    remote = FakeRemote(["a", "b", "c"], spare=["d", "e"])
+    remote = FakeClusterCalls(["a", "b", "c"], spare=["d", "e"])
     handle = delayed_handle_on(remote, ["a", "b", "c"], write_quorum=3, ack_quorum=2)
     assert await write(handle, [b"x%d" % i for i in range(3)]) == [0, 1, 2]
     remote.bookies["c"].down = True
@@ -251,7 +251,7 @@ async def test_entries_confirmed_without_a_replaced_bookie_are_marked_for_it():
     third fails; the ensemble change that replaces it marks those entries, so
     the auditor restores the third copy (the write alone would leave them at
     two copies for good)."""
-    remote = FakeRemote(["a", "b", "c"], spare=["d"])
+    remote = FakeClusterCalls(["a", "b", "c"], spare=["d"])
     handle = handle_on(remote, ["a", "b", "c"], write_quorum=3, ack_quorum=2)
     assert await write(handle, [b"x%d" % i for i in range(3)]) == [0, 1, 2]
     remote.bookies["b"].down = True
@@ -266,7 +266,7 @@ async def test_entries_confirmed_without_a_replaced_bookie_are_marked_for_it():
 
 async def test_without_the_marks_a_replaced_bookie_leaves_nothing_to_repair():
     """The control: mark_replaced_copies off, the same failure leaves no trace."""
-    remote = FakeRemote(["a", "b", "c"], spare=["d"])
+    remote = FakeClusterCalls(["a", "b", "c"], spare=["d"])
     remote.metadata = new_metadata(LEDGER, ["a", "b", "c"], 3, 2)
     unmarked = WriteSettings(bookie_retry_seconds=0.0, add_timeout_seconds=1.0, mark_replaced_copies=False)
     handle = WriteHandle(remote, remote, LEDGER, remote.metadata, remote.version, unmarked)  # type: ignore[arg-type]
@@ -277,7 +277,7 @@ async def test_without_the_marks_a_replaced_bookie_leaves_nothing_to_repair():
 
 
 async def test_no_delay_when_a_write_set_would_fall_below_the_ack_quorum():
-    remote = FakeRemote(["a", "b", "c"], spare=["d"])
+    remote = FakeClusterCalls(["a", "b", "c"], spare=["d"])
     handle = delayed_handle_on(remote, ["a", "b", "c"], write_quorum=2, ack_quorum=2)
     remote.bookies["b"].down = True
     assert await write(handle, [b"x%d" % i for i in range(3)]) == [0, 1, 2]
@@ -288,7 +288,7 @@ async def test_no_delay_when_a_write_set_would_fall_below_the_ack_quorum():
 async def test_a_ledger_fenced_by_a_recovery_elsewhere_fails_its_writer_with_a_warning_not_an_error(caplog):
     """A recovery elsewhere is what a fault is expected to do to a writer: the
     handle fails LEDGER_FENCED and says so at WARNING, not ERROR."""
-    remote = FakeRemote(["a", "b", "c"])
+    remote = FakeClusterCalls(["a", "b", "c"])
     handle = handle_on(remote, ["a", "b", "c"])
     for bookie in remote.bookies.values():
         bookie.fenced = True
@@ -302,7 +302,7 @@ async def test_a_ledger_fenced_by_a_recovery_elsewhere_fails_its_writer_with_a_w
 async def test_a_ledger_whose_bookies_and_placement_are_out_of_reach_fails_with_a_warning_not_an_error(caplog):
     """A gateway cut off from its bookies and from placement (a partition) fails
     the writes it cannot place, UNAVAILABLE, at WARNING: what the fault does."""
-    remote = FakeRemote(["a", "b", "c"], spare=["d"])
+    remote = FakeClusterCalls(["a", "b", "c"], spare=["d"])
     handle = handle_on(remote, ["a", "b", "c"])
 
     async def placement_away(metadata, ensemble, failed, exclude):  # type: ignore[no-untyped-def]

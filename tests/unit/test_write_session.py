@@ -1,5 +1,5 @@
 """An AppendEntries write session (quire_gateway.write.session) against a
-stand-in for the ledger manager: acks in entry order, confirmed entries
+stand-in for the ledger operations: acks in entry order, confirmed entries
 folded into one ack, the owner named once, a refused request ending the
 session after the entries before it."""
 
@@ -16,7 +16,7 @@ from quire.gateway.v1 import ledger_pb2
 from quire_api.errors import InvalidArgument
 from quire_api.ids import LedgerId, ledger_id_to_proto
 from quire_gateway.client_streams import chained, first_and_rest
-from quire_gateway.ledgers import LedgerManager
+from quire_gateway.ledgers import LedgerOperations
 from quire_gateway.write.session import Acknowledgement, WriteSession
 
 LEDGER = LedgerId(1, 2)
@@ -28,7 +28,7 @@ class Handle:
         self.last_add_confirmed = -1
 
 
-class Manager:
+class FakeLedgerOperations:
     """Confirms every entry as soon as it is appended."""
 
     def __init__(self) -> None:
@@ -63,7 +63,7 @@ async def test_confirmed_entries_are_acknowledged_together_and_the_owner_named_o
         ledger_pb2.AppendEntriesRequest(ledger_id=ledger_id_to_proto(LEDGER), payloads=[b"a", b"b", b"c"]),
         ledger_pb2.AppendEntriesRequest(payloads=[b"d"]),
     )
-    session = WriteSession(cast(LedgerManager, Manager()), LEDGER, stream, traced=False)
+    session = WriteSession(cast(LedgerOperations, FakeLedgerOperations()), LEDGER, stream, traced=False)
     answered = await acks(session)
     # However the two messages interleave with the acks, the acks cover 0..3 in order, without gaps.
     covered = [e for ack in answered for e in range(ack.first_entry_id, ack.last_entry_id + 1)]
@@ -78,7 +78,7 @@ async def test_a_request_for_another_ledger_ends_the_session_after_the_entries_b
         ledger_pb2.AppendEntriesRequest(ledger_id=ledger_id_to_proto(LEDGER), payloads=[b"a"]),
         ledger_pb2.AppendEntriesRequest(ledger_id=ledger_id_to_proto(OTHER), payloads=[b"b"]),
     )
-    session = WriteSession(cast(LedgerManager, Manager()), LEDGER, stream, traced=False)
+    session = WriteSession(cast(LedgerOperations, FakeLedgerOperations()), LEDGER, stream, traced=False)
     answered: list[Acknowledgement] = []
     with pytest.raises(InvalidArgument, match="one ledger"):
         async for ack in session.acknowledgements():
@@ -98,7 +98,7 @@ async def test_every_form_of_the_same_ledger_id_is_accepted_and_a_changed_one_re
         *(ledger_pb2.AppendEntriesRequest(ledger_id=form, payloads=[b"x"]) for form in forms),
         ledger_pb2.AppendEntriesRequest(ledger_id=common_pb2.LedgerId(qualified_name=str(OTHER)), payloads=[b"y"]),
     )
-    session = WriteSession(cast(LedgerManager, Manager()), LEDGER, stream, traced=False)
+    session = WriteSession(cast(LedgerOperations, FakeLedgerOperations()), LEDGER, stream, traced=False)
     answered: list[Acknowledgement] = []
     with pytest.raises(InvalidArgument, match="one ledger"):
         async for ack in session.acknowledgements():

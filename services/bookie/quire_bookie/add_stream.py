@@ -31,7 +31,7 @@ from quire_bookie.bookie import Bookie
 from quire_bookie.journal import AddMessage, StreamedAdd
 from quire_common.telemetry import tracer, tracing_enabled
 
-__all__ = ["ADD_SPAN", "AddStreamCodec", "AddStreamSession", "StreamedAdd"]
+__all__ = ["ADD_SPAN", "AddStreamCall", "AddStreamCodec", "StreamedAdd"]
 
 _tracer = tracer(__name__)
 # One span per streamed add when tracing is on: what the telemetry stage reads
@@ -51,12 +51,12 @@ class AddStreamCodec(Protocol):
     def size(self, message: object) -> int: ...
 
 
-class AddStreamSession:
+class AddStreamCall:
     """Runs one AddStream. Messages are queued in arrival order (so one
     ledger's adds keep their order); an add refused by its checks or by the
     ledger's state fails alone, in its message's answer. When the bookie
     stops, the stream ends once the messages already queued are answered.
-    When the writer's queue is full, the session stops taking messages until
+    When the writer's queue is full, the call stops taking messages until
     it has room, so a writer faster than the disk is held back by the
     stream's flow control rather than by memory here."""
 

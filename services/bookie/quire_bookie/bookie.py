@@ -161,7 +161,7 @@ class Bookie:
             self._shutdown_listeners.remove(listener)
 
     def begin_shutdown(self) -> None:
-        """Tell long-lived calls (AddStream sessions) to wind down, before
+        """Tell long-lived calls (AddStream calls) to wind down, before
         the server waits for in-flight calls to finish."""
         for listener in list(self._shutdown_listeners):
             listener()
@@ -238,7 +238,7 @@ class Bookie:
     async def queue_add_message(self, message: AddMessage) -> None:
         """Queue one AddStream message; the writer thread checks its adds
         (`_check_add`, then the ledger's state) and writes those that pass in
-        its next synced write, then its session is given the answer."""
+        its next synced write, then its stream is given the answer."""
         await self._committer.take_message(message)
 
     def _counted_check_add(

@@ -59,7 +59,7 @@ class StreamedAdd:
     traceparent: str = ""  # the writer's span, when it traces
 
 
-class AddMessageSession(Protocol):
+class AddMessageStream(Protocol):
     """The AddStream a message came on (add_stream.py). The writer thread
     decodes the message and builds its answer; the event loop delivers it."""
 
@@ -78,7 +78,7 @@ class AddMessage:
     answered together on the writer thread, with no object per add on the
     event loop."""
 
-    session: AddMessageSession = field(repr=False)
+    stream: AddMessageStream = field(repr=False)
     message: object = field(repr=False)
     size_bytes: int
     received_at: float  # time.perf_counter() when it arrived
@@ -246,7 +246,7 @@ class _Staged:
         """Every op's outcome once the write is stored (or nothing was to be)."""
         outcomes = list(self.refused)
         outcomes.extend((op, None if isinstance(op, AddOp) else state) for op, state in self.accepted)
-        outcomes.extend((op, op.session.answer(op, adds, errors)) for op, adds, errors in self.messages)
+        outcomes.extend((op, op.stream.answer(op, adds, errors)) for op, adds, errors in self.messages)
         outcomes.extend(self.lac_writes)
         return outcomes
 
@@ -256,7 +256,7 @@ class _Staged:
         outcomes = list(self.refused)
         outcomes.extend((op, failure) for op, _ in self.accepted)
         for op, adds, errors in self.messages:
-            outcomes.append((op, op.session.answer(op, adds, [e or failure for e in errors])))
+            outcomes.append((op, op.stream.answer(op, adds, [e or failure for e in errors])))
         for lacs, results in self.lac_writes:
             outcomes.append((lacs, [r if isinstance(r, QuireError) else failure for r in results]))
         return outcomes
@@ -373,7 +373,7 @@ class GroupCommitter:
 
     async def take_message(self, message: AddMessage) -> None:
         """Queue an AddStream message (waiting only for queue space); its
-        session is given the answer once a synced write covers its adds."""
+        stream is given the answer once a synced write covers its adds."""
         await self._enqueue_many([message])
 
     async def fence(self, ledger_id: LedgerId, master_key: bytes) -> LedgerState:
@@ -408,9 +408,9 @@ class GroupCommitter:
         for op, outcome in written.outcomes:
             if isinstance(op, AddMessage):
                 if isinstance(outcome, BaseException):
-                    op.session.broken(outcome)
+                    op.stream.broken(outcome)
                 else:
-                    op.session.deliver(outcome)
+                    op.stream.deliver(outcome)
                 continue
             if op.future.done():
                 continue  # its caller gave up
@@ -567,8 +567,8 @@ class GroupCommitter:
         outcomes: list[tuple[Op, object]] = []
         for op in batch:
             if isinstance(op, AddMessage):
-                adds = op.session.decode(op.message)
-                outcomes.append((op, op.session.answer(op, adds, [failure] * len(adds))))
+                adds = op.stream.decode(op.message)
+                outcomes.append((op, op.stream.answer(op, adds, [failure] * len(adds))))
             else:
                 outcomes.append((op, failure))
         return _Written(outcomes, sum(op.size_bytes for op in batch))
@@ -626,7 +626,7 @@ class GroupCommitter:
         for op in batch:
             assert not isinstance(op, DeleteOp), "deletes are flushed alone"
             if isinstance(op, AddMessage):
-                adds = op.session.decode(op.message)
+                adds = op.stream.decode(op.message)
                 errors = self._stage_message(adds, pending, writes)
                 messages.append((op, adds, errors))
                 if not oldest or op.received_at < oldest:

@@ -10,7 +10,7 @@ from opentelemetry import trace
 from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
 from quire_api.errors import InvalidArgument, QuireError
 from quire_api.ids import LedgerId, ledger_id_from_proto
-from quire_bookie.add_stream import AddStreamSession, StreamedAdd
+from quire_bookie.add_stream import AddStreamCall, StreamedAdd
 from quire_bookie.bookie import Bookie
 from quire_bookie.storage import Stripes
 
@@ -38,8 +38,8 @@ class BookieServicer(bookie_pb2_grpc.BookieServiceServicer):
     async def AddStream(
         self, request_iterator: AsyncIterator[bookie_pb2.AddStreamRequest], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[bookie_pb2.AddStreamResponse]:
-        session = AddStreamSession(self.bookie, _AddStreamCodec())
-        async for answer in session.run(request_iterator):
+        call = AddStreamCall(self.bookie, _AddStreamCodec())
+        async for answer in call.run(request_iterator):
             yield answer
 
     async def ReadEntry(

@@ -1,6 +1,6 @@
 """The admin API's work (quire.admin.v1.AdminService): what an operator asks
 of the cluster, answered by this gateway asking the registry, placement and
-bookies itself. Pure of grpc: Remote makes the calls.
+bookies itself. Pure of grpc: ClusterCalls makes the calls.
 
 Why on the gateway at all: an operator then needs one address and a client
 credential with the admin role, never the service CA's identity or a route
@@ -22,8 +22,8 @@ from quire_api.ids import validate_bookie_id
 from quire_api.replication import RepairQueue, repair_queue
 from quire_common.build_info import version
 from quire_gateway.autorecovery.auditor import ROLE as AUDITOR_ROLE
-from quire_gateway.ownership.sessions import ADDRESS_PROPERTY, SESSION_ROLE_PREFIX
-from quire_gateway.remote import HealthAnswer
+from quire_gateway.cluster_calls import HealthAnswer
+from quire_gateway.ownership.lease import ADDRESS_PROPERTY, GATEWAY_ROLE_PREFIX
 
 # GetRecoveryStatus lists at most this many segments (and counts them all), so
 # its answer stays far below the 4 MiB a client receives by default.
@@ -34,7 +34,7 @@ _LEDGER_PAGE = 500
 
 
 class AdminRemote(Protocol):
-    """What AdminOperations needs of quire_gateway.remote.Remote."""
+    """What AdminOperations needs of quire_gateway.cluster_calls.ClusterCalls."""
 
     async def list_bookies(self, state: int) -> list[registry_pb2.BookieRecord]: ...
     async def bookie_service_info(self, bookie_id: str) -> registry_pb2.GetBookieServiceInfoResponse: ...
@@ -62,7 +62,7 @@ class AdminOperations:
         peer_tls_name: str = "",
     ) -> None:
         """`gateway_address`: how this gateway names itself in a cluster status;
-        `gateway_name` tells its own session from the other gateways' and
+        `gateway_name` tells its own lease from the other gateways' and
         `peer_tls_name` is the name their certificates carry ("" for their address's host).
         `certificates`: its TLS files' (role, notAfter in Unix seconds), [] without TLS."""
         self.remote = remote
@@ -171,14 +171,14 @@ class AdminOperations:
         return status
 
     async def _other_gateways(self) -> list[admin_pb2.ServiceHealth]:
-        """Every other gateway holding a session now, checked at the address it advertises.
-        A gateway whose session lapsed is not listed: nothing routes to it any more."""
-        sessions = [
+        """Every other gateway holding its lease now, checked at the address it advertises.
+        A gateway whose lease lapsed is not listed: nothing routes to it any more."""
+        gateways = [
             leader
-            for leader in await self.remote.list_leaders(SESSION_ROLE_PREFIX)
+            for leader in await self.remote.list_leaders(GATEWAY_ROLE_PREFIX)
             if leader.holder and leader.holder != self.gateway_name
         ]
-        addresses = [leader.properties.get(ADDRESS_PROPERTY, "") for leader in sessions]
+        addresses = [leader.properties.get(ADDRESS_PROPERTY, "") for leader in gateways]
         answers = await asyncio.gather(
             *(
                 self.remote.gateway_health(address, self.peer_tls_name, CHECK_SECONDS) if address else _no_address()
@@ -187,7 +187,7 @@ class AdminOperations:
         )
         return [
             _service("gateway", address or leader.holder, answer)
-            for leader, address, answer in zip(sessions, addresses, answers, strict=True)
+            for leader, address, answer in zip(gateways, addresses, answers, strict=True)
         ]
 
 

@@ -32,6 +32,7 @@ from quire_gateway.admin_servicer import AdminServicer
 from quire_gateway.authn import GatewayAuthInterceptor
 from quire_gateway.autorecovery.auditor import ROLE, Auditor
 from quire_gateway.blobs import BlobStore
+from quire_gateway.cluster_calls import ClusterCalls
 from quire_gateway.config import (
     advertised_address,
     auditor_settings,
@@ -42,16 +43,15 @@ from quire_gateway.config import (
     request_idle,
     write_settings,
 )
-from quire_gateway.leadership import RoleHolder
-from quire_gateway.ledgers import LedgerManager
+from quire_gateway.ledgers import LedgerOperations
 from quire_gateway.metadata_cache import LedgerMetadataCache
 from quire_gateway.metadata_store import LedgerMetadataStore, RegistryMetadata
 from quire_gateway.ownership.forwarding import Forwarder
+from quire_gateway.ownership.lease import GatewayLease
 from quire_gateway.ownership.peers import GatewayPeers
 from quire_gateway.ownership.router import WriteRouter
-from quire_gateway.ownership.sessions import GatewaySession
 from quire_gateway.read.entry_cache import EntryCache
-from quire_gateway.remote import Remote
+from quire_gateway.roles import RoleHolder
 from quire_gateway.servicer import ActiveStreams, BlobServicer, LedgerServicer
 from quire_gateway.settings import GatewayEnv
 
@@ -117,11 +117,11 @@ class GatewayProcess(ServiceProcess):
         bookies = BookieDirectory(env.registry_target, resolver_enabled=env.resolver_enabled)
         bookies.start()
         stops.push_async_callback(bookies.close)
-        remote = Remote(env.registry_target, env.placement_target, bookies)
+        remote = ClusterCalls(env.registry_target, env.placement_target, bookies)
         stops.push_async_callback(remote.close)
         remote.start_health_checks(env.dependency_check_seconds)
         # Every ledger metadata call of the domain goes through this layer: the cache, in
-        # front of Remote's calls, or Remote's calls alone.
+        # front of ClusterCalls' calls, or ClusterCalls' calls alone.
         metadata_cache = None
         metadata_store: LedgerMetadataStore = RegistryMetadata(remote)
         if env.metadata_cache_ledgers > 0:
@@ -133,27 +133,27 @@ class GatewayProcess(ServiceProcess):
         metrics.entry_cache_stats = entry_cache.status
         name = gateway_name(env)
         address = advertised_address(env.address, env.advertised_address)
-        session = GatewaySession(
+        lease = GatewayLease(
             remote,
             name,
             address,
             env.session_seconds,
             trust_owners=env.fault_unsafe_ignore_owner_session,
-            wait_for_previous_session=env.fault_wait_for_previous_session,
+            wait_for_previous_lease=env.fault_wait_for_previous_session,
         )
         forwarder = Forwarder(GatewayPeers(name, env.peer_tls_name))
         stops.push_async_callback(forwarder.close)
-        manager = LedgerManager(
+        ledgers = LedgerOperations(
             remote,
             write_settings(env),
             recovery_settings(env),
             read_settings(env),
             metadata_store,
             entry_cache,
-            session,
+            lease,
             forwarder.last_add_confirmed,
         )
-        bookies.on_joined(lambda bookie_id, _address: manager.quarantine.lift(bookie_id, "it registered again"))
+        bookies.on_joined(lambda bookie_id, _address: ledgers.quarantine.lift(bookie_id, "it registered again"))
         auditor_config = auditor_settings(env.auditor)
         role = RoleHolder(remote, ROLE, name, auditor_config.lease_seconds)
         auditor = Auditor(remote, metadata_store, bookies, auditor_config, role)
@@ -168,10 +168,10 @@ class GatewayProcess(ServiceProcess):
             remote=remote,
             metadata_cache=metadata_cache,
             entry_cache=entry_cache,
-            session=session,
+            lease=lease,
             forwarder=forwarder,
-            manager=manager,
-            blobs=BlobStore(manager, blob_settings(env)),
+            ledgers=ledgers,
+            blobs=BlobStore(ledgers, blob_settings(env)),
             role=role,
             auditor=auditor,
             auditing=auditor_config.interval_seconds > 0,
@@ -181,15 +181,15 @@ class GatewayProcess(ServiceProcess):
         )
 
     def _start_background(self, parts: _Parts) -> None:
-        """The session, the auditor and the blob roll-over. Their stops are
-        pushed now, so that they run first: the session ends once its
+        """The lease, the auditor and the blob roll-over. Their stops are
+        pushed now, so that they run first: the lease ends once its
         ledgers are closed, and nothing new is audited or rolled over while
         they are."""
         stops = self._stops
-        holding_session = asyncio.create_task(parts.session.run())
-        stops.push_async_callback(parts.session.end)  # its ledgers are closed: let it go now, not at lease expiry
-        stops.push_async_callback(cancel_and_wait, holding_session)
-        stops.push_async_callback(parts.manager.close_all)
+        holding_lease = asyncio.create_task(parts.lease.run())
+        stops.push_async_callback(parts.lease.end)  # its ledgers are closed: let it go now, not at lease expiry
+        stops.push_async_callback(cancel_and_wait, holding_lease)
+        stops.push_async_callback(parts.ledgers.close_all)
         auditing = asyncio.create_task(parts.auditor.run()) if parts.auditing else None
         stops.push_async_callback(cancel_and_wait, auditing)
         roller = asyncio.create_task(roll_over_blob_ledgers(parts.blobs))
@@ -200,12 +200,12 @@ class GatewayProcess(ServiceProcess):
 class _Parts:
     env: GatewayEnv
     bookies: BookieDirectory
-    remote: Remote
+    remote: ClusterCalls
     metadata_cache: LedgerMetadataCache | None
     entry_cache: EntryCache
-    session: GatewaySession
+    lease: GatewayLease
     forwarder: Forwarder
-    manager: LedgerManager
+    ledgers: LedgerOperations
     blobs: BlobStore
     role: RoleHolder
     auditor: Auditor
@@ -216,7 +216,7 @@ class _Parts:
 
     def register(self, server: grpc.aio.Server) -> list[str]:
         ledger_pb2_grpc.add_LedgerServiceServicer_to_server(
-            LedgerServicer(self.manager, WriteRouter(self.manager, self.forwarder), self.streams), server
+            LedgerServicer(self.ledgers, WriteRouter(self.ledgers, self.forwarder), self.streams), server
         )
         blob_pb2_grpc.add_BlobServiceServicer_to_server(BlobServicer(self.blobs, self.streams), server)
         admin_pb2_grpc.add_AdminServiceServicer_to_server(AdminServicer(self.admin_operations), server)
@@ -231,12 +231,12 @@ class _Parts:
             "placement": self.env.placement_target,
             "dependencies": self.remote.dependencies(),
             "active_streams": self.streams.snapshot(),
-            "open_write_handles": len(self.manager.handles),
+            "open_write_handles": len(self.ledgers.handles),
             "entry_cache": self.entry_cache.status(),
             "metadata_cache": metadata_cache.status() if metadata_cache is not None else {"capacity": 0},
             "bookie_add_streams": self.remote.add_stream_stats(),
             "asyncio_tasks": len(asyncio.all_tasks()),
-            "session": self.session.status(),
+            "session": self.lease.status(),
             "auditor": {**role.status(), **(self.auditor.state.figures() if role.holds() else {})},
         }
 
@@ -251,7 +251,7 @@ async def roll_over_blob_ledgers(blobs: BlobStore) -> None:
 
 
 def gateway_name(env: GatewayEnv) -> str:
-    """Who this gateway is: in its registry session, as the owner of the
+    """Who this gateway is: in its registry lease, as the owner of the
     ledgers it creates, and when it campaigns for the auditor role. Unique
     per process."""
     name = env.name or f"{socket.gethostname()}:{env.address.rsplit(':', 1)[-1]}"

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from quire_api.errors import InvalidArgument, QuireError, Reason
 from quire_api.ids import LedgerId
-from quire_gateway.ledgers import CreateSpec, LedgerManager
+from quire_gateway.ledgers import CreateSpec, LedgerOperations
 
 log = logging.getLogger(__name__)
 
@@ -81,8 +81,8 @@ class _BlobLedger:
 
 
 class BlobStore:
-    def __init__(self, manager: LedgerManager, settings: BlobSettings | None = None) -> None:
-        self.manager = manager
+    def __init__(self, ledgers: LedgerOperations, settings: BlobSettings | None = None) -> None:
+        self.ledgers = ledgers
         self.settings = settings or BlobSettings()
         # Per scope, the slots not in use; None is a slot without a ledger yet.
         self._free: dict[int, asyncio.Queue[_BlobLedger | None]] = {}
@@ -103,11 +103,11 @@ class BlobStore:
 
     async def _usable(self, slot: _BlobLedger | None, scope_id: int) -> _BlobLedger:
         if slot is not None:
-            handle = self.manager.handles.get(slot.ledger_id)
+            handle = self.ledgers.handles.get(slot.ledger_id)
             if handle is not None and not handle.failed and not self._expired(slot):
                 return slot
             self._retire(slot)
-        metadata = await self.manager.create(
+        metadata = await self.ledgers.create(
             CreateSpec(scope_id=scope_id, custom_metadata={BLOB_LEDGER_PROPERTY: str(BLOB_ID_VERSION)})
         )
         ledger_id = LedgerId(metadata.ledger_id.scope_id, metadata.ledger_id.ledger_id)
@@ -119,7 +119,7 @@ class BlobStore:
 
         async def close() -> None:
             try:
-                await self.manager.close(ledger.ledger_id)
+                await self.ledgers.close(ledger.ledger_id)
             except QuireError as exc:
                 log.warning("blob ledger %s not closed: %s", ledger.ledger_id, exc)
 
@@ -142,10 +142,10 @@ class BlobStore:
                 buffer += part
                 size += len(part)
                 while len(buffer) >= chunk:
-                    futures.extend(await self.manager.append(ledger_id, [bytes(buffer[:chunk])]))
+                    futures.extend(await self.ledgers.append(ledger_id, [bytes(buffer[:chunk])]))
                     del buffer[:chunk]
             if buffer or not futures:
-                futures.extend(await self.manager.append(ledger_id, [bytes(buffer)]))
+                futures.extend(await self.ledgers.append(ledger_id, [bytes(buffer)]))
             entry_ids = await asyncio.gather(*futures)
             slot.size_bytes += size
             # The slot was ours alone, so the entries are consecutive.
@@ -158,7 +158,7 @@ class BlobStore:
         ref = decode_blob_id(blob_id)
         last = ref.first_entry_id + ref.entry_count - 1
         try:
-            async for chunk in self.manager.reads.read(ref.ledger_id, ref.first_entry_id, last, confirmed=False):
+            async for chunk in self.ledgers.reads.read(ref.ledger_id, ref.first_entry_id, last, confirmed=False):
                 for entry in chunk:
                     yield entry.payload
         except QuireError as exc:

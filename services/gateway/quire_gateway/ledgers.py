@@ -29,13 +29,13 @@ from quire_common.ledger_secrets import password_matches, slow_to_check, without
 from quire_common.quorum_sizes import validate_quorum
 from quire_common.telemetry import tracer, tracing_enabled
 from quire_gateway.call_batches import CallGatherer
+from quire_gateway.cluster_calls import ClusterCalls
 from quire_gateway.metadata_store import LedgerMetadataStore, RegistryMetadata
-from quire_gateway.ownership.sessions import GatewaySession
+from quire_gateway.ownership.lease import GatewayLease
 from quire_gateway.read.entry_cache import EntryCache
 from quire_gateway.read.ledger_reads import LedgerReads
 from quire_gateway.read.replicas import ReadSettings
 from quire_gateway.recovery import Recovery, RecoverySettings
-from quire_gateway.remote import Remote
 from quire_gateway.write.explicit_lac import ExplicitLacs
 from quire_gateway.write.handle import WriteHandle, WriteSettings
 from quire_gateway.write.quarantine import Quarantine, choose_avoiding
@@ -74,22 +74,25 @@ def public_metadata(metadata: common_pb2.LedgerMetadata) -> common_pb2.LedgerMet
     return copy
 
 
-class LedgerManager:
+class LedgerOperations:
+    """What the servicer and the blob store ask of ledgers, one gateway's
+    write handles held here; reads go through `reads`."""
+
     def __init__(
         self,
-        remote: Remote,
+        remote: ClusterCalls,
         settings: WriteSettings | None = None,
         recovery_settings: RecoverySettings | None = None,
         read_settings: ReadSettings | None = None,
         metadata_store: LedgerMetadataStore | None = None,
         entry_cache: EntryCache | None = None,
-        session: GatewaySession | None = None,
+        lease: GatewayLease | None = None,
         owners_lac: Callable[[common_pb2.LedgerOwner, LedgerId], Awaitable[int]] | None = None,
     ) -> None:
         self.remote = remote
-        # This gateway's registry session: the owner recorded in the ledgers it
+        # This gateway's registry lease: the owner recorded in the ledgers it
         # creates. None: no owners (each ledger written where it was created).
-        self.session = session
+        self.lease = lease
         # Recently confirmed entries: reads of fresh entries need no bookie. None: off.
         self.entry_cache = entry_cache
         # Every metadata read, change and delete goes through it: the metadata cache, or
@@ -112,7 +115,7 @@ class LedgerManager:
             read_settings or ReadSettings(),
             self.recovery_settings.bookie_timeout_seconds,
             entry_cache,
-            session,
+            lease,
             owners_lac,
         )
         # Concurrent creates share one placement call and one registry call (call_batches.py).
@@ -150,7 +153,7 @@ class LedgerManager:
                 )
             )
 
-        owner = await self.session.current_owner() if self.session is not None else None
+        owner = await self.lease.current_owner() if self.lease is not None else None
         bookies = await choose_avoiding(self.quarantine.members(), choose, "choosing an ensemble")
         created = timestamp_pb2.Timestamp()
         created.GetCurrentTime()
@@ -244,9 +247,9 @@ class LedgerManager:
         """Where a write (append, add, close) of `ledger_id` is done: None
         means here (this gateway holds its write handle, or, for a close, the
         ledger is already closed); otherwise the owner to forward it to, whose
-        session lives. A call that was itself forwarded is never forwarded
+        lease lives. A call that was itself forwarded is never forwarded
         again: a gateway that is not the owner (any more) refuses it. A ledger
-        whose owner's session has ended, or was a previous process of this
+        whose owner's lease has ended, or was a previous process of this
         gateway's name, is recovered and closed here, and the write fails
         LEDGER_OWNER_GONE."""
         if ledger_id in self.handles:
@@ -257,12 +260,12 @@ class LedgerManager:
                 return None
             raise FailedPrecondition(f"ledger {ledger_id} is closed", Reason.LEDGER_CLOSED)
         owner = metadata.owner
-        if self.session is not None and self.session.is_a_previous_process(owner):
+        if self.lease is not None and self.lease.is_a_previous_process(owner):
             # Written by a previous process of this gateway's name: dead, whatever the registry says
-            # yet (even when relayed here by a gateway that still takes that session for alive).
+            # yet (even when relayed here by a gateway that still takes that lease for alive).
             await self._owner_gone(ledger_id, metadata, version)
-        here = f"gateway {self.session.name}" if self.session is not None else "this gateway"
-        if forwarded or not owner.gateway or self.session is None or self.session.is_me(owner):
+        here = f"gateway {self.lease.name}" if self.lease is not None else "this gateway"
+        if forwarded or not owner.gateway or self.lease is None or self.lease.is_me(owner):
             writer = f"gateway {owner.gateway} at {owner.address}" if owner.gateway else "the gateway that created it"
             raise FailedPrecondition(
                 f"ledger {ledger_id} is not open for writing on {here}; it is written by {writer}",
@@ -270,13 +273,13 @@ class LedgerManager:
                 owner=owner.gateway,
                 owner_address=owner.address,
             )
-        if await self.session.alive(owner):
+        if await self.lease.alive(owner):
             return owner
         await self._owner_gone(ledger_id, metadata, version)
         raise AssertionError("unreachable")  # _owner_gone always raises
 
     async def _owner_gone(self, ledger_id: LedgerId, metadata: common_pb2.LedgerMetadata, version: int) -> None:
-        """The owner's session has ended, so nobody will write this ledger
+        """The owner's lease has ended, so nobody will write this ledger
         again: recover it as BookKeeper does (fence, agree on the end, close;
         idempotent, one close wins the metadata CAS) and say where it ended.
         Not a takeover: the fence is permanent, so the ledger stays closed."""

@@ -1,5 +1,5 @@
 """Ledger metadata cached in the gateway, kept current by the registry's
-WatchLedgerMetadata stream. Domain code: no grpc here (remote.py turns the
+WatchLedgerMetadata stream. Domain code: no grpc here (cluster_calls.py turns the
 stream into MetadataChange values, metadata_store.py).
 
 Reads (`recent_ledger_metadata`) are answered from the cache when the entry can be trusted, and

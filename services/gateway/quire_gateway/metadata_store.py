@@ -1,12 +1,12 @@
 """Ledger metadata as the gateway's domain reads, changes and follows it: the
 interfaces, and the store used when there is no metadata cache.
 
-Remote (remote.py) makes the registry's calls. The metadata cache
+ClusterCalls (cluster_calls.py) makes the registry's calls. The metadata cache
 (metadata_cache.py) is a layer in front of them with the same interface:
 what goes through it, it keeps. The write handles, recovery, readers, the
-auditor and the ledger manager are handed one `LedgerMetadataStore` (the
-cache, or `RegistryMetadata` when it is off), so nothing tells the cache
-behind a caller's back.
+auditor and the ledger operations (ledgers.py) are handed one
+`LedgerMetadataStore` (the cache, or `RegistryMetadata` when it is off), so
+nothing tells the cache behind a caller's back.
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ class MetadataChange:
 
 
 class MetadataSource(MetadataStore, Protocol):
-    """The registry's ledger metadata calls and its watch (Remote): what a
+    """The registry's ledger metadata calls and its watch (ClusterCalls): what a
     metadata store stands in front of."""
 
     async def delete_ledger_metadata(self, ledger_id: LedgerId) -> None: ...

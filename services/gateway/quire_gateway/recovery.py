@@ -21,7 +21,7 @@ The procedure (docs/architecture.md, "A recovery open"; BookKeeper's recovery re
 Each step is idempotent, so a step that meets unavailable bookies is tried
 again (with a short backoff) until QUIRE_GATEWAY_RECOVERY_TIMEOUT_SECONDS ends
 the whole; the error then names the last cause.
-No grpc here: the calls go through Remote.
+No grpc here: the calls go through ClusterCalls.
 """
 
 from __future__ import annotations
@@ -41,11 +41,11 @@ from quire_common.fanout import ask_all
 from quire_common.ledger_secrets import ledger_digester, ledger_master_key
 from quire_common.telemetry import tracer
 from quire_gateway import metrics
+from quire_gateway.cluster_calls import ClusterCalls
 from quire_gateway.metadata_store import MetadataStore
 from quire_gateway.metadata_updates import Update, update_metadata
 from quire_gateway.quorum_rules import entry_missing, replicas_of
 from quire_gateway.read.bookie_lac import until_covered
-from quire_gateway.remote import Remote
 from quire_gateway.write.ensemble_change import replaceable
 
 log = logging.getLogger(__name__)
@@ -88,7 +88,7 @@ class Recovery:
 
     def __init__(
         self,
-        remote: Remote,
+        remote: ClusterCalls,
         metadata_store: MetadataStore,
         ledger_id: LedgerId,
         metadata: common_pb2.LedgerMetadata,

@@ -1,5 +1,5 @@
-"""LedgerService and BlobService over gRPC: validate, call the LedgerManager,
-shape responses."""
+"""LedgerService and BlobService over gRPC: validate, call the gateway's
+ledger operations (ledgers.py) or blob store, shape responses."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from quire_api.limits import MAX_REPLY_BYTES
 from quire_common.telemetry import tracing_enabled
 from quire_gateway.blobs import BlobStore
 from quire_gateway.client_streams import answered_in_order, chained, first_and_rest
-from quire_gateway.ledgers import CreateSpec, LedgerManager, public_metadata
+from quire_gateway.ledgers import CreateSpec, LedgerOperations, public_metadata
 from quire_gateway.ownership.peers import FORWARDED_BY
 from quire_gateway.ownership.router import WriteRouter
 from quire_gateway.read.replicas import ReadEntry
@@ -89,10 +89,10 @@ def forwarded(context: grpc.aio.ServicerContext) -> bool:
 
 class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
     def __init__(
-        self, manager: LedgerManager, router: WriteRouter | None = None, streams: ActiveStreams | None = None
+        self, ledgers: LedgerOperations, router: WriteRouter | None = None, streams: ActiveStreams | None = None
     ) -> None:
-        self.manager = manager
-        self.router = router or WriteRouter(manager, None)  # where appends, adds and closes are done
+        self.ledgers = ledgers
+        self.router = router or WriteRouter(ledgers, None)  # where appends, adds and closes are done
         self.streams = streams or ActiveStreams()
         self._traced = tracing_enabled()  # spans cost a share of every entry even when they record nothing
 
@@ -112,12 +112,12 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
             legacy=which == "legacy" and request.legacy,
             request_id=request.request_id,
         )
-        return ledger_pb2.CreateLedgerResponse(metadata=await self.manager.create(spec))
+        return ledger_pb2.CreateLedgerResponse(metadata=await self.ledgers.create(spec))
 
     async def OpenLedger(
         self, request: ledger_pb2.OpenLedgerRequest, context: grpc.aio.ServicerContext
     ) -> ledger_pb2.OpenLedgerResponse:
-        metadata, lac = await self.manager.open(
+        metadata, lac = await self.ledgers.open(
             ledger_id_from_proto(request.ledger_id), request.password, request.recovery
         )
         return ledger_pb2.OpenLedgerResponse(metadata=metadata, last_add_confirmed=lac)
@@ -137,7 +137,7 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
                 async for response in relay.append_entries(first, rest):
                     yield response
                 return
-            session = WriteSession(self.manager, ledger, chained(first, rest), self._traced)
+            session = WriteSession(self.ledgers, ledger, chained(first, rest), self._traced)
             async for ack in session.acknowledgements():
                 yield ledger_pb2.AppendEntriesResponse(
                     first_entry_id=ack.first_entry_id,
@@ -154,15 +154,15 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
         if relay is not None:
             return await relay.add_entry(request)
         expected = request.expected_entry_id if request.HasField("expected_entry_id") else None
-        entry_id, lac = await self.manager.add(ledger, request.payload, expected)
+        entry_id, lac = await self.ledgers.add(ledger, request.payload, expected)
         return ledger_pb2.AddEntryResponse(
-            entry_id=entry_id, last_add_confirmed=lac, owner=self.manager.owner_here(ledger)
+            entry_id=entry_id, last_add_confirmed=lac, owner=self.ledgers.owner_here(ledger)
         )
 
     async def ReadEntries(
         self, request: ledger_pb2.ReadEntriesRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[ledger_pb2.ReadEntriesResponse]:
-        chunks = self.manager.reads.read(
+        chunks = self.ledgers.reads.read(
             ledger_id_from_proto(request.ledger_id),
             request.first_entry_id,
             request.last_entry_id,
@@ -176,7 +176,7 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
     async def ReadEntry(
         self, request: ledger_pb2.ReadEntryRequest, context: grpc.aio.ServicerContext
     ) -> ledger_pb2.ReadEntryResponse:
-        entry = await self.manager.reads.read_entry(ledger_id_from_proto(request.ledger_id), request.entry_id)
+        entry = await self.ledgers.reads.read_entry(ledger_id_from_proto(request.ledger_id), request.entry_id)
         return ledger_pb2.ReadEntryResponse(entry=entry_message(entry))
 
     async def ReadEntryStream(
@@ -184,7 +184,7 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
     ) -> AsyncIterator[ledger_pb2.ReadEntryResponse]:
         async def answer(request: ledger_pb2.ReadEntryRequest) -> ledger_pb2.ReadEntryResponse:
             try:
-                entry = await self.manager.reads.read_entry(ledger_id_from_proto(request.ledger_id), request.entry_id)
+                entry = await self.ledgers.reads.read_entry(ledger_id_from_proto(request.ledger_id), request.entry_id)
             except QuireError as error:  # answers this request; the stream goes on
                 return ledger_pb2.ReadEntryResponse(error=read_entry_error(error))
             return ledger_pb2.ReadEntryResponse(entry=entry_message(entry))
@@ -196,7 +196,7 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
     async def ReadUnconfirmedEntries(
         self, request: ledger_pb2.ReadUnconfirmedEntriesRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[ledger_pb2.ReadUnconfirmedEntriesResponse]:
-        chunks = self.manager.reads.read(
+        chunks = self.ledgers.reads.read(
             ledger_id_from_proto(request.ledger_id),
             request.first_entry_id,
             request.last_entry_id,
@@ -212,14 +212,14 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
     ) -> AsyncIterator[ledger_pb2.TailEntriesResponse]:
         ledger_id = ledger_id_from_proto(request.ledger_id)
         with self.streams.track("TailEntries"):
-            async for chunk in self.manager.reads.tail(ledger_id, request.first_entry_id):
+            async for chunk in self.ledgers.reads.tail(ledger_id, request.first_entry_id):
                 for batch in batched_by_bytes(chunk):
                     yield ledger_pb2.TailEntriesResponse(entries=batch)
 
     async def ReadLastAddConfirmed(
         self, request: ledger_pb2.ReadLastAddConfirmedRequest, context: grpc.aio.ServicerContext
     ) -> ledger_pb2.ReadLastAddConfirmedResponse:
-        lac = await self.manager.reads.last_add_confirmed(ledger_id_from_proto(request.ledger_id))
+        lac = await self.ledgers.reads.last_add_confirmed(ledger_id_from_proto(request.ledger_id))
         return ledger_pb2.ReadLastAddConfirmedResponse(last_add_confirmed=lac)
 
     async def CloseLedger(
@@ -229,27 +229,27 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
         relay = await self.router.relay_for(ledger, forwarded=forwarded(context), closing=True)
         if relay is not None:
             return await relay.close_ledger(request)
-        return ledger_pb2.CloseLedgerResponse(metadata=await self.manager.close(ledger))
+        return ledger_pb2.CloseLedgerResponse(metadata=await self.ledgers.close(ledger))
 
     async def DeleteLedger(
         self, request: ledger_pb2.DeleteLedgerRequest, context: grpc.aio.ServicerContext
     ) -> ledger_pb2.DeleteLedgerResponse:
-        await self.manager.delete(ledger_id_from_proto(request.ledger_id))
+        await self.ledgers.delete(ledger_id_from_proto(request.ledger_id))
         return ledger_pb2.DeleteLedgerResponse()
 
     async def GetLedgerMetadata(
         self, request: ledger_pb2.GetLedgerMetadataRequest, context: grpc.aio.ServicerContext
     ) -> ledger_pb2.GetLedgerMetadataResponse:
-        metadata, version = await self.manager.metadata(ledger_id_from_proto(request.ledger_id))
+        metadata, version = await self.ledgers.metadata(ledger_id_from_proto(request.ledger_id))
         return ledger_pb2.GetLedgerMetadataResponse(metadata=public_metadata(metadata), version=version)
 
     async def ListLedgers(
         self, request: ledger_pb2.ListLedgersRequest, context: grpc.aio.ServicerContext
     ) -> ledger_pb2.ListLedgersResponse:
-        ledgers, token = await self.manager.list(
+        page, token = await self.ledgers.list(
             request.scope_id, request.page_size, request.page_token, request.all_scopes
         )
-        return ledger_pb2.ListLedgersResponse(ledgers=ledgers, next_page_token=token)
+        return ledger_pb2.ListLedgersResponse(ledgers=page, next_page_token=token)
 
 
 class BlobServicer(blob_pb2_grpc.BlobServiceServicer):

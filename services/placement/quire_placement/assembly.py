@@ -20,10 +20,10 @@ from quire_common.server import create_server, mark_not_serving, mark_serving
 from quire_common.tasks import cancel_and_wait
 from quire_placement.config import PlacementConfig
 from quire_placement.placement import Placer
-from quire_placement.remote import BookieInfoClient, RegistryLoadFactors
 from quire_placement.servicer import PlacementServicer
 from quire_placement.settings import PlacementEnv
 from quire_placement.tracker import WeightTracker
+from quire_placement.tracker_sources import BookieInfoClient, RegistryLoadFactors
 
 log = logging.getLogger("quire_placement")
 SERVICE_NAME = placement_pb2.DESCRIPTOR.services_by_name["PlacementService"].full_name

@@ -1,7 +1,7 @@
 """The registry's domain behind one object for the servicer: each resource
 lives in a module of its own, on the same MetadataStore and key layout
 (bookies.py: registrations; cookies.py; load_weights.py; ledger_records.py:
-ledger metadata and ids; leadership.py: roles). No grpc here."""
+ledger metadata and ids; elections.py: roles). No grpc here."""
 
 from __future__ import annotations
 

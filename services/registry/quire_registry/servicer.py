@@ -13,7 +13,7 @@ from quire_api.errors import InvalidArgument, QuireError
 from quire_api.ids import LedgerId, ledger_id_from_proto
 from quire_api.rpc_status import status_code
 from quire_registry.bookies import Registration
-from quire_registry.leadership import Leadership
+from quire_registry.elections import Elections
 from quire_registry.ledger_records import CreateOrder, IdMode
 from quire_registry.registry import Registry
 
@@ -35,7 +35,7 @@ def _create_order(
 class RegistryServicer(registry_pb2_grpc.RegistryServiceServicer):
     def __init__(self, registry: Registry) -> None:
         self.registry = registry
-        self.leadership = Leadership(registry.store, registry.keys)
+        self.elections = Elections(registry.store, registry.keys)
 
     async def RegisterBookie(
         self,
@@ -181,7 +181,7 @@ class RegistryServicer(registry_pb2_grpc.RegistryServiceServicer):
     async def Campaign(
         self, request: registry_pb2.CampaignRequest, context: grpc.aio.ServicerContext
     ) -> registry_pb2.CampaignResponse:
-        outcome = await self.leadership.campaign(
+        outcome = await self.elections.campaign(
             request.role, request.candidate, request.ttl_seconds, request.lease_id, request.properties
         )
         return registry_pb2.CampaignResponse(
@@ -191,16 +191,16 @@ class RegistryServicer(registry_pb2_grpc.RegistryServiceServicer):
     async def Resign(
         self, request: registry_pb2.ResignRequest, context: grpc.aio.ServicerContext
     ) -> registry_pb2.ResignResponse:
-        await self.leadership.resign(request.role, request.candidate, request.lease_id)
+        await self.elections.resign(request.role, request.candidate, request.lease_id)
         return registry_pb2.ResignResponse()
 
     async def ListLeaders(
         self, request: registry_pb2.ListLeadersRequest, context: grpc.aio.ServicerContext
     ) -> registry_pb2.ListLeadersResponse:
-        return registry_pb2.ListLeadersResponse(leaders=await self.leadership.leaders(request.role_prefix))
+        return registry_pb2.ListLeadersResponse(leaders=await self.elections.leaders(request.role_prefix))
 
     async def GetLeader(
         self, request: registry_pb2.GetLeaderRequest, context: grpc.aio.ServicerContext
     ) -> registry_pb2.GetLeaderResponse:
-        leader, lease_id = await self.leadership.leader(request.role)
+        leader, lease_id = await self.elections.leader(request.role)
         return registry_pb2.GetLeaderResponse(leader=leader, lease_id=lease_id)

@@ -2,7 +2,7 @@
 missing or damaged, and restores them.
 
 Every gateway runs the auditor's loops, but only the holder of the
-"auditor" role (leadership.py, a lease through the registry) acts; a standby
+"auditor" role (roles.py, a lease through the registry) acts; a standby
 takes over when the holder's lease lapses, within its TTL.
 
 Every `interval_seconds` it lists the registered bookies, and every ledger
@@ -56,11 +56,11 @@ from quire_common.bookie_resolver import BookieDirectory
 from quire_common.entry import Digester, verified_entry
 from quire_common.ledger_secrets import ledger_digester, ledger_master_key
 from quire_gateway.autorecovery.scrub import SCRUB_GROUP_LEDGERS, PassSchedule, Scrubber, ScrubSettings, ScrubStats
-from quire_gateway.leadership import RoleHolder
+from quire_gateway.cluster_calls import ClusterCalls
 from quire_gateway.metadata_store import MetadataStore
 from quire_gateway.metadata_updates import update_metadata
 from quire_gateway.read.bookie_lac import read_last_add_confirmed
-from quire_gateway.remote import Remote
+from quire_gateway.roles import RoleHolder
 
 log = logging.getLogger(__name__)
 COPY_BATCH_ENTRIES = 100
@@ -163,7 +163,7 @@ class AuditState:
 class Auditor:
     def __init__(
         self,
-        remote: Remote,
+        remote: ClusterCalls,
         metadata_store: MetadataStore,
         bookies: BookieDirectory,
         settings: AuditorSettings,

@@ -42,9 +42,9 @@ from quire_api.ids import LedgerId
 from quire_common.entry import verified_entry
 from quire_common.ledger_secrets import ledger_digester
 from quire_gateway import metrics
+from quire_gateway.cluster_calls import ClusterCalls
 from quire_gateway.metadata_store import MetadataStore
 from quire_gateway.quorum_rules import replicas_of
-from quire_gateway.remote import Remote
 from quire_gateway.repairs import mark_for_repair
 
 log = logging.getLogger(__name__)
@@ -122,7 +122,11 @@ class PassSchedule:
 
 class Scrubber:
     def __init__(
-        self, remote: Remote, metadata_store: MetadataStore, settings: ScrubSettings, stats: ScrubStats | None = None
+        self,
+        remote: ClusterCalls,
+        metadata_store: MetadataStore,
+        settings: ScrubSettings,
+        stats: ScrubStats | None = None,
     ) -> None:
         self.remote = remote
         self.metadata_store = metadata_store  # where missing copies are marked for repair

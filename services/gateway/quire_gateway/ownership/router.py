@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Callable
 from quire.common.v1 import common_pb2
 from quire.gateway.v1 import ledger_pb2
 from quire_api.ids import LedgerId
-from quire_gateway.ledgers import LedgerManager
+from quire_gateway.ledgers import LedgerOperations
 from quire_gateway.ownership.forwarding import Forwarder
 
 
@@ -41,17 +41,17 @@ class Relay:
 
 
 class WriteRouter:
-    def __init__(self, manager: LedgerManager, forwarder: Forwarder | None) -> None:
-        self.manager = manager
+    def __init__(self, ledgers: LedgerOperations, forwarder: Forwarder | None) -> None:
+        self.ledgers = ledgers
         self.forwarder = forwarder  # None: no gateway mesh, every write is done (or refused) here
 
     async def relay_for(self, ledger_id: LedgerId, *, forwarded: bool, closing: bool = False) -> Relay | None:
-        """None when the write is done here (LedgerManager.route_write says
+        """None when the write is done here (LedgerOperations.route_write says
         when, and raises when it can be done nowhere), else the relay to the
         ledger's owner. A call that was itself relayed is never relayed again."""
-        owner = await self.manager.route_write(ledger_id, forwarded=forwarded, closing=closing)
+        owner = await self.ledgers.route_write(ledger_id, forwarded=forwarded, closing=closing)
         if owner is None or self.forwarder is None:
             return None
         if closing:
             return Relay(self.forwarder, owner, lambda acknowledged, lac: None)
-        return Relay(self.forwarder, owner, await self.manager.reads.relayed_acks(ledger_id))
+        return Relay(self.forwarder, owner, await self.ledgers.reads.relayed_acks(ledger_id))

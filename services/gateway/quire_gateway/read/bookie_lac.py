@@ -12,8 +12,8 @@ from quire.common.v1 import common_pb2
 from quire_api.errors import PermissionDenied, QuireError, Reason, Unavailable
 from quire_api.ids import LedgerId
 from quire_common.fanout import ask_all
+from quire_gateway.cluster_calls import ClusterCalls
 from quire_gateway.quorum_rules import covered
-from quire_gateway.remote import Remote
 
 
 async def until_covered(
@@ -54,7 +54,7 @@ async def until_covered(
 
 
 async def read_last_add_confirmed(
-    remote: Remote, ledger_id: LedgerId, metadata: common_pb2.LedgerMetadata, bookie_timeout_seconds: float
+    remote: ClusterCalls, ledger_id: LedgerId, metadata: common_pb2.LedgerMetadata, bookie_timeout_seconds: float
 ) -> int:
     """The LAC as the bookies of the last ensemble know it, once their answers
     cover the ensemble. Changes nothing (no fencing)."""

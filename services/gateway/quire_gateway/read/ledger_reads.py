@@ -20,12 +20,12 @@ from quire_api.backoff import Backoff
 from quire_api.errors import InvalidArgument, OutOfRange, QuireError, Reason
 from quire_api.ids import LedgerId
 from quire_gateway import metrics
+from quire_gateway.cluster_calls import ClusterCalls
 from quire_gateway.metadata_store import LedgerMetadataStore
-from quire_gateway.ownership.sessions import GatewaySession
+from quire_gateway.ownership.lease import GatewayLease
 from quire_gateway.read.bookie_lac import read_last_add_confirmed
 from quire_gateway.read.entry_cache import EntryCache, incarnation
 from quire_gateway.read.replicas import CHUNK_ENTRIES, EntryReader, ReadEntry, ReadSettings
-from quire_gateway.remote import Remote
 from quire_gateway.repairs import mark_for_repair
 
 log = logging.getLogger(__name__)
@@ -70,13 +70,13 @@ WriterLac = Callable[[LedgerId], int | None]
 class LedgerReads:
     def __init__(
         self,
-        remote: Remote,
+        remote: ClusterCalls,
         metadata_store: LedgerMetadataStore,  # the metadata cache, or the registry each time
         writer_lac: WriterLac,
         read_settings: ReadSettings,
         bookie_timeout_seconds: float,
         entry_cache: EntryCache | None = None,
-        session: GatewaySession | None = None,
+        lease: GatewayLease | None = None,
         owners_lac: Callable[[common_pb2.LedgerOwner, LedgerId], Awaitable[int]] | None = None,
     ) -> None:
         self.remote = remote
@@ -86,8 +86,8 @@ class LedgerReads:
         self._bookie_timeout_seconds = bookie_timeout_seconds
         # Recently confirmed entries: reads of fresh entries need no bookie. None: off.
         self.entry_cache = entry_cache
-        # This gateway's registry session: whether another gateway owns a ledger.
-        self.session = session
+        # This gateway's registry lease: whether another gateway owns a ledger.
+        self.lease = lease
         # Asks the gateway that writes a ledger for its LAC (the gateway mesh); None: never asked.
         self.owners_lac = owners_lac
         # LACs readers learned from the bookies, per ledger not written here (LRU-bounded).
@@ -161,7 +161,7 @@ class LedgerReads:
         owner = metadata.owner
         if self.owners_lac is None or not self.read_settings.read_your_writes or not owner.gateway:
             return lac
-        if self.session is None or self.session.is_me(owner) or self.session.is_a_previous_process(owner):
+        if self.lease is None or self.lease.is_me(owner) or self.lease.is_a_previous_process(owner):
             return lac  # nobody else to ask: written here, or by a previous process of this name
         deadline = self.read_settings.owner_lac_timeout_seconds
         try:

@@ -29,8 +29,8 @@ from quire_common.ledger_secrets import ledger_digester
 from quire_common.tasks import let_finish
 from quire_common.telemetry import tracer
 from quire_gateway import metrics
+from quire_gateway.cluster_calls import ClusterCalls
 from quire_gateway.quorum_rules import replicas_of
-from quire_gateway.remote import Remote
 
 log = logging.getLogger(__name__)
 _tracer = tracer(__name__)
@@ -84,7 +84,7 @@ class _Attempt:
 class EntryReader:
     def __init__(
         self,
-        remote: Remote,
+        remote: ClusterCalls,
         ledger_id: LedgerId,
         metadata: common_pb2.LedgerMetadata,
         settings: ReadSettings | None = None,

@@ -61,11 +61,11 @@ from quire_common.entry import V2_HEADER_SIZE, pack_entry
 from quire_common.ledger_secrets import ledger_digester, ledger_master_key
 from quire_common.telemetry import current_span_context, start_batch_span, tracer, tracing_enabled
 from quire_gateway import metrics
+from quire_gateway.cluster_calls import ClusterCalls
 from quire_gateway.metadata_store import MetadataStore
 from quire_gateway.metadata_updates import update_metadata
 from quire_gateway.quorum_rules import write_set
 from quire_gateway.read.entry_cache import EntryCache, incarnation
-from quire_gateway.remote import Remote
 from quire_gateway.write.ensemble_change import (
     can_leave_out,
     reassign,
@@ -132,7 +132,7 @@ class WriteSettings:
 class WriteHandle:
     def __init__(
         self,
-        remote: Remote,
+        remote: ClusterCalls,
         metadata_store: MetadataStore,  # the ensemble changes' and the close's compare-and-swaps
         ledger_id: LedgerId,
         metadata: common_pb2.LedgerMetadata,

@@ -19,7 +19,7 @@ from quire.gateway.v1 import ledger_pb2
 from quire_api.errors import InvalidArgument, QuireError
 from quire_api.ids import LedgerId, ledger_id_from_proto
 from quire_common.telemetry import tracer
-from quire_gateway.ledgers import LedgerManager
+from quire_gateway.ledgers import LedgerOperations
 
 _tracer = tracer(__name__)
 
@@ -37,12 +37,12 @@ class Acknowledgement:
 class WriteSession:
     def __init__(
         self,
-        manager: LedgerManager,
+        ledgers: LedgerOperations,
         ledger: LedgerId,
         requests: AsyncIterator[ledger_pb2.AppendEntriesRequest],
         traced: bool,
     ) -> None:
-        self.manager = manager
+        self.ledgers = ledgers
         self.ledger = ledger
         self._requests = requests
         self._traced = traced
@@ -65,7 +65,7 @@ class WriteSession:
                 if request.HasField("expected_entry_id") and not submitted:
                     expected = request.expected_entry_id
                 if request.payloads:
-                    self._pending.extend(await self.manager.append(self.ledger, list(request.payloads), expected))
+                    self._pending.extend(await self.ledgers.append(self.ledger, list(request.payloads), expected))
                     submitted, expected = True, None
                     self._wake.set()
         except QuireError as exc:
@@ -82,7 +82,7 @@ class WriteSession:
 
     async def acknowledgements(self) -> AsyncIterator[Acknowledgement]:
         reader = asyncio.create_task(self._take_requests())
-        owner = self.manager.owner_here(self.ledger)  # named in the session's first answer
+        owner = self.ledgers.owner_here(self.ledger)  # named in the session's first answer
         try:
             while True:
                 if not self._pending:
@@ -100,7 +100,7 @@ class WriteSession:
                     if pending[0].exception() is not None or pending[0].result() != last + 1:
                         break
                     last = pending.popleft().result()
-                handle = self.manager.handles.get(self.ledger)
+                handle = self.ledgers.handles.get(self.ledger)
                 lac = handle.last_add_confirmed if handle else last
                 yield Acknowledgement(first, last, lac, owner)
                 owner = None

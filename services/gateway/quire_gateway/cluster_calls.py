@@ -1,5 +1,6 @@
-"""The gateway's calls to the other services, behind plain async methods so
-the domain modules (handle, reads, ledgers) never see grpc.
+"""The gateway's calls to the other services of the cluster (the registry,
+placement, bookies, and other gateways' health), behind plain async methods
+so the domain modules (handle, reads, ledgers) never see grpc.
 
 Bookies are reached by BookieId (BP-41) through the shared BookieDirectory:
 it resolves an id to the first `bookie-rpc` endpoint of the bookie's registered
@@ -161,7 +162,9 @@ async def check_health(channel: grpc.aio.Channel, timeout_seconds: float) -> Hea
     return HealthAnswer("SERVING" if serving else "NOT_SERVING", version)
 
 
-class Remote:
+class ClusterCalls:
+    """Every call the gateway makes to the registry, placement and bookies."""
+
     def __init__(
         self,
         registry_target: str,

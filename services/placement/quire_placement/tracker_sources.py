@@ -1,6 +1,6 @@
-"""Placement's calls to other services, behind the plain protocols the
-tracker is written against: bookies' GetBookieInfo, and the load factors the
-registry keeps."""
+"""The tracker's sources over gRPC: placement's calls to bookies
+(GetBookieInfo) and to the registry (the load factors it keeps), behind the
+plain protocols the tracker is written against."""
 
 from __future__ import annotations
 

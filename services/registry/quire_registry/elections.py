@@ -1,4 +1,5 @@
-"""Cluster-wide roles that one process at a time may hold (the auditor).
+"""Elections on etcd: cluster-wide roles that one process at a time may
+hold (the auditor, each gateway's own).
 
 The holder is recorded at leaders/<role> on an etcd lease: the key lives as
 long as the holder renews the lease, and vanishes when it stops (crash,
@@ -66,7 +67,7 @@ def ttl_of(requested: int) -> int:
     return ttl
 
 
-class Leadership:
+class Elections:
     def __init__(self, store: MetadataStore, keys: Keys) -> None:
         self.store = store
         self.keys = keys

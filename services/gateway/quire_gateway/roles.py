@@ -1,4 +1,5 @@
-"""Holding a cluster-wide role (the auditor) through the registry's Campaign.
+"""Holding a cluster-wide role (the auditor's, each gateway's own) through
+the registry's Campaign.
 
 Every gateway runs a RoleHolder; the registry records one holder per role on
 an etcd lease. The holder renews every third of the TTL and counts itself the
@@ -15,7 +16,7 @@ import time
 from collections.abc import Callable
 
 from quire_api.errors import QuireError
-from quire_gateway.remote import Remote
+from quire_gateway.cluster_calls import ClusterCalls
 
 log = logging.getLogger(__name__)
 
@@ -23,7 +24,7 @@ log = logging.getLogger(__name__)
 class RoleHolder:
     def __init__(
         self,
-        remote: Remote,
+        remote: ClusterCalls,
         role: str,
         candidate: str,
         ttl_seconds: int,
