@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 
 import pytest
@@ -430,3 +431,67 @@ async def test_ledger_records_in_etcd_hold_no_password_unless_kept(registry):
     fresh, _ = await registry.create_ledger(IdMode.FRESH, given)
     raw = await registry.store.get(registry.keys.ledger(LedgerId(fresh.ledger_id.scope_id, fresh.ledger_id.ledger_id)))
     assert password not in raw.value and not fresh.password
+
+
+def registration_request(bookie_id: str, read_only: bool = False) -> registry_pb2.RegisterBookieRequest:
+    info = common_pb2.BookieServiceInfo()
+    info.endpoints.add(id="rpc", host="127.0.0.1", port=3181, protocol="bookie-rpc")
+    return registry_pb2.RegisterBookieRequest(
+        bookie_id=bookie_id, read_only=read_only, service_info=info, ttl_seconds=30
+    )
+
+
+async def test_a_registration_stream_registers_renews_and_unregisters_when_it_ends(registry):
+    """The RegisterBookie stream's domain side: the first message registers,
+    the next renews (here moving the bookie to read-only), and the end of the
+    stream unregisters at once, long before the 30 s lease would expire."""
+
+    async def requests():
+        yield registration_request("bookie-s")
+        yield registration_request("bookie-s", read_only=True)
+
+    seen = []
+    async with contextlib.aclosing(registry.registration_stream(requests())) as registrations:
+        async for registration in registrations:
+            record, _ = await registry.get_bookie("bookie-s")
+            seen.append((registration.read_only, record.read_only))
+    assert seen == [(False, False), (True, True)]
+    with pytest.raises(NotFound):
+        await registry.get_bookie("bookie-s")
+
+
+async def test_a_registration_stream_cut_off_unregisters_its_bookie(registry):
+    """The stream usually ends by cancellation (the bookie stopped, its
+    connection dropped): the registration goes with it, not 30 s later."""
+    registered = asyncio.Event()
+
+    async def requests():
+        yield registration_request("bookie-c")
+        await asyncio.Event().wait()  # the bookie sends nothing more
+
+    async def follow():
+        async with contextlib.aclosing(registry.registration_stream(requests())) as registrations:
+            async for _ in registrations:
+                registered.set()
+
+    task = asyncio.create_task(follow())
+    await asyncio.wait_for(registered.wait(), 30)
+    assert (await registry.get_bookie("bookie-c"))[0].bookie_id == "bookie-c"
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    with pytest.raises(NotFound):
+        await registry.get_bookie("bookie-c")
+
+
+async def test_a_registration_stream_refuses_another_bookie_id_and_unregisters(registry):
+    async def requests():
+        yield registration_request("bookie-a")
+        yield registration_request("bookie-b")
+
+    with pytest.raises(InvalidArgument, match="belongs to bookie bookie-a"):
+        async with contextlib.aclosing(registry.registration_stream(requests())) as registrations:
+            async for _ in registrations:
+                pass
+    with pytest.raises(NotFound):
+        await registry.get_bookie("bookie-a")

@@ -3,7 +3,9 @@ the read-only state), leave, list, watch and look up. No grpc here."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 
 from quire.common.v1 import common_pb2
@@ -126,6 +128,38 @@ class BookieRegistrations:
             raise Aborted(f"registration of bookie {registration.bookie_id} changed underneath this session")
         registration.read_only, registration.info, registration.version = read_only, info, version
         return registration
+
+    async def registration_stream(
+        self, requests: AsyncIterator[registry_pb2.RegisterBookieRequest]
+    ) -> AsyncGenerator[Registration, None]:
+        """One bookie's RegisterBookie stream: its first message registers it
+        (or takes its lease up again), each later one renews the lease and
+        carries its read-only state and record; the registration is yielded
+        after each. However the stream ends, the bookie is unregistered then
+        (close this generator when done with it, e.g. with contextlib.aclosing)."""
+        registration: Registration | None = None
+        try:
+            async for request in requests:
+                if registration is None:
+                    registration = await self.register_bookie(
+                        request.bookie_id,
+                        request.read_only,
+                        request.service_info,
+                        request.ttl_seconds,
+                        request.resume_lease_id,
+                    )
+                else:
+                    if request.bookie_id != registration.bookie_id:
+                        raise InvalidArgument(
+                            f"a registration session belongs to bookie {registration.bookie_id}, "
+                            f"not {request.bookie_id}"
+                        )
+                    registration = await self.heartbeat(registration, request.read_only, request.service_info)
+                yield registration
+        finally:
+            if registration is not None:
+                # Shielded: the stream usually ends by cancellation.
+                await asyncio.shield(self.unregister_bookie(registration))
 
     async def unregister_bookie(self, registration: Registration) -> None:
         """At the end of a bookie's session. Best effort: a lease etcd cannot

@@ -32,6 +32,7 @@ class Registry:
         self.register_bookie = self.bookies.register_bookie
         self.heartbeat = self.bookies.heartbeat
         self.unregister_bookie = self.bookies.unregister_bookie
+        self.registration_stream = self.bookies.registration_stream
         self.list_bookies = self.bookies.list_bookies
         self.watch_bookies = self.bookies.watch_bookies
         self.get_bookie = self.bookies.get_bookie

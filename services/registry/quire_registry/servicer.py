@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 
 import grpc
 
@@ -12,7 +12,6 @@ from quire.registry.v1 import registry_pb2, registry_pb2_grpc
 from quire_api.errors import InvalidArgument, QuireError
 from quire_api.ids import LedgerId, ledger_id_from_proto
 from quire_api.rpc_status import status_code
-from quire_registry.bookies import Registration
 from quire_registry.elections import Elections
 from quire_registry.ledger_records import CreateOrder, IdMode
 from quire_registry.registry import Registry
@@ -42,24 +41,8 @@ class RegistryServicer(registry_pb2_grpc.RegistryServiceServicer):
         request_iterator: AsyncIterator[registry_pb2.RegisterBookieRequest],
         context: grpc.aio.ServicerContext,
     ) -> AsyncIterator[registry_pb2.RegisterBookieResponse]:
-        registration: Registration | None = None
-        try:
-            async for request in request_iterator:
-                if registration is None:
-                    registration = await self.registry.register_bookie(
-                        request.bookie_id,
-                        request.read_only,
-                        request.service_info,
-                        request.ttl_seconds,
-                        request.resume_lease_id,
-                    )
-                else:
-                    if request.bookie_id != registration.bookie_id:
-                        raise InvalidArgument(
-                            f"a registration session belongs to bookie {registration.bookie_id}, "
-                            f"not {request.bookie_id}"
-                        )
-                    registration = await self.registry.heartbeat(registration, request.read_only, request.service_info)
+        async with aclosing(self.registry.registration_stream(request_iterator)) as registrations:
+            async for registration in registrations:
                 yield registry_pb2.RegisterBookieResponse(
                     record=registry_pb2.BookieRecord(
                         bookie_id=registration.bookie_id,
@@ -70,10 +53,6 @@ class RegistryServicer(registry_pb2_grpc.RegistryServiceServicer):
                     ttl_seconds=registration.ttl_seconds,
                     lease_id=registration.lease_id,
                 )
-        finally:
-            if registration is not None:
-                # Shielded: the session usually ends by cancellation.
-                await asyncio.shield(self.registry.unregister_bookie(registration))
 
     async def ListBookies(
         self, request: registry_pb2.ListBookiesRequest, context: grpc.aio.ServicerContext
