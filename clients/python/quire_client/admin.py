@@ -187,12 +187,9 @@ class QuireAdmin:
         QuireClient.list_ledgers lists them)."""
         stub = ledger_pb2_grpc.LedgerServiceStub(self._channel(self.gateway))
         request = protocol.list_ledgers_request(None, 500, "")
-        while True:
-            response = self._unary(stub.ListLedgers, request, ledger_pb2.ListLedgersResponse)
-            yield from response.ledgers
-            if not response.next_page_token:
-                return
-            request.page_token = response.next_page_token
+        yield from protocol.ledger_pages(
+            lambda page: self._unary(stub.ListLedgers, page, ledger_pb2.ListLedgersResponse), request
+        )
 
     def delete_cookie(self, bookie_id: str) -> bool:
         """Remove a stopped bookie's cookie (the end of a decommission); False

@@ -500,12 +500,9 @@ class QuireClient:
     def list_ledgers(self, scope_id: int | None = None, page_size: int = 100) -> Iterator[common_pb2.LedgerMetadata]:
         """Ledgers of one scope, or of every scope when scope_id is None."""
         request = protocol.list_ledgers_request(scope_id, page_size, "")
-        while True:
-            response = self._unary(self.ledgers.ListLedgers, request, ledger_pb2.ListLedgersResponse)
-            yield from response.ledgers
-            if not response.next_page_token:
-                return
-            request.page_token = response.next_page_token
+        yield from protocol.ledger_pages(
+            lambda page: self._unary(self.ledgers.ListLedgers, page, ledger_pb2.ListLedgersResponse), request
+        )
 
 
 class LedgerWriter:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 import grpc
@@ -148,6 +148,20 @@ def list_ledgers_request(scope_id: int | None, page_size: int, page_token: str) 
     return ledger_pb2.ListLedgersRequest(
         scope_id=scope_id or 0, all_scopes=scope_id is None, page_size=page_size, page_token=page_token
     )
+
+
+def ledger_pages(
+    ask: Callable[[ledger_pb2.ListLedgersRequest], ledger_pb2.ListLedgersResponse],
+    request: ledger_pb2.ListLedgersRequest,
+) -> Iterator[common_pb2.LedgerMetadata]:
+    """Every ledger ListLedgers lists from `request` on, asking page after
+    page through `ask` (one unary call, errors translated by the caller)."""
+    while True:
+        response = ask(request)
+        yield from response.ledgers
+        if not response.next_page_token:
+            return
+        request.page_token = response.next_page_token
 
 
 def blob_part_requests(
