@@ -27,6 +27,8 @@ class FakeClusterCalls:
         self.version = 1
         self.calls: list[tuple[str, str]] = []  # (method, bookie)
         self.before_update: list[common_pb2.LedgerMetadata] = []  # metadata swapped in before the next CAS
+        self.unreachable_updates = 0  # CASes to refuse next, UNAVAILABLE, as a store out of reach does
+        self.lost_update_answers = 0  # CASes to commit next whose answer is then lost (UNAVAILABLE)
         self._sends: set[asyncio.Future[None]] = set()
 
     async def _reach(self, method: str, bookie_id: str, timeout_seconds: float | None = None) -> FakeBookie:
@@ -104,11 +106,17 @@ class FakeClusterCalls:
         if self.before_update:
             self.metadata = self.before_update.pop(0)
             self.version += 1
+        if self.unreachable_updates:
+            self.unreachable_updates -= 1
+            raise Unavailable("etcd transaction timed out", Reason.METADATA_STORE_UNAVAILABLE)
         if expected_version != self.version:
             raise Aborted("version conflict")
         self.metadata = common_pb2.LedgerMetadata()
         self.metadata.CopyFrom(metadata)
         self.version += 1
+        if self.lost_update_answers:
+            self.lost_update_answers -= 1
+            raise Unavailable("etcd transaction failed: Stream removed", Reason.METADATA_STORE_UNAVAILABLE)
         return self.version
 
 

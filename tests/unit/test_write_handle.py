@@ -4,6 +4,7 @@ conflicts, and fencing (which must never look like a failed bookie)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 
 import pytest
@@ -97,6 +98,54 @@ async def test_no_bookie_left_fails_unavailable_naming_the_counts():
         await write(handle, [b"x", b"y"])
     assert caught.value.reason == Reason.NOT_ENOUGH_BOOKIES
     assert "needs 1" in caught.value.message and "0 are available" in caught.value.message
+
+
+async def test_an_ensemble_change_outlasts_a_metadata_store_out_of_reach():
+    """The registry or etcd out of reach for a moment (a partition, an
+    election) delays the ensemble change; it does not end the writer."""
+    remote = FakeClusterCalls(["a", "b", "c"], spare=["d"])
+    handle = handle_on(remote, ["a", "b", "c"])
+    await write(handle, [b"before"])
+    remote.unreachable_updates = 3
+    remote.bookies["b"].down = True
+    assert await write(handle, [b"x%d" % i for i in range(4)]) == [1, 2, 3, 4]
+    assert remote.unreachable_updates == 0 and not handle.failed
+    assert remote.metadata is not None
+    assert [list(e.bookie_ids) for e in remote.metadata.ensembles] == [["a", "b", "c"], ["a", "d", "c"]]
+
+
+async def test_an_ensemble_change_whose_answer_was_lost_is_recorded_once():
+    """The CAS committed but its answer was lost: the next attempt meets its own
+    commit (a version conflict), reads it back, and records nothing twice."""
+    remote = FakeClusterCalls(["a", "b", "c"], spare=["d"])
+    remote.metadata = new_metadata(LEDGER, ["a", "b", "c"], 3, 2)
+    handle = WriteHandle(remote, remote, LEDGER, remote.metadata, remote.version, FAST)  # type: ignore[arg-type]
+    await write(handle, [b"before"])
+    remote.lost_update_answers = 1
+    remote.bookies["b"].down = True
+    assert await write(handle, [b"x%d" % i for i in range(4)]) == [1, 2, 3, 4]
+    for _ in range(200):  # a and c confirmed the entries; the change may still be on its way
+        if handle.ensemble_changes:
+            break
+        await asyncio.sleep(0.01)
+    metadata = remote.metadata
+    assert [list(e.bookie_ids) for e in metadata.ensembles] == [["a", "b", "c"], ["a", "d", "c"]]
+    assert handle.version == remote.version and not handle.failed  # the handle holds the record as stored
+
+
+async def test_a_metadata_store_out_of_reach_past_the_session_ends_the_writer():
+    """The control: with no time to retry (the session ended), the same outage
+    fails the writer UNAVAILABLE, as before."""
+    remote = FakeClusterCalls(["a", "b", "c"], spare=["d"])
+    remote.metadata = new_metadata(LEDGER, ["a", "b", "c"], 2, 2)
+    no_retry = dataclasses.replace(FAST, metadata_retry_seconds=0.0)
+    handle = WriteHandle(remote, remote, LEDGER, remote.metadata, remote.version, no_retry)  # type: ignore[arg-type]
+    await write(handle, [b"before"])
+    remote.unreachable_updates = 1
+    remote.bookies["b"].down = True
+    with pytest.raises(Unavailable) as caught:
+        await write(handle, [b"x%d" % i for i in range(4)])
+    assert caught.value.reason == Reason.METADATA_STORE_UNAVAILABLE and handle.failed
 
 
 async def test_a_bookie_replaced_earlier_is_avoided_while_another_is_left():

@@ -127,6 +127,11 @@ class WriteSettings:
     # yet is written to the ensemble's bookies, so that readers and tails on
     # other gateways see the last entries of a burst (0: never).
     explicit_lac_seconds: float = 0.1
+    # How long a metadata change of the writer (an ensemble change, a bookie
+    # left out) is tried again while the metadata store is out of reach: the
+    # gateway's session, past which other gateways take its ledgers for
+    # abandoned and recover them.
+    metadata_retry_seconds: float = 10.0
 
 
 class WriteHandle:
@@ -570,8 +575,24 @@ class WriteHandle:
             change(metadata)
             return metadata
 
-        known = (self.metadata, self.version)
-        result = await update_metadata(self.metadata_store, self.ledger_id, while_writing, known)
+        # The registry or etcd out of reach for a moment (a partition, an election) must not end
+        # the writer: the change is tried again. An attempt whose answer was lost may have
+        # committed; the next one then meets a version conflict, reads the record again and finds
+        # the change already there (record_new_ensemble and add_marker change nothing twice).
+        pauses = Backoff(
+            first_seconds=0.1, longest_seconds=1.0, within_seconds=self.settings.metadata_retry_seconds
+        ).pauses()
+        while True:
+            try:
+                known = (self.metadata, self.version)
+                result = await update_metadata(self.metadata_store, self.ledger_id, while_writing, known)
+                break
+            except (Unavailable, DeadlineExceeded) as exc:
+                pause = next(pauses, None)
+                if pause is None or self._failure is not None:
+                    raise
+                log.info("ledger %s: its metadata change failed (%s); trying again", self.ledger_id, exc.message)
+                await asyncio.sleep(pause)
         self.metadata, self.version = result.metadata, result.version
 
     def _advance(self) -> None:
