@@ -148,6 +148,39 @@ async def test_a_metadata_store_out_of_reach_past_the_session_ends_the_writer():
     assert caught.value.reason == Reason.METADATA_STORE_UNAVAILABLE and handle.failed
 
 
+async def test_a_writer_that_cannot_go_on_closes_its_ledger_at_its_lac():
+    """No bookie can replace a failed one: the writer fails, then closes the
+    ledger at the last entry it acknowledged (tried again while the metadata
+    store is out of reach), and says the ledger has ended."""
+    remote = FakeClusterCalls(["a", "b", "c"])
+    remote.metadata = new_metadata(LEDGER, ["a", "b", "c"], 2, 2)
+    ended: list[WriteHandle] = []
+    handle = WriteHandle(
+        remote,
+        remote,
+        LEDGER,
+        remote.metadata,
+        remote.version,
+        FAST,
+        on_ended=ended.append,  # type: ignore[arg-type]
+    )
+    assert await write(handle, [b"x%d" % i for i in range(3)]) == [0, 1, 2]
+    remote.unreachable_updates = 2
+    remote.bookies["c"].down = True
+    with pytest.raises(Unavailable):
+        await write(handle, [b"y%d" % i for i in range(3)])
+    for _ in range(500):
+        if ended:
+            break
+        await asyncio.sleep(0.01)
+    assert ended == [handle] and remote.unreachable_updates == 0
+    # Entry 3 went to a and b and was confirmed; 4 and 5 needed c.
+    assert handle.last_add_confirmed == 3
+    assert remote.metadata.state == common_pb2.LEDGER_STATE_CLOSED and remote.metadata.last_entry_id == 3
+    with pytest.raises(Unavailable):  # the writer's own failure, as before
+        await handle.submit([b"z"])
+
+
 async def test_a_bookie_replaced_earlier_is_avoided_while_another_is_left():
     remote = FakeClusterCalls(["a", "b", "c"], spare=["d", "e"])
     handle = handle_on(remote, ["a", "b", "c"])

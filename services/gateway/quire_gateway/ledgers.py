@@ -198,8 +198,8 @@ class LedgerOperations:
         return public_metadata(stored)
 
     def _forget_ended(self, handle: WriteHandle) -> None:
-        """A handle whose ledger was fenced, closed or deleted elsewhere writes
-        nothing more: forget it, so that this gateway stops claiming the ledger
+        """A handle whose ledger was fenced, closed or deleted elsewhere, or
+        that closed it after failing, writes nothing more: forget it, so that this gateway stops claiming the ledger
         (later writes are answered from the metadata: closed, or its owner
         gone) and the handle's memory goes."""
         if self.handles.get(handle.ledger_id) is handle:

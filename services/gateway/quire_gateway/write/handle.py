@@ -87,6 +87,10 @@ _ENDED_ELSEWHERE = frozenset(
 )
 
 
+# Between attempts to close a ledger whose writer failed (no bound: until it is closed here or elsewhere).
+_CLOSE_AFTER_FAILURE_BACKOFF = Backoff(first_seconds=0.5, longest_seconds=5.0)
+
+
 @dataclass(slots=True)
 class _Pending:
     entry_id: int
@@ -146,7 +150,8 @@ class WriteHandle:
         quarantine: Quarantine | None = None,
         entry_cache: EntryCache | None = None,
         explicit_lacs: ExplicitLacs | None = None,  # shared by the gateway's handles; None: never published
-        on_ended: Callable[[WriteHandle], None] | None = None,  # told once if the ledger is ended elsewhere
+        # Told once the ledger has ended: elsewhere, or closed here after the writer failed.
+        on_ended: Callable[[WriteHandle], None] | None = None,
     ) -> None:
         self.remote = remote
         self._on_ended = on_ended
@@ -654,8 +659,10 @@ class WriteHandle:
             out_of_reach = isinstance(error, Unavailable | DeadlineExceeded)
             log.log(logging.WARNING if ended_elsewhere or out_of_reach else logging.ERROR,
                     "ledger %s write handle failed: %s", self.ledger_id, error)  # fmt: skip
-            if ended_elsewhere and self._on_ended is not None:
-                self._on_ended(self)
+            if ended_elsewhere:
+                self._ended()
+            elif not self.closed:
+                self._spawn(self._close_after_failure())
         for pending in self._pending.values():
             if not pending.future.done():
                 pending.future.set_exception(error)
@@ -697,6 +704,32 @@ class WriteHandle:
             self.metadata, self.version = result.metadata, result.version
             log.info("ledger %s closed at entry %d", self.ledger_id, self.last_add_confirmed)
         return result.metadata
+
+    async def _close_after_failure(self) -> None:
+        """A writer that cannot go on closes its ledger at its LAC (every entry
+        it acknowledged), as BookKeeper's application closes a handle that
+        failed: readers and the auditor then see the end, and the client's next
+        write learns that the ledger is closed instead of being told to retry
+        a writer that will never write again. Tried again while the metadata
+        store is out of reach; a recovery, close or delete elsewhere ends the
+        ledger as well."""
+        pauses = _CLOSE_AFTER_FAILURE_BACKOFF.pauses()
+        while True:
+            try:
+                await self.close()
+                break
+            except (Unavailable, DeadlineExceeded) as exc:
+                pause = next(pauses)
+                log.info("ledger %s: closing it after its writer failed: %s; trying again", self.ledger_id, exc.message)
+                await asyncio.sleep(pause)
+            except QuireError as exc:
+                log.info("ledger %s: not closed after its writer failed: %s", self.ledger_id, exc.message)
+                break
+        self._ended()
+
+    def _ended(self) -> None:
+        if self._on_ended is not None:
+            self._on_ended(self)
 
     def abandon(self, error: QuireError) -> None:
         """Fail whatever is pending and stop (the ledger was deleted)."""
