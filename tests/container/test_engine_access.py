@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from quire.registry.v1 import registry_pb2
 from quire_api.bookie_addresses import HTTP_PROTOCOL, bookie_rpc_address, effective_service_info
 from quire_api.ids import LedgerId
 from quire_client import QuireAdmin, QuireClient
 from quire_client.testing.pytest_plugin import quire_test_image, require_container_support
+from quire_proto.registry.v1 import registry_pb2
 from tests.container.docker_tcp import ENGINES, DockerOverTcp, engine_docker_host
 
 pytestmark = pytest.mark.container

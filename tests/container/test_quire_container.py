@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from quire.registry.v1 import registry_pb2
 from quire_api.ids import LedgerId
 from quire_client import QuireAdmin, QuireClient
 from quire_client.testing.pytest_plugin import quire_test_image, require_container_support
+from quire_proto.registry.v1 import registry_pb2
 
 pytestmark = pytest.mark.container
 

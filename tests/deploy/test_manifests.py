@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 import yaml
 
-from quire.bookie.v1 import bookie_pb2
-from quire.gateway.v1 import ledger_pb2
-from quire.placement.v1 import placement_pb2
-from quire.registry.v1 import registry_pb2
 from quire_client.devcerts import KUBERNETES_CLIENT_SECRETS, kubernetes_identities
+from quire_proto.bookie.v1 import bookie_pb2
+from quire_proto.gateway.v1 import ledger_pb2
+from quire_proto.placement.v1 import placement_pb2
+from quire_proto.registry.v1 import registry_pb2
 from tests.deploy.kustomize import KustomizeError, Manifest, pod_spec, render
 from tests.telemetry.standalone import documented_submit_command
 

@@ -14,11 +14,11 @@ from collections.abc import Iterator
 import grpc
 import pytest
 
-from quire.admin.v1 import admin_pb2, admin_pb2_grpc
 from quire_client import QuireClient
 from quire_client.admin import QuireAdmin
 from quire_client.cluster import LocalCluster, free_port
 from quire_client.errors import FailedPreconditionError, NotFoundError
+from quire_proto.admin.v1 import admin_pb2, admin_pb2_grpc
 from tests.e2e.conftest import running_cluster
 from tests.waiting import wait_until
 

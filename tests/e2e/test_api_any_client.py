@@ -17,12 +17,12 @@ import pytest
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
-from quire.common.v1 import common_pb2
-from quire.gateway.v1 import blob_pb2, blob_pb2_grpc, ledger_pb2, ledger_pb2_grpc
 from quire_api.ids import LedgerId, ledger_id_to_proto
 from quire_api.limits import MAX_ENTRY_PAYLOAD_BYTES
 from quire_client import NotFoundError, OutOfRangeError, QuireClient, ResourceExhaustedError, UnavailableError
 from quire_client.cluster import LocalCluster
+from quire_proto.common.v1 import common_pb2
+from quire_proto.gateway.v1 import blob_pb2, blob_pb2_grpc, ledger_pb2, ledger_pb2_grpc
 from tests.e2e.conftest import running_cluster
 
 

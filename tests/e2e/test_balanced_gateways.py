@@ -19,11 +19,11 @@ from contextlib import contextmanager
 
 import pytest
 
-from quire.common.v1 import common_pb2
 from quire_api.ids import LedgerId, ledger_id_from_proto
 from quire_client import OutOfRangeError, QuireClient
 from quire_client.client import QuireClientError
 from quire_client.cluster import LocalCluster
+from quire_proto.common.v1 import common_pb2
 from tests.e2e.conftest import HAPROXY_INSTALLED, NO_HAPROXY, running_cluster
 from tests.waiting import wait_until
 

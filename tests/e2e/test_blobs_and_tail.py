@@ -11,10 +11,10 @@ from concurrent.futures import ThreadPoolExecutor
 import grpc
 import pytest
 
-from quire.common.v1 import common_pb2
 from quire_api.ids import LedgerId
 from quire_client import FailedPreconditionError, InvalidArgumentError, NotFoundError, QuireClient
 from quire_client.cluster import LocalCluster
+from quire_proto.common.v1 import common_pb2
 from tests.e2e.conftest import running_cluster
 
 pytestmark = pytest.mark.e2e

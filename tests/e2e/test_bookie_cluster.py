@@ -11,12 +11,12 @@ from collections.abc import Callable, Iterator
 import grpc
 import pytest
 
-from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
-from quire.registry.v1 import registry_pb2
 from quire_api.ids import LedgerId, ledger_id_to_proto
 from quire_client import QuireAdmin, QuireClient
 from quire_client.cluster import LocalCluster, Ports, grpc_serving
 from quire_common.entry import Digester, DigestType, master_key, pack_entry
+from quire_proto.bookie.v1 import bookie_pb2, bookie_pb2_grpc
+from quire_proto.registry.v1 import registry_pb2
 
 pytestmark = pytest.mark.e2e
 

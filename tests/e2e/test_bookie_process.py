@@ -13,10 +13,10 @@ import grpc
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
 from quire_api.ids import LedgerId, ledger_id_to_proto
 from quire_client.cluster import StandaloneBookie, free_port
 from quire_common.entry import Digester, DigestType, master_key, pack_entry
+from quire_proto.bookie.v1 import bookie_pb2, bookie_pb2_grpc
 
 pytestmark = pytest.mark.e2e
 

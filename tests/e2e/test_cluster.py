@@ -9,9 +9,9 @@ import time
 import grpc
 import pytest
 
-from quire.common.v1 import common_pb2
 from quire_api.ids import LedgerId
 from quire_client import QuireClientError
+from quire_proto.common.v1 import common_pb2
 
 pytestmark = pytest.mark.e2e
 

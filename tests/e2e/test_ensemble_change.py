@@ -9,12 +9,12 @@ from collections.abc import Iterator
 import grpc
 import pytest
 
-from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
-from quire.common.v1 import common_pb2
 from quire_api.ids import LedgerId, ledger_id_to_proto
 from quire_client import QuireClient, QuireClientError
 from quire_client.cluster import LocalCluster
 from quire_common.entry import Digester, DigestType, master_key, pack_entry
+from quire_proto.bookie.v1 import bookie_pb2, bookie_pb2_grpc
+from quire_proto.common.v1 import common_pb2
 from tests.e2e.conftest import running_cluster
 
 pytestmark = pytest.mark.e2e

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from quire.common.v1 import common_pb2
 from quire_api.ids import LedgerId
 from quire_client import ClientTls, PermissionDeniedError, QuireClient
 from quire_client.cluster import LocalCluster, Ports, etcd_command
 from quire_client.devcerts import CertBundle, write_dev_certs
 from quire_client.etcd_auth import REGISTRY_USER, EtcdAuthError, EtcdctlAccess, lock_down
+from quire_proto.common.v1 import common_pb2
 from quire_registry.keys import Keys
 from quire_registry.store import EtcdAccess, EtcdStore
 

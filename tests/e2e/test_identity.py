@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from quire.registry.v1 import registry_pb2
 from quire_client.cluster import free_port
+from quire_proto.registry.v1 import registry_pb2
 
 pytestmark = pytest.mark.e2e
 
@@ -93,7 +93,7 @@ class _registry:
     def __init__(self, cluster) -> None:
         import grpc
 
-        from quire.registry.v1 import registry_pb2_grpc
+        from quire_proto.registry.v1 import registry_pb2_grpc
 
         self._channel = grpc.insecure_channel(cluster.registry_target)
         self.stub = registry_pb2_grpc.RegistryServiceStub(self._channel)

@@ -10,11 +10,11 @@ from collections.abc import Iterator
 import grpc
 import pytest
 
-from quire.common.v1 import common_pb2
-from quire.gateway.v1 import ledger_pb2
 from quire_api.ids import LedgerId, ledger_id_to_proto
 from quire_client import QuireClient
 from quire_client.cluster import LocalCluster
+from quire_proto.common.v1 import common_pb2
+from quire_proto.gateway.v1 import ledger_pb2
 from tests.e2e.conftest import running_cluster
 
 PASSWORD = b"secret"

@@ -15,12 +15,12 @@ from typing import Any
 import grpc
 import pytest
 
-from quire.common.v1 import common_pb2
-from quire.registry.v1 import registry_pb2, registry_pb2_grpc
 from quire_api.ids import LedgerId, ledger_id_to_proto
 from quire_client import NotFoundError, QuireClient
 from quire_client.cluster import LocalCluster
 from quire_gateway.blobs import decode_blob_id
+from quire_proto.common.v1 import common_pb2
+from quire_proto.registry.v1 import registry_pb2, registry_pb2_grpc
 from tests.e2e.conftest import running_cluster
 
 pytestmark = pytest.mark.e2e

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 import grpc
 import pytest
 
-from quire.placement.v1 import placement_pb2, placement_pb2_grpc
 from quire_client.cluster import LocalCluster, Ports
+from quire_proto.placement.v1 import placement_pb2, placement_pb2_grpc
 
 pytestmark = pytest.mark.e2e
 

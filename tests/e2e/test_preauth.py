@@ -22,10 +22,10 @@ from pathlib import Path
 import grpc
 import pytest
 
-from quire.gateway.v1 import blob_pb2, ledger_pb2, ledger_pb2_grpc
 from quire_api.rpc_status import call_status
 from quire_client.cluster import LocalCluster, Ports, free_port
 from quire_client.devcerts import CertBundle, write_dev_certs
+from quire_proto.gateway.v1 import blob_pb2, ledger_pb2, ledger_pb2_grpc
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 

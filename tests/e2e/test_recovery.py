@@ -10,10 +10,10 @@ from concurrent.futures import ThreadPoolExecutor
 import grpc
 import pytest
 
-from quire.common.v1 import common_pb2
 from quire_api.ids import LedgerId
 from quire_client import QuireClient, QuireClientError
 from quire_client.cluster import LocalCluster
+from quire_proto.common.v1 import common_pb2
 from tests.e2e.conftest import running_cluster
 
 pytestmark = pytest.mark.e2e
@@ -177,9 +177,9 @@ def test_an_unconfirmed_read_sees_entries_stored_past_a_closed_end(cluster, clie
     sent to the bookies but that the ledger's end does not include (here
     stored straight on its write set after the close) is not part of the
     ledger: a confirmed read refuses it, an unconfirmed read still shows it."""
-    from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
     from quire_api.ids import ledger_id_to_proto
     from quire_common.entry import Digester, DigestType, master_key, pack_entry
+    from quire_proto.bookie.v1 import bookie_pb2, bookie_pb2_grpc
 
     metadata = client.create_ledger(ensemble_size=3, write_quorum_size=2, ack_quorum_size=2, password=b"pw")
     ledger = name(metadata)

@@ -24,7 +24,6 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import HealthServicer
 
-from quire.registry.v1 import registry_pb2, registry_pb2_grpc
 from quire_client import (
     ClientTls,
     PermissionDeniedError,
@@ -34,6 +33,7 @@ from quire_client import (
 )
 from quire_client.cluster import LocalCluster, Ports, free_port
 from quire_client.devcerts import Authority, CertBundle, load_authority, write_dev_certs
+from quire_proto.registry.v1 import registry_pb2, registry_pb2_grpc
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
@@ -111,7 +111,7 @@ def test_writes_relayed_to_the_owner_are_authorized_where_they_arrive(
 
 
 def test_only_the_gateway_identity_may_relay_writes(tls_cluster: LocalCluster, bundle: CertBundle) -> None:
-    from quire.gateway.v1 import ledger_pb2, ledger_pb2_grpc
+    from quire_proto.gateway.v1 import ledger_pb2, ledger_pb2_grpc
 
     with client_for(tls_cluster, bundle, "client-admin") as admin:
         created = admin.create_ledger(scope_id=7)
@@ -239,9 +239,9 @@ def test_every_request_of_a_read_entry_stream_is_authorized(tls_cluster: LocalCl
     stream's first request for a ledger of scope 8, which ends the stream
     PERMISSION_DENIED after the answers before it (docs/security.md). The
     positive control: the same stream from an admin is answered in full."""
-    from quire.gateway.v1 import ledger_pb2
     from quire_api.ids import LedgerId, ledger_id_to_proto
     from quire_client.errors import translate
+    from quire_proto.gateway.v1 import ledger_pb2
 
     ledgers: dict[int, LedgerId] = {}
     with client_for(tls_cluster, bundle, "client-admin") as admin:
@@ -282,7 +282,7 @@ def test_every_request_of_a_read_entry_stream_is_authorized(tls_cluster: LocalCl
 def test_the_plaintext_probe_port_answers_health_and_nothing_else(tls_cluster: LocalCluster) -> None:
     """Kubernetes' gRPC probes cannot speak TLS: QUIRE_HEALTH_PROBE_PORT serves
     grpc.health.v1 in plaintext and refuses every other call there."""
-    from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
+    from quire_proto.bookie.v1 import bookie_pb2, bookie_pb2_grpc
 
     probe = f"127.0.0.1:{PROBE_PORT}"
     assert health_ok(probe, None)
@@ -347,7 +347,7 @@ def test_internal_rpcs_refuse_client_certificates(tls_cluster: LocalCluster, bun
     posing = client_authority(bundle).issue("quire-service:gateway", hosts=())
     refused = refusal(lambda: registry_call(tls_cluster, bundle, posing, list_bookies))
     assert refused.code() == grpc.StatusCode.UNAVAILABLE
-    from quire.gateway.v1 import ledger_pb2, ledger_pb2_grpc
+    from quire_proto.gateway.v1 import ledger_pb2, ledger_pb2_grpc
 
     with client_for(tls_cluster, bundle, "client-admin") as admin:
         created = admin.create_ledger(scope_id=7)
@@ -400,7 +400,7 @@ def test_each_internal_rpc_answers_only_the_services_allowed_to_call_it(
         )
     )
     assert refused.code() == grpc.StatusCode.PERMISSION_DENIED
-    from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
+    from quire_proto.bookie.v1 import bookie_pb2, bookie_pb2_grpc
 
     bookie_target = tls_cluster.bookie_id("bookie-1")
     with grpc.secure_channel(bookie_target, creds(bundle.ca, *identity("operator"))) as channel:
@@ -590,7 +590,7 @@ def identity_files(cluster: LocalCluster, label: str, identity: tuple[bytes, byt
 
 def public_methods() -> list[tuple[str, bool, bool]]:
     """(path, request streamed, response streamed) of every LedgerService and BlobService RPC."""
-    from quire.gateway.v1 import blob_pb2, ledger_pb2
+    from quire_proto.gateway.v1 import blob_pb2, ledger_pb2
 
     methods = []
     for module in (ledger_pb2, blob_pb2):

@@ -18,13 +18,13 @@ import grpc
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
-from quire.common.v1 import common_pb2
-from quire.gateway.v1 import ledger_pb2, ledger_pb2_grpc
-from quire.placement.v1 import placement_pb2, placement_pb2_grpc
-from quire.registry.v1 import registry_pb2, registry_pb2_grpc
 from quire_client import QuireClient
 from quire_client.cluster import LocalCluster, Ports
+from quire_proto.bookie.v1 import bookie_pb2, bookie_pb2_grpc
+from quire_proto.common.v1 import common_pb2
+from quire_proto.gateway.v1 import ledger_pb2, ledger_pb2_grpc
+from quire_proto.placement.v1 import placement_pb2, placement_pb2_grpc
+from quire_proto.registry.v1 import registry_pb2, registry_pb2_grpc
 
 pytestmark = pytest.mark.e2e
 

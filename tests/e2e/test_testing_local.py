@@ -9,10 +9,10 @@ import urllib.request
 
 import pytest
 
-from quire.registry.v1 import registry_pb2
 from quire_api.ids import LedgerId
 from quire_client import QuireAdmin, QuireClient
 from quire_client.testing import LocalQuireCluster
+from quire_proto.registry.v1 import registry_pb2
 
 pytestmark = pytest.mark.e2e
 

@@ -30,9 +30,9 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from quire.bookie.v1 import bookie_pb2
 from quire_api.ids import LedgerId
 from quire_bookie.storage import WAL_BLOCK_BYTES, WAL_HEADER_BYTES
+from quire_proto.bookie.v1 import bookie_pb2
 
 _FIRST_FRAGMENT_TYPES = (1, 2)  # kFullType, kFirstType
 

@@ -9,13 +9,13 @@ import threading
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from quire.admin.v1 import admin_pb2
-from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
-from quire.registry.v1 import registry_pb2, registry_pb2_grpc
 from quire_api.ids import LedgerId, ledger_id_to_proto
 from quire_client import QuireAdmin, QuireClient, QuireClientError
 from quire_client.cluster import LocalCluster, tooling_channel
 from quire_common.entry import Digester, DigestType, master_key, pack_entry, verified_entry
+from quire_proto.admin.v1 import admin_pb2
+from quire_proto.bookie.v1 import bookie_pb2, bookie_pb2_grpc
+from quire_proto.registry.v1 import registry_pb2, registry_pb2_grpc
 from tests.faults.checker import Verdict, check, read_back
 from tests.faults.history import History
 from tests.faults.report import Scenario

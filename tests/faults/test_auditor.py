@@ -36,13 +36,13 @@ from typing import Any
 import grpc
 import pytest
 
-from quire.registry.v1 import registry_pb2, registry_pb2_grpc
 from quire_api.ids import LedgerId
 from quire_api.replication import markers
 from quire_bookie.storage import EntryStore, entry_key
 from quire_client.client import QuireClient
 from quire_client.cluster import LocalCluster
 from quire_common.entry import Digester, DigestType, unpack_entry
+from quire_proto.registry.v1 import registry_pb2, registry_pb2_grpc
 from tests.faults.history import History
 from tests.faults.lab import READS_REACH_BOOKIES, fault_cluster
 from tests.faults.report import Scenario

@@ -32,11 +32,6 @@ import grpc
 import pytest
 from google.protobuf import json_format
 
-from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
-from quire.common.v1 import common_pb2
-from quire.gateway.v1 import ledger_pb2, ledger_pb2_grpc
-from quire.placement.v1 import placement_pb2, placement_pb2_grpc
-from quire.registry.v1 import registry_pb2, registry_pb2_grpc
 from quire_api.bookie_addresses import bookie_rpc_address
 from quire_api.errors import QuireError
 from quire_api.ids import U64_MAX, LedgerId, ledger_id_to_proto
@@ -44,6 +39,11 @@ from quire_client import QuireClient, cli
 from quire_client.client import QuireClientError
 from quire_client.cluster import LocalCluster, StandaloneBookie, free_port, grpc_serving
 from quire_common.entry import Digester, DigestType, master_key, pack_entry
+from quire_proto.bookie.v1 import bookie_pb2, bookie_pb2_grpc
+from quire_proto.common.v1 import common_pb2
+from quire_proto.gateway.v1 import ledger_pb2, ledger_pb2_grpc
+from quire_proto.placement.v1 import placement_pb2, placement_pb2_grpc
+from quire_proto.registry.v1 import registry_pb2, registry_pb2_grpc
 from tests.faults.lab import fault_cluster
 from tests.faults.report import Scenario
 from tests.fuzz.rpc import FORBIDDEN_CODES, all_methods, call_raw, varint

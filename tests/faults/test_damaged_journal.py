@@ -15,10 +15,10 @@ from pathlib import Path
 import grpc
 import pytest
 
-from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
 from quire_api.ids import LedgerId, ledger_id_to_proto
 from quire_client.cli import main as cli_main
 from quire_client.cluster import ClusterError, LocalCluster
+from quire_proto.bookie.v1 import bookie_pb2, bookie_pb2_grpc
 from tests.faults.audit import WAL_HEADER_BYTES, wal_record_starts
 from tests.faults.history import History
 from tests.faults.lab import fault_cluster

@@ -12,11 +12,11 @@ from pathlib import Path
 import grpc
 import pytest
 
-from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
-from quire.common.v1 import common_pb2
 from quire_api.ids import LedgerId, ledger_id_to_proto
 from quire_bookie.storage import EntryStore
 from quire_client.cluster import LocalCluster, grpc_serving
+from quire_proto.bookie.v1 import bookie_pb2, bookie_pb2_grpc
+from quire_proto.common.v1 import common_pb2
 from tests.faults.audit import WAL_HEADER_BYTES, audit_acks, wal_record_starts
 from tests.faults.history import History
 from tests.faults.lab import fault_cluster, strace

@@ -14,12 +14,12 @@ from collections.abc import Iterator
 import grpc
 import pytest
 
-from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
 from quire_api.ids import LedgerId, ledger_id_to_proto
 from quire_api.replication import markers
 from quire_client import QuireClient, QuireClientError
 from quire_client.cluster import ClusterError, LocalCluster, free_port, grpc_serving
 from quire_common.entry import Digester, DigestType, master_key, pack_entry
+from quire_proto.bookie.v1 import bookie_pb2, bookie_pb2_grpc
 from tests.faults.checker import check, read_back
 from tests.faults.history import History, make_payload
 from tests.faults.lab import READS_REACH_BOOKIES, fault_cluster

@@ -20,10 +20,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from quire.common.v1 import common_pb2
 from quire_api.ids import LedgerId
 from quire_client import QuireClient, QuireClientError
 from quire_client.cluster import LocalCluster
+from quire_proto.common.v1 import common_pb2
 from tests.faults.lab import fault_cluster
 from tests.faults.owner_writes import (
     ENTRIES,

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from quire.common.v1 import common_pb2
-from quire.registry.v1 import registry_pb2, registry_pb2_grpc
 from quire_api.ids import LedgerId
 from quire_client.cluster import LocalCluster, StandaloneBookie, tooling_channel
+from quire_proto.common.v1 import common_pb2
+from quire_proto.registry.v1 import registry_pb2, registry_pb2_grpc
 from tests.faults.history import History
 from tests.faults.lab import fault_cluster
 from tests.faults.report import Scenario

@@ -29,12 +29,12 @@ from pathlib import Path
 import grpc
 import pytest
 
-from quire.common.v1 import common_pb2
-from quire.registry.v1 import registry_pb2, registry_pb2_grpc
 from quire_api.ids import LedgerId, ledger_id_to_proto
 from quire_client.cluster import LocalCluster, Ports, free_port, grpc_serving
 from quire_client.errors import QuireClientError
 from quire_client.errors import translate as _translate
+from quire_proto.common.v1 import common_pb2
+from quire_proto.registry.v1 import registry_pb2, registry_pb2_grpc
 from tests.faults.etcd_proxy import EtcdAnswerProxy
 from tests.faults.lab import FAST_SETTINGS
 from tests.faults.report import Scenario

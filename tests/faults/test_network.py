@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 import pytest
 
-from quire.registry.v1 import registry_pb2
 from quire_api.ids import LedgerId
 from quire_client import QuireClient, QuireClientError
 from quire_client.cluster import LocalCluster, grpc_serving
+from quire_proto.registry.v1 import registry_pb2
 from tests.faults.history import History
 from tests.faults.lab import FAST_SETTINGS, fault_cluster, lab_cluster
 from tests.faults.netns import NetLab

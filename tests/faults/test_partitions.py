@@ -34,12 +34,12 @@ from typing import NamedTuple, cast
 import grpc
 import pytest
 
-from quire.common.v1 import common_pb2
-from quire.registry.v1 import registry_pb2, registry_pb2_grpc
 from quire_api.ids import LedgerId
 from quire_client import QuireClient, QuireClientError
 from quire_client.cluster import LocalCluster
 from quire_gateway.ownership.lease import gateway_role
+from quire_proto.common.v1 import common_pb2
+from quire_proto.registry.v1 import registry_pb2, registry_pb2_grpc
 from tests.faults.history import History
 from tests.faults.lab import lab_cluster
 from tests.faults.netns import NetLab

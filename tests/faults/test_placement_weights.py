@@ -12,9 +12,9 @@ import grpc
 import pytest
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from quire.placement.v1 import placement_pb2, placement_pb2_grpc
-from quire.registry.v1 import registry_pb2, registry_pb2_grpc
 from quire_client.cluster import LocalCluster, tooling_channel
+from quire_proto.placement.v1 import placement_pb2, placement_pb2_grpc
+from quire_proto.registry.v1 import registry_pb2, registry_pb2_grpc
 from tests.faults.lab import fault_cluster
 from tests.faults.report import Scenario
 

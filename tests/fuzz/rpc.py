@@ -7,10 +7,10 @@ from dataclasses import dataclass
 
 import grpc
 
-from quire.bookie.v1 import bookie_pb2
-from quire.gateway.v1 import blob_pb2, ledger_pb2
-from quire.placement.v1 import placement_pb2
-from quire.registry.v1 import registry_pb2
+from quire_proto.bookie.v1 import bookie_pb2
+from quire_proto.gateway.v1 import blob_pb2, ledger_pb2
+from quire_proto.placement.v1 import placement_pb2
+from quire_proto.registry.v1 import registry_pb2
 
 # Codes that mean the server did not handle the input on purpose.
 FORBIDDEN_CODES = (grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN)
@@ -49,7 +49,7 @@ def all_methods() -> list[Method]:
             for method in descriptor.methods:
                 request_type = getattr(module, method.input_type.name, None)
                 if request_type is None:  # a request type from another file
-                    from quire.common.v1 import common_pb2
+                    from quire_proto.common.v1 import common_pb2
 
                     request_type = getattr(common_pb2, method.input_type.name)
                 methods.append(

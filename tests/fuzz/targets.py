@@ -13,7 +13,6 @@ import struct
 
 from google.protobuf.message import DecodeError
 
-from quire.common.v1 import common_pb2
 from quire_api.errors import QuireError
 from quire_api.ids import LedgerId, ledger_id_from_proto, parse_host_port, validate_bookie_id
 from quire_common.entry import (
@@ -26,6 +25,7 @@ from quire_common.entry import (
     unpack_entry,
 )
 from quire_gateway.blobs import decode_blob_id, encode_blob_id
+from quire_proto.common.v1 import common_pb2
 from quire_registry.ledger_records import validate_metadata
 
 _DIGESTERS = {kind: Digester(kind, b"fuzz-password") for kind in DigestType}

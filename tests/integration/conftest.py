@@ -6,8 +6,8 @@ import uuid
 
 import pytest
 
-from quire.registry.v1 import registry_pb2_grpc
 from quire_common.server import create_server
+from quire_proto.registry.v1 import registry_pb2_grpc
 from quire_registry.registry import Registry
 from quire_registry.servicer import RegistryServicer
 from quire_registry.store import EtcdStore

@@ -12,7 +12,6 @@ from typing import Any
 import grpc
 import pytest
 
-from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
 from quire_api.errors import FailedPrecondition, InvalidArgument, PermissionDenied, Reason, Unavailable
 from quire_api.ids import LedgerId, ledger_id_to_proto
 from quire_bookie.bookie import Bookie, BookieSettings
@@ -20,6 +19,7 @@ from quire_bookie.servicer import BookieServicer
 from quire_common.entry import Digester, DigestType, master_key, pack_entry
 from quire_common.server import create_server
 from quire_gateway.write.bookie_streams import AddRequest, AddStreamCallable, BookieAddStream, add_stream_callable
+from quire_proto.bookie.v1 import bookie_pb2, bookie_pb2_grpc
 
 pytestmark = pytest.mark.integration
 

@@ -9,7 +9,6 @@ import grpc
 import pytest
 from google.rpc import error_details_pb2, status_pb2
 
-from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
 from quire_api.errors import (
     FailedPrecondition,
     InvalidArgument,
@@ -29,6 +28,7 @@ from quire_bookie.servicer import BookieServicer
 from quire_bookie.storage import EntryStore, entry_key
 from quire_common.entry import Digester, DigestType, master_key, pack_entry
 from quire_common.server import create_server
+from quire_proto.bookie.v1 import bookie_pb2, bookie_pb2_grpc
 
 pytestmark = pytest.mark.integration
 

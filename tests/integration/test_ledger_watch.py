@@ -10,11 +10,11 @@ import etcd3aio
 import grpc
 import pytest
 
-from quire.common.v1 import common_pb2
-from quire.registry.v1 import registry_pb2 as R
-from quire.registry.v1 import registry_pb2_grpc
 from quire_api.ids import LedgerId, ledger_id_to_proto
 from quire_common.channels import open_channel
+from quire_proto.common.v1 import common_pb2
+from quire_proto.registry.v1 import registry_pb2 as R
+from quire_proto.registry.v1 import registry_pb2_grpc
 from quire_registry.ledger_records import IdMode
 
 pytestmark = pytest.mark.integration

@@ -8,10 +8,10 @@ import uuid
 
 import pytest
 
-from quire.common.v1 import common_pb2
-from quire.registry.v1 import registry_pb2
 from quire_api.errors import Aborted, AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
 from quire_api.ids import LedgerId
+from quire_proto.common.v1 import common_pb2
+from quire_proto.registry.v1 import registry_pb2
 from quire_registry.ledger_records import IdMode
 from quire_registry.registry import Registry
 from quire_registry.store import EtcdStore

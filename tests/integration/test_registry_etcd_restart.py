@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from quire.registry.v1 import registry_pb2
 from quire_client.cluster import etcd_command, etcd_healthy, free_port
+from quire_proto.registry.v1 import registry_pb2
 from quire_registry.ledger_records import IdMode
 from quire_registry.registry import Registry
 from quire_registry.store import EtcdStore

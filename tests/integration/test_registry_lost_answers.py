@@ -11,9 +11,9 @@ import uuid
 import etcd3aio
 import pytest
 
-from quire.registry.v1 import registry_pb2
 from quire_api.errors import AlreadyExists, InvalidArgument, NotFound, Reason, Unavailable
 from quire_api.ids import LedgerId
+from quire_proto.registry.v1 import registry_pb2
 from quire_registry.ledger_records import IdMode
 from quire_registry.registry import Registry
 from quire_registry.store import EtcdStore

@@ -8,11 +8,11 @@ import asyncio
 import grpc
 import pytest
 
-from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
-from quire.common.v1 import common_pb2
 from quire_api.errors import InvalidArgument, NotFound
 from quire_client.cluster import free_port
 from quire_common.bookie_resolver import BookieChannels, BookieDirectory
+from quire_proto.bookie.v1 import bookie_pb2, bookie_pb2_grpc
+from quire_proto.common.v1 import common_pb2
 
 pytestmark = pytest.mark.integration
 

@@ -24,9 +24,9 @@ from pathlib import Path
 import grpc
 import pytest
 
-from quire.registry.v1 import registry_pb2, registry_pb2_grpc
 from quire_client import QuireClient
 from quire_client.cluster import LocalCluster, Ports
+from quire_proto.registry.v1 import registry_pb2, registry_pb2_grpc
 from quire_telemetry.stage import analyze
 from tests.telemetry.standalone import (
     Daemon,

@@ -6,9 +6,9 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from quire.common.v1 import common_pb2
 from quire_api.errors import Aborted, FailedPrecondition, NotFound, QuireError, Reason, Unavailable
 from quire_api.ids import LedgerId
+from quire_proto.common.v1 import common_pb2
 
 
 @dataclass

@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-from quire.bookie.v1 import bookie_pb2
 from quire_api.ids import LedgerId
 from quire_gateway.write import bookie_streams
 from quire_gateway.write.bookie_streams import AddRequest
+from quire_proto.bookie.v1 import bookie_pb2
 
 
 def test_joined_encoded_adds_read_back_as_an_add_stream_request():

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 
-from quire.bookie.v1 import bookie_pb2
-from quire.placement.v1 import placement_pb2
-from quire.registry.v1 import registry_pb2
 from quire_client.devcerts import Authority, CertBundle, load_authority, write_dev_certs
 from quire_common.allowlist import ALLOWED_CALLERS, SERVICE_IDENTITIES, allowed_callers, markdown_table
 from quire_common.security import read_peer_identity
+from quire_proto.bookie.v1 import bookie_pb2
+from quire_proto.placement.v1 import placement_pb2
+from quire_proto.registry.v1 import registry_pb2
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 

@@ -8,12 +8,12 @@ import time
 import jwt
 import pytest
 
-from quire.gateway.v1 import blob_pb2, ledger_pb2
 from quire_api.errors import InvalidArgument, PermissionDenied, Unauthenticated
 from quire_api.ids import LedgerId, ledger_id_to_proto
 from quire_common.auth import ADMIN, READ, WRITE, AuthSettings, Principal, TokenVerifier, parse_roles
 from quire_gateway.blobs import BlobRef, encode_blob_id
 from quire_gateway.permissions import required_permission
+from quire_proto.gateway.v1 import blob_pb2, ledger_pb2
 
 SECRET = b"0123456789abcdef0123456789abcdef"
 LEDGER = ledger_id_to_proto(LedgerId(7, 42))

@@ -7,10 +7,10 @@ import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
-from quire.common.v1 import common_pb2
 from quire_api.ids import LedgerId
 from quire_gateway.blobs import BlobSettings, BlobStore, decode_blob_id
 from quire_gateway.read.replicas import ReadEntry
+from quire_proto.common.v1 import common_pb2
 
 
 @dataclass

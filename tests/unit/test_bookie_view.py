@@ -8,11 +8,11 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from quire.common.v1 import common_pb2
-from quire.registry.v1 import registry_pb2
 from quire_api.bookie_addresses import bookie_rpc_address, effective_service_info, legacy_address
 from quire_api.errors import NotFound
 from quire_common.bookie_resolver import BookieDirectory, BookieView
+from quire_proto.common.v1 import common_pb2
+from quire_proto.registry.v1 import registry_pb2
 from quire_registry.bookies import bookie_events, relist_events
 from quire_registry.keys import Keys
 from quire_registry.store import WatchEvent

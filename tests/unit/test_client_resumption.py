@@ -6,11 +6,11 @@ from __future__ import annotations
 import grpc
 import pytest
 
-from quire.gateway.v1 import ledger_pb2
 from quire_api.ids import LedgerId
 from quire_client.errors import FailedPreconditionError, NotFoundError, UnavailableError
 from quire_client.protocol import ReadResumption, WriteResumption
 from quire_client.results import AppendAck
+from quire_proto.gateway.v1 import ledger_pb2
 
 LEDGER = LedgerId(1, 2)
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from quire.common.v1 import common_pb2
 from quire_api.replication import markers
 from quire_gateway.quorum_rules import write_set
 from quire_gateway.write.ensemble_change import can_leave_out, reassign, record_new_ensemble, with_replacements
+from quire_proto.common.v1 import common_pb2
 
 
 def metadata_with(*ensembles: tuple[int, list[str]]) -> common_pb2.LedgerMetadata:

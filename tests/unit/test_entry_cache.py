@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import random
 
-from quire.common.v1 import common_pb2
 from quire_api.ids import LedgerId
 from quire_gateway.read.entry_cache import ENTRY_OVERHEAD_BYTES, EntryCache, incarnation
+from quire_proto.common.v1 import common_pb2
 
 LEDGER = LedgerId(1, 2)
 OTHER = LedgerId(1, 3)

@@ -1,9 +1,9 @@
 import grpc
 from grpc_status import rpc_status
 
-from quire.common.v1 import common_pb2
 from quire_api.errors import ERROR_CLASSES_BY_CODE, Reason
 from quire_api.rpc_status import status_for
+from quire_proto.common.v1 import common_pb2
 
 
 def test_reason_catalogue_is_the_proto_enum():

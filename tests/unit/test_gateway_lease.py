@@ -8,10 +8,10 @@ import re
 
 import pytest
 
-from quire.common.v1 import common_pb2
 from quire_api.errors import Unavailable
 from quire_gateway.cluster_calls import RoleRecord
 from quire_gateway.ownership.lease import GatewayLease, gateway_role
+from quire_proto.common.v1 import common_pb2
 
 
 class FakeRegistry:

@@ -81,9 +81,9 @@ def test_host_port_parsing():
 def test_a_request_may_name_a_ledger_by_its_qualified_name():
     import pytest as _pytest
 
-    from quire.common.v1 import common_pb2
     from quire_api.errors import InvalidArgument
     from quire_api.ids import LedgerId, ledger_id_from_proto
+    from quire_proto.common.v1 import common_pb2
 
     ledger = LedgerId(2**60 + 3, 2**63 + 5)  # both halves beyond 2^53
     by_name = common_pb2.LedgerId(qualified_name=ledger.qualified_name)

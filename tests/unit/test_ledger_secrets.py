@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from quire.common.v1 import common_pb2
 from quire_common.entry import Digester, DigestType, master_key
 from quire_common.ledger_secrets import (
     PASSWORD_HASH_ITERATIONS,
@@ -14,6 +13,7 @@ from quire_common.ledger_secrets import (
     slow_to_check,
     without_secrets,
 )
+from quire_proto.common.v1 import common_pb2
 
 PASSWORD = b"correct horse"
 HEADER, PAYLOAD = b"\x00" * 24, b"payload"

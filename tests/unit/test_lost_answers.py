@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from quire.common.v1 import common_pb2
 from quire_api.errors import DataLoss, InvalidArgument
 from quire_api.ids import LedgerId, validate_request_id
+from quire_proto.common.v1 import common_pb2
 from quire_registry.ledger_records import IdMode, _parse_request_record, _request_record, create_fingerprint
 from quire_registry.store import Delete, KeyValue, Put, committed_already
 

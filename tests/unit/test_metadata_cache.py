@@ -9,13 +9,13 @@ from collections.abc import AsyncGenerator, Callable
 
 import pytest
 
-from quire.common.v1 import common_pb2
 from quire_api.errors import Aborted, NotFound, Unavailable
 from quire_api.ids import LedgerId
 from quire_gateway.ledgers import LedgerOperations
 from quire_gateway.metadata_cache import LedgerMetadataCache
 from quire_gateway.metadata_store import ChangeKind, MetadataChange
 from quire_gateway.metadata_updates import update_metadata
+from quire_proto.common.v1 import common_pb2
 
 OPEN, CLOSED = common_pb2.LEDGER_STATE_OPEN, common_pb2.LEDGER_STATE_CLOSED
 A, B, C, D = (LedgerId(1, n) for n in range(1, 5))

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from quire.common.v1 import common_pb2
 from quire_api.errors import Aborted, FailedPrecondition
 from quire_api.ids import LedgerId
 from quire_gateway.metadata_updates import CAS_ATTEMPTS, update_metadata
+from quire_proto.common.v1 import common_pb2
 
 LEDGER = LedgerId(1, 2)
 

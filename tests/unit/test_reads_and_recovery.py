@@ -7,7 +7,6 @@ import time
 
 import pytest
 
-from quire.common.v1 import common_pb2
 from quire_api.errors import InvalidArgument, NotFound, OutOfRange, PermissionDenied, Unavailable
 from quire_api.ids import LedgerId
 from quire_common.entry import Digester, DigestType, pack_entry
@@ -16,6 +15,7 @@ from quire_gateway.quorum_rules import replicas_of
 from quire_gateway.read import ledger_reads
 from quire_gateway.read.replicas import ReadSettings
 from quire_gateway.recovery import RecoverySettings
+from quire_proto.common.v1 import common_pb2
 from tests.unit.fakes import FakeClusterCalls, new_metadata
 
 LEDGER = LedgerId(3, 4)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import grpc
 import pytest
 
-from quire.common.v1 import common_pb2
 from quire_api.replication import (
     add_marker,
     count_held,
@@ -19,6 +18,7 @@ from quire_api.replication import (
 )
 from quire_common.config import ConfigError
 from quire_common.faults import parse_fault_rules
+from quire_proto.common.v1 import common_pb2
 
 
 def metadata() -> common_pb2.LedgerMetadata:

@@ -1,10 +1,10 @@
 """Every read reply fits a client at gRPC's default 4 MiB receive limit."""
 
-from quire.gateway.v1 import ledger_pb2
 from quire_api.limits import DEFAULT_CLIENT_MESSAGE_BYTES, MAX_ENTRY_PAYLOAD_BYTES, MAX_REPLY_BYTES
 from quire_gateway.read.replicas import ReadEntry
 from quire_gateway.servicer import batched_by_bytes
 from quire_gateway.write.handle import WriteSettings
+from quire_proto.gateway.v1 import ledger_pb2
 
 
 def entry(entry_id: int, size: int) -> ReadEntry:

@@ -3,8 +3,6 @@ the audit pace themselves."""
 
 import pytest
 
-from quire.bookie.v1 import bookie_pb2
-from quire.common.v1 import common_pb2
 from quire_api.errors import Unavailable
 from quire_api.ids import LedgerId
 from quire_api.replication import entries_held
@@ -20,6 +18,8 @@ from quire_gateway.autorecovery.scrub import (
     held_per_position,
 )
 from quire_gateway.cluster_calls import ClusterCalls
+from quire_proto.bookie.v1 import bookie_pb2
+from quire_proto.common.v1 import common_pb2
 
 
 def ledger(ensembles: list[tuple[int, list[str]]], last: int) -> common_pb2.LedgerMetadata:
@@ -111,13 +111,13 @@ async def test_a_pass_spreads_its_groups_over_nine_tenths_of_its_period(monkeypa
 
 
 def test_a_quiet_cluster_reads_every_ledger_only_every_tenth_interval():
-    from quire.registry.v1 import registry_pb2
     from quire_gateway.autorecovery.auditor import (
         QUIET_ROUNDS_BETWEEN_FULL_ROUNDS,
         Auditor,
         AuditorSettings,
         ClusterFigures,
     )
+    from quire_proto.registry.v1 import registry_pb2
 
     auditor = Auditor(None, None, None, AuditorSettings())  # type: ignore[arg-type]
     bookies = [registry_pb2.BookieRecord(bookie_id=f"b{n}:3181") for n in range(3)]

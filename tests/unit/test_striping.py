@@ -1,6 +1,6 @@
-from quire.common.v1 import common_pb2
 from quire_gateway.read.replicas import replicas_of
 from quire_gateway.write.handle import write_set
+from quire_proto.common.v1 import common_pb2
 
 
 def test_entry_goes_to_w_consecutive_members():

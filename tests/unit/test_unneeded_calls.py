@@ -9,11 +9,11 @@ from __future__ import annotations
 import asyncio
 import gc
 
-from quire.common.v1 import common_pb2
 from quire_common.tasks import let_finish
 from quire_gateway.ledgers import LedgerOperations
 from quire_gateway.read.replicas import EntryReader, ReadSettings
 from quire_gateway.recovery import RecoverySettings
+from quire_proto.common.v1 import common_pb2
 from tests.unit.fakes import FakeClusterCalls
 from tests.unit.test_reads_and_recovery import LEDGER, stored_ledger
 

@@ -9,11 +9,11 @@ import logging
 
 import pytest
 
-from quire.common.v1 import common_pb2
 from quire_api.errors import FailedPrecondition, Reason, ResourceExhausted, Unavailable
 from quire_api.ids import LedgerId
 from quire_gateway.quorum_rules import replicas_of
 from quire_gateway.write.handle import WriteHandle, WriteSettings
+from quire_proto.common.v1 import common_pb2
 from tests.unit.fakes import FakeClusterCalls, new_metadata
 
 LEDGER = LedgerId(1, 2)

@@ -11,13 +11,13 @@ from typing import cast
 
 import pytest
 
-from quire.common.v1 import common_pb2
-from quire.gateway.v1 import ledger_pb2
 from quire_api.errors import InvalidArgument
 from quire_api.ids import LedgerId, ledger_id_to_proto
 from quire_gateway.client_streams import chained, first_and_rest
 from quire_gateway.ledgers import LedgerOperations
 from quire_gateway.write.session import Acknowledgement, WriteSession
+from quire_proto.common.v1 import common_pb2
+from quire_proto.gateway.v1 import ledger_pb2
 
 LEDGER = LedgerId(1, 2)
 OTHER = LedgerId(1, 3)

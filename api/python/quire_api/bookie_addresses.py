@@ -10,9 +10,9 @@ service share (BP-38, BP-41), with no channel of their own.
 
 from __future__ import annotations
 
-from quire.common.v1 import common_pb2
 from quire_api.errors import InvalidArgument, NotFound, Reason
 from quire_api.ids import parse_host_port, validate_bookie_id
+from quire_proto.common.v1 import common_pb2
 
 BOOKIE_RPC_PROTOCOL = "bookie-rpc"
 HTTP_PROTOCOL = "http"

@@ -14,8 +14,8 @@ import secrets
 import time
 from dataclasses import dataclass
 
-from quire.common.v1 import common_pb2
 from quire_api.errors import InvalidArgument, Reason
+from quire_proto.common.v1 import common_pb2
 
 U64_MAX = (1 << 64) - 1
 

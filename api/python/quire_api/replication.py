@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-from quire.admin.v1 import admin_pb2
-from quire.common.v1 import common_pb2
+from quire_proto.admin.v1 import admin_pb2
+from quire_proto.common.v1 import common_pb2
 
 # Custom metadata key prefix of a delayed ensemble change's marker.
 UNDER_REPLICATED_PREFIX = "quire.under-replicated/"

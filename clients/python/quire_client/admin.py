@@ -20,12 +20,6 @@ from typing import Any, TypeVar
 
 import grpc
 
-from quire.admin.v1 import admin_pb2, admin_pb2_grpc
-from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
-from quire.common.v1 import common_pb2
-from quire.gateway.v1 import ledger_pb2, ledger_pb2_grpc
-from quire.placement.v1 import placement_pb2, placement_pb2_grpc
-from quire.registry.v1 import registry_pb2, registry_pb2_grpc
 from quire_api.bookie_addresses import bookie_rpc_address
 from quire_api.errors import QuireError
 from quire_api.ids import validate_bookie_id
@@ -33,6 +27,12 @@ from quire_api.replication import repair_queue
 from quire_client import protocol
 from quire_client.channels import CHANNEL_OPTIONS, ClientTls, open_client_channel
 from quire_client.errors import NotFoundError, QuireClientError, translate
+from quire_proto.admin.v1 import admin_pb2, admin_pb2_grpc
+from quire_proto.bookie.v1 import bookie_pb2, bookie_pb2_grpc
+from quire_proto.common.v1 import common_pb2
+from quire_proto.gateway.v1 import ledger_pb2, ledger_pb2_grpc
+from quire_proto.placement.v1 import placement_pb2, placement_pb2_grpc
+from quire_proto.registry.v1 import registry_pb2, registry_pb2_grpc
 
 _Answer = TypeVar("_Answer")
 

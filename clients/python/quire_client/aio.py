@@ -25,7 +25,6 @@ from typing import Any, TypeVar
 import grpc
 import grpc.aio
 
-from quire.gateway.v1 import blob_pb2, blob_pb2_grpc, ledger_pb2, ledger_pb2_grpc
 from quire_api.ids import U64_MAX, LedgerId
 from quire_client import protocol
 from quire_client.channels import CHANNEL_OPTIONS, ClientTls, open_aio_channel
@@ -38,6 +37,7 @@ from quire_client.errors import (
 )
 from quire_client.protocol import Deadline, as_ledger_id
 from quire_client.results import AppendAck, DigestType, Entry, LedgerMetadata, OpenedLedger
+from quire_proto.gateway.v1 import blob_pb2, blob_pb2_grpc, ledger_pb2, ledger_pb2_grpc
 
 __all__ = ["AsyncLedgerWriter", "AsyncQuireClient"]
 

@@ -27,12 +27,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from quire.gateway.v1 import ledger_pb2
 from quire_api.ids import LedgerId, ledger_id_to_proto
 from quire_client.bench_closed import print_closed_loop, run_closed_loop
 from quire_client.client import QuireClient
 from quire_client.cluster import LocalCluster, Ports
 from quire_client.smoke import percentile
+from quire_proto.gateway.v1 import ledger_pb2
 
 
 @dataclass

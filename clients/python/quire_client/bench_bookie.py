@@ -25,10 +25,10 @@ from pathlib import Path
 import grpc
 from rocksdict import Options, Rdict, WriteBatch, WriteOptions
 
-from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
 from quire_api.ids import LedgerId, ledger_id_to_proto
 from quire_client.cluster import StandaloneBookie
 from quire_common.entry import Digester, DigestType, master_key, pack_entry
+from quire_proto.bookie.v1 import bookie_pb2, bookie_pb2_grpc
 
 KEY = master_key(b"bench")
 

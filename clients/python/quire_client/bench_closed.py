@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 
 import grpc
 
-from quire.common.v1 import common_pb2
-from quire.gateway.v1 import ledger_pb2, ledger_pb2_grpc
 from quire_client.smoke import percentile
+from quire_proto.common.v1 import common_pb2
+from quire_proto.gateway.v1 import ledger_pb2, ledger_pb2_grpc
 
 _OPTIONS = [("grpc.max_send_message_length", 64 << 20), ("grpc.max_receive_message_length", 64 << 20)]
 

@@ -19,8 +19,6 @@ from typing import Any, TypeVar
 
 import grpc
 
-from quire.common.v1 import common_pb2
-from quire.gateway.v1 import blob_pb2, blob_pb2_grpc, ledger_pb2, ledger_pb2_grpc
 from quire_api.ids import U64_MAX, LedgerId, ledger_id_to_proto
 from quire_client import protocol
 from quire_client.channels import CHANNEL_OPTIONS, ClientTls, open_client_channel
@@ -47,6 +45,8 @@ from quire_client.errors import error_from_read_error as _error_from_read_error
 from quire_client.errors import translate as _translate
 from quire_client.protocol import as_ledger_id as _as_ledger_id
 from quire_client.results import AppendAck
+from quire_proto.common.v1 import common_pb2
+from quire_proto.gateway.v1 import blob_pb2, blob_pb2_grpc, ledger_pb2, ledger_pb2_grpc
 
 __all__ = [
     "AbortedError",

@@ -653,7 +653,7 @@ class LocalCluster:
         return grpc_serving(process.health_target, tls=self.tls)
 
     def wait_bookies_registered(self, count: int, timeout: float = 60.0) -> None:
-        from quire.registry.v1 import registry_pb2, registry_pb2_grpc
+        from quire_proto.registry.v1 import registry_pb2, registry_pb2_grpc
 
         deadline = time.monotonic() + timeout
         with tooling_channel(self.registry_target, self.tls) as channel:

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import grpc
 
-from quire.gateway.v1 import ledger_pb2
 from quire_api import errors as common
 from quire_api.errors import retry_delay_for
 from quire_api.rpc_status import CallStatus, call_status
+from quire_proto.gateway.v1 import ledger_pb2
 
 _LEDGER_FENCED = common.Reason.LEDGER_FENCED
 _LEDGER_CLOSED = common.Reason.LEDGER_CLOSED

@@ -15,8 +15,6 @@ from dataclasses import dataclass
 
 import grpc
 
-from quire.common.v1 import common_pb2
-from quire.gateway.v1 import blob_pb2, ledger_pb2
 from quire_api.backoff import Backoff
 from quire_api.errors import InvalidArgument
 from quire_api.ids import U64_MAX, LedgerId, ledger_id_to_proto, validate_request_id
@@ -28,6 +26,8 @@ from quire_client.errors import (
     never_sent,
 )
 from quire_client.results import AppendAck, DigestType
+from quire_proto.common.v1 import common_pb2
+from quire_proto.gateway.v1 import blob_pb2, ledger_pb2
 
 UNEXPECTED_ENTRY_ID = "ERROR_REASON_UNEXPECTED_ENTRY_ID"
 NOT_ENOUGH_BOOKIES = "ERROR_REASON_NOT_ENOUGH_BOOKIES"

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TypeVar
 
-from quire.common.v1 import common_pb2
-from quire.gateway.v1 import ledger_pb2
 from quire_api.ids import LedgerId
+from quire_proto.common.v1 import common_pb2
+from quire_proto.gateway.v1 import ledger_pb2
 
 
 class LedgerState(enum.Enum):

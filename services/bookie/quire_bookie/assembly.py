@@ -22,8 +22,6 @@ from contextlib import AsyncExitStack
 import grpc
 from grpc_health.v1 import health, health_pb2
 
-from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
-from quire.common.v1 import common_pb2
 from quire_api.errors import DataLoss, Reason
 from quire_bookie.admin import register_metrics, status
 from quire_bookie.bookie import Bookie
@@ -38,6 +36,8 @@ from quire_bookie.storage import DamagedJournal
 from quire_common.admin_http import AdminServer
 from quire_common.server import create_server, mark_serving, stop_gracefully, stop_signal
 from quire_common.telemetry import set_instance
+from quire_proto.bookie.v1 import bookie_pb2, bookie_pb2_grpc
+from quire_proto.common.v1 import common_pb2
 
 log = logging.getLogger("quire_bookie")
 SERVICE_NAME = bookie_pb2.DESCRIPTOR.services_by_name["BookieService"].full_name

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import grpc
 
-from quire.registry.v1 import registry_pb2, registry_pb2_grpc
 from quire_api.errors import NotFound
 from quire_api.ids import LedgerId, ledger_id_to_proto
 from quire_common.channels import call, open_channel
+from quire_proto.registry.v1 import registry_pb2, registry_pb2_grpc
 
 
 class RegistryLedgerLookup:

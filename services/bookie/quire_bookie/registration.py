@@ -11,13 +11,13 @@ from collections.abc import AsyncIterator, Callable
 
 import grpc
 
-from quire.common.v1 import common_pb2
-from quire.registry.v1 import registry_pb2, registry_pb2_grpc
 from quire_api.backoff import Backoff
 from quire_api.errors import NotFound
 from quire_bookie.cookie import Cookie
 from quire_common.channels import call, open_channel
 from quire_common.tasks import cancel_and_wait
+from quire_proto.common.v1 import common_pb2
+from quire_proto.registry.v1 import registry_pb2, registry_pb2_grpc
 
 # Between registration sessions while the registry is away.
 _RECONNECT = Backoff(first_seconds=0.2, longest_seconds=2.0)

@@ -7,12 +7,12 @@ from collections.abc import AsyncIterator
 import grpc
 from opentelemetry import trace
 
-from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
 from quire_api.errors import InvalidArgument, QuireError
 from quire_api.ids import LedgerId, ledger_id_from_proto
 from quire_bookie.add_stream import AddStreamCall, StreamedAdd
 from quire_bookie.bookie import Bookie
 from quire_bookie.storage import Stripes
+from quire_proto.bookie.v1 import bookie_pb2, bookie_pb2_grpc
 
 # Ledger ids a stream keeps parsed: a gateway writes to at most a few thousand ledgers at once.
 _MAX_LEDGER_IDS_PER_STREAM = 4096

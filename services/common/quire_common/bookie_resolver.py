@@ -18,14 +18,14 @@ from collections.abc import Callable
 
 import grpc
 
-from quire.bookie.v1 import bookie_pb2_grpc
-from quire.registry.v1 import registry_pb2, registry_pb2_grpc
 from quire_api.backoff import Backoff
 from quire_api.bookie_addresses import bookie_rpc_address, legacy_address
 from quire_api.errors import NotFound
 from quire_api.ids import validate_bookie_id
 from quire_common.channels import call, open_channel
 from quire_common.tasks import cancel_and_wait
+from quire_proto.bookie.v1 import bookie_pb2_grpc
+from quire_proto.registry.v1 import registry_pb2, registry_pb2_grpc
 
 # Between watches of the bookie list while the registry is away.
 _RECONNECT = Backoff(first_seconds=0.2, longest_seconds=5.0)

@@ -13,8 +13,8 @@ import hashlib
 import hmac
 import os
 
-from quire.common.v1 import common_pb2
 from quire_common.entry import Digester, DigestType, mac_key, master_key
+from quire_proto.common.v1 import common_pb2
 
 # Guessing a password costs no more than the fastest thing a record holds,
 # and the bookie master key beside the hash is one unsalted SHA-1 (the bookie

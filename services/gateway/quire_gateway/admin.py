@@ -12,11 +12,6 @@ import asyncio
 from collections.abc import Callable
 from typing import Protocol
 
-from quire.admin.v1 import admin_pb2
-from quire.bookie.v1 import bookie_pb2
-from quire.common.v1 import common_pb2
-from quire.placement.v1 import placement_pb2
-from quire.registry.v1 import registry_pb2
 from quire_api.errors import QuireError
 from quire_api.ids import validate_bookie_id
 from quire_api.replication import RepairQueue, repair_queue
@@ -24,6 +19,11 @@ from quire_common.build_info import version
 from quire_gateway.autorecovery.auditor import ROLE as AUDITOR_ROLE
 from quire_gateway.cluster_calls import HealthAnswer
 from quire_gateway.ownership.lease import ADDRESS_PROPERTY, GATEWAY_ROLE_PREFIX
+from quire_proto.admin.v1 import admin_pb2
+from quire_proto.bookie.v1 import bookie_pb2
+from quire_proto.common.v1 import common_pb2
+from quire_proto.placement.v1 import placement_pb2
+from quire_proto.registry.v1 import registry_pb2
 
 # GetRecoveryStatus lists at most this many segments (and counts them all), so
 # its answer stays far below the 4 MiB a client receives by default.

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import grpc
 
-from quire.admin.v1 import admin_pb2, admin_pb2_grpc
 from quire_gateway.admin import AdminOperations
+from quire_proto.admin.v1 import admin_pb2, admin_pb2_grpc
 
 
 class AdminServicer(admin_pb2_grpc.AdminServiceServicer):

@@ -14,8 +14,6 @@ from typing import Any
 
 import grpc
 
-from quire.admin.v1 import admin_pb2, admin_pb2_grpc
-from quire.gateway.v1 import blob_pb2, blob_pb2_grpc, ledger_pb2, ledger_pb2_grpc
 from quire_api.errors import QuireError
 from quire_common.admin_http import start_admin_server
 from quire_common.auth import AuthSettings
@@ -54,6 +52,8 @@ from quire_gateway.read.entry_cache import EntryCache
 from quire_gateway.roles import RoleHolder
 from quire_gateway.servicer import ActiveStreams, BlobServicer, LedgerServicer
 from quire_gateway.settings import GatewayEnv
+from quire_proto.admin.v1 import admin_pb2, admin_pb2_grpc
+from quire_proto.gateway.v1 import blob_pb2, blob_pb2_grpc, ledger_pb2, ledger_pb2_grpc
 
 log = logging.getLogger("quire_gateway")
 SERVICE_NAMES = [

@@ -21,10 +21,6 @@ from typing import Any, NamedTuple, TypeVar
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from quire.bookie.v1 import bookie_pb2, bookie_pb2_grpc
-from quire.common.v1 import common_pb2
-from quire.placement.v1 import placement_pb2, placement_pb2_grpc
-from quire.registry.v1 import registry_pb2, registry_pb2_grpc
 from quire_api.errors import NotFound, QuireError, Reason, Unavailable, Unimplemented
 from quire_api.ids import LedgerId, ledger_id_to_proto
 from quire_common.bookie_resolver import BookieChannels, BookieDirectory
@@ -40,6 +36,10 @@ from quire_gateway.write.bookie_streams import (
     add_stream_callable,
 )
 from quire_gateway.write.lac_batches import LacBatches, LacWrite
+from quire_proto.bookie.v1 import bookie_pb2, bookie_pb2_grpc
+from quire_proto.common.v1 import common_pb2
+from quire_proto.placement.v1 import placement_pb2, placement_pb2_grpc
+from quire_proto.registry.v1 import registry_pb2, registry_pb2_grpc
 
 log = logging.getLogger(__name__)
 

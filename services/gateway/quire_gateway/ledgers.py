@@ -12,9 +12,6 @@ from dataclasses import dataclass
 
 from google.protobuf import timestamp_pb2
 
-from quire.common.v1 import common_pb2
-from quire.placement.v1 import placement_pb2
-from quire.registry.v1 import registry_pb2
 from quire_api.errors import (
     FailedPrecondition,
     InvalidArgument,
@@ -39,6 +36,9 @@ from quire_gateway.recovery import Recovery, RecoverySettings
 from quire_gateway.write.explicit_lac import ExplicitLacs
 from quire_gateway.write.handle import WriteHandle, WriteSettings
 from quire_gateway.write.quarantine import Quarantine, choose_avoiding
+from quire_proto.common.v1 import common_pb2
+from quire_proto.placement.v1 import placement_pb2
+from quire_proto.registry.v1 import registry_pb2
 
 log = logging.getLogger(__name__)
 _tracer = tracer(__name__)

@@ -54,12 +54,12 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from quire.common.v1 import common_pb2
 from quire_api.backoff import Backoff
 from quire_api.errors import Aborted, NotFound
 from quire_api.ids import LedgerId, ledger_id_to_proto
 from quire_common.tasks import cancel_and_wait
 from quire_gateway.metadata_store import ChangeKind, MetadataChange, MetadataSource
+from quire_proto.common.v1 import common_pb2
 
 log = logging.getLogger(__name__)
 

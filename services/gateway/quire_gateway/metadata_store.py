@@ -16,8 +16,8 @@ from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Protocol
 
-from quire.common.v1 import common_pb2
 from quire_api.ids import LedgerId
+from quire_proto.common.v1 import common_pb2
 
 
 class MetadataStore(Protocol):

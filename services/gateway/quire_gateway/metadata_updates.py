@@ -15,11 +15,11 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from quire.common.v1 import common_pb2
 from quire_api.backoff import Backoff
 from quire_api.errors import Aborted
 from quire_api.ids import LedgerId
 from quire_gateway.metadata_store import MetadataStore
+from quire_proto.common.v1 import common_pb2
 
 # Compare-and-swaps tried before giving up on a record that keeps changing.
 CAS_ATTEMPTS = 10

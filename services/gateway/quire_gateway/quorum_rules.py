@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
-from quire.common.v1 import common_pb2
+from quire_proto.common.v1 import common_pb2
 
 
 def write_set(entry_id: int, ensemble: Sequence[str], write_quorum: int) -> list[str]:

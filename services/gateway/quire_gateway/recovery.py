@@ -32,7 +32,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from quire.common.v1 import common_pb2
 from quire_api.backoff import Backoff
 from quire_api.errors import QuireError, Reason, Unavailable
 from quire_api.ids import LedgerId
@@ -47,6 +46,7 @@ from quire_gateway.metadata_updates import Update, update_metadata
 from quire_gateway.quorum_rules import entry_missing, replicas_of
 from quire_gateway.read.bookie_lac import until_covered
 from quire_gateway.write.ensemble_change import replaceable
+from quire_proto.common.v1 import common_pb2
 
 log = logging.getLogger(__name__)
 _tracer = tracer(__name__)

@@ -4,11 +4,11 @@ and by the auditor's scrub."""
 
 from __future__ import annotations
 
-from quire.common.v1 import common_pb2
 from quire_api.ids import LedgerId
 from quire_api.replication import add_marker
 from quire_gateway.metadata_store import MetadataStore
 from quire_gateway.metadata_updates import update_metadata
+from quire_proto.common.v1 import common_pb2
 
 
 async def mark_for_repair(store: MetadataStore, ledger_id: LedgerId, flagged: dict[str, tuple[int, int]]) -> int:

@@ -8,7 +8,6 @@ from contextlib import contextmanager
 
 import grpc
 
-from quire.gateway.v1 import blob_pb2, blob_pb2_grpc, ledger_pb2, ledger_pb2_grpc
 from quire_api.errors import InvalidArgument, QuireError
 from quire_api.ids import ledger_id_from_proto
 from quire_api.limits import MAX_REPLY_BYTES
@@ -20,6 +19,7 @@ from quire_gateway.ownership.peers import FORWARDED_BY
 from quire_gateway.ownership.router import WriteRouter
 from quire_gateway.read.replicas import ReadEntry
 from quire_gateway.write.session import WriteSession
+from quire_proto.gateway.v1 import blob_pb2, blob_pb2_grpc, ledger_pb2, ledger_pb2_grpc
 
 # Bytes of a repeated-field element's tag and length prefix, at most.
 _ELEMENT_OVERHEAD_BYTES = 6

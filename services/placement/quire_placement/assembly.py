@@ -11,8 +11,6 @@ from collections.abc import Mapping
 import grpc
 from opentelemetry import metrics
 
-from quire.placement.v1 import placement_pb2, placement_pb2_grpc
-from quire.registry.v1 import registry_pb2
 from quire_common.admin_http import start_admin_server
 from quire_common.bookie_resolver import BookieDirectory
 from quire_common.process import ServiceProcess
@@ -24,6 +22,8 @@ from quire_placement.servicer import PlacementServicer
 from quire_placement.settings import PlacementEnv
 from quire_placement.tracker import WeightTracker
 from quire_placement.tracker_sources import BookieInfoClient, RegistryLoadFactors
+from quire_proto.placement.v1 import placement_pb2, placement_pb2_grpc
+from quire_proto.registry.v1 import registry_pb2
 
 log = logging.getLogger("quire_placement")
 SERVICE_NAME = placement_pb2.DESCRIPTOR.services_by_name["PlacementService"].full_name

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import grpc
 
-from quire.placement.v1 import placement_pb2, placement_pb2_grpc
 from quire_api.errors import InvalidArgument, QuireError
 from quire_api.rpc_status import status_code
 from quire_placement.placement import EnsembleAsk, Placer
+from quire_proto.placement.v1 import placement_pb2, placement_pb2_grpc
 
 
 class PlacementServicer(placement_pb2_grpc.PlacementServiceServicer):

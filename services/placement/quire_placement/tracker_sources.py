@@ -4,10 +4,10 @@ plain protocols the tracker is written against."""
 
 from __future__ import annotations
 
-from quire.bookie.v1 import bookie_pb2
-from quire.registry.v1 import registry_pb2, registry_pb2_grpc
 from quire_common.bookie_resolver import BookieChannels, BookieDirectory
 from quire_common.channels import call, open_channel
+from quire_proto.bookie.v1 import bookie_pb2
+from quire_proto.registry.v1 import registry_pb2, registry_pb2_grpc
 
 
 class BookieInfoClient:

@@ -8,12 +8,12 @@ from contextlib import AsyncExitStack
 
 import grpc
 
-from quire.registry.v1 import registry_pb2, registry_pb2_grpc
 from quire_api.backoff import Backoff
 from quire_api.errors import Unavailable
 from quire_common.admin_http import start_admin_server
 from quire_common.server import create_server, mark_serving, serve_until_signalled
 from quire_common.service import run_service
+from quire_proto.registry.v1 import registry_pb2, registry_pb2_grpc
 from quire_registry.config import RegistryConfig
 from quire_registry.keys import Keys
 from quire_registry.registry import Registry

@@ -8,8 +8,6 @@ import logging
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 
-from quire.common.v1 import common_pb2
-from quire.registry.v1 import registry_pb2
 from quire_api.bookie_addresses import effective_service_info, validate_service_info
 from quire_api.errors import (
     Aborted,
@@ -22,6 +20,8 @@ from quire_api.errors import (
 from quire_api.ids import (
     validate_bookie_id,
 )
+from quire_proto.common.v1 import common_pb2
+from quire_proto.registry.v1 import registry_pb2
 from quire_registry.keys import Keys
 from quire_registry.store import Delete, MetadataStore, Put, WatchCompacted, WatchEvent
 

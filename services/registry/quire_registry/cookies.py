@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 
-from quire.registry.v1 import registry_pb2
 from quire_api.errors import (
     Aborted,
     AlreadyExists,
@@ -15,6 +14,7 @@ from quire_api.errors import (
 from quire_api.ids import (
     validate_bookie_id,
 )
+from quire_proto.registry.v1 import registry_pb2
 from quire_registry.keys import Keys
 from quire_registry.store import Delete, MetadataStore
 

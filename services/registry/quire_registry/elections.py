@@ -19,8 +19,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from quire.registry.v1 import registry_pb2
 from quire_api.errors import InvalidArgument
+from quire_proto.registry.v1 import registry_pb2
 from quire_registry.keys import Keys
 from quire_registry.store import MetadataStore, Put
 

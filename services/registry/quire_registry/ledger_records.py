@@ -17,8 +17,6 @@ from enum import Enum
 
 from google.protobuf.message import DecodeError
 
-from quire.common.v1 import common_pb2
-from quire.registry.v1 import registry_pb2
 from quire_api.errors import (
     Aborted,
     AlreadyExists,
@@ -39,6 +37,8 @@ from quire_api.ids import (
 )
 from quire_common.ledger_secrets import needs_sealing, seal
 from quire_common.quorum_sizes import validate_quorum
+from quire_proto.common.v1 import common_pb2
+from quire_proto.registry.v1 import registry_pb2
 from quire_registry.keys import Keys
 from quire_registry.store import OPS_PER_TRANSACTION, Delete, MetadataStore, Put, WatchBatch, WatchCompacted
 

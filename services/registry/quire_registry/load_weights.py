@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import logging
 
-from quire.registry.v1 import registry_pb2
 from quire_api.errors import (
     InvalidArgument,
 )
 from quire_api.ids import (
     validate_bookie_id,
 )
+from quire_proto.registry.v1 import registry_pb2
 from quire_registry.keys import Keys
 from quire_registry.store import OPS_PER_TRANSACTION, MetadataStore, Put
 

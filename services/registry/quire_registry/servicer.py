@@ -7,11 +7,11 @@ from contextlib import aclosing
 
 import grpc
 
-from quire.common.v1 import common_pb2
-from quire.registry.v1 import registry_pb2, registry_pb2_grpc
 from quire_api.errors import InvalidArgument, QuireError
 from quire_api.ids import LedgerId, ledger_id_from_proto
 from quire_api.rpc_status import status_code
+from quire_proto.common.v1 import common_pb2
+from quire_proto.registry.v1 import registry_pb2, registry_pb2_grpc
 from quire_registry.elections import Elections
 from quire_registry.ledger_records import CreateOrder, IdMode
 from quire_registry.registry import Registry

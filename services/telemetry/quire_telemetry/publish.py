@@ -7,10 +7,10 @@ import time
 
 import grpc
 
-from quire.registry.v1 import registry_pb2, registry_pb2_grpc
 from quire_common.config import load_settings
 from quire_common.security import TlsSettings, channel_credentials, channel_options
 from quire_common.settings import TlsEnv
+from quire_proto.registry.v1 import registry_pb2, registry_pb2_grpc
 
 
 def publish_load_factors(registry_target: str, factors: dict[str, float], computed_at: float | None = None) -> int:

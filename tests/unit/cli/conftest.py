@@ -12,13 +12,13 @@ import click.testing
 import grpc
 import pytest
 
-from quire.admin.v1 import admin_pb2
-from quire.common.v1 import common_pb2
-from quire.gateway.v1 import ledger_pb2
-from quire.registry.v1 import registry_pb2
 from quire_api.ids import LedgerId
 from quire_client.cli import quire
 from quire_client.client import QuireClientError
+from quire_proto.admin.v1 import admin_pb2
+from quire_proto.common.v1 import common_pb2
+from quire_proto.gateway.v1 import ledger_pb2
+from quire_proto.registry.v1 import registry_pb2
 
 
 @dataclass

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from quire.admin.v1 import admin_pb2
 from quire_client.cli.status import DEGRADED, HEALTHY, judge
+from quire_proto.admin.v1 import admin_pb2
 
 NOW = 1_800_000_000.0
 

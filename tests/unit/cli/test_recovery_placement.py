@@ -6,9 +6,9 @@ import json
 
 import yaml
 
-from quire.placement.v1 import placement_pb2
-from quire.registry.v1 import registry_pb2
 from quire_api.ids import LedgerId
+from quire_proto.placement.v1 import placement_pb2
+from quire_proto.registry.v1 import registry_pb2
 
 
 def test_recovery_status_names_the_auditor_and_the_segments(run, fake, monkeypatch):

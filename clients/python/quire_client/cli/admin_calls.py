@@ -16,10 +16,10 @@ from typing import Any
 
 import click
 
-from quire.admin.v1 import admin_pb2
-from quire.common.v1 import common_pb2
 from quire_api.ids import LedgerId
 from quire_client.cli.common import GATEWAY, PLACEMENT, REGISTRY, Globals, ServiceCalls
+from quire_proto.admin.v1 import admin_pb2
+from quire_proto.common.v1 import common_pb2
 
 # The services each QuireAdmin call reaches with --direct (checked set before
 # the call, and named when they do not answer); through the admin API, the gateway.

@@ -9,7 +9,6 @@ from typing import Any
 import click
 from google.protobuf import json_format
 
-from quire.registry.v1 import registry_pb2
 from quire_api.bookie_addresses import bookie_rpc_address, legacy_address
 from quire_api.errors import QuireError
 from quire_api.ids import LedgerId
@@ -27,6 +26,7 @@ from quire_client.cli.common import (
     structured,
 )
 from quire_client.optional import SERVER, import_for
+from quire_proto.registry.v1 import registry_pb2
 
 BOOKIE_STATES = {
     "rw": registry_pb2.BOOKIE_STATE_WRITABLE,

@@ -18,11 +18,11 @@ import yaml
 from click.decorators import FC
 from google.protobuf import json_format
 
-from quire.common.v1 import common_pb2
 from quire_api.ids import LedgerId
 from quire_client.admin import QuireAdmin
 from quire_client.client import ClientTls, QuireClient
 from quire_client.errors import QuireClientError, never_sent
+from quire_proto.common.v1 import common_pb2
 
 
 class ExitCode(IntEnum):

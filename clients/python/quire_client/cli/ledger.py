@@ -14,7 +14,6 @@ from typing import Any
 import click
 from click.decorators import FC
 
-from quire.common.v1 import common_pb2
 from quire_api.ids import LedgerId
 from quire_client.cli.common import (
     JSON_LINES,
@@ -32,6 +31,7 @@ from quire_client.cli.common import (
     structured,
     writes,
 )
+from quire_proto.common.v1 import common_pb2
 
 DIGESTS = {"crc32": 1, "hmac": 2, "crc32c": 3, "dummy": 4}
 

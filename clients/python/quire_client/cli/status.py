@@ -10,7 +10,6 @@ from typing import Any
 
 import click
 
-from quire.admin.v1 import admin_pb2
 from quire_client.cli.admin_calls import open_admin
 from quire_client.cli.common import (
     ExitCode,
@@ -24,6 +23,7 @@ from quire_client.cli.common import (
 )
 from quire_client.errors import QuireClientError
 from quire_client.optional import CLIENT
+from quire_proto.admin.v1 import admin_pb2
 
 # A certificate closer than this to its notAfter makes the cluster degraded.
 CERTIFICATE_WARNING_DAYS = 14

@@ -37,8 +37,6 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from quire.common.v1 import common_pb2
-from quire.registry.v1 import registry_pb2
 from quire_api.errors import QuireError, Reason, Unavailable
 from quire_api.ids import LedgerId
 from quire_api.replication import (
@@ -61,6 +59,8 @@ from quire_gateway.metadata_store import MetadataStore
 from quire_gateway.metadata_updates import update_metadata
 from quire_gateway.read.bookie_lac import read_last_add_confirmed
 from quire_gateway.roles import RoleHolder
+from quire_proto.common.v1 import common_pb2
+from quire_proto.registry.v1 import registry_pb2
 
 log = logging.getLogger(__name__)
 COPY_BATCH_ENTRIES = 100

@@ -35,8 +35,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from quire.bookie.v1 import bookie_pb2
-from quire.common.v1 import common_pb2
 from quire_api.errors import DataLoss, QuireError
 from quire_api.ids import LedgerId
 from quire_common.entry import verified_entry
@@ -46,6 +44,8 @@ from quire_gateway.cluster_calls import ClusterCalls
 from quire_gateway.metadata_store import MetadataStore
 from quire_gateway.quorum_rules import replicas_of
 from quire_gateway.repairs import mark_for_repair
+from quire_proto.bookie.v1 import bookie_pb2
+from quire_proto.common.v1 import common_pb2
 
 log = logging.getLogger(__name__)
 

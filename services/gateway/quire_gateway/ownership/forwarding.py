@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from quire.common.v1 import common_pb2
-from quire.gateway.v1 import ledger_pb2
 from quire_api.ids import LedgerId, ledger_id_to_proto
 from quire_gateway.ownership.peers import GatewayPeers
+from quire_proto.common.v1 import common_pb2
+from quire_proto.gateway.v1 import ledger_pb2
 
 
 class Forwarder:

@@ -33,10 +33,10 @@ import logging
 import time
 import uuid
 
-from quire.common.v1 import common_pb2
 from quire_api.errors import QuireError, Reason, Unavailable
 from quire_gateway.cluster_calls import ClusterCalls
 from quire_gateway.roles import RoleHolder
+from quire_proto.common.v1 import common_pb2
 
 log = logging.getLogger(__name__)
 

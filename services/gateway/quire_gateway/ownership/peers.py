@@ -15,8 +15,8 @@ from collections.abc import AsyncIterator
 
 import grpc
 
-from quire.gateway.v1 import ledger_pb2, ledger_pb2_grpc
 from quire_common.channels import call, error_from_rpc, open_channel
+from quire_proto.gateway.v1 import ledger_pb2, ledger_pb2_grpc
 
 FORWARDED_BY = "quire-forwarded-by"
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 
-from quire.common.v1 import common_pb2
-from quire.gateway.v1 import ledger_pb2
 from quire_api.ids import LedgerId
 from quire_gateway.ledgers import LedgerOperations
 from quire_gateway.ownership.forwarding import Forwarder
+from quire_proto.common.v1 import common_pb2
+from quire_proto.gateway.v1 import ledger_pb2
 
 
 class Relay:

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from quire.common.v1 import common_pb2
 from quire_api.errors import PermissionDenied, QuireError, Reason, Unavailable
 from quire_api.ids import LedgerId
 from quire_common.fanout import ask_all
 from quire_gateway.cluster_calls import ClusterCalls
 from quire_gateway.quorum_rules import covered
+from quire_proto.common.v1 import common_pb2
 
 
 async def until_covered(

@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from quire.common.v1 import common_pb2
 from quire_api.ids import LedgerId
+from quire_proto.common.v1 import common_pb2
 
 DEFAULT_ENTRY_CACHE_BYTES = 64 * 1024 * 1024
 # Per cached entry beyond its payload: key, value tuple and dict slot.

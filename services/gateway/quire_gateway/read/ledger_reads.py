@@ -15,7 +15,6 @@ from collections import OrderedDict
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
 
-from quire.common.v1 import common_pb2
 from quire_api.backoff import Backoff
 from quire_api.errors import InvalidArgument, OutOfRange, QuireError, Reason
 from quire_api.ids import LedgerId
@@ -27,6 +26,7 @@ from quire_gateway.read.bookie_lac import read_last_add_confirmed
 from quire_gateway.read.entry_cache import EntryCache, incarnation
 from quire_gateway.read.replicas import CHUNK_ENTRIES, EntryReader, ReadEntry, ReadSettings
 from quire_gateway.repairs import mark_for_repair
+from quire_proto.common.v1 import common_pb2
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,6 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
-from quire.common.v1 import common_pb2
 from quire_api.errors import DataLoss, NotFound, QuireError, Reason, Unavailable
 from quire_api.ids import LedgerId
 from quire_common.entry import parse_header, verified_entry
@@ -31,6 +30,7 @@ from quire_common.telemetry import tracer
 from quire_gateway import metrics
 from quire_gateway.cluster_calls import ClusterCalls
 from quire_gateway.quorum_rules import replicas_of
+from quire_proto.common.v1 import common_pb2
 
 log = logging.getLogger(__name__)
 _tracer = tracer(__name__)

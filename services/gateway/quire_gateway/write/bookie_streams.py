@@ -40,13 +40,13 @@ from typing import TypeAlias
 import grpc
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from quire.bookie.v1 import bookie_pb2
-from quire.common.v1 import common_pb2
 from quire_api.errors import QuireError, Reason, Unavailable
 from quire_api.ids import LedgerId, ledger_id_to_proto
 from quire_common.channels import error_from_result, error_from_rpc
 from quire_common.telemetry import tracing_enabled
 from quire_gateway import metrics
+from quire_proto.bookie.v1 import bookie_pb2
+from quire_proto.common.v1 import common_pb2
 
 log = logging.getLogger(__name__)
 

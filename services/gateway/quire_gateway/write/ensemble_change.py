@@ -19,9 +19,9 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Protocol
 
-from quire.common.v1 import common_pb2
 from quire_api.errors import FailedPrecondition, QuireError, Reason, ResourceExhausted, Unavailable
 from quire_api.replication import add_marker
+from quire_proto.common.v1 import common_pb2
 
 
 def replaceable(error: QuireError) -> bool:

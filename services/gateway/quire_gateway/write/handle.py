@@ -44,7 +44,6 @@ from typing import Any
 
 from opentelemetry.trace import Span, SpanContext, Status, StatusCode
 
-from quire.common.v1 import common_pb2
 from quire_api.backoff import Backoff
 from quire_api.errors import (
     DeadlineExceeded,
@@ -75,6 +74,7 @@ from quire_gateway.write.ensemble_change import (
 )
 from quire_gateway.write.explicit_lac import ExplicitLacs
 from quire_gateway.write.quarantine import Quarantine, choose_avoiding
+from quire_proto.common.v1 import common_pb2
 
 __all__ = ["WriteHandle", "WriteSettings", "write_set"]
 

@@ -15,11 +15,11 @@ from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from quire.gateway.v1 import ledger_pb2
 from quire_api.errors import InvalidArgument, QuireError
 from quire_api.ids import LedgerId, ledger_id_from_proto
 from quire_common.telemetry import tracer
 from quire_gateway.ledgers import LedgerOperations
+from quire_proto.gateway.v1 import ledger_pb2
 
 _tracer = tracer(__name__)
 

@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from quire.bookie.v1 import bookie_pb2 as quire_dot_bookie_dot_v1_dot_bookie__pb2
+from quire_proto.bookie.v1 import bookie_pb2 as quire_dot_bookie_dot_v1_dot_bookie__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__

@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from quire.registry.v1 import registry_pb2 as quire_dot_registry_dot_v1_dot_registry__pb2
+from quire_proto.registry.v1 import registry_pb2 as quire_dot_registry_dot_v1_dot_registry__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__

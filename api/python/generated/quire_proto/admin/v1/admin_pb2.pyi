@@ -1,9 +1,9 @@
 import datetime
 
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
-from quire.common.v1 import common_pb2 as _common_pb2
-from quire.placement.v1 import placement_pb2 as _placement_pb2
-from quire.registry.v1 import registry_pb2 as _registry_pb2
+from quire_proto.common.v1 import common_pb2 as _common_pb2
+from quire_proto.placement.v1 import placement_pb2 as _placement_pb2
+from quire_proto.registry.v1 import registry_pb2 as _registry_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message

@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from quire.placement.v1 import placement_pb2 as quire_dot_placement_dot_v1_dot_placement__pb2
+from quire_proto.placement.v1 import placement_pb2 as quire_dot_placement_dot_v1_dot_placement__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__

@@ -1,7 +1,7 @@
 import datetime
 
 from google.protobuf import duration_pb2 as _duration_pb2
-from quire.common.v1 import common_pb2 as _common_pb2
+from quire_proto.common.v1 import common_pb2 as _common_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message

@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from quire.gateway.v1 import blob_pb2 as quire_dot_gateway_dot_v1_dot_blob__pb2
+from quire_proto.gateway.v1 import blob_pb2 as quire_dot_gateway_dot_v1_dot_blob__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__

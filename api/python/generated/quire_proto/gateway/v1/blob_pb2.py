@@ -28,7 +28,7 @@ DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bquire/gateway/
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
-_builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'quire.gateway.v1.blob_pb2', _globals)
+_builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'quire_proto.gateway.v1.blob_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\023io.quire.gateway.v1P\001Z8github.com/quire/quire/gen/go/quire/gateway/v1;gatewayv1\252\002\020Quire.Gateway.V1'

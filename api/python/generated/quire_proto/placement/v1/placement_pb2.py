@@ -29,7 +29,7 @@ DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"quire/placement/
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
-_builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'quire.placement.v1.placement_pb2', _globals)
+_builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'quire_proto.placement.v1.placement_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\025io.quire.placement.v1P\001Z<github.com/quire/quire/gen/go/quire/placement/v1;placementv1\252\002\022Quire.Placement.V1'
