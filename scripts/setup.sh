@@ -78,6 +78,10 @@ if [ "$stale" = true ]; then
     -e ./api/python -e './clients/python[testing,certs]' -e './services[telemetry]' -r requirements/dev.in
   touch "$stamp"
 fi
+# The generated API's earlier import name, `quire`, for tools written against it (this
+# environment only; no distribution ships it: api/python/compat/quire/__init__.py).
+site_packages=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+echo "$PWD/api/python/compat" > "$site_packages/quire-import-compat.pth"
 
 if [ ! -x .tools/node_modules/.bin/buf ]; then
   if command -v npm >/dev/null 2>&1; then

@@ -102,6 +102,10 @@ def test_client_install_brings_no_server_dependency(client_venv: Path) -> None:
     for module in SERVER_MODULES:
         probe = run_in(client_venv, "python", "-c", f"import {module}")
         assert probe.returncode != 0 and "ModuleNotFoundError" in probe.stderr, module
+    # The generated API is quire_proto; `quire` is other projects' import name and no wheel of ours has it.
+    assert run_in(client_venv, "python", "-c", "import quire_proto.gateway.v1.ledger_pb2").returncode == 0
+    old_name = run_in(client_venv, "python", "-c", "import quire")
+    assert old_name.returncode != 0 and "ModuleNotFoundError" in old_name.stderr
 
 
 def test_client_only_install_writes_and_reads_a_ledger(client_venv: Path, cluster: LocalCluster) -> None:
