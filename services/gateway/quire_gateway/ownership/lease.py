@@ -90,6 +90,9 @@ class GatewayLease:
         """This gateway as a ledger owner, waiting (at most two lease TTLs) for
         the lease to be held: a gateway restarted under the same name waits
         for its previous lease to lapse."""
+        owner = self.owner()
+        if owner is not None:  # the common case: no wait, and no task for one (this runs per create)
+            return owner
         try:
             await asyncio.wait_for(self.holder.wait_until_held(), self.ttl_seconds * 2)
         except TimeoutError:
