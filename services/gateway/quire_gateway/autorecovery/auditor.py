@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from quire_api.errors import QuireError, Reason, Unavailable
@@ -73,6 +74,8 @@ LAC_TIMEOUT_SECONDS = 2.0
 # While the bookies stay as they were and the last round found nothing to
 # repair, only every tenth interval reads every ledger (docs/decisions.md).
 QUIET_ROUNDS_BETWEEN_FULL_ROUNDS = 9
+# Ledgers' metadata per listing call: what a scrub pass holds at a time.
+LISTING_PAGE = 500
 
 
 @dataclass(frozen=True)
@@ -180,6 +183,7 @@ class Auditor:
             role.published = lambda: {k: str(v) for k, v in self.state.figures().items()}
         self.scrubber = Scrubber(remote, metadata_store, settings.scrub, self.state.scrub)
         self._settled_lac: dict[tuple[int, int], int] = {}  # open ledger -> its LAC at the previous pass
+        self._ledgers_last_pass: int | None = None  # how many ledgers the last scrub pass went through
         self._registered_at_last_round: frozenset[tuple[str, bool]] = frozenset()
         self._quiet_rounds = 0  # intervals since the last full round, while nothing called for one
 
@@ -247,9 +251,15 @@ class Auditor:
         seen: set[tuple[int, int]] = set()
         group: list[tuple[common_pb2.LedgerMetadata, int]] = []
         self.scrubber.start_pass()
-        ledgers = await self._ledgers()
-        schedule = PassSchedule(self.settings.scrub.pass_interval_seconds, len(ledgers))
-        for index, metadata in enumerate(ledgers):
+        # The listing is read a page at a time as the pass goes (spread over the period, an hour by
+        # default), so the pass holds a page of metadata, not every ledger's; the pace is set by the
+        # count the previous pass saw (the first pass counts first).
+        if self._ledgers_last_pass is None:
+            self._ledgers_last_pass = await self._count_ledgers()
+        schedule = PassSchedule(self.settings.scrub.pass_interval_seconds, self._ledgers_last_pass)
+        index = 0
+        async for metadata in self._each_ledger():
+            index += 1
             if not self.active():
                 return False
             if metadata.state == common_pb2.LEDGER_STATE_IN_RECOVERY:
@@ -271,9 +281,10 @@ class Auditor:
             if len(group) >= SCRUB_GROUP_LEDGERS:
                 await self._scrub_group(group, registered)
                 group = []
-                await schedule.wait_turn(index + 1)
+                await schedule.wait_turn(index)
         if group and self.active():
             await self._scrub_group(group, registered)
+        self._ledgers_last_pass = index
         self.scrubber.end_pass(seen)
         self._settled_lac = {k: v for k, v in self._settled_lac.items() if k in seen}
         return True
@@ -299,14 +310,26 @@ class Auditor:
         lac = await read_last_add_confirmed(self.remote, _ledger(metadata), metadata, LAC_TIMEOUT_SECONDS)
         return max(lac, int(metadata.ensembles[-1].first_entry_id) - 1)
 
-    async def _ledgers(self) -> list[common_pb2.LedgerMetadata]:
-        ledgers: list[common_pb2.LedgerMetadata] = []
+    async def _pages(self) -> AsyncIterator[list[common_pb2.LedgerMetadata]]:
+        """Every ledger's metadata, a listing page at a time."""
         token = ""
         while True:
-            page, token = await self.remote.list_ledger_metadata(0, 500, token, all_scopes=True)
-            ledgers.extend(page)
+            page, token = await self.remote.list_ledger_metadata(0, LISTING_PAGE, token, all_scopes=True)
+            yield page
             if not token:
-                return ledgers
+                return
+
+    async def _each_ledger(self) -> AsyncIterator[common_pb2.LedgerMetadata]:
+        async for page in self._pages():
+            for metadata in page:
+                yield metadata
+
+    async def _count_ledgers(self) -> int:
+        return sum([len(page) async for page in self._pages()])
+
+    async def _ledgers(self) -> list[common_pb2.LedgerMetadata]:
+        """Every ledger's metadata at once: a round needs the bookies all of them name before it acts."""
+        return [metadata async for metadata in self._each_ledger()]
 
     def _round_due(self, records: list[registry_pb2.BookieRecord]) -> bool:
         """Whether this interval's round must read every ledger's metadata,
