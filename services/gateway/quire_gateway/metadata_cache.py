@@ -304,7 +304,9 @@ class LedgerMetadataCache:
             stream = self._source.watch_ledger_metadata(self._requested, self._heartbeat)
             try:
                 while True:
-                    change = await asyncio.wait_for(anext(stream), self._silence)
+                    # A timer on this task, not wait_for's new task per message.
+                    async with asyncio.timeout(self._silence):
+                        change = await anext(stream)
                     if not self.connected:
                         log.info("ledger metadata watch %s at revision %d", change.kind.value, change.revision)
                     self.apply(change)

@@ -371,7 +371,8 @@ class LedgerRecords:
             try:
                 while True:
                     try:
-                        batch = await asyncio.wait_for(batches.get(), heartbeat)
+                        async with asyncio.timeout(heartbeat):  # no task per batch, as wait_for would start
+                            batch = await batches.get()
                     except TimeoutError:
                         yield registry_pb2.WatchLedgerMetadataResponse(
                             type=registry_pb2.LEDGER_METADATA_EVENT_TYPE_PROGRESS, revision=revision
