@@ -417,3 +417,13 @@ async def test_a_write_learned_after_a_reset_counts_for_the_new_epoch_only_if_ne
     await cache.recent_ledger_metadata(B)
     await cache.recent_ledger_metadata(C)
     await eventually(lambda: registry.fetches == [C])
+
+
+async def test_followers_hear_every_ledgers_changes_cached_or_not(cache, registry):
+    heard: list[tuple[ChangeKind, object]] = []
+    cache.follow(lambda change: heard.append((change.kind, change.ledger_id)))
+    await connect(cache, registry)
+    await send(cache, registry, ChangeKind.PUT, 11, B, record(B))  # not cached
+    await send(cache, registry, ChangeKind.DELETED, 12, B)
+    await send(cache, registry, ChangeKind.PROGRESS, 13)
+    assert heard == [(ChangeKind.PUT, B), (ChangeKind.DELETED, B)]

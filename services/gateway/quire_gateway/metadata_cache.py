@@ -51,6 +51,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -116,6 +117,13 @@ class LedgerMetadataCache:
         self.misses = 0
         self.resets = 0
         self.evictions = 0
+        # Told every PUT and DELETED the watch delivers, of every ledger (the auditor's marked ledgers).
+        self._followers: list[Callable[[MetadataChange], None]] = []
+
+    def follow(self, follower: Callable[[MetadataChange], None]) -> None:
+        """Call `follower` with every ledger change the watch delivers from
+        now on, cached or not; `epoch` says whether any may have been missed."""
+        self._followers.append(follower)
 
     # -- reads -------------------------------------------------------------------
 
@@ -244,6 +252,8 @@ class LedgerMetadataCache:
         self.revision = max(self.revision, change.revision)
         if kind is ChangeKind.PROGRESS or change.ledger_id is None:
             return
+        for follower in self._followers:
+            follower(change)
         ledger_id = change.ledger_id
         if kind is ChangeKind.PUT and change.metadata is not None:
             entry = self._entries.get(ledger_id)

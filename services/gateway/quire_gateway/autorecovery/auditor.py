@@ -5,11 +5,16 @@ Every gateway runs the auditor's loops, but only the holder of the
 "auditor" role (roles.py, a lease through the registry) acts; a standby
 takes over when the holder's lease lapses, within its TTL.
 
-Every `interval_seconds` it lists the registered bookies, and every ledger
-when a round is due: when the registered bookies changed, when the last round
-left a missing bookie or a marked ledger, and otherwise every tenth interval
-(markers set meanwhile wait for it), so a quiet cluster does not read all its
-metadata every interval.
+Every `interval_seconds` it lists the registered bookies, and reads every
+ledger's metadata (a *full round*, a listing page at a time) only when one is
+due: when the registered bookies changed, when the last round left a missing
+bookie, when the metadata watch may have missed a change since the last full
+round, and otherwise every QUIET_INTERVALS_BETWEEN_FULL_ROUNDS intervals. In
+between, the ledgers that the watch reports marked (marked_ledgers.py) are
+repaired each interval, read one by one: a quiet cluster's audit costs per
+marked ledger, not per ledger held. A gateway without the watch (its metadata
+cache off) reads every ledger every tenth interval, and every interval while
+the last round left something to repair.
 A bookie referenced by a ledger but not registered is *missing*; once it has
 been missing for `lost_bookie_delay_seconds` (so a rolling restart causes no
 re-replication storm) it is *lost*. For each CLOSED ledger with a segment on
@@ -38,7 +43,7 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
-from quire_api.errors import QuireError, Reason, Unavailable
+from quire_api.errors import NotFound, QuireError, Reason, Unavailable
 from quire_api.ids import LedgerId
 from quire_api.replication import (
     LostReplica,
@@ -54,6 +59,7 @@ from quire_api.replication import (
 from quire_common.bookie_resolver import BookieDirectory
 from quire_common.entry import Digester, verified_entry
 from quire_common.ledger_secrets import ledger_digester, ledger_master_key
+from quire_gateway.autorecovery.marked_ledgers import MarkedLedgers
 from quire_gateway.autorecovery.scrub import SCRUB_GROUP_LEDGERS, PassSchedule, Scrubber, ScrubSettings, ScrubStats
 from quire_gateway.cluster_calls import ClusterCalls
 from quire_gateway.metadata_store import MetadataStore
@@ -72,8 +78,12 @@ ROLE = "auditor"
 FIRST_SCRUB_DELAY_SECONDS = 60.0
 LAC_TIMEOUT_SECONDS = 2.0
 # While the bookies stay as they were and the last round found nothing to
-# repair, only every tenth interval reads every ledger (docs/decisions.md).
+# repair, only every tenth interval reads every ledger (docs/decisions.md)...
 QUIET_ROUNDS_BETWEEN_FULL_ROUNDS = 9
+# ...and while the metadata watch reports every marker, only every 120th (an
+# hour at the default interval): a safety net, and when the cluster's ledger
+# counts are refreshed.
+QUIET_ROUNDS_BETWEEN_FULL_ROUNDS_FOLLOWED = 119
 # Ledgers' metadata per listing call: what a scrub pass holds at a time.
 LISTING_PAGE = 500
 
@@ -171,9 +181,12 @@ class Auditor:
         bookies: BookieDirectory,
         settings: AuditorSettings,
         role: RoleHolder | None = None,
+        marked: MarkedLedgers | None = None,
     ) -> None:
-        """Without `role` this auditor always acts (tests, a single gateway)."""
+        """Without `role` this auditor always acts (tests, a single gateway);
+        without `marked` (no metadata watch) it finds markers only in full rounds."""
         self.remote = remote
+        self.marked = marked
         self.metadata_store = metadata_store  # the ledgers' records it checks and changes
         self.bookies = bookies
         self.settings = settings
@@ -197,6 +210,8 @@ class Auditor:
             self.state.missing_since.clear()  # the clock starts again for a new holder
             self.state.cluster = None  # another gateway reports the cluster now
             self._registered_at_last_round = frozenset()
+            if self.marked is not None:
+                self.marked.forget()
             await self.role.wait_until_held()
 
     async def run(self) -> None:
@@ -223,9 +238,10 @@ class Auditor:
             await self._wait_until_active()
             try:
                 records = await self.bookies.records(registry_pb2.BOOKIE_STATE_ALL)
-                if not self._round_due(records):
-                    continue
-                await self.audit_once(records)
+                if self._round_due(records):
+                    await self.audit_once(records)
+                elif self.marked is not None and self.marked.ledgers:
+                    await self.repair_marked_ledgers(records)
             except QuireError as exc:
                 log.warning("audit round failed: %s", exc)
 
@@ -327,25 +343,25 @@ class Auditor:
     async def _count_ledgers(self) -> int:
         return sum([len(page) async for page in self._pages()])
 
-    async def _ledgers(self) -> list[common_pb2.LedgerMetadata]:
-        """Every ledger's metadata at once: a round needs the bookies all of them name before it acts."""
-        return [metadata async for metadata in self._each_ledger()]
-
     def _round_due(self, records: list[registry_pb2.BookieRecord]) -> bool:
         """Whether this interval's round must read every ledger's metadata,
         whose cost grows with the ledgers held: when the registered bookies
-        changed, when the last round left something to repair or wait for
-        (a missing bookie, a marker), and otherwise every
-        QUIET_ROUNDS_BETWEEN_FULL_ROUNDS intervals, for markers that readers
-        and writers set meanwhile."""
+        changed, when the last round left a missing bookie to wait for, when
+        markers may have been set unseen (no watch, or a gap in it since the
+        last full round), and otherwise every QUIET_ROUNDS_BETWEEN_FULL_ROUNDS
+        intervals (QUIET_ROUNDS_BETWEEN_FULL_ROUNDS_FOLLOWED while the watch
+        reports every marker). Without the watch, a marker left by the last
+        round calls for the next one too."""
         registered = frozenset((r.bookie_id, r.read_only) for r in records)
+        followed = self.marked is not None and self.marked.complete()
         quiet = (
             registered == self._registered_at_last_round
             and not self.state.missing_since
             and self.state.cluster is not None
-            and self.state.cluster.under_replicated_ledgers == 0
+            and (followed or self.state.cluster.under_replicated_ledgers == 0)
         )
-        if quiet and self._quiet_rounds < QUIET_ROUNDS_BETWEEN_FULL_ROUNDS:
+        between = QUIET_ROUNDS_BETWEEN_FULL_ROUNDS_FOLLOWED if followed else QUIET_ROUNDS_BETWEEN_FULL_ROUNDS
+        if quiet and self._quiet_rounds < between:
             self._quiet_rounds += 1
             return False
         self._quiet_rounds = 0
@@ -353,26 +369,30 @@ class Auditor:
         return True
 
     async def audit_once(self, records: list[registry_pb2.BookieRecord] | None = None) -> int:
-        """One round; returns how many segments it re-replicated."""
+        """One full round, through every ledger a listing page at a time;
+        returns how many segments it re-replicated. A ledger's missing
+        bookies are those it names that are not registered, so each page is
+        acted on as it comes: the round holds a page of metadata, not every
+        ledger's."""
         if records is None:
             records = await self.bookies.records(registry_pb2.BOOKIE_STATE_ALL)
         registered = {r.bookie_id for r in records}
-        ledgers = await self._ledgers()
-        referenced = {b for m in ledgers for e in m.ensembles for b in e.bookie_ids}
+        if self.marked is not None:
+            self.marked.full_round_starts()
         now = time.monotonic()
-        missing = referenced - registered
+        missing_since = dict[str, float]()
         cluster = ClusterFigures(
             bookies_writable=sum(1 for r in records if not r.read_only),
             bookies_read_only=sum(1 for r in records if r.read_only),
-            bookies_missing=len(missing),
         )
-        self.state.missing_since = {b: self.state.missing_since.get(b, now) for b in missing}
-        lost = {
-            b for b, since in self.state.missing_since.items() if now - since >= self.settings.lost_bookie_delay_seconds
-        }
         under = 0
         repaired = 0
-        for metadata in ledgers:
+        async for metadata in self._each_ledger():
+            named = {b for e in metadata.ensembles for b in e.bookie_ids}
+            missing = named - registered
+            for bookie in missing:
+                missing_since.setdefault(bookie, self.state.missing_since.get(bookie, now))
+            lost = {b for b in missing if now - missing_since[b] >= self.settings.lost_bookie_delay_seconds}
             replicas = lost_replicas(metadata, missing)
             marked = [r for r in marked_replicas(metadata) if r.bookie_id not in missing]  # else counted above
             under += len(replicas) + len(marked)
@@ -383,6 +403,8 @@ class Auditor:
             if replicas or marked:
                 cluster.under_replicated_ledgers += 1
                 cluster.under_replicated_entries += under_replicated_entries(metadata, replicas + marked)
+            if self.marked is not None and markers(metadata):
+                self.marked.found(_ledger(metadata))
             if metadata.state == common_pb2.LEDGER_STATE_IN_RECOVERY:
                 continue
             try:
@@ -395,11 +417,51 @@ class Auditor:
                         repaired += await self._repair_marked(metadata, registered)
             except QuireError as exc:
                 log.warning("repairing ledger %s: %s", _ledger(metadata), exc)
+        cluster.bookies_missing = len(missing_since)
+        self.state.missing_since = missing_since
         # Figures as found at the start of the round: what this round repaired
         # shows in the next one (the segments count keeps its older meaning).
         self.state.under_replicated_segments = under - repaired
         self.state.rereplicated_segments += repaired
         self.state.cluster = cluster
+        return repaired
+
+    async def repair_marked_ledgers(self, records: list[registry_pb2.BookieRecord]) -> int:
+        """Between full rounds: repair the ledgers the watch reports marked,
+        each read as it is now, and count them in the cluster's figures.
+        Returns how many segments it repaired."""
+        assert self.marked is not None
+        registered = {r.bookie_id for r in records}
+        under = 0
+        entries = 0
+        ledgers = 0
+        repaired = 0
+        for ledger_id in sorted(self.marked.ledgers, key=lambda ledger: ledger.value):
+            try:
+                metadata, _ = await self.metadata_store.get_ledger_metadata(ledger_id)
+            except NotFound:
+                self.marked.settled(ledger_id)
+                continue
+            except QuireError as exc:
+                log.warning("repairing ledger %s: %s", ledger_id, exc)
+                continue
+            marked = marked_replicas(metadata)
+            if not marked:
+                self.marked.settled(ledger_id)
+                continue
+            under += len(marked)
+            ledgers += 1
+            entries += under_replicated_entries(metadata, marked)
+            if metadata.state == common_pb2.LEDGER_STATE_IN_RECOVERY:
+                continue
+            try:
+                repaired += await self._repair_marked(metadata, registered)
+            except QuireError as exc:
+                log.warning("repairing ledger %s: %s", ledger_id, exc)
+        self.state.under_replicated_segments = under - repaired
+        if self.state.cluster is not None:
+            self.state.cluster.under_replicated_ledgers = ledgers
+            self.state.cluster.under_replicated_entries = entries
         return repaired
 
     async def _rereplicate(
