@@ -17,7 +17,7 @@ from quire_gateway.autorecovery.auditor import (
     Auditor,
     AuditorSettings,
 )
-from quire_gateway.autorecovery.marked_ledgers import MarkedLedgers
+from quire_gateway.autorecovery.ledger_changes import LedgerChanges
 from quire_gateway.metadata_store import ChangeKind, MetadataChange
 from quire_proto.common.v1 import common_pb2
 from quire_proto.registry.v1 import registry_pb2
@@ -92,8 +92,8 @@ class Listing:
 
 
 def auditor_with(listing: Listing, feed: Feed | None, repaired: list[LedgerId]) -> Auditor:
-    marked = MarkedLedgers(feed) if feed is not None else None
-    auditor = Auditor(listing, listing, None, AuditorSettings(), marked=marked)  # type: ignore[arg-type]
+    changes = LedgerChanges(feed) if feed is not None else None
+    auditor = Auditor(listing, listing, None, AuditorSettings(), changes=changes)  # type: ignore[arg-type]
 
     async def repair(metadata: common_pb2.LedgerMetadata, registered: set[str]) -> int:
         repaired.append(ledger_of(metadata))
@@ -103,20 +103,21 @@ def auditor_with(listing: Listing, feed: Feed | None, repaired: list[LedgerId]) 
     return auditor
 
 
-def test_the_watch_keeps_the_set_of_marked_ledgers():
+def test_the_watch_keeps_the_marked_ledgers_and_the_largest_ensemble():
     feed = Feed()
-    marked = MarkedLedgers(feed)
-    assert not marked.complete()  # no full round yet
-    marked.full_round_starts()
-    assert marked.complete()
+    changes = LedgerChanges(feed)
+    assert not changes.complete()  # no full round yet
+    changes.full_round_starts()
+    assert changes.complete()
     feed.put(closed_ledger(1, ["b0:3181", "b1:3181", "b2:3181"], marked="b1:3181"))
     feed.put(closed_ledger(2, ["b0:3181", "b1:3181", "b2:3181"], marked="b2:3181"))
-    assert marked.ledgers == {LedgerId(0, 1), LedgerId(0, 2)}
+    assert changes.ledgers == {LedgerId(0, 1), LedgerId(0, 2)}
+    assert changes.largest_ensemble == 3
     feed.put(closed_ledger(1, ["b0:3181", "b1:3181", "b2:3181"]))  # repaired: the marker went
     feed.delete(LedgerId(0, 2))
-    assert marked.ledgers == set()
+    assert changes.ledgers == set()
     feed.epoch += 1  # the watch began again from now: changes may have been missed
-    assert not marked.complete()
+    assert not changes.complete()
 
 
 async def test_a_full_round_acts_a_page_at_a_time_and_counts_what_it_saw(monkeypatch: pytest.MonkeyPatch):
@@ -131,8 +132,8 @@ async def test_a_full_round_acts_a_page_at_a_time_and_counts_what_it_saw(monkeyp
     await auditor.audit_once(BOOKIES)
     assert listing.pages_listed == 3 and listing.limits == {2}  # six ledgers, two a page
     assert repaired == [LedgerId(0, 3)]
-    assert auditor.marked is not None and auditor.marked.ledgers == {LedgerId(0, 3)}
-    assert auditor.marked.complete()
+    assert auditor.changes is not None and auditor.changes.ledgers == {LedgerId(0, 3)}
+    assert auditor.changes.complete()
     assert set(auditor.state.missing_since) == {"gone:3181"}
     cluster = auditor.state.cluster
     assert cluster is not None
@@ -163,24 +164,29 @@ async def test_between_full_rounds_only_the_marked_ledgers_are_read_and_repaired
     assert listing.pages_listed == listed
     assert sorted(listing.reads, key=lambda ledger: ledger.value) == [LedgerId(0, 2), LedgerId(0, 3), LedgerId(0, 7)]
     assert repaired == [LedgerId(0, 2)]
-    assert auditor.marked is not None and auditor.marked.ledgers == {LedgerId(0, 2)}  # gone once the watch says so
+    assert auditor.changes is not None and auditor.changes.ledgers == {LedgerId(0, 2)}  # gone once the watch says so
     assert auditor.state.cluster is not None and auditor.state.cluster.under_replicated_ledgers == 1
+    wide = closed_ledger(8, ["b0:3181", "b1:3181", "b2:3181"])
+    wide.ensemble_size = 5  # as if: a ledger created with a larger ensemble than any before
+    feed.put(wide)
+    auditor._raise_largest_ensemble()
+    assert auditor.state.cluster.largest_ensemble == 5
 
 
 def test_a_followed_cluster_reads_every_ledger_only_when_the_watch_may_have_missed_a_change():
     feed = Feed()
     auditor = auditor_with(Listing([], page=100), feed, [])
     assert auditor._round_due(BOOKIES)  # the first round
-    assert auditor.marked is not None
-    auditor.marked.full_round_starts()
+    assert auditor.changes is not None
+    auditor.changes.full_round_starts()
     auditor.state.cluster = auditor_module.ClusterFigures(under_replicated_ledgers=3)  # markers, followed
     due = [auditor._round_due(BOOKIES) for _ in range(QUIET_ROUNDS_BETWEEN_FULL_ROUNDS_FOLLOWED + 1)]
     assert due == [False] * QUIET_ROUNDS_BETWEEN_FULL_ROUNDS_FOLLOWED + [True]  # the safety net
-    auditor.marked.full_round_starts()
+    auditor.changes.full_round_starts()
     assert not auditor._round_due(BOOKIES)
     feed.epoch += 1  # a gap in the watch
     assert auditor._round_due(BOOKIES)
-    auditor.marked.full_round_starts()
+    auditor.changes.full_round_starts()
     assert not auditor._round_due(BOOKIES)
     assert auditor._round_due(BOOKIES[:2])  # a bookie went away
 

@@ -29,7 +29,7 @@ from quire_gateway.admin import AdminOperations
 from quire_gateway.admin_servicer import AdminServicer
 from quire_gateway.authn import GatewayAuthInterceptor
 from quire_gateway.autorecovery.auditor import ROLE, Auditor
-from quire_gateway.autorecovery.marked_ledgers import MarkedLedgers
+from quire_gateway.autorecovery.ledger_changes import LedgerChanges
 from quire_gateway.blobs import BlobStore
 from quire_gateway.cluster_calls import ClusterCalls
 from quire_gateway.config import (
@@ -158,8 +158,8 @@ class GatewayProcess(ServiceProcess):
         auditor_config = auditor_settings(env.auditor)
         role = RoleHolder(remote, ROLE, name, auditor_config.lease_seconds)
         # The watch that keeps the cache current tells the auditor which ledgers are marked.
-        marked = MarkedLedgers(metadata_cache) if metadata_cache is not None else None
-        auditor = Auditor(remote, metadata_store, bookies, auditor_config, role, marked)
+        changes = LedgerChanges(metadata_cache) if metadata_cache is not None else None
+        auditor = Auditor(remote, metadata_store, bookies, auditor_config, role, changes)
         metrics.auditor_figures = lambda: {**auditor.state.figures(), "active": int(role.holds())}
         tls = tls_settings()
         admin_operations = AdminOperations(

@@ -10,7 +10,7 @@ ledger's metadata (a *full round*, a listing page at a time) only when one is
 due: when the registered bookies changed, when the last round left a missing
 bookie, when the metadata watch may have missed a change since the last full
 round, and otherwise every QUIET_INTERVALS_BETWEEN_FULL_ROUNDS intervals. In
-between, the ledgers that the watch reports marked (marked_ledgers.py) are
+between, the ledgers that the watch reports marked (ledger_changes.py) are
 repaired each interval, read one by one: a quiet cluster's audit costs per
 marked ledger, not per ledger held. A gateway without the watch (its metadata
 cache off) reads every ledger every tenth interval, and every interval while
@@ -59,7 +59,7 @@ from quire_api.replication import (
 from quire_common.bookie_resolver import BookieDirectory
 from quire_common.entry import Digester, verified_entry
 from quire_common.ledger_secrets import ledger_digester, ledger_master_key
-from quire_gateway.autorecovery.marked_ledgers import MarkedLedgers
+from quire_gateway.autorecovery.ledger_changes import LedgerChanges
 from quire_gateway.autorecovery.scrub import SCRUB_GROUP_LEDGERS, PassSchedule, Scrubber, ScrubSettings, ScrubStats
 from quire_gateway.cluster_calls import ClusterCalls
 from quire_gateway.metadata_store import MetadataStore
@@ -181,12 +181,12 @@ class Auditor:
         bookies: BookieDirectory,
         settings: AuditorSettings,
         role: RoleHolder | None = None,
-        marked: MarkedLedgers | None = None,
+        changes: LedgerChanges | None = None,
     ) -> None:
         """Without `role` this auditor always acts (tests, a single gateway);
-        without `marked` (no metadata watch) it finds markers only in full rounds."""
+        without `changes` (no metadata watch) it finds markers only in full rounds."""
         self.remote = remote
-        self.marked = marked
+        self.changes = changes
         self.metadata_store = metadata_store  # the ledgers' records it checks and changes
         self.bookies = bookies
         self.settings = settings
@@ -210,8 +210,8 @@ class Auditor:
             self.state.missing_since.clear()  # the clock starts again for a new holder
             self.state.cluster = None  # another gateway reports the cluster now
             self._registered_at_last_round = frozenset()
-            if self.marked is not None:
-                self.marked.forget()
+            if self.changes is not None:
+                self.changes.forget()
             await self.role.wait_until_held()
 
     async def run(self) -> None:
@@ -240,8 +240,9 @@ class Auditor:
                 records = await self.bookies.records(registry_pb2.BOOKIE_STATE_ALL)
                 if self._round_due(records):
                     await self.audit_once(records)
-                elif self.marked is not None and self.marked.ledgers:
+                elif self.changes is not None and self.changes.ledgers:
                     await self.repair_marked_ledgers(records)
+                self._raise_largest_ensemble()
             except QuireError as exc:
                 log.warning("audit round failed: %s", exc)
 
@@ -259,6 +260,13 @@ class Auditor:
                 await self.scrub_pass()
             except QuireError as exc:
                 log.warning("scrub pass failed: %s", exc)
+
+    def _raise_largest_ensemble(self) -> None:
+        """A ledger created since the last full round with a larger ensemble than
+        any before counts at once (the fewest writable bookies a cluster needs)."""
+        cluster = self.state.cluster
+        if self.changes is not None and cluster is not None:
+            cluster.largest_ensemble = max(cluster.largest_ensemble, self.changes.largest_ensemble)
 
     async def scrub_pass(self) -> bool:
         """Scrub every ledger once, a group at a time, and repair what it
@@ -353,7 +361,7 @@ class Auditor:
         reports every marker). Without the watch, a marker left by the last
         round calls for the next one too."""
         registered = frozenset((r.bookie_id, r.read_only) for r in records)
-        followed = self.marked is not None and self.marked.complete()
+        followed = self.changes is not None and self.changes.complete()
         quiet = (
             registered == self._registered_at_last_round
             and not self.state.missing_since
@@ -377,8 +385,8 @@ class Auditor:
         if records is None:
             records = await self.bookies.records(registry_pb2.BOOKIE_STATE_ALL)
         registered = {r.bookie_id for r in records}
-        if self.marked is not None:
-            self.marked.full_round_starts()
+        if self.changes is not None:
+            self.changes.full_round_starts()
         now = time.monotonic()
         missing_since = dict[str, float]()
         cluster = ClusterFigures(
@@ -403,8 +411,8 @@ class Auditor:
             if replicas or marked:
                 cluster.under_replicated_ledgers += 1
                 cluster.under_replicated_entries += under_replicated_entries(metadata, replicas + marked)
-            if self.marked is not None and markers(metadata):
-                self.marked.found(_ledger(metadata))
+            if self.changes is not None and markers(metadata):
+                self.changes.found(_ledger(metadata))
             if metadata.state == common_pb2.LEDGER_STATE_IN_RECOVERY:
                 continue
             try:
@@ -430,24 +438,24 @@ class Auditor:
         """Between full rounds: repair the ledgers the watch reports marked,
         each read as it is now, and count them in the cluster's figures.
         Returns how many segments it repaired."""
-        assert self.marked is not None
+        assert self.changes is not None
         registered = {r.bookie_id for r in records}
         under = 0
         entries = 0
         ledgers = 0
         repaired = 0
-        for ledger_id in sorted(self.marked.ledgers, key=lambda ledger: ledger.value):
+        for ledger_id in sorted(self.changes.ledgers, key=lambda ledger: ledger.value):
             try:
                 metadata, _ = await self.metadata_store.get_ledger_metadata(ledger_id)
             except NotFound:
-                self.marked.settled(ledger_id)
+                self.changes.settled(ledger_id)
                 continue
             except QuireError as exc:
                 log.warning("repairing ledger %s: %s", ledger_id, exc)
                 continue
             marked = marked_replicas(metadata)
             if not marked:
-                self.marked.settled(ledger_id)
+                self.changes.settled(ledger_id)
                 continue
             under += len(marked)
             ledgers += 1

@@ -1,6 +1,8 @@
-"""The ledgers that may carry repair markers, followed from the ledger
-metadata watch, so that the auditor repairs a marker a writer, reader or
-scrub sets within an interval without reading every ledger's metadata.
+"""What the auditor learns from the ledger metadata watch between full
+rounds: the ledgers that may carry repair markers, so that it repairs a
+marker a writer, reader or scrub sets within an interval without reading
+every ledger's metadata, and the largest ensemble of a ledger written since
+(what the cluster's `largest_ensemble` figure needs).
 
 Every gateway's metadata cache already receives every ledger's changes
 (metadata_cache.py); a PUT with markers adds its ledger here, a PUT without
@@ -34,17 +36,21 @@ class ChangeFeed(Protocol):
     def follow(self, follower: Callable[[MetadataChange], None]) -> None: ...
 
 
-class MarkedLedgers:
+class LedgerChanges:
     def __init__(self, feed: ChangeFeed) -> None:
         self._feed = feed
-        self.ledgers: set[LedgerId] = set()
+        self.ledgers: set[LedgerId] = set()  # may carry markers
+        self.largest_ensemble = 0  # of any ledger the watch reported since the last full round started
         self._complete_since: int | None = None  # the feed's epoch at the last full round's start
         feed.follow(self.apply)
 
     def apply(self, change: MetadataChange) -> None:
         if change.ledger_id is None:
             return
-        if change.kind is ChangeKind.PUT and change.metadata is not None and markers(change.metadata):
+        metadata = change.metadata
+        if change.kind is ChangeKind.PUT and metadata is not None:
+            self.largest_ensemble = max(self.largest_ensemble, metadata.ensemble_size)
+        if change.kind is ChangeKind.PUT and metadata is not None and markers(metadata):
             self.ledgers.add(change.ledger_id)
         else:  # unmarked, deleted, or no longer parses (the full round reports it)
             self.ledgers.discard(change.ledger_id)
@@ -53,6 +59,7 @@ class MarkedLedgers:
         """A full round is about to list every ledger: what it finds marked,
         with every change the feed delivers from now on, makes the set whole."""
         self._complete_since = self._feed.epoch
+        self.largest_ensemble = 0
 
     def found(self, ledger_id: LedgerId) -> None:
         """A full round read this ledger with markers."""
@@ -69,4 +76,5 @@ class MarkedLedgers:
     def forget(self) -> None:
         """This gateway no longer holds the auditor role: the next holder starts with a full round."""
         self.ledgers.clear()
+        self.largest_ensemble = 0
         self._complete_since = None
