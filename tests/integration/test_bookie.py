@@ -331,24 +331,48 @@ async def test_garbage_collection_deletes_only_ledgers_gone_twice(bookie):
     ledgers = [LedgerId(9, n) for n in (1, 2, 3, 4)]
     for ledger in ledgers:
         await bookie.add_entries(ledger, KEY, [(0, packed(0, ledger=ledger))], False)
-    looks: dict[LedgerId, list[object]] = {
-        ledgers[0]: [True, True],  # gone: deleted
-        ledgers[1]: [False, False],  # alive
-        ledgers[2]: [True, False],  # came back between the looks (a hiccup): kept
-        ledgers[3]: [Unavailable("registry down"), Unavailable("registry down")],  # unknown: kept
+    listed = [LedgerId(1, 1), ledgers[1], LedgerId(9, 7)]  # the registry's: ledgers[1] alone of the bookie's
+    rechecks: dict[LedgerId, object] = {
+        ledgers[0]: True,  # gone: deleted
+        ledgers[2]: False,  # unlisted, then found (a hiccup): kept
+        ledgers[3]: Unavailable("registry down"),  # unknown: kept
     }
+    asked: list[LedgerId] = []
+
+    async def existing_ledgers():
+        yield listed[:2]  # two pages
+        yield listed[2:]
 
     async def metadata_gone(ledger_id: LedgerId) -> bool:
-        answer = looks[ledger_id].pop(0)
+        asked.append(ledger_id)
+        answer = rechecks[ledger_id]
         if isinstance(answer, Exception):
             raise answer
         return bool(answer)
 
-    collector = LedgerCollector(bookie, metadata_gone, interval_seconds=3600, recheck_seconds=0)
+    collector = LedgerCollector(bookie, existing_ledgers, metadata_gone, interval_seconds=3600, recheck_seconds=0)
     assert await collector.collect_once() == [ledgers[0]]
+    assert asked == [ledgers[0], ledgers[2], ledgers[3]]  # the listed one is never asked about
     assert sorted(bookie.ledger_ids()) == ledgers[1:]
     with pytest.raises(NotFound):
         await bookie.read_entry(ledgers[0], 0)
+
+
+async def test_garbage_collection_deletes_nothing_when_the_listing_fails_part_way(bookie):
+    ledgers = [LedgerId(9, n) for n in (1, 2)]
+    for ledger in ledgers:
+        await bookie.add_entries(ledger, KEY, [(0, packed(0, ledger=ledger))], False)
+
+    async def existing_ledgers():
+        yield [ledgers[0]]
+        raise Unavailable("registry down")  # the page that would list ledgers[1]
+
+    async def metadata_gone(ledger_id: LedgerId) -> bool:
+        return True  # were it asked, every ledger would look gone
+
+    collector = LedgerCollector(bookie, existing_ledgers, metadata_gone, interval_seconds=3600, recheck_seconds=0)
+    assert await collector.collect_once() == []
+    assert sorted(bookie.ledger_ids()) == ledgers
 
 
 async def test_inspect_lists_dumps_and_verifies_without_writing(tmp_path):

@@ -99,6 +99,25 @@ async def test_list_pages_through_one_scope(registry):
         await registry.list_ledgers(3, 3, "garbage")
 
 
+async def test_ledger_ids_page_through_every_scope_in_id_order(registry):
+    made = [LedgerId(4, 1), LedgerId(3, 9), LedgerId(3, 2), LedgerId(0, 7), LedgerId(2**64 - 1, 2**64 - 1)]
+    for ledger_id in made:
+        await registry.create_ledger(IdMode.EXACT, metadata(), ledger_id=ledger_id)
+    await registry.delete_ledger(LedgerId(3, 9))
+    seen, token, pages = [], "", 0
+    while True:
+        page, token = await registry.list_ledger_ids(2, token)
+        assert len(page) <= 2
+        seen += page
+        pages += 1
+        if not token:
+            break
+    assert seen == sorted(set(made) - {LedgerId(3, 9)}, key=lambda ledger_id: ledger_id.value)
+    assert pages == 2
+    with pytest.raises(InvalidArgument):
+        await registry.list_ledger_ids(2, "garbage")
+
+
 async def test_bookie_registration_lifecycle(registry):
     info = common_pb2.BookieServiceInfo()
     info.endpoints.add(id="rpc", host="127.0.0.1", port=3181, protocol="bookie-rpc")

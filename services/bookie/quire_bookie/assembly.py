@@ -168,6 +168,7 @@ class BookieProcess:
         self._before_drain.push_async_callback(lookup.close)
         collector = LedgerCollector(
             bookie,
+            lookup.existing_ledgers,
             lookup.metadata_gone,
             interval_seconds=config.gc_interval_seconds,
             recheck_seconds=config.gc_recheck_seconds,

@@ -1,15 +1,25 @@
 """Garbage collection: delete the data of ledgers whose metadata is gone.
 
-A ledger is deleted only when the registry says NOT_FOUND for it twice, with
-a gap between the two looks; any other answer (the registry unreachable, a
+A ledger is deleted only when the registry says it is gone twice, with a gap
+between the two looks; any other answer (the registry unreachable, a
 timeout) counts as "still there", so a registry hiccup deletes nothing.
+
+The first look compares the bookie's ledgers with the registry's listing of
+every ledger id (thousands per call, keys only), as BookKeeper's scan-and-
+compare collector does; a listing that fails part-way finds nothing gone.
+The ledgers it finds absent are then asked about one by one after the gap.
+Asking about every ledger one by one, as the first look did before, cost the
+registry and etcd most of a core for minutes every pass at 100,000 ledgers
+(docs/decisions.md). The bookie's ledgers are taken before the listing: a
+ledger has metadata before any of its entries reach a bookie, so one the
+bookie holds and the listing lacks was deleted.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from quire_api.ids import LedgerId
 from quire_bookie.bookie import Bookie
@@ -19,13 +29,22 @@ log = logging.getLogger(__name__)
 
 # True only when the metadata store positively says the ledger does not exist.
 MetadataGone = Callable[[LedgerId], Awaitable[bool]]
+# Every ledger that has metadata, a page at a time; raises when a page cannot be read.
+ExistingLedgers = Callable[[], AsyncIterator[list[LedgerId]]]
 
 
 class LedgerCollector:
     def __init__(
-        self, bookie: Bookie, metadata_gone: MetadataGone, *, interval_seconds: float, recheck_seconds: float
+        self,
+        bookie: Bookie,
+        existing_ledgers: ExistingLedgers,
+        metadata_gone: MetadataGone,
+        *,
+        interval_seconds: float,
+        recheck_seconds: float,
     ) -> None:
         self._bookie = bookie
+        self._existing_ledgers = existing_ledgers
         self._metadata_gone = metadata_gone
         self._interval = interval_seconds
         self._recheck = recheck_seconds
@@ -41,9 +60,21 @@ class LedgerCollector:
                 log.warning("garbage collection: cannot tell whether ledger %s exists: %s", ledger_id, exc)
         return gone
 
+    async def _unlisted(self) -> list[LedgerId]:
+        """The bookie's ledgers that the registry's listing lacks (none when
+        the listing fails)."""
+        held = set(self._bookie.ledger_ids())
+        try:
+            async for page in self._existing_ledgers():
+                held.difference_update(page)
+        except Exception as exc:  # unknown is never gone
+            log.warning("garbage collection: cannot list the ledgers that exist: %s", exc)
+            return []
+        return sorted(held, key=lambda ledger_id: ledger_id.value)
+
     async def collect_once(self) -> list[LedgerId]:
         """One pass; returns the ledgers deleted."""
-        candidates = await self._gone(self._bookie.ledger_ids())
+        candidates = await self._unlisted()
         if not candidates:
             return []
         await asyncio.sleep(self._recheck)

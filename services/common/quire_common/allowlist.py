@@ -53,6 +53,7 @@ ALLOWED_CALLERS: dict[str, frozenset[str]] = {
         _REGISTRY + "UpdateLedgerMetadata": {GATEWAY},
         _REGISTRY + "DeleteLedgerMetadata": {GATEWAY},
         _REGISTRY + "ListLedgerMetadata": {GATEWAY},
+        _REGISTRY + "ListLedgerIds": {BOOKIE},
         _REGISTRY + "WatchLedgerMetadata": {GATEWAY},
         _REGISTRY + "PutLoadWeights": {OPERATOR},
         _REGISTRY + "ListLoadWeights": {PLACEMENT},

@@ -157,8 +157,7 @@ class GatewayProcess(ServiceProcess):
         bookies.on_joined(lambda bookie_id, _address: ledgers.quarantine.lift(bookie_id, "it registered again"))
         auditor_config = auditor_settings(env.auditor)
         role = RoleHolder(remote, ROLE, name, auditor_config.lease_seconds)
-        # The watch that keeps the cache current tells the auditor which ledgers are marked.
-        changes = LedgerChanges(metadata_cache) if metadata_cache is not None else None
+        changes = LedgerChanges(metadata_cache) if metadata_cache is not None else None  # the cache's watch
         auditor = Auditor(remote, metadata_store, bookies, auditor_config, role, changes)
         metrics.auditor_figures = lambda: {**auditor.state.figures(), "active": int(role.holds())}
         tls = tls_settings()

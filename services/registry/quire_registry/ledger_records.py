@@ -46,6 +46,8 @@ log = logging.getLogger(__name__)
 
 DEFAULT_PAGE_SIZE = 100
 MAX_PAGE_SIZE = 1000
+# Ids alone are a few dozen bytes each: a page of ids can be ten times a page of records.
+MAX_ID_PAGE_SIZE = 10_000
 _ID_ATTEMPTS = 16
 _LEGACY_ID_ATTEMPTS = 64  # concurrent legacy creators race for each number; one of them wins every round
 # Creates sharing one transaction: each writes two keys (ledger, request_id) on two compares.
@@ -397,6 +399,23 @@ class LedgerRecords:
                 reader.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await reader
+
+    async def list_ledger_ids(self, page_size: int, page_token: str) -> tuple[list[LedgerId], str]:
+        """One page of every ledger's id, in id order, read from the keys
+        alone (no record is read or parsed)."""
+        size = min(page_size or MAX_ID_PAGE_SIZE, MAX_ID_PAGE_SIZE)
+        prefix = self.keys.ledgers
+        start_after = _decode_page_token(page_token, prefix) if page_token else None
+        keys = await self.store.list_keys(prefix, start_after=start_after, limit=size + 1)
+        page = keys[:size]
+        ledger_ids = []
+        for key in page:
+            try:
+                ledger_ids.append(LedgerId.parse(key[len(prefix) :].decode()))
+            except (QuireError, UnicodeDecodeError):  # not a ledger's key: nothing to report
+                log.error("key %r under the ledgers' prefix names no ledger; left out of the id listing", key)
+        next_token = _encode_page_token(page[-1]) if len(keys) > size else ""
+        return ledger_ids, next_token
 
     async def list_ledgers(
         self, scope_id: int, page_size: int, page_token: str, all_scopes: bool = False

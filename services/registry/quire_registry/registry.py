@@ -48,6 +48,7 @@ class Registry:
         self.delete_ledger = self.ledgers.delete_ledger
         self.watch_ledgers = self.ledgers.watch_ledgers
         self.list_ledgers = self.ledgers.list_ledgers
+        self.list_ledger_ids = self.ledgers.list_ledger_ids
 
     @property
     def keep_ledger_passwords(self) -> bool:

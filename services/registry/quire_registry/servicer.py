@@ -140,6 +140,16 @@ class RegistryServicer(registry_pb2_grpc.RegistryServiceServicer):
         )
         return registry_pb2.ListLedgerMetadataResponse(ledgers=ledgers, next_page_token=token)
 
+    async def ListLedgerIds(
+        self, request: registry_pb2.ListLedgerIdsRequest, context: grpc.aio.ServicerContext
+    ) -> registry_pb2.ListLedgerIdsResponse:
+        ledger_ids, token = await self.registry.list_ledger_ids(request.page_size, request.page_token)
+        return registry_pb2.ListLedgerIdsResponse(
+            scope_ids=[ledger_id.scope_id for ledger_id in ledger_ids],
+            ledger_ids=[ledger_id.ledger_id for ledger_id in ledger_ids],
+            next_page_token=token,
+        )
+
     async def WatchLedgerMetadata(
         self, request: registry_pb2.WatchLedgerMetadataRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[registry_pb2.WatchLedgerMetadataResponse]:

@@ -103,6 +103,8 @@ class MetadataStore(Protocol):
         self, prefix: bytes, *, start_after: bytes | None = None, limit: int = 0
     ) -> tuple[list[KeyValue], int]: ...
 
+    async def list_keys(self, prefix: bytes, *, start_after: bytes | None = None, limit: int = 0) -> list[bytes]: ...
+
     async def create(self, key: bytes, value: bytes, lease_id: int = 0) -> int | None: ...
 
     async def compare_and_swap(self, key: bytes, value: bytes, expected_version: int) -> int | None: ...
@@ -402,6 +404,14 @@ class EtcdStore:
         )
         items = [_key_value(kv) for kv in response.kvs]
         return items, response.header.revision
+
+    async def list_keys(self, prefix: bytes, *, start_after: bytes | None = None, limit: int = 0) -> list[bytes]:
+        """Keys under `prefix` after `start_after`, in order, without their values."""
+        start = start_after + b"\x00" if start_after else prefix
+        response = await self._guard(
+            "list", self._kv.get(start, prefix_range_end(prefix), limit=limit, keys_only=True, timeout=self._timeout)
+        )
+        return [kv.key for kv in response.kvs]
 
     async def create(self, key: bytes, value: bytes, lease_id: int = 0) -> int | None:
         return await self.transact([key], {}, [Put(key, value, lease_id)])

@@ -295,6 +295,24 @@ class ListLedgerMetadataResponse(_message.Message):
     next_page_token: str
     def __init__(self, ledgers: _Optional[_Iterable[_Union[_common_pb2.LedgerMetadata, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
+class ListLedgerIdsRequest(_message.Message):
+    __slots__ = ("page_size", "page_token")
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    page_size: int
+    page_token: str
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListLedgerIdsResponse(_message.Message):
+    __slots__ = ("scope_ids", "ledger_ids", "next_page_token")
+    SCOPE_IDS_FIELD_NUMBER: _ClassVar[int]
+    LEDGER_IDS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    scope_ids: _containers.RepeatedScalarFieldContainer[int]
+    ledger_ids: _containers.RepeatedScalarFieldContainer[int]
+    next_page_token: str
+    def __init__(self, scope_ids: _Optional[_Iterable[int]] = ..., ledger_ids: _Optional[_Iterable[int]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
 class WatchLedgerMetadataRequest(_message.Message):
     __slots__ = ("start_revision", "heartbeat_interval_ms")
     START_REVISION_FIELD_NUMBER: _ClassVar[int]

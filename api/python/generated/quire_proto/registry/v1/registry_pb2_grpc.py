@@ -102,6 +102,11 @@ class RegistryServiceStub:
                 request_serializer=quire_dot_registry_dot_v1_dot_registry__pb2.ListLedgerMetadataRequest.SerializeToString,
                 response_deserializer=quire_dot_registry_dot_v1_dot_registry__pb2.ListLedgerMetadataResponse.FromString,
                 _registered_method=True)
+        self.ListLedgerIds = channel.unary_unary(
+                '/quire.registry.v1.RegistryService/ListLedgerIds',
+                request_serializer=quire_dot_registry_dot_v1_dot_registry__pb2.ListLedgerIdsRequest.SerializeToString,
+                response_deserializer=quire_dot_registry_dot_v1_dot_registry__pb2.ListLedgerIdsResponse.FromString,
+                _registered_method=True)
         self.WatchLedgerMetadata = channel.unary_stream(
                 '/quire.registry.v1.RegistryService/WatchLedgerMetadata',
                 request_serializer=quire_dot_registry_dot_v1_dot_registry__pb2.WatchLedgerMetadataRequest.SerializeToString,
@@ -251,6 +256,15 @@ class RegistryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListLedgerIds(self, request, context):
+        """ListLedgerIds pages through the ids of every ledger, of every scope, in id
+        order, without their records: what a bookie's garbage collector compares
+        its own ledgers with, a page of thousands per call.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def WatchLedgerMetadata(self, request, context):
         """WatchLedgerMetadata streams every change to ledger metadata (creates,
         updates, deletes) from a metadata store revision on, so a watcher can
@@ -378,6 +392,11 @@ def add_RegistryServiceServicer_to_server(servicer, server):
                     servicer.ListLedgerMetadata,
                     request_deserializer=quire_dot_registry_dot_v1_dot_registry__pb2.ListLedgerMetadataRequest.FromString,
                     response_serializer=quire_dot_registry_dot_v1_dot_registry__pb2.ListLedgerMetadataResponse.SerializeToString,
+            ),
+            'ListLedgerIds': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListLedgerIds,
+                    request_deserializer=quire_dot_registry_dot_v1_dot_registry__pb2.ListLedgerIdsRequest.FromString,
+                    response_serializer=quire_dot_registry_dot_v1_dot_registry__pb2.ListLedgerIdsResponse.SerializeToString,
             ),
             'WatchLedgerMetadata': grpc.unary_stream_rpc_method_handler(
                     servicer.WatchLedgerMetadata,
@@ -769,6 +788,33 @@ class RegistryService:
             '/quire.registry.v1.RegistryService/ListLedgerMetadata',
             quire_dot_registry_dot_v1_dot_registry__pb2.ListLedgerMetadataRequest.SerializeToString,
             quire_dot_registry_dot_v1_dot_registry__pb2.ListLedgerMetadataResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListLedgerIds(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/quire.registry.v1.RegistryService/ListLedgerIds',
+            quire_dot_registry_dot_v1_dot_registry__pb2.ListLedgerIdsRequest.SerializeToString,
+            quire_dot_registry_dot_v1_dot_registry__pb2.ListLedgerIdsResponse.FromString,
             options,
             channel_credentials,
             insecure,
