@@ -9,12 +9,13 @@ Every `interval_seconds` it lists the registered bookies, and reads every
 ledger's metadata (a *full round*, a listing page at a time) only when one is
 due: when the registered bookies changed, when the last round left a missing
 bookie, when the metadata watch may have missed a change since the last full
-round, and otherwise every QUIET_INTERVALS_BETWEEN_FULL_ROUNDS intervals. In
-between, the ledgers that the watch reports marked (ledger_changes.py) are
-repaired each interval, read one by one: a quiet cluster's audit costs per
-marked ledger, not per ledger held. A gateway without the watch (its metadata
-cache off) reads every ledger every tenth interval, and every interval while
-the last round left something to repair.
+round, and otherwise once an hour (QUIET_ROUNDS_BETWEEN_FULL_ROUNDS_FOLLOWED
+intervals at the default of 30 s). In between, the ledgers that the watch
+reports marked (ledger_changes.py) are repaired each interval, read one by
+one: a quiet cluster's audit costs per marked ledger, not per ledger held. A
+gateway without the watch (its metadata cache off) reads every ledger every
+tenth interval, and every interval while the last round left something to
+repair.
 A bookie referenced by a ledger but not registered is *missing*; once it has
 been missing for `lost_bookie_delay_seconds` (so a rolling restart causes no
 re-replication storm) it is *lost*. For each CLOSED ledger with a segment on
