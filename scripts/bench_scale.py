@@ -122,12 +122,26 @@ def adds_across(client: QuireClient, ledgers: list[LedgerId], writers: int, seco
 
 
 def bookie_bytes(data_dir: Path) -> int:
-    return sum(
-        p.stat().st_size
-        for name in ("bookie-1", "bookie-2", "bookie-3")
-        for p in (data_dir / name).rglob("*")
-        if p.is_file()
-    )
+    """What the three bookies' directories hold on disk (every file: RocksDB's tables, WAL and logs)."""
+    total = 0
+    for name in ("bookie-1", "bookie-2", "bookie-3"):
+        for path in (data_dir / name).rglob("*"):
+            try:
+                total += path.stat().st_size if path.is_file() else 0
+            except FileNotFoundError:  # removed by a compaction while listed
+                continue
+    return total
+
+
+def bytes_while_reclaiming(data_dir: Path, seconds: float) -> dict[str, int]:
+    """The bookies' bytes on disk 1 s after the deletes and then every 15 s up to `seconds`:
+    a compaction writes its output before it removes the files it replaces."""
+    figures: dict[str, int] = {}
+    started = time.monotonic()
+    for at in [1.0, *range(15, int(seconds) + 1, 15)]:
+        time.sleep(max(0.0, at - (time.monotonic() - started)))
+        figures[f"{at:.0f}s"] = bookie_bytes(data_dir)
+    return figures
 
 
 class Phases:
@@ -180,9 +194,8 @@ def operations(
         before = bookie_bytes(data_dir)
         half = filled[: len(filled) // 2]
         phases.run("deletes_x16_one_entry", len(half), lambda: at_once(half, 16, client.delete_ledger))
-        time.sleep(args.settle_seconds)
         phases.figures["bookie_bytes_before_deleting_half"] = before
-        phases.figures["bookie_bytes_after_deleting_half"] = bookie_bytes(data_dir)
+        phases.figures["bookie_bytes_after_deleting_half"] = bytes_while_reclaiming(data_dir, args.reclaim_seconds)
     return phases.figures
 
 
@@ -277,6 +290,12 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument("--idle-seconds", type=float, default=60.0)
     parser.add_argument("--adds-seconds", type=float, default=5.0, help="each run of adds across open ledgers")
     parser.add_argument("--settle-seconds", type=float, default=5.0, help="after filling, before measuring")
+    parser.add_argument(
+        "--reclaim-seconds",
+        type=float,
+        default=60.0,
+        help="after deleting half the filled ledgers, how long to follow the bookies' bytes on disk",
+    )
     parser.add_argument(
         "--baseline-seconds",
         type=float,

@@ -118,6 +118,35 @@ async def test_delete_removes_entries_and_state(bookie):
     assert (await bookie.read_entry(other, 0))[1] == packed(0, ledger=other)
 
 
+def info_log_bytes_after_deleting(path, ledgers: int) -> tuple[int, int]:
+    """(files, bytes) of RocksDB's info LOG once `ledgers` one-entry ledgers are written and deleted one by one."""
+    store = EntryStore(path)
+    try:
+        for number in range(1, ledgers + 1):
+            store.write([(LedgerId(9, number), 0, b"x" * 100)], {})
+            store.delete_ledger(LedgerId(9, number))
+    finally:
+        store.close()
+    logs = [p for p in path.iterdir() if p.name.startswith("LOG")]
+    return len(logs), sum(p.stat().st_size for p in logs)
+
+
+def test_deletes_do_not_grow_the_info_log_without_bound(tmp_path, monkeypatch):
+    from quire_bookie import storage
+
+    cap = 64 * 1024
+    bound = 2 * cap + 64 * 1024  # two files, and the settings RocksDB writes at once on opening
+    monkeypatch.setattr(storage, "INFO_LOG_BYTES", cap)
+    monkeypatch.setattr(storage, "INFO_LOG_FILES", 2)
+    files, size = info_log_bytes_after_deleting(tmp_path / "bounded", 200)
+    assert files <= 2 and size <= bound, (files, size)
+    # The control: RocksDB's defaults (one LOG growing until the next open) keep every line.
+    monkeypatch.setattr(storage, "INFO_LOG_BYTES", 0)
+    monkeypatch.setattr(storage, "INFO_LOG_FILES", 1000)
+    files, size = info_log_bytes_after_deleting(tmp_path / "unbounded", 200)
+    assert size > bound, (files, size)
+
+
 @pytest.fixture
 async def bookie_stub(bookie):
     def register(server):

@@ -74,6 +74,11 @@ MEMTABLE_BYTES = 64 * 1024 * 1024  # one memtable; two per column family at most
 ALL_MEMTABLES_BYTES = 128 * 1024 * 1024  # all column families together: the largest is flushed past this
 BLOCK_CACHE_BYTES = 16 * 1024 * 1024  # one cache for every column family, index and filter blocks included
 MAX_OPEN_FILES = 256  # SST files kept open; others are opened when read
+# RocksDB's info LOG: every delete flushes and compacts, which it logs (about 2 KB per deleted
+# ledger), and each open starts a new LOG, keeping the old ones (a thousand by default). Rolled at
+# this size and kept to a few files, it stays near 4 MiB however many ledgers come and go.
+INFO_LOG_BYTES = 1024 * 1024
+INFO_LOG_FILES = 4  # the current LOG and three older ones
 
 
 def is_disk_full(exc: BaseException) -> bool:
@@ -160,6 +165,8 @@ def bounded_options(block_cache: Cache) -> Options:
     options.set_max_write_buffer_number(2)
     options.set_db_write_buffer_size(ALL_MEMTABLES_BYTES)
     options.set_max_open_files(MAX_OPEN_FILES)
+    options.set_max_log_file_size(INFO_LOG_BYTES)
+    options.set_keep_log_file_num(INFO_LOG_FILES)
     table = BlockBasedOptions()
     table.set_block_cache(block_cache)
     table.set_cache_index_and_filter_blocks(True)
