@@ -28,6 +28,7 @@ class FakeClusterCalls:
         self.calls: list[tuple[str, str]] = []  # (method, bookie)
         self.before_update: list[common_pb2.LedgerMetadata] = []  # metadata swapped in before the next CAS
         self.unreachable_updates = 0  # CASes to refuse next, UNAVAILABLE, as a store out of reach does
+        self.unreachable_update_seconds = 0.0  # how long each of them takes to fail (the registry's deadline)
         self.lost_update_answers = 0  # CASes to commit next whose answer is then lost (UNAVAILABLE)
         self._sends: set[asyncio.Future[None]] = set()
 
@@ -108,6 +109,7 @@ class FakeClusterCalls:
             self.version += 1
         if self.unreachable_updates:
             self.unreachable_updates -= 1
+            await asyncio.sleep(self.unreachable_update_seconds)
             raise Unavailable("etcd transaction timed out", Reason.METADATA_STORE_UNAVAILABLE)
         if expected_version != self.version:
             raise Aborted("version conflict")

@@ -133,9 +133,45 @@ async def test_an_ensemble_change_whose_answer_was_lost_is_recorded_once():
     assert handle.version == remote.version and not handle.failed  # the handle holds the record as stored
 
 
-async def test_a_metadata_store_out_of_reach_past_the_session_ends_the_writer():
-    """The control: with no time to retry (the session ended), the same outage
-    fails the writer UNAVAILABLE, as before."""
+async def test_an_ensemble_change_outlasts_attempts_slower_than_a_session():
+    """Each attempt fails only at the registry's etcd deadline, and the outage
+    outlasts many such attempts: the change waits for the store, however long,
+    and the writer goes on (a time bound once let one slow attempt spend the
+    whole session and closed the ledger)."""
+    remote = FakeClusterCalls(["a", "b", "c"], spare=["d"])
+    handle = handle_on(remote, ["a", "b", "c"])
+    await write(handle, [b"before"])
+    remote.unreachable_updates, remote.unreachable_update_seconds = 6, 0.3
+    remote.bookies["b"].down = True
+    assert await write(handle, [b"x%d" % i for i in range(4)]) == [1, 2, 3, 4]
+    assert remote.unreachable_updates == 0 and not handle.failed
+
+
+async def test_a_close_gives_up_a_change_the_store_does_not_answer():
+    """A close (a client's, the gateway's on shutdown) does not wait for a
+    metadata store that does not answer: the pending entries fail UNAVAILABLE,
+    the close does too, and once the store is back a close ends the ledger at
+    the last entry acknowledged."""
+    remote = FakeClusterCalls(["a", "b", "c"], spare=["d"])
+    handle = handle_on(remote, ["a", "b", "c"])
+    await write(handle, [b"before"])
+    remote.unreachable_updates = 10**6
+    remote.bookies["b"].down = True
+    pending = await handle.submit([b"x%d" % i for i in range(4)])
+    await asyncio.sleep(0.3)  # the change is being tried again
+    with pytest.raises(Unavailable):
+        await asyncio.wait_for(handle.close(), 10)
+    for future in pending:
+        with pytest.raises(Unavailable):
+            await future
+    remote.unreachable_updates = 0
+    closed = await handle.close()
+    assert closed.state == common_pb2.LEDGER_STATE_CLOSED and closed.last_entry_id == 0
+
+
+async def test_a_metadata_store_out_of_reach_past_a_retry_bound_ends_the_writer():
+    """The control: with a bound on retrying and no time left in it, the same
+    outage fails the writer UNAVAILABLE."""
     remote = FakeClusterCalls(["a", "b", "c"], spare=["d"])
     remote.metadata = new_metadata(LEDGER, ["a", "b", "c"], 2, 2)
     no_retry = dataclasses.replace(FAST, metadata_retry_seconds=0.0)

@@ -51,7 +51,6 @@ def write_settings(env: GatewayEnv) -> WriteSettings:
         max_entry_bytes=env.max_entry_bytes,
         mark_replaced_copies=not env.fault_unsafe_no_repair_marks,
         explicit_lac_seconds=env.explicit_lac_seconds,
-        metadata_retry_seconds=env.session_seconds,
     )
 
 

@@ -208,8 +208,7 @@ class GatewayEnv:
         10,
         "TTL of the gateway's session lease in the registry (2 to 300), renewed every third of it: after a "
         "gateway dies, writes of its ledgers fail UNAVAILABLE for at most about this long before the next one "
-        "recovers and closes them. A writer's metadata change (an ensemble change) is tried again for as long "
-        "while the registry or etcd is out of reach",
+        "recovers and closes them",
         services=GATEWAY,
         section=SECTION,
         unit="seconds",

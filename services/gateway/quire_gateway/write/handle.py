@@ -132,10 +132,9 @@ class WriteSettings:
     # other gateways see the last entries of a burst (0: never).
     explicit_lac_seconds: float = 0.1
     # How long a metadata change of the writer (an ensemble change, a bookie
-    # left out) is tried again while the metadata store is out of reach: the
-    # gateway's session, past which other gateways take its ledgers for
-    # abandoned and recover them.
-    metadata_retry_seconds: float = 10.0
+    # left out) is tried again while the metadata store is out of reach (None:
+    # until it is answered, or the handle is closed; a bound only as a control).
+    metadata_retry_seconds: float | None = None
 
 
 class WriteHandle:
@@ -580,8 +579,11 @@ class WriteHandle:
             change(metadata)
             return metadata
 
-        # The registry or etcd out of reach for a moment (a partition, an election) must not end
-        # the writer: the change is tried again. An attempt whose answer was lost may have
+        # The registry or etcd out of reach (a partition, an election) must not end the writer:
+        # the change is tried again until the store answers. No time bound is needed for safety:
+        # a recovery elsewhere (once this gateway's session has lapsed) sets IN_RECOVERY or
+        # CLOSED first, and the next attempt is refused for it. A close (a client's, or the
+        # gateway's on shutdown) gives the change up. An attempt whose answer was lost may have
         # committed; the next one then meets a version conflict, reads the record again and finds
         # the change already there (record_new_ensemble and add_marker change nothing twice).
         pauses = Backoff(
@@ -594,7 +596,7 @@ class WriteHandle:
                 break
             except (Unavailable, DeadlineExceeded) as exc:
                 pause = next(pauses, None)
-                if pause is None or self._failure is not None:
+                if pause is None or self._failure is not None or self.closed:
                     raise
                 log.info("ledger %s: its metadata change failed (%s); trying again", self.ledger_id, exc.message)
                 await asyncio.sleep(pause)
