@@ -288,6 +288,39 @@ async def test_fence_survives_restart_and_only_recovery_adds_pass(tmp_path):
         await second.close()
 
 
+async def test_ledgers_past_the_state_cache_keep_their_fence_key_and_lac(tmp_path):
+    """With room for two ledger states in memory, ten ledgers: those evicted
+    are read back from RocksDB, so a fenced one stays fenced, a wrong key is
+    still refused, reads and LACs answer, and a delete counts as it should;
+    memory holds two states, whatever the bookie holds."""
+    bookie = Bookie(tmp_path, BookieSettings(cached_ledger_states=2))
+    await bookie.start()
+    try:
+        ledgers = [LedgerId(9, n) for n in range(10)]
+        for ledger in ledgers:
+            await bookie.add_entries(ledger, KEY, [(i, packed(i, ledger=ledger)) for i in range(3)], False)
+        await bookie.fence(ledgers[0], KEY)
+        for ledger in ledgers[5:]:  # the fenced ledger leaves the cache
+            await bookie.add_entries(ledger, KEY, [(3, packed(3, ledger=ledger))], False)
+        states = bookie._committer.states
+        assert states.cached == 2 and len(states) == 10 == bookie.ledger_count()
+        assert sorted(bookie.ledger_ids()) == ledgers
+        with pytest.raises(FailedPrecondition, match="fenced"):
+            await bookie.add_entries(ledgers[0], KEY, [(3, packed(3, ledger=ledgers[0]))], False)
+        with pytest.raises(PermissionDenied):
+            await bookie.add_entries(ledgers[1], master_key(b"wrong"), [(3, packed(3, ledger=ledgers[1]))], False)
+        assert bookie.last_add_confirmed(ledgers[0]) == (1, 2, True)
+        assert bookie.last_add_confirmed(ledgers[2]) == (1, 2, False)
+        assert (await bookie.read_entry(ledgers[3], 2))[1] == packed(2, ledger=ledgers[3])
+        with pytest.raises(NotFound):
+            await bookie.read_entry(LedgerId(9, 99), 0)
+        await bookie.delete_ledger(ledgers[4])
+        await bookie.delete_ledger(LedgerId(9, 99))  # never held: the count stays right
+        assert len(states) == 9 and states.cached <= 2
+    finally:
+        await bookie.close()
+
+
 def read_only_bookie(tmp_path, capacity_bytes: int) -> Bookie:
     return Bookie(
         tmp_path,

@@ -10,6 +10,7 @@ import pytest
 from quire_api.errors import FailedPrecondition, PermissionDenied, Reason, ResourceExhausted, Unavailable
 from quire_api.ids import LedgerId
 from quire_bookie.journal import AddOp, FenceOp, GroupCommitter, LacOp, apply
+from quire_bookie.ledger_states import LedgerStates
 from quire_bookie.storage import LedgerState
 
 LEDGER = LedgerId(1, 1)
@@ -18,11 +19,13 @@ OTHER_KEY = b"o" * 20
 
 
 class FakeStore:
-    """Records each write; a write can be held until the test releases it."""
+    """Records each write and keeps the states written; a write can be held
+    until the test releases it."""
 
     def __init__(self) -> None:
         self.batches: list[list[tuple[LedgerId, int, bytes]]] = []
         self.synced: list[bool] = []  # per write, whether it was to be synced
+        self.states: dict[LedgerId, LedgerState] = {}
         self.release = threading.Event()
         self.release.set()
 
@@ -30,6 +33,20 @@ class FakeStore:
         self.release.wait(10)
         self.batches.append(list(entries))
         self.synced.append(sync)
+        self.states.update(states)
+
+    def read_state(self, ledger_id: LedgerId) -> LedgerState | None:
+        return self.states.get(ledger_id)
+
+    def count_states(self) -> int:
+        return len(self.states)
+
+    def state_ledger_ids(self) -> list[LedgerId]:
+        return sorted(self.states)
+
+
+def committer_on(store: FakeStore, **settings) -> GroupCommitter:  # type: ignore[no-untyped-def]
+    return GroupCommitter(store, LedgerStates(store, 100), **settings)  # type: ignore[arg-type]
 
 
 def add(entry_id: int, size: int = 10) -> tuple[int, int, bytes]:
@@ -62,7 +79,7 @@ async def test_state_rules_master_key_fence_and_explicit_lac():
 async def test_an_add_is_acknowledged_only_after_the_write_returns():
     store = FakeStore()
     store.release.clear()
-    committer = GroupCommitter(store, {})  # type: ignore[arg-type]
+    committer = committer_on(store)
     committer.start()
     adding = asyncio.create_task(committer.add(LEDGER, KEY, [add(0)], False))
     await asyncio.sleep(0.05)
@@ -76,7 +93,7 @@ async def test_an_add_is_acknowledged_only_after_the_write_returns():
 async def test_adds_arriving_during_a_sync_share_the_next_one():
     store = FakeStore()
     store.release.clear()
-    committer = GroupCommitter(store, {})  # type: ignore[arg-type]
+    committer = committer_on(store)
     committer.start()
     first = asyncio.create_task(committer.add(LEDGER, KEY, [add(0)], False))
     await asyncio.sleep(0.05)  # the first write is now in progress
@@ -91,7 +108,7 @@ async def test_adds_arriving_during_a_sync_share_the_next_one():
 async def test_the_time_bound_waits_for_more_until_the_byte_bound_is_reached():
     store = FakeStore()
     # A long delay: only a full batch may end the wait.
-    committer = GroupCommitter(store, {}, max_batch_bytes=100, max_delay_seconds=60)  # type: ignore[arg-type]
+    committer = committer_on(store, max_batch_bytes=100, max_delay_seconds=60)
     committer.start()
     first = asyncio.create_task(committer.add(LEDGER, KEY, [add(0, 40)], False))
     await asyncio.sleep(0.05)
@@ -104,7 +121,7 @@ async def test_the_time_bound_waits_for_more_until_the_byte_bound_is_reached():
 
 async def test_without_a_delay_a_lone_add_is_written_at_once():
     store = FakeStore()
-    committer = GroupCommitter(store, {}, max_batch_bytes=100, max_delay_seconds=0.0)  # type: ignore[arg-type]
+    committer = committer_on(store, max_batch_bytes=100, max_delay_seconds=0.0)
     committer.start()
     await committer.add(LEDGER, KEY, [add(0, 10)], False)
     assert len(store.batches) == 1
@@ -114,7 +131,7 @@ async def test_without_a_delay_a_lone_add_is_written_at_once():
 async def test_the_byte_bound_splits_batches():
     store = FakeStore()
     store.release.clear()
-    committer = GroupCommitter(store, {}, max_batch_bytes=100)  # type: ignore[arg-type]
+    committer = committer_on(store, max_batch_bytes=100)
     committer.start()
     first = asyncio.create_task(committer.add(LEDGER, KEY, [add(0)], False))
     await asyncio.sleep(0.05)
@@ -129,8 +146,7 @@ async def test_the_byte_bound_splits_batches():
 async def test_stop_writes_everything_queued_then_refuses_new_adds():
     store = FakeStore()
     store.release.clear()
-    states: dict[LedgerId, LedgerState] = {}
-    committer = GroupCommitter(store, states)  # type: ignore[arg-type]
+    committer = committer_on(store)
     committer.start()
     adds = [asyncio.create_task(committer.add(LEDGER, KEY, [add(i)], False)) for i in range(20)]
     await asyncio.sleep(0.05)
@@ -140,7 +156,7 @@ async def test_stop_writes_everything_queued_then_refuses_new_adds():
     await stopping
     await asyncio.gather(*adds)  # every queued add was written and acknowledged
     assert sum(len(batch) for batch in store.batches) == 20
-    assert states[LEDGER].last_entry_id == 19
+    assert committer.states.get(LEDGER).last_entry_id == 19
     with pytest.raises(Unavailable):
         await committer.add(LEDGER, KEY, [add(20)], False)
 
@@ -150,18 +166,17 @@ async def test_a_failed_write_fails_its_adds_and_stores_no_state():
         def write(self, entries, states, sync=True) -> None:  # type: ignore[no-untyped-def]
             raise OSError("disk gone")
 
-    states: dict[LedgerId, LedgerState] = {}
-    committer = GroupCommitter(BrokenStore(), states)  # type: ignore[arg-type]
+    committer = committer_on(BrokenStore())
     committer.start()
     with pytest.raises(Unavailable, match="disk gone"):
         await committer.add(LEDGER, KEY, [add(0)], False)
-    assert states == {}
+    assert committer.states.get(LEDGER) is None and len(committer.states) == 0
     await committer.stop()
 
 
 async def test_lac_moves_are_signalled_once_written():
     moved: list[LedgerId] = []
-    committer = GroupCommitter(FakeStore(), {}, on_lac_moved=moved.append)  # type: ignore[arg-type]
+    committer = committer_on(FakeStore(), on_lac_moved=moved.append)
     committer.start()
     await committer.add(LEDGER, KEY, [add(0)], False)  # lac -1 in the header: no move
     assert moved == []
@@ -177,7 +192,7 @@ async def test_explicit_lacs_alone_are_written_without_a_sync_of_their_own():
     LACs alone is not (best effort: the next synced write covers it), and one
     that rides with an add is synced with it."""
     store = FakeStore()
-    committer = GroupCommitter(store, {})  # type: ignore[arg-type]
+    committer = committer_on(store)
     committer.start()
     await committer.add(LEDGER, KEY, [add(0)], False)
     await committer.write_lac(LEDGER, KEY, 0)
@@ -207,6 +222,7 @@ class DeletingStore(FakeStore):
         for ledger_id in ledger_ids:
             stored = sum(1 for batch in self.batches for entry in batch if entry[0] == ledger_id)
             self.deleted.append((ledger_id, stored))
+            self.states.pop(ledger_id, None)
             counts.append(stored)
         self.delete_batches.append(list(ledger_ids))
         return counts
@@ -215,8 +231,7 @@ class DeletingStore(FakeStore):
 async def test_a_delete_takes_effect_in_queue_order():
     store = DeletingStore()
     store.release.clear()
-    states: dict[LedgerId, LedgerState] = {}
-    committer = GroupCommitter(store, states)  # type: ignore[arg-type]
+    committer = committer_on(store)
     committer.start()
     first = asyncio.create_task(committer.add(LEDGER, KEY, [add(0)], False))
     await asyncio.sleep(0.05)  # being written
@@ -228,7 +243,7 @@ async def test_a_delete_takes_effect_in_queue_order():
     await asyncio.gather(first, before, after)
     assert await deleting == 2  # both earlier adds were written before the delete
     assert [len(batch) for batch in store.batches] == [1, 1, 1]  # the delete split the queue
-    assert states[LEDGER].master_key == OTHER_KEY  # the add after the delete started afresh
+    assert committer.states.get(LEDGER).master_key == OTHER_KEY  # the add after the delete started afresh
     await committer.stop()
 
 
@@ -236,8 +251,7 @@ async def test_deletes_queued_together_share_one_storage_call_and_keep_queue_ord
     store = DeletingStore()
     store.release.clear()
     others = [LedgerId(7, n) for n in range(3)]
-    states: dict[LedgerId, LedgerState] = {}
-    committer = GroupCommitter(store, states)  # type: ignore[arg-type]
+    committer = committer_on(store)
     committer.start()
     first = asyncio.create_task(committer.add(LEDGER, KEY, [add(0)], False))
     await asyncio.sleep(0.05)  # being written
@@ -249,7 +263,7 @@ async def test_deletes_queued_together_share_one_storage_call_and_keep_queue_ord
     assert [await d for d in deletes] == [1, 0, 0, 0]
     assert store.delete_batches == [[LEDGER, *others]]  # one call for the four
     assert [len(batch) for batch in store.batches] == [1, 1]  # the add after them came after
-    assert states[LEDGER].master_key == OTHER_KEY
+    assert committer.states.get(LEDGER).master_key == OTHER_KEY
     await committer.stop()
 
 
@@ -273,13 +287,10 @@ class FullDiskStore(FakeStore):
         self.reopens += 1
         self.full = False
 
-    def load_states(self) -> dict[LedgerId, LedgerState]:
-        return {}
-
 
 async def test_a_full_disk_is_resource_exhausted_and_the_store_is_reopened_once_there_is_room():
     store = FullDiskStore()
-    committer = GroupCommitter(store, {})  # type: ignore[arg-type]
+    committer = committer_on(store)
     committer.start()
     try:
         for _ in range(2):  # the failed write, then the failed reopen

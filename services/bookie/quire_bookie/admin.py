@@ -40,7 +40,7 @@ def status(bookie: Bookie, bookie_id: str) -> dict[str, Any]:
             "sync_latency_p50_ms": info.sync_latency_p50_ms,
             "sync_latency_p99_ms": info.sync_latency_p99_ms,
         },
-        "ledgers": len(bookie.ledger_ids()),
+        "ledgers": bookie.ledger_count(),
     }
 
 

@@ -26,6 +26,7 @@ from quire_api.ids import LedgerId
 from quire_bookie.disk import DiskUsage, ReadOnlyPolicy, measure
 from quire_bookie.faults import FaultyStore, StorageFaults
 from quire_bookie.journal import AddMessage, FlushStats, GroupCommitter
+from quire_bookie.ledger_states import LedgerStates
 from quire_bookie.storage import (
     NO_ENTRY,
     CheckedEntries,
@@ -69,6 +70,7 @@ class BookieSettings:
     max_entry_bytes: int = 5 * 1024 * 1024
     max_read_bytes: int = 4 * 1024 * 1024
     max_read_entries: int = 10_000
+    cached_ledger_states: int = 10_000  # ledger states kept in memory (ledger_states.py)
     group_commit_max_bytes: int = 4 * 1024 * 1024
     group_commit_max_delay_seconds: float = 0.0
     sync: bool = True
@@ -141,7 +143,7 @@ class Bookie:
         self._lac_waiters: dict[LedgerId, int] = {}  # long polls waiting on each event
         self._committer = GroupCommitter(
             self._store,
-            self._store.load_states(),
+            LedgerStates(self._store, self.settings.cached_ledger_states),
             max_batch_bytes=self.settings.group_commit_max_bytes,
             max_delay_seconds=self.settings.group_commit_max_delay_seconds,
             fault_sync_delay_seconds=self.settings.fault_sync_delay_seconds,
@@ -319,7 +321,7 @@ class Bookie:
 
     def ledger_ids(self) -> list[LedgerId]:
         """Every ledger this bookie holds state for."""
-        return list(self._committer.states)
+        return self._committer.states.ledger_ids()
 
     def ledger_count(self) -> int:
         """How many ledgers this bookie holds state for; safe to ask from another thread (a metric exporter's)."""

@@ -63,7 +63,7 @@ class LedgerCollector:
     async def _unlisted(self) -> list[LedgerId]:
         """The bookie's ledgers that the registry's listing lacks (none when
         the listing fails)."""
-        held = set(self._bookie.ledger_ids())
+        held = set(await asyncio.to_thread(self._bookie.ledger_ids))  # a scan of the store: off the loop
         try:
             async for page in self._existing_ledgers():
                 held.difference_update(page)

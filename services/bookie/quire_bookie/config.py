@@ -98,6 +98,7 @@ def storage_settings(env: BookieEnv) -> BookieSettings:
         max_entry_bytes=env.max_entry_bytes,
         max_read_bytes=env.max_read_bytes,
         max_read_entries=env.max_read_entries,
+        cached_ledger_states=env.cached_ledger_states,
         group_commit_max_bytes=env.group_commit_max_bytes,
         group_commit_max_delay_seconds=env.group_commit_max_delay_seconds,
         sync=not env.unsafe_no_sync_loses_data,

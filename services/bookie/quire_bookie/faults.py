@@ -69,6 +69,20 @@ class FaultyStore:
                 self._unwritten[entry_key(ledger_id, entry_id)] = data
             self._unwritten_states.update(states)
 
+    def read_state(self, ledger_id: LedgerId) -> LedgerState | None:
+        with self._lock:
+            held = self._unwritten_states.get(ledger_id)
+        return held if held is not None else self._store.read_state(ledger_id)
+
+    def state_ledger_ids(self) -> list[LedgerId]:
+        stored = self._store.state_ledger_ids()
+        with self._lock:
+            held = set(self._unwritten_states).difference(stored)
+        return stored + sorted(held)
+
+    def count_states(self) -> int:
+        return len(self.state_ledger_ids())
+
     def read(self, ledger_id: LedgerId, entry_id: int) -> bytes | None:
         self._raise_if(self._faults.read_eio_file, "read")
         with self._lock:

@@ -37,6 +37,7 @@ from quire_api.errors import (
     Unavailable,
 )
 from quire_api.ids import LedgerId
+from quire_bookie.ledger_states import LedgerStates
 from quire_bookie.storage import EntryStore, LedgerState, is_disk_full
 from quire_common.telemetry import tracer, tracing_enabled
 
@@ -271,13 +272,13 @@ class GroupCommitter:
     futures are resolved. The loop only queues and answers: no flusher task,
     no future per flush, no thread hand-off per batch besides that one call.
 
-    The thread alone changes `states`; the loop only reads single ledgers from
-    it (or copies it whole), which the GIL keeps consistent."""
+    The thread alone changes `states` (ledger_states.py); the loop only reads
+    single ledgers from it, which the GIL keeps consistent."""
 
     def __init__(
         self,
         store: EntryStore,
-        states: dict[LedgerId, LedgerState],
+        states: LedgerStates,
         *,
         max_batch_bytes: int = 4 * 1024 * 1024,
         max_delay_seconds: float = 0.0,
@@ -515,14 +516,15 @@ class GroupCommitter:
 
     def _delete(self, ops: list[DeleteOp]) -> _Written:
         released = sum(op.size_bytes for op in ops)
+        ledger_ids = [op.ledger_id for op in ops]
+        existed = [self.states.get(ledger_id) is not None for ledger_id in ledger_ids]
         try:
-            counts = self._store.delete_ledgers([op.ledger_id for op in ops])
+            counts = self._store.delete_ledgers(ledger_ids)
         except Exception as exc:
             log.error("deleting ledgers %s failed", [str(op.ledger_id) for op in ops], exc_info=exc)
             failure = Unavailable(f"bookie storage delete failed: {exc}", Reason.BOOKIE_UNAVAILABLE)
             return _Written([(op, failure) for op in ops], released)
-        for op in ops:
-            self.states.pop(op.ledger_id, None)
+        self.states.remove(ledger_ids, existed)
         return _Written(list(zip(ops, counts, strict=True)), released)
 
     @staticmethod
@@ -537,14 +539,10 @@ class GroupCommitter:
         not acknowledged either way). Returns the error while it still fails."""
         try:
             self._store.reopen()
-            states = self._store.load_states()
+            self.states.reload()
         except Exception as exc:
             log.warning("storage still failing, not reopened: %s", exc)
             return exc
-        # Changed in place, key by key: a reader on the loop never sees it empty.
-        for ledger_id in [ledger_id for ledger_id in self.states if ledger_id not in states]:
-            del self.states[ledger_id]
-        self.states.update(states)
         self._store_failed = False
         return None
 
@@ -582,11 +580,18 @@ class GroupCommitter:
         staged = self._stage(batch)
         pending, writes = staged.pending, staged.writes
         if not pending:  # nothing to write: every op was refused
+            self.states.update(pending)  # the states staging read back leave the cache again
             return _Written(staged.settled(), released)
         # A batch of explicit LACs alone is written without a sync of its own: an explicit LAC
         # only spares readers a wait, it is best effort on the writer's side too, and a bookie
         # that crashes before its next synced write comes back with the LAC its entries carry.
         synced = bool(writes) or any(isinstance(op, FenceOp) for op, _ in staged.accepted)
+        # Staging read every one of these states (cached now): no store read here.
+        moved = [
+            ledger_id
+            for ledger_id, state in pending.items()
+            if state.lac != (self.states.get_for_write(ledger_id) or NO_STATE).lac
+        ]
         started = time.monotonic()
         try:
             with self._sync_span(writes, pending):
@@ -598,9 +603,6 @@ class GroupCommitter:
             self._store_failed = True
             return _Written(staged.failed(self._failure(exc)), released)
         sync_seconds = time.monotonic() - started
-        moved = [
-            ledger_id for ledger_id, state in pending.items() if state.lac != self.states.get(ledger_id, NO_STATE).lac
-        ]
         self.states.update(pending)
         if not synced:  # explicit LACs alone: no entries, and no sync to count
             return _Written(staged.settled(), released, moved)
@@ -635,7 +637,7 @@ class GroupCommitter:
             if isinstance(op, LacWrites):
                 lac_writes.append((op, self._stage_lacs(op.writes, pending)))
                 continue
-            before = pending.get(op.ledger_id) or self.states.get(op.ledger_id) or NO_STATE
+            before = pending.get(op.ledger_id) or self.states.get_for_write(op.ledger_id) or NO_STATE
             try:
                 state = apply(op, before, self._fences_hold)
             except QuireError as exc:
@@ -656,7 +658,7 @@ class GroupCommitter:
         ledger's state after it or why it was refused."""
         results: list[LedgerState | QuireError] = []
         for ledger_id, master_key, lac in lacs:
-            state = pending.get(ledger_id) or self.states.get(ledger_id) or NO_STATE
+            state = pending.get(ledger_id) or self.states.get_for_write(ledger_id) or NO_STATE
             try:
                 state = apply_lac(ledger_id, lac, with_master_key(ledger_id, state, master_key))
             except QuireError as exc:
@@ -685,7 +687,7 @@ class GroupCommitter:
             ledger_id = add.ledger_id
             try:
                 entries = check(ledger_id, add.master_key, add.entries, add.recovery)
-                state = pending.get(ledger_id) or self.states.get(ledger_id) or NO_STATE
+                state = pending.get(ledger_id) or self.states.get_for_write(ledger_id) or NO_STATE
                 state = with_master_key(ledger_id, state, add.master_key)
                 state = apply_add(ledger_id, entries, add.recovery, state, self._fences_hold)
             except QuireError as exc:

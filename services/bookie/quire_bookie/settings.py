@@ -98,6 +98,15 @@ class BookieEnv:
         section=SECTION,
         minimum=1,
     )
+    cached_ledger_states: int = setting(
+        "QUIRE_BOOKIE_CACHED_LEDGER_STATES",
+        10_000,
+        "ledger states (master key, fence, last entry, LAC) kept in memory, the most recently written; "
+        "any other ledger's is read from RocksDB when asked for (about 260 bytes of memory each)",
+        services=BOOKIE,
+        section=SECTION,
+        minimum=1,
+    )
     group_commit_max_bytes: int = setting(
         "QUIRE_BOOKIE_GROUP_COMMIT_MAX_BYTES",
         4 * 1024 * 1024,

@@ -394,6 +394,21 @@ class EntryStore:
             for key, value in self._ledgers.items()
         }
 
+    @_locked
+    def read_state(self, ledger_id: LedgerId) -> LedgerState | None:
+        value = self._ledgers.get(ledger_id.key)
+        return LedgerState.decode(cast(bytes, value)) if value is not None else None
+
+    @_locked
+    def count_states(self) -> int:
+        """How many ledgers have a state (a scan of their keys)."""
+        return sum(1 for _ in self._ledgers.keys())
+
+    @_locked
+    def state_ledger_ids(self) -> list[LedgerId]:
+        """Every ledger with a state (a scan of their keys)."""
+        return [LedgerId.from_key(cast(bytes, key)) for key in self._ledgers.keys()]
+
     def write(
         self, entries: list[tuple[LedgerId, int, bytes]], states: dict[LedgerId, LedgerState], *, sync: bool = True
     ) -> None:
