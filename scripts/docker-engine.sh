@@ -62,13 +62,22 @@ start() {
   launch "$dockerd" --bridge=none
 }
 
+# dockerd_in_pidfile: whether the pidfile names a living dockerd. A pid alone is not enough: after
+# a restart of the machine the pid of a killed dockerd is soon another process's (once this very
+# script's), and dockerd then refuses to start ("pid file found, ensure docker is not running").
+dockerd_in_pidfile() {
+  local pid
+  pid="$(cat "$PIDFILE" 2>/dev/null)" || return 1
+  [ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = dockerd ]
+}
+
 # launch DOCKERD [FLAGS...]: start dockerd and wait until it answers (0) or exits or times out (1).
 launch() {
   local dockerd="$1"
   shift
-  # A pidfile left by a dockerd that was killed (not stopped) would read below as "started and
-  # gone": remove it while no process of its pid lives.
-  if [ -f "$PIDFILE" ] && ! kill -0 "$(cat "$PIDFILE")" 2>/dev/null; then
+  # A pidfile left by a dockerd that was killed (not stopped) would stop the new one from
+  # starting, and read below as "started and gone": remove it unless a dockerd holds that pid.
+  if [ -f "$PIDFILE" ] && ! dockerd_in_pidfile; then
     say "removing $PIDFILE left by a dockerd that is gone"
     as_root rm -f "$PIDFILE"
   fi
@@ -82,7 +91,7 @@ launch() {
       return 0
     fi
     # dockerd writes its pidfile early; once it is there and the process is gone, it failed.
-    if [ -f "$PIDFILE" ] && ! kill -0 "$(cat "$PIDFILE")" 2>/dev/null; then break; fi
+    if [ -f "$PIDFILE" ] && ! dockerd_in_pidfile; then break; fi
     sleep 1
     waited=$((waited + 1))
   done
@@ -98,7 +107,7 @@ stop() {
   fi
   local pid
   pid="$(cat "$PIDFILE")"
-  if kill -0 "$pid" 2>/dev/null; then
+  if dockerd_in_pidfile; then
     say "stopping dockerd pid $pid"
     as_root kill -TERM "$pid"
     for _ in $(seq 1 30); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
