@@ -89,3 +89,39 @@ def test_dropping_after_evictions_and_refreshes_frees_exactly_what_is_left():
         held = sum(1 for entry_id in range(30) if cache.contains(ledger, 1, entry_id))
         assert cache.drop_ledger(ledger) == held
     assert len(cache) == 0 and cache.size_bytes == 0
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_entries_unused_for_the_idle_time_leave_and_a_read_keeps_one():
+    clock = _Clock()
+    cache = EntryCache(1 << 20, idle_seconds=60, clock=clock)
+    for entry_id in range(3):
+        cache.put(LEDGER, 7, entry_id, b"x" * 100, entry_id)
+    clock.now += 50
+    assert cache.get(LEDGER, 7, 1) is not None  # read: its minute starts again
+    cache.put(OTHER, 7, 0, b"y" * 100, 100)
+    clock.now += 20  # 70 s since the first puts, 20 since the read and the put
+    freed = cache.expire_idle()
+    assert freed == 2 * (100 + ENTRY_OVERHEAD_BYTES) and cache.stats.expired == 2
+    assert not cache.contains(LEDGER, 7, 0) and not cache.contains(LEDGER, 7, 2)
+    assert cache.contains(LEDGER, 7, 1) and cache.contains(OTHER, 7, 0)
+    assert cache.size_bytes == 2 * (100 + ENTRY_OVERHEAD_BYTES)
+    clock.now += 60
+    cache.expire_idle()
+    assert len(cache) == 0 and cache.size_bytes == 0
+    assert cache.drop_ledger(LEDGER) == 0, "an expired entry is forgotten by its ledger too"
+
+
+def test_with_no_idle_time_entries_stay_until_room_is_needed():
+    clock = _Clock()
+    cache = EntryCache(1 << 20, idle_seconds=0, clock=clock)
+    cache.put(LEDGER, 7, 0, b"x", 1)
+    clock.now += 1e6
+    assert cache.expire_idle() == 0 and cache.contains(LEDGER, 7, 0)

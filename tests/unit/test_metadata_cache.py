@@ -134,6 +134,18 @@ async def test_a_miss_fetches_and_a_hit_does_not(cache, registry):
     assert (cache.stats()["hits"], cache.stats()["misses"]) == (1, 1)
 
 
+async def test_a_hit_is_parsed_from_the_stored_record_not_shared(cache, registry):
+    """Entries are kept serialized: what one reader was given cannot change what
+    the next one gets."""
+    registry.put(A, record(A, CLOSED, 9), 5)
+    await cache.recent_ledger_metadata(A)
+    first, _ = await cache.recent_ledger_metadata(A)
+    first.last_entry_id = 1_000_000
+    again, version = await cache.recent_ledger_metadata(A)
+    assert again == record(A, CLOSED, 9) and again is not first and version == 5
+    assert registry.fetches == [A]
+
+
 async def test_concurrent_misses_share_one_fetch(cache, registry):
     registry.put(A, record(A), 5)
     await connect(cache, registry)

@@ -49,7 +49,7 @@ from quire_gateway.ownership.forwarding import Forwarder
 from quire_gateway.ownership.lease import GatewayLease
 from quire_gateway.ownership.peers import GatewayPeers
 from quire_gateway.ownership.router import WriteRouter
-from quire_gateway.read.entry_cache import EntryCache
+from quire_gateway.read.entry_cache import EntryCache, expire_idle_entries
 from quire_gateway.roles import RoleHolder
 from quire_gateway.servicer import ActiveStreams, BlobServicer, LedgerServicer
 from quire_gateway.settings import GatewayEnv
@@ -129,7 +129,7 @@ class GatewayProcess(ServiceProcess):
             metadata_cache = metadata_store = LedgerMetadataCache(remote, env.metadata_cache_ledgers)
             metadata_cache.start()
             stops.push_async_callback(metadata_cache.close)
-        entry_cache = EntryCache(env.entry_cache_bytes)
+        entry_cache = EntryCache(env.entry_cache_bytes, env.entry_cache_idle_seconds)
         metrics.metadata_cache_stats = metadata_cache.stats if metadata_cache is not None else None
         metrics.entry_cache_stats = entry_cache.status
         name = gateway_name(env)
@@ -183,7 +183,8 @@ class GatewayProcess(ServiceProcess):
         )
 
     def _start_background(self, parts: _Parts) -> None:
-        """The lease, the auditor and the blob roll-over. Their stops are
+        """The lease, the auditor, the blob roll-over and the entry cache's
+        expiry. Their stops are
         pushed now, so that they run first: the lease ends once its
         ledgers are closed, and nothing new is audited or rolled over while
         they are."""
@@ -196,6 +197,8 @@ class GatewayProcess(ServiceProcess):
         stops.push_async_callback(cancel_and_wait, auditing)
         roller = asyncio.create_task(roll_over_blob_ledgers(parts.blobs))
         stops.push_async_callback(cancel_and_wait, roller)
+        expiring = asyncio.create_task(expire_idle_entries(parts.entry_cache))
+        stops.push_async_callback(cancel_and_wait, expiring)
 
 
 @dataclass(frozen=True)

@@ -158,6 +158,12 @@ entry_cache_evictions = _meter.create_observable_counter(
     unit="{entry}",
     description="Entries dropped from the entry cache to stay within QUIRE_GATEWAY_ENTRY_CACHE_BYTES",
 )
+entry_cache_expired = _meter.create_observable_counter(
+    "quire.gateway.entry_cache.expired",
+    callbacks=[_observe_entry_cache("expired")],
+    unit="{entry}",
+    description="Entries dropped from the entry cache after QUIRE_GATEWAY_ENTRY_CACHE_IDLE_SECONDS unused",
+)
 
 
 # Set by the entry point to the open streaming calls by method (servicer.py, ActiveStreams.snapshot).

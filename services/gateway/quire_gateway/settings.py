@@ -348,6 +348,17 @@ class GatewayEnv:
         unit="bytes",
         minimum=0,
     )
+    entry_cache_idle_seconds: float = setting(
+        "QUIRE_GATEWAY_ENTRY_CACHE_IDLE_SECONDS",
+        60.0,
+        "an entry in the entry cache that nobody wrote or read for this long leaves it, and an idle gateway "
+        "gives the memory back: the cache serves tails and read-after-write; readers further behind read "
+        "from bookies. `0` keeps entries until newer ones need the room",
+        services=GATEWAY,
+        section=SECTION,
+        unit="seconds",
+        minimum=0,
+    )
     speculative_read_seconds: float = setting(
         "QUIRE_GATEWAY_SPECULATIVE_READ_SECONDS",
         0.5,

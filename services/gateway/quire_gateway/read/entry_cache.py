@@ -13,18 +13,28 @@ sees the old incarnation's entries. `drop_ledger` frees a deleted ledger's
 entries at once. Whether a caller may see an entry (LAC rules) is decided
 before the cache is asked, exactly as for a bookie read.
 
-Bounded by bytes of payload (least recently used out first).
+Bounded by bytes of payload (least recently used out first), and by time:
+an entry nobody has written or read for `idle_seconds` leaves, as a Pulsar
+broker evicts entries past a time threshold. The readers it serves are at
+the tail or reading back what they just wrote; one further behind reads from
+the bookies, whose own caches hold what is read often, and an idle gateway
+gives its cache's memory back (`expire_idle_entries`).
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from quire_api.ids import LedgerId
+from quire_common.memory import WORTH_GIVING_BACK_BYTES, give_back_free_memory
 from quire_proto.common.v1 import common_pb2
 
 DEFAULT_ENTRY_CACHE_BYTES = 64 * 1024 * 1024
+DEFAULT_IDLE_SECONDS = 60.0
 # Per cached entry beyond its payload: key, value tuple and dict slot.
 ENTRY_OVERHEAD_BYTES = 200
 
@@ -34,10 +44,11 @@ def incarnation(metadata: common_pb2.LedgerMetadata) -> int:
     return metadata.create_time.seconds * 1_000_000_000 + metadata.create_time.nanos
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class CachedEntry:
     payload: bytes
     length: int  # the ledger's cumulative length including this entry
+    used_at: float = 0.0  # when it was last put or read (the cache's clock); only the cache sets it
 
 
 @dataclass
@@ -46,11 +57,19 @@ class EntryCacheStats:
     misses: int = 0
     inserts: int = 0
     evictions: int = 0
+    expired: int = 0
 
 
 class EntryCache:
-    def __init__(self, capacity_bytes: int) -> None:
+    def __init__(
+        self,
+        capacity_bytes: int,
+        idle_seconds: float = DEFAULT_IDLE_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.capacity_bytes = capacity_bytes
+        self.idle_seconds = idle_seconds  # 0: entries leave only to make room
+        self._clock = clock
         self.size_bytes = 0
         self.stats = EntryCacheStats()
         self._entries: OrderedDict[tuple[LedgerId, int, int], CachedEntry] = OrderedDict()
@@ -76,7 +95,7 @@ class EntryCache:
             self.size_bytes -= len(old.payload) + ENTRY_OVERHEAD_BYTES
         else:
             self._keys_of.setdefault(ledger_id, set()).add(key)
-        self._entries[key] = CachedEntry(payload, length)
+        self._entries[key] = CachedEntry(payload, length, self._clock())
         self.size_bytes += cost
         self.stats.inserts += 1
         while self.size_bytes > self.capacity_bytes:
@@ -98,6 +117,7 @@ class EntryCache:
             self.stats.misses += 1
             return None
         self._entries.move_to_end(key)
+        entry.used_at = self._clock()
         self.stats.hits += 1
         return entry
 
@@ -115,6 +135,25 @@ class EntryCache:
             found.append((entry_id, entry))
         return found
 
+    def expire_idle(self) -> int:
+        """Let go of every entry unused for `idle_seconds`; the bytes freed.
+        The least recently used come first, so this stops at the first entry
+        still in use: it costs what it removes."""
+        if self.idle_seconds <= 0:
+            return 0
+        horizon = self._clock() - self.idle_seconds
+        freed = 0
+        while self._entries:
+            key, entry = next(iter(self._entries.items()))
+            if entry.used_at > horizon:
+                break
+            del self._entries[key]
+            self._forget_key(key)
+            freed += len(entry.payload) + ENTRY_OVERHEAD_BYTES
+            self.stats.expired += 1
+        self.size_bytes -= freed
+        return freed
+
     def drop_ledger(self, ledger_id: LedgerId) -> int:
         """Forget every entry of a ledger (it was deleted); how many went."""
         doomed = self._keys_of.pop(ledger_id, set())
@@ -131,4 +170,20 @@ class EntryCache:
             "misses": self.stats.misses,
             "inserts": self.stats.inserts,
             "evictions": self.stats.evictions,
+            "expired": self.stats.expired,
         }
+
+
+async def expire_idle_entries(cache: EntryCache) -> None:
+    """Every few seconds, drop the entries left idle, and once that frees a
+    megabyte or more, give the memory back to the OS (the gateway's RSS
+    otherwise stays at the cache's high-water mark for good)."""
+    if cache.idle_seconds <= 0 or not cache.enabled:
+        return
+    freed_since_given_back = 0
+    while True:
+        await asyncio.sleep(min(10.0, cache.idle_seconds / 4))
+        freed_since_given_back += cache.expire_idle()
+        if freed_since_given_back >= WORTH_GIVING_BACK_BYTES:
+            freed_since_given_back = 0
+            await asyncio.to_thread(give_back_free_memory)
