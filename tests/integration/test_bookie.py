@@ -321,6 +321,33 @@ async def test_ledgers_past_the_state_cache_keep_their_fence_key_and_lac(tmp_pat
         await bookie.close()
 
 
+async def memtables_after_a_quiet_spell(tmp_path, idle_flush_seconds: float, spell: float) -> tuple[int, int]:
+    """Bytes in the memtables right after 2 MiB of adds, and once they are
+    flushed or `spell` seconds of quiet have passed."""
+    bookie = Bookie(tmp_path, BookieSettings(idle_flush_seconds=idle_flush_seconds))
+    await bookie.start()
+    try:
+        payload = b"x" * 65536
+        await bookie.add_entries(LEDGER, KEY, [(i, packed(i, payload)) for i in range(32)], False)
+        written = bookie._store.memtable_bytes()
+        for _ in range(int(spell / 0.05)):  # until flushed, or the spell is over
+            if (quiet := bookie._store.memtable_bytes()) < 64 * 1024:
+                break
+            await asyncio.sleep(0.05)
+        assert (await bookie.read_entry(LEDGER, 31))[1] == packed(31, payload), "a flush loses nothing"
+        return written, quiet
+    finally:
+        await bookie.close()
+
+
+async def test_memtables_are_flushed_once_writes_are_quiet(tmp_path):
+    written, quiet = await memtables_after_a_quiet_spell(tmp_path / "flushing", 0.2, spell=30)
+    assert written > 2 * 1024 * 1024 and quiet < 64 * 1024, (written, quiet)
+    # The control: with the flush off, the memtables keep what was written.
+    written, quiet = await memtables_after_a_quiet_spell(tmp_path / "kept", 0, spell=1)
+    assert quiet >= written > 2 * 1024 * 1024, (written, quiet)
+
+
 def read_only_bookie(tmp_path, capacity_bytes: int) -> Bookie:
     return Bookie(
         tmp_path,

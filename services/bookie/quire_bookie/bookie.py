@@ -37,6 +37,7 @@ from quire_bookie.storage import (
     StripesChecked,
 )
 from quire_common.entry import check_keyless_digest, header_ids
+from quire_common.memory import WORTH_GIVING_BACK_BYTES, give_back_free_memory
 from quire_common.tasks import cancel_and_wait
 from quire_common.telemetry import duration_histogram, meter, record_sample
 
@@ -77,6 +78,7 @@ class BookieSettings:
     capacity_bytes: int = 0  # 0: the filesystem's size
     read_only: ReadOnlyPolicy = field(default_factory=ReadOnlyPolicy)
     disk_check_interval_seconds: float = 5.0
+    idle_flush_seconds: float = 60.0  # writes quiet this long: memtables flushed, memory given back (0: never)
     max_long_poll_seconds: float = 30.0
     verify_digests: bool = True  # check CRC32/CRC32C digests of incoming entries
     # Fault injection for tests and drills only: every synced write takes this much longer.
@@ -153,6 +155,7 @@ class Bookie:
             check_add=self._counted_check_add,
         )
         self._disk_task: asyncio.Task[None] | None = None
+        self._idle_flush_task: asyncio.Task[None] | None = None
         self._shutdown_listeners: list[Callable[[], None]] = []
 
     def add_shutdown_listener(self, listener: Callable[[], None]) -> None:
@@ -176,9 +179,11 @@ class Bookie:
         await self.check_disk()
         self._committer.start()
         self._disk_task = asyncio.create_task(self._watch_disk(), name="disk-check")
+        self._idle_flush_task = asyncio.create_task(self._flush_when_quiet(), name="idle-flush")
 
     async def close(self) -> None:
         """Finish and sync every queued add, then close RocksDB."""
+        await cancel_and_wait(self._idle_flush_task)
         await cancel_and_wait(self._disk_task)
         await self._committer.stop()
         self._store.close()
@@ -214,6 +219,29 @@ class Bookie:
                 await self.check_disk()
             except OSError as exc:
                 log.error("disk check failed: %s", exc)
+
+    async def _flush_when_quiet(self) -> None:
+        """Once no write has come for `idle_flush_seconds`, flush the
+        memtables and give their memory back to the OS. Written entries
+        otherwise stay in memory until the next 64 MiB fill a memtable,
+        which an idle bookie never does: its RSS stayed near its high-water
+        mark, and a restart replayed all of that WAL."""
+        quiet_for, store = self.settings.idle_flush_seconds, self._store
+        if quiet_for <= 0:
+            return
+        last_sequence = -1
+        while True:
+            await asyncio.sleep(quiet_for)
+            try:
+                # Off the loop: the store's lock may be held by a delete's compaction.
+                sequence, held = await asyncio.to_thread(lambda: (store.write_sequence(), store.memtable_bytes()))
+                if sequence == last_sequence and held >= WORTH_GIVING_BACK_BYTES:
+                    await asyncio.to_thread(store.flush_memtables)
+                    await asyncio.to_thread(give_back_free_memory)
+                    log.info("writes quiet for %.0fs: memtables flushed, their memory given back", quiet_for)
+                last_sequence = sequence
+            except Exception as exc:  # a failed store is reported by the writes; try again next round
+                log.warning("flushing idle memtables failed: %s", exc)
 
     # -- writes ----------------------------------------------------------------
 

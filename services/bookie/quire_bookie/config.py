@@ -105,6 +105,7 @@ def storage_settings(env: BookieEnv) -> BookieSettings:
         capacity_bytes=env.capacity_bytes,
         read_only=ReadOnlyPolicy(env.read_only_usage, env.writable_usage, env.force_read_only),
         disk_check_interval_seconds=env.disk_check_interval_seconds,
+        idle_flush_seconds=env.idle_flush_seconds,
         max_long_poll_seconds=env.max_long_poll_seconds,
         verify_digests=env.verify_digests,
         fault_sync_delay_seconds=env.fault_sync_delay_seconds,

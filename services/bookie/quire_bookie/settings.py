@@ -180,6 +180,17 @@ class BookieEnv:
         minimum=0.05,
         renamed_from=Renamed("QUIRE_BOOKIE_DISK_CHECK_INTERVAL_MS", MILLISECONDS),
     )
+    idle_flush_seconds: float = setting(
+        "QUIRE_BOOKIE_IDLE_FLUSH_SECONDS",
+        60.0,
+        "once no write has come for this long, the bookie flushes its RocksDB memtables and gives their memory "
+        "back to the OS (an idle bookie otherwise holds what it last wrote in memory, and replays it from the "
+        "WAL on restart). `0` turns it off",
+        services=BOOKIE,
+        section=SECTION,
+        unit="seconds",
+        minimum=0,
+    )
     gc_interval_seconds: float = setting(
         "QUIRE_BOOKIE_GC_INTERVAL_SECONDS",
         300.0,

@@ -224,6 +224,7 @@ class LedgerState:
 
 
 SUPER_VERSION_PROPERTY = "rocksdb.current-super-version-number"
+MEMTABLES_PROPERTY = "rocksdb.cur-size-all-mem-tables"  # active and not yet flushed, in bytes
 
 
 class WalSyncer:
@@ -408,6 +409,24 @@ class EntryStore:
     def state_ledger_ids(self) -> list[LedgerId]:
         """Every ledger with a state (a scan of their keys)."""
         return [LedgerId.from_key(cast(bytes, key)) for key in self._ledgers.keys()]
+
+    @_locked
+    def write_sequence(self) -> int:
+        """RocksDB's last sequence number: it moves with every write."""
+        return int(self._db.latest_sequence_number())
+
+    @_locked
+    def memtable_bytes(self) -> int:
+        """What the column families' memtables hold, flushed or not yet."""
+        families = (self._db, self._entries, self._ledgers)
+        return sum(family.property_int_value(MEMTABLES_PROPERTY) or 0 for family in families)
+
+    @_locked
+    def flush_memtables(self) -> None:
+        """Write every memtable to an SST file: RocksDB frees their memory,
+        and a restart has that much less WAL to replay."""
+        for family in (self._db, self._entries, self._ledgers):
+            family.flush()
 
     def write(
         self, entries: list[tuple[LedgerId, int, bytes]], states: dict[LedgerId, LedgerState], *, sync: bool = True
