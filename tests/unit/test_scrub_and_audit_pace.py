@@ -110,6 +110,22 @@ async def test_a_pass_spreads_its_groups_over_nine_tenths_of_its_period(monkeypa
     assert len(asked) == 2
 
 
+async def test_ledgers_beyond_the_last_count_are_not_paced_past_the_period(monkeypatch):
+    """The pass after an empty cluster's first expects one ledger; a cluster
+    filled since holds thousands, and they are checked within the period
+    (paced by i/n alone, the thousandth would have waited 900 periods)."""
+    asked: list[float] = []
+
+    async def sleep(delay: float) -> None:
+        asked.append(delay)
+
+    monkeypatch.setattr(scrub.asyncio, "sleep", sleep)
+    schedule = PassSchedule(period_seconds=100.0, ledgers=0)
+    await schedule.wait_turn(1_000)
+    await schedule.wait_turn(5_000)
+    assert asked and max(asked) <= 90.0, asked
+
+
 def test_a_quiet_cluster_reads_every_ledger_only_every_tenth_interval():
     from quire_gateway.autorecovery.auditor import (
         QUIET_ROUNDS_BETWEEN_FULL_ROUNDS,

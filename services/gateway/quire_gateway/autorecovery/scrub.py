@@ -104,7 +104,14 @@ class PassSchedule:
     """Spreads a pass's checks over its period instead of spending the
     budgets in a burst and then idling: the checks of ledger i of n wait
     until 9/10 of the way through the period that i/n of it has gone (the
-    last tenth is room for a pass the budgets slow down)."""
+    last tenth is room for a pass the budgets slow down).
+
+    n is what the previous pass counted. A cluster that grew since then
+    holds more: the ledgers past n are due at nine tenths of the period
+    and go at the budgets' pace from there. (Paced by i/n alone, the pass
+    after an empty cluster's first, with n = 1, waited nine tenths of a
+    period per ledger: the scrub of a cluster filled after it started
+    stalled for good.)"""
 
     SHARE = 0.9
 
@@ -114,7 +121,7 @@ class PassSchedule:
         self.ledgers = max(ledgers, 1)
 
     async def wait_turn(self, ledgers_done: int) -> None:
-        due = self.started + self.SHARE * self.period * ledgers_done / self.ledgers
+        due = self.started + self.SHARE * self.period * min(ledgers_done / self.ledgers, 1.0)
         delay = due - time.monotonic()
         if delay > 0:
             await asyncio.sleep(delay)
