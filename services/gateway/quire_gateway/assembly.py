@@ -184,10 +184,9 @@ class GatewayProcess(ServiceProcess):
 
     def _start_background(self, parts: _Parts) -> None:
         """The lease, the auditor, the blob roll-over and the entry cache's
-        expiry. Their stops are
-        pushed now, so that they run first: the lease ends once its
-        ledgers are closed, and nothing new is audited or rolled over while
-        they are."""
+        expiry. Their stops are pushed now, so that they run first: the
+        lease ends once its ledgers are closed, and nothing new is audited
+        or rolled over while they are."""
         stops = self._stops
         holding_lease = asyncio.create_task(parts.lease.run())
         stops.push_async_callback(parts.lease.end)  # its ledgers are closed: let it go now, not at lease expiry
