@@ -11,6 +11,16 @@ from quire_api.ids import LedgerId
 from quire_proto.common.v1 import common_pb2
 
 
+class ManualClock:
+    """A monotonic clock the test moves by hand (`clock.now += seconds`)."""
+
+    def __init__(self, now: float = 100.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
 @dataclass
 class FakeBookie:
     entries: dict[int, bytes] = field(default_factory=dict)

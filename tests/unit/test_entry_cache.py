@@ -3,11 +3,16 @@ incarnations of a ledger id kept apart, runs stop at the first gap."""
 
 from __future__ import annotations
 
+import asyncio
 import random
 
 from quire_api.ids import LedgerId
+from quire_common.memory import WORTH_GIVING_BACK_BYTES
+from quire_common.tasks import cancel_and_wait
+from quire_gateway.read import entry_cache
 from quire_gateway.read.entry_cache import ENTRY_OVERHEAD_BYTES, EntryCache, incarnation
 from quire_proto.common.v1 import common_pb2
+from tests.unit.fakes import ManualClock
 
 LEDGER = LedgerId(1, 2)
 OTHER = LedgerId(1, 3)
@@ -91,16 +96,8 @@ def test_dropping_after_evictions_and_refreshes_frees_exactly_what_is_left():
     assert len(cache) == 0 and cache.size_bytes == 0
 
 
-class _Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_entries_unused_for_the_idle_time_leave_and_a_read_keeps_one():
-    clock = _Clock()
+    clock = ManualClock(1000.0)
     cache = EntryCache(1 << 20, idle_seconds=60, clock=clock)
     for entry_id in range(3):
         cache.put(LEDGER, 7, entry_id, b"x" * 100, entry_id)
@@ -120,8 +117,25 @@ def test_entries_unused_for_the_idle_time_leave_and_a_read_keeps_one():
 
 
 def test_with_no_idle_time_entries_stay_until_room_is_needed():
-    clock = _Clock()
+    clock = ManualClock(1000.0)
     cache = EntryCache(1 << 20, idle_seconds=0, clock=clock)
     cache.put(LEDGER, 7, 0, b"x", 1)
     clock.now += 1e6
     assert cache.expire_idle() == 0 and cache.contains(LEDGER, 7, 0)
+
+
+async def test_the_expiry_task_empties_an_idle_cache_and_gives_the_memory_back(monkeypatch):
+    given_back: list[bool] = []
+    monkeypatch.setattr(entry_cache, "give_back_free_memory", lambda: given_back.append(True) or True)
+    cache = EntryCache(1 << 22, idle_seconds=0.04)
+    for entry_id in range(2):
+        cache.put(LEDGER, 7, entry_id, b"x" * WORTH_GIVING_BACK_BYTES, entry_id)
+    expiring = asyncio.create_task(entry_cache.expire_idle_entries(cache))
+    try:
+        for _ in range(200):  # until emptied, at most 10 s
+            if len(cache) == 0 and given_back:
+                break
+            await asyncio.sleep(0.05)
+    finally:
+        await cancel_and_wait(expiring)
+    assert len(cache) == 0 and cache.size_bytes == 0 and given_back

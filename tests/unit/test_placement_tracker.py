@@ -8,6 +8,7 @@ import pytest
 
 from quire_api.errors import Unavailable
 from quire_placement.tracker import WeightSettings, WeightTracker
+from tests.unit.fakes import ManualClock
 
 
 class ScriptedInfo:
@@ -31,20 +32,12 @@ class ScriptedLoads:
         return dict(self.factors)
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 SETTINGS = WeightSettings(enabled=True, info_interval_seconds=60, info_retry_interval_seconds=10)
 
 
 @pytest.fixture
 def parts():
-    info, loads, clock = ScriptedInfo(), ScriptedLoads(), Clock()
+    info, loads, clock = ScriptedInfo(), ScriptedLoads(), ManualClock(1_000_000.0)
     failures: list[str] = []
     tracker = WeightTracker(SETTINGS, info, loads, clock=clock, on_poll_failure=failures.append)
     return tracker, info, loads, clock, failures
@@ -118,7 +111,7 @@ async def test_a_join_during_a_round_wakes_the_next_round():
     import asyncio
 
     info = ScriptedInfo()
-    tracker = WeightTracker(SETTINGS, info, ScriptedLoads(), clock=Clock())  # made in the test's loop
+    tracker = WeightTracker(SETTINGS, info, ScriptedLoads(), clock=ManualClock(1_000_000.0))  # made in the test's loop
     info.free = {"a": 100, "b": 300}
     calls = 0
 

@@ -10,20 +10,12 @@ import pytest
 from quire_api.errors import Reason, Unavailable
 from quire_gateway.write.handle import WriteHandle
 from quire_gateway.write.quarantine import Quarantine, choose_avoiding
-from tests.unit.fakes import FakeClusterCalls, new_metadata
+from tests.unit.fakes import FakeClusterCalls, ManualClock, new_metadata
 from tests.unit.test_write_handle import FAST, LEDGER, write
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_a_bookie_leaves_quarantine_after_its_time_or_when_lifted():
-    clock = Clock()
+    clock = ManualClock()
     quarantine = Quarantine(30.0, clock)
     quarantine.add("a")
     quarantine.add("b")

@@ -94,13 +94,19 @@ def test_a_batch_takes_rows_spanning_at_most_a_calls_worth_of_ids():
     assert (list(stripes.scope_ids), list(stripes.verify_last_ids), list(stripes.write_quorums)) == ([1], [-1], [2])
 
 
-async def test_a_pass_spreads_its_groups_over_nine_tenths_of_its_period(monkeypatch):
-    asked: list[float] = []
+@pytest.fixture
+def asked(monkeypatch) -> list[float]:
+    """The delays the scrub's schedule sleeps, recorded instead of slept."""
+    delays: list[float] = []
 
     async def sleep(delay: float) -> None:
-        asked.append(delay)
+        delays.append(delay)
 
     monkeypatch.setattr(scrub.asyncio, "sleep", sleep)
+    return delays
+
+
+async def test_a_pass_spreads_its_groups_over_nine_tenths_of_its_period(asked):
     schedule = PassSchedule(period_seconds=100.0, ledgers=4_000)
     await schedule.wait_turn(1_000)
     await schedule.wait_turn(4_000)
@@ -110,16 +116,10 @@ async def test_a_pass_spreads_its_groups_over_nine_tenths_of_its_period(monkeypa
     assert len(asked) == 2
 
 
-async def test_ledgers_beyond_the_last_count_are_not_paced_past_the_period(monkeypatch):
+async def test_ledgers_beyond_the_last_count_are_not_paced_past_the_period(asked):
     """The pass after an empty cluster's first expects one ledger; a cluster
     filled since holds thousands, and they are checked within the period
     (paced by i/n alone, the thousandth would have waited 900 periods)."""
-    asked: list[float] = []
-
-    async def sleep(delay: float) -> None:
-        asked.append(delay)
-
-    monkeypatch.setattr(scrub.asyncio, "sleep", sleep)
     schedule = PassSchedule(period_seconds=100.0, ledgers=0)
     await schedule.wait_turn(1_000)
     await schedule.wait_turn(5_000)
