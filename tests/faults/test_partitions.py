@@ -55,6 +55,7 @@ from tests.faults.scenarios import (
     PASSWORD,
     client_for,
     finish,
+    gateway_reaches_all,
     latency_figures,
     new_ledger,
     thinly_replicated,
@@ -98,13 +99,17 @@ class Mesh:
             return dict(json.loads(response.read()))
 
     def settle(self) -> None:
-        """After a row: every cut healed, every process running, every gateway holding a session."""
+        """After a row: every cut healed, every process running, every gateway
+        holding a session, and every bookie writable again (a split lets the
+        bookies' registrations lapse; the next row's first create needs them)."""
         self.net.heal()
         for name in self.cluster.processes:
             self.cluster.resume(name)
             self.cluster.start_process(name)
         for gateway in self.cluster.gateway_names:
             wait_until(f"{gateway} holding a session again", partial(self.session_lease, gateway))
+        with client_for(self.cluster) as client:
+            wait_until("a ledger on every bookie at once", partial(gateway_reaches_all, self.cluster, client))
 
 
 @pytest.fixture(scope="module")
