@@ -85,3 +85,26 @@ def test_removed_ledgers_leave_the_count_and_a_reload_counts_the_store_again():
     store.states[LedgerId(5, 5)] = state(3)  # the store, reopened, holds what it holds
     cache.reload()
     assert len(cache) == 4 and cache.cached == 0 and cache.ledger_ids() == sorted(store.states)
+
+
+def test_an_update_names_the_ledgers_whose_lac_it_moved():
+    """What long-polling readers are woken by: a new ledger with a LAC, a
+    LAC that grew (from the entries or written explicitly), a state read
+    back from the store; not a state whose LAC stayed."""
+    store = DictStore({LedgerId(9, 1): state(4)})  # LAC 3, from before a restart
+    cache = LedgerStates(store, capacity=8)
+    first = {LedgerId(1, 1): state(1), LedgerId(1, 2): LedgerState(b"k", False, 0, -1)}
+    for ledger_id in first:
+        cache.get_for_write(ledger_id)
+    assert cache.update(first) == [LedgerId(1, 1)]  # LAC -1 on a new ledger is no move
+    again = {
+        LedgerId(1, 1): LedgerState(b"k", False, 2, 0),  # a new entry whose header's LAC is the one known
+        LedgerId(1, 2): LedgerState(b"k", False, 0, -1, explicit_lac=0),
+        LedgerId(9, 1): state(5),
+    }
+    for ledger_id in again:
+        cache.get_for_write(ledger_id)
+    assert cache.update(again) == [LedgerId(1, 2), LedgerId(9, 1)]
+    same = {LedgerId(9, 1): LedgerState(b"k", True, 5, 4)}  # fenced: the LAC did not move
+    cache.get_for_write(LedgerId(9, 1))
+    assert cache.update(same) == []

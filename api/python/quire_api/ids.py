@@ -12,7 +12,7 @@ import os
 import re
 import secrets
 import time
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from quire_api.errors import InvalidArgument, Reason
 from quire_proto.common.v1 import common_pb2
@@ -24,17 +24,25 @@ _UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4
 _SCOPED_DECIMAL = re.compile(r"^([0-9]+):([0-9]+)$")
 
 
-@dataclass(frozen=True, order=True, slots=True)
-class LedgerId:
-    """A 128-bit ledger id: scope in the high 64 bits, ledger in the low 64."""
-
+class _LedgerIdFields(NamedTuple):
     scope_id: int
     ledger_id: int
 
-    def __post_init__(self) -> None:
-        for name, value in (("scope_id", self.scope_id), ("ledger_id", self.ledger_id)):
+
+class LedgerId(_LedgerIdFields):
+    """A 128-bit ledger id: scope in the high 64 bits, ledger in the low 64.
+
+    A tuple, so that hashing and comparing one (every dict a bookie or a
+    gateway keys by ledger, several times per entry) runs in C; a frozen
+    dataclass paid a Python-level `__hash__` each time (docs/decisions.md)."""
+
+    __slots__ = ()
+
+    def __new__(cls, scope_id: int, ledger_id: int) -> LedgerId:
+        for name, value in (("scope_id", scope_id), ("ledger_id", ledger_id)):
             if not 0 <= value <= U64_MAX:
                 raise InvalidArgument(f"{name} {value} is not an unsigned 64-bit integer", Reason.INVALID_LEDGER_ID)
+        return super().__new__(cls, scope_id, ledger_id)
 
     @property
     def value(self) -> int:
@@ -48,7 +56,7 @@ class LedgerId:
     @property
     def key(self) -> bytes:
         """The 16-byte big-endian form used in storage keys."""
-        return self.value.to_bytes(16, "big")
+        return ((self[0] << 64) | self[1]).to_bytes(16, "big")  # not through `value`: a bookie asks per entry
 
     @classmethod
     def from_value(cls, value: int) -> LedgerId:

@@ -36,7 +36,7 @@ from quire_bookie.storage import (
     Stripes,
     StripesChecked,
 )
-from quire_common.entry import check_keyless_digest, header_ids
+from quire_common.entry import header_ids_and_digest
 from quire_common.memory import WORTH_GIVING_BACK_BYTES, give_back_free_memory
 from quire_common.tasks import cancel_and_wait
 from quire_common.telemetry import duration_histogram, meter, record_sample
@@ -290,8 +290,9 @@ class Bookie:
                 f"bookie is read-only ({self.read_only_reason}); write elsewhere", Reason.BOOKIE_READ_ONLY
             )
         check_master_key_length(master_key)
-        limit = self.settings.max_entry_bytes
-        scope_id, ledger = ledger_id.scope_id, ledger_id.ledger_id
+        settings = self.settings
+        limit, verify = settings.max_entry_bytes, settings.verify_digests
+        scope_id, ledger = ledger_id
         checked: list[tuple[int, int, bytes]] = []
         for entry_id, data in entries:
             if len(data) > limit:
@@ -299,7 +300,7 @@ class Bookie:
                     f"entry {entry_id} is {len(data)} bytes; this bookie takes at most {limit}",
                     Reason.ENTRY_TOO_LARGE,
                 )
-            header_scope, header_ledger, header_entry, lac = header_ids(data)
+            header_scope, header_ledger, header_entry, lac, digest_matches = header_ids_and_digest(data)
             if header_scope != scope_id or header_ledger != ledger or header_entry != entry_id:
                 raise InvalidArgument(
                     f"entry header says ledger {LedgerId(header_scope, header_ledger)} entry {header_entry}, "
@@ -308,7 +309,7 @@ class Bookie:
                 )
             if entry_id < 0:
                 raise InvalidArgument(f"entry id {entry_id} is negative")
-            if self.settings.verify_digests and check_keyless_digest(data) is False:
+            if verify and digest_matches is False:
                 raise InvalidArgument(
                     f"entry {entry_id} of ledger {ledger_id} does not match its digest: "
                     "corrupted on the way in; nothing stored",

@@ -586,12 +586,6 @@ class GroupCommitter:
         # only spares readers a wait, it is best effort on the writer's side too, and a bookie
         # that crashes before its next synced write comes back with the LAC its entries carry.
         synced = bool(writes) or any(isinstance(op, FenceOp) for op, _ in staged.accepted)
-        # Staging read every one of these states (cached now): no store read here.
-        moved = [
-            ledger_id
-            for ledger_id, state in pending.items()
-            if state.lac != (self.states.get_for_write(ledger_id) or NO_STATE).lac
-        ]
         started = time.monotonic()
         try:
             with self._sync_span(writes, pending):
@@ -603,7 +597,7 @@ class GroupCommitter:
             self._store_failed = True
             return _Written(staged.failed(self._failure(exc)), released)
         sync_seconds = time.monotonic() - started
-        self.states.update(pending)
+        moved = self.states.update(pending)
         if not synced:  # explicit LACs alone: no entries, and no sync to count
             return _Written(staged.settled(), released, moved)
         stats = FlushStats(

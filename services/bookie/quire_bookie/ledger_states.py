@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from typing import Protocol
 
 from quire_api.ids import LedgerId
-from quire_bookie.storage import LedgerState
+from quire_bookie.storage import NO_ENTRY, LedgerState
 
 
 class StateStore(Protocol):
@@ -71,17 +71,25 @@ class LedgerStates:
                 self._recent[ledger_id] = state
         return state
 
-    def update(self, written: dict[LedgerId, LedgerState]) -> None:
+    def update(self, written: dict[LedgerId, LedgerState]) -> list[LedgerId]:
         """States just stored (every one of them read by `get_for_write`
         first, so those not cached are new ledgers); then the least recently
-        written leave the cache. Called after every batch, written or not."""
+        written leave the cache. Called after every batch, written or not.
+        Returns the ledgers whose LAC the written states moved."""
         recent = self._recent
+        moved: list[LedgerId] = []
         for ledger_id, state in written.items():
-            if recent.pop(ledger_id, None) is None:
+            before = recent.pop(ledger_id, None)
+            if before is None:
                 self._count += 1
+                if state.lac != NO_ENTRY:
+                    moved.append(ledger_id)
+            elif state.lac != before.lac:
+                moved.append(ledger_id)
             recent[ledger_id] = state
         while len(recent) > self.capacity:
             del recent[next(iter(recent))]
+        return moved
 
     def remove(self, ledger_ids: Iterable[LedgerId], existed: Iterable[bool]) -> None:
         """Ledgers deleted from the store; `existed` says which had a state."""
