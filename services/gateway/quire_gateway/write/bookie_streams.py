@@ -114,13 +114,13 @@ AddDone = Callable[[str, QuireError | None], None]
 
 
 class AddRequest:
-    """One add as every bookie of its write set receives it: its message is
+    """One add as every bookie of its write set receives it: its wire form is
     built once and shared by their streams. Ids come from one counter per
     gateway, so an id is unique on every stream it is sent on."""
 
     __slots__ = (
-        "_encoded",
         "_ledger_proto",
+        "_wire",
         "add_id",
         "entries",
         "ledger_id",
@@ -146,32 +146,45 @@ class AddRequest:
         self.recovery = recovery
         self.size = sum(len(data) for _, data in entries)
         self.traceparent = _traceparent() if tracing_enabled() else ""
-        self._encoded: bytes | None = None
+        self._wire: list[bytes] | None = None
 
-    def encoded(self) -> bytes:
-        """This add as it appears in an AddStreamRequest on the wire (its
-        `adds` field): encoded once, then copied once into each bookie's
-        message, where a protobuf request would copy it into each message
-        and again when serialising it."""
-        if self._encoded is None:
-            add = bookie_pb2.StreamedAdd(
+    def wire(self) -> list[bytes]:
+        """This add as it appears in an AddStreamRequest (one element of its
+        `adds` field), in pieces to be joined into a message: the packed
+        entries are pieces of their own, referenced rather than copied, so a
+        bookie's message is the one copy of an entry's bytes the gateway
+        makes (a protobuf built per add copied a 64 KiB entry five times)."""
+        if self._wire is None:
+            # Every field but the entries, which the wire form may put anywhere: protobuf's encoder.
+            head = bookie_pb2.StreamedAdd(
                 add_id=self.add_id,
                 ledger_id=self._ledger_proto or ledger_id_to_proto(self.ledger_id),
                 master_key=self.master_key,
-                entries=[bookie_pb2.PackedEntry(entry_id=e, data=d) for e, d in self.entries],
                 recovery=self.recovery,
                 traceparent=self.traceparent,
             ).SerializeToString()
-            self._encoded = _ADDS_FIELD_TAG + _varint(len(add)) + add
-        return self._encoded
+            pieces = [b"", head]  # the first piece is the add's own tag and length, once they are known
+            length = len(head)
+            for entry_id, data in self.entries:
+                packed_entry = _ENTRY_ID_TAG + _varint(entry_id & _U64) + _DATA_TAG + _varint(len(data))
+                entry_field = _ENTRIES_TAG + _varint(len(packed_entry) + len(data)) + packed_entry
+                pieces += (entry_field, data)
+                length += len(entry_field) + len(data)
+            pieces[0] = _ADDS_FIELD_TAG + _varint(length)
+            self._wire = pieces
+        return self._wire
 
 
 _add_ids = itertools.count(1)
 
 # AddStreamRequest's wire format, written here: its messages are joined from
-# adds encoded once (AddRequest.encoded) rather than built as protobufs.
-_ADDS_FIELD_TAG = b"\x0a"  # field 1 (adds), length-delimited
-_STORED_IDS = b"\x10\x01"  # field 2 (stored_ids) = true: stored adds answered in one packed list
+# adds encoded once (AddRequest.wire) rather than built as protobufs.
+_ADDS_FIELD_TAG = b"\x0a"  # AddStreamRequest field 1 (adds), length-delimited
+_STORED_IDS = b"\x10\x01"  # AddStreamRequest field 2 (stored_ids) = true: stored adds answered in one packed list
+_ENTRIES_TAG = b"\x22"  # StreamedAdd field 4 (entries), length-delimited
+_ENTRY_ID_TAG = b"\x08"  # PackedEntry field 1 (entry_id), varint
+_DATA_TAG = b"\x12"  # PackedEntry field 2 (data), length-delimited
+_U64 = (1 << 64) - 1  # an int64 goes on the wire as its 64-bit two's complement
 _ADD_STREAM_METHOD = "/{}/AddStream".format(bookie_pb2.DESCRIPTOR.services_by_name["BookieService"].full_name)
 
 AddStreamCallable: TypeAlias = grpc.aio.StreamStreamMultiCallable
@@ -420,7 +433,9 @@ class BookieAddStream:
                         pending.deadline = now + pending.timeout_seconds
                     self._sent_bytes += size
                     self._messages_in_flight += 1
-                    await call.write(b"".join([p.request.encoded() for p in taken]) + _STORED_IDS)
+                    wire = [piece for pending in taken for piece in pending.request.wire()]
+                    wire.append(_STORED_IDS)
+                    await call.write(b"".join(wire))
                     self.messages_sent += 1
                     self.adds_sent += len(taken)
         except grpc.aio.AioRpcError as exc:
