@@ -27,7 +27,7 @@ def test_joined_encoded_adds_read_back_as_an_add_stream_request():
 
 
 def test_varint_matches_protobuf():
-    for value in (0, 1, 127, 128, 300, 16_383, 16_384, 2**21, 2**35 + 5):
+    for value in (0, 1, 127, 128, 300, 16_383, 16_384, 2**21, 2**35 + 5, 2**64 - 1):
         message = bookie_pb2.AddResult(add_id=value).SerializeToString()
         assert message == b"\x08" + bookie_streams._varint(value) or value == 0
 

@@ -198,13 +198,20 @@ def add_stream_callable(channel: grpc.aio.Channel) -> AddStreamCallable:
 
 
 def _varint(value: int) -> bytes:
-    """A protobuf base-128 varint."""
+    """A protobuf base-128 varint (every add's wire form needs four)."""
+    if value < 0x80:
+        return _ONE_BYTE_VARINTS[value]
+    if value < 0x4000:
+        return bytes(((value & 0x7F) | 0x80, value >> 7))
     out = bytearray()
     while value > 0x7F:
         out.append((value & 0x7F) | 0x80)
         value >>= 7
     out.append(value)
     return bytes(out)
+
+
+_ONE_BYTE_VARINTS = [bytes((value,)) for value in range(0x80)]
 
 
 @dataclass(eq=False, slots=True)
@@ -240,7 +247,9 @@ class BookieAddStream:
         self._sent_bytes = 0  # of adds sent and not answered: what the bookie may still have to take
         self._room = asyncio.Event()
         self._room.set()
-        self._has_outgoing = asyncio.Event()
+        # The sender waiting for adds to send, woken by `send`: a plain future rather than an
+        # asyncio.Event, whose set() is a Python call for each add to each bookie.
+        self._sender_idle: asyncio.Future[None] | None = None
         self._max_messages_in_flight = max_messages_in_flight
         self._messages_in_flight = 0
         self._outgoing_bytes = 0
@@ -269,7 +278,11 @@ class BookieAddStream:
             if self._opener is None:
                 self._opener = asyncio.create_task(self._open(), name=f"add-stream-open-{self.bookie_id}")
             return  # the opened stream's sender takes it
-        self._has_outgoing.set()
+        idle = self._sender_idle
+        if idle is not None:
+            self._sender_idle = None
+            if not idle.done():
+                idle.set_result(None)
         if self._outgoing_bytes >= FULL_MESSAGE_BYTES:
             self._window.set()  # a full message waits: the sender may pipeline it
 
@@ -313,33 +326,37 @@ class BookieAddStream:
     def _settle(self, pending: _Add, error: QuireError | None) -> None:
         if self._unanswered.pop(pending.request.add_id, None) is None:
             return  # answered, expired or failed already
-        self._forget(pending)
+        self._forget([pending])
         self._made_room()
-        self._tell(pending, error)
+        self._tell([pending], error)
 
-    def _forget(self, pending: _Add) -> None:
-        """Count an add that left `_unanswered` as answered."""
-        size = pending.request.size
-        self._unanswered_bytes -= size
-        message = pending.sent_in
-        if message is not None:
-            self._sent_bytes -= size
-            message.unanswered -= 1
-            if not message.unanswered:
-                self._messages_in_flight -= 1
-                self._window.set()
+    def _forget(self, answered: list[_Add]) -> None:
+        """Count adds that left `_unanswered` as answered (a list: an answer
+        message's stored adds are counted in one call)."""
+        for pending in answered:
+            size = pending.request.size
+            self._unanswered_bytes -= size
+            message = pending.sent_in
+            if message is not None:
+                self._sent_bytes -= size
+                message.unanswered -= 1
+                if not message.unanswered:
+                    self._messages_in_flight -= 1
+                    self._window.set()
 
     def _made_room(self) -> None:
         if not self._room.is_set() and self._unanswered_bytes < self._max_unanswered_bytes:
             self._room.set()
 
-    def _tell(self, pending: _Add, error: QuireError | None) -> None:
-        try:
-            pending.on_done(self.bookie_id, error)
-        except Exception:  # a writer's bug must not stop the answers to every other writer
-            log.exception(
-                "the sender of add %d to bookie %s failed on its answer", pending.request.add_id, self.bookie_id
-            )
+    def _tell(self, answered: list[_Add], error: QuireError | None) -> None:
+        bookie_id = self.bookie_id
+        for pending in answered:
+            try:
+                pending.on_done(bookie_id, error)
+            except Exception:  # a writer's bug must not stop the answers to every other writer
+                log.exception(
+                    "the sender of add %d to bookie %s failed on its answer", pending.request.add_id, bookie_id
+                )
 
     def _expire_overdue(self) -> None:
         """Fail the sent adds whose deadline has passed, and with them the
@@ -392,7 +409,6 @@ class BookieAddStream:
             asyncio.create_task(self._send(call), name=f"add-stream-send-{self.bookie_id}"),
             asyncio.create_task(self._receive(call), name=f"add-stream-receive-{self.bookie_id}"),
         ]
-        self._has_outgoing.set()
 
     def _may_send(self) -> bool:
         if not self._messages_in_flight:
@@ -404,8 +420,10 @@ class BookieAddStream:
     async def _send(self, call: grpc.aio.StreamStreamCall) -> None:
         try:
             while True:
-                await self._has_outgoing.wait()
-                self._has_outgoing.clear()
+                if not self._outgoing:
+                    self._sender_idle = asyncio.get_running_loop().create_future()
+                    await self._sender_idle
+                    continue
                 while self._outgoing:
                     if not self._may_send():
                         # Adds arriving meanwhile wait and go together in the next message.
@@ -456,11 +474,9 @@ class BookieAddStream:
                 # The stored adds of one answer are counted first and told after: the
                 # room and window they free are checked once per answer, not per add.
                 stored = [pending for add_id in response.stored_add_ids if (pending := unanswered.pop(add_id, None))]
-                for pending in stored:
-                    self._forget(pending)
+                self._forget(stored)
                 self._made_room()
-                for pending in stored:
-                    self._tell(pending, None)
+                self._tell(stored, None)
                 for result in response.results:  # refusals (and every answer of a bookie that predates stored_ids)
                     pending = unanswered.get(result.add_id)
                     if pending is None:

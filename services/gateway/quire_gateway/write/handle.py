@@ -385,7 +385,8 @@ class WriteHandle:
             self._answered(bookie_id, entries[0][0])
             return
         self._answered(bookie_id, entries[0][0])
-        self.quarantine.lift(bookie_id, "it stored entries again")
+        if bookie_id in self.quarantine.until:
+            self.quarantine.lift(bookie_id, "it stored entries again")
         quorum = self.ack_quorum
         reached = False
         for entry_id, _ in entries:

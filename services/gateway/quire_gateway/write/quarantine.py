@@ -28,22 +28,24 @@ class Quarantine:
     def __init__(self, seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
         self.seconds = seconds
         self._clock = clock
-        self._until: dict[str, float] = {}
+        # Quarantined bookies and until when. Public for a plain lookup on every answer a writer
+        # gets (`lift` only when the bookie is in it); changed only here.
+        self.until: dict[str, float] = {}
 
     def add(self, bookie_id: str) -> None:
         if self.seconds > 0:
             if bookie_id not in self.members():
                 log.info("bookie %s quarantined for %.0f s: new ensembles avoid it", bookie_id, self.seconds)
-            self._until[bookie_id] = self._clock() + self.seconds
+            self.until[bookie_id] = self._clock() + self.seconds
 
     def lift(self, bookie_id: str, why: str) -> None:
-        if self._until.pop(bookie_id, None) is not None:
+        if self.until.pop(bookie_id, None) is not None:
             log.info("bookie %s out of quarantine: %s", bookie_id, why)
 
     def members(self) -> set[str]:
         now = self._clock()
-        self._until = {b: until for b, until in self._until.items() if until > now}
-        return set(self._until)
+        self.until = {b: until for b, until in self.until.items() if until > now}
+        return set(self.until)
 
 
 async def choose_avoiding(

@@ -47,7 +47,9 @@ class WriteSession:
         self._requests = requests
         self._traced = traced
         self._pending: deque[asyncio.Future[int]] = deque()
-        self._wake = asyncio.Event()
+        # The acknowledging side waiting for entries, woken by the reading side (a plain
+        # future: an asyncio.Event costs Python calls per entry on both sides).
+        self._waiting: asyncio.Future[None] | None = None
         self._finished = False  # the client's side of the stream has ended, or was refused
         self._error: QuireError | None = None
 
@@ -67,12 +69,19 @@ class WriteSession:
                 if request.payloads:
                     self._pending.extend(await self.ledgers.append(self.ledger, list(request.payloads), expected))
                     submitted, expected = True, None
-                    self._wake.set()
+                    self._wake()
         except QuireError as exc:
             self._error = exc
         finally:
             self._finished = True
-            self._wake.set()
+            self._wake()
+
+    def _wake(self) -> None:
+        waiting = self._waiting
+        if waiting is not None:
+            self._waiting = None
+            if not waiting.done():
+                waiting.set_result(None)
 
     async def _next_confirmed(self) -> int:
         if not self._traced:
@@ -90,8 +99,8 @@ class WriteSession:
                         if self._error is not None:
                             raise self._error
                         return
-                    self._wake.clear()
-                    await self._wake.wait()
+                    self._waiting = asyncio.get_running_loop().create_future()
+                    await self._waiting
                     continue
                 first = last = await self._next_confirmed()
                 # Coalesce entries that are already confirmed into one ack.
