@@ -11,7 +11,7 @@ import pytest
 
 from quire_api.errors import FailedPrecondition, Reason, ResourceExhausted, Unavailable
 from quire_api.ids import LedgerId
-from quire_gateway.quorum_rules import replicas_of
+from quire_gateway.quorum_rules import replicas_of, write_set
 from quire_gateway.write.handle import WriteHandle, WriteSettings
 from quire_proto.common.v1 import common_pb2
 from tests.unit.fakes import FakeClusterCalls, new_metadata
@@ -27,6 +27,20 @@ def handle_on(remote: FakeClusterCalls, ensemble: list[str], write_quorum: int =
 
 async def write(handle: WriteHandle, payloads: list[bytes]) -> list[int]:
     return list(await asyncio.gather(*await handle.submit(payloads)))
+
+
+@pytest.mark.parametrize("write_quorum", [3, 2])
+async def test_entries_submitted_together_reach_each_bookie_in_one_add(write_quorum):
+    """A submit of many entries sends each bookie one add holding every entry
+    its stripes give it: all of them when W = E, its share when W < E."""
+    remote = FakeClusterCalls(["a", "b", "c"])
+    handle = handle_on(remote, ["a", "b", "c"], write_quorum=write_quorum)
+    ids = await write(handle, [b"p%d" % i for i in range(7)])
+    assert ids == list(range(7))
+    await asyncio.sleep(0.05)  # the third bookie's answer, after the quorum's
+    assert sorted(bookie for method, bookie in remote.calls if method == "add") == ["a", "b", "c"]
+    for bookie_id, bookie in remote.bookies.items():
+        assert set(bookie.entries) == {e for e in ids if bookie_id in write_set(e, ["a", "b", "c"], write_quorum)}
 
 
 async def test_a_failed_bookie_is_replaced_and_pending_entries_resent():

@@ -273,7 +273,24 @@ class WriteHandle:
                 members = [bookie_id for bookie_id in members if bookie_id not in self._delayed]
             self._send(members, [(entry_id, packed)])
             return [future]
+        return self._submit_many(payloads, loop, origin)
+
+    def _submit_many(
+        self, payloads: list[bytes], loop: asyncio.AbstractEventLoop, origin: SpanContext | None
+    ) -> list[asyncio.Future[int]]:
+        """submit() of more than one payload, once there is room: each bookie
+        gets its entries in as few adds as max_call_bytes allows."""
         futures: list[asyncio.Future[int]] = []
+        if self.write_quorum == len(self.ensemble) and not self._delayed:
+            # W = E: every entry goes to every bookie, so they all share one add, no grouping.
+            staged: list[tuple[int, bytes]] = []
+            for payload in payloads:
+                future = loop.create_future()
+                entry_id, packed, _ = self._stage(payload, future, origin)
+                futures.append(future)
+                staged.append((entry_id, packed))
+            self._queue(self.ensemble, staged)
+            return futures
         per_bookie: dict[str, list[tuple[int, bytes]]] = {}
         for payload in payloads:
             future = loop.create_future()
@@ -282,7 +299,7 @@ class WriteHandle:
             for bookie_id in members:
                 if bookie_id not in self._delayed:
                     per_bookie.setdefault(bookie_id, []).append((entry_id, packed))
-        # Bookies sent the same entries (every member, when E = W) share one add.
+        # Bookies sent the same entries (W < E puts each where its stripe says) share one add.
         same_entries: dict[tuple[int, ...], list[str]] = {}
         for bookie_id, entries in per_bookie.items():
             same_entries.setdefault(tuple(entry_id for entry_id, _ in entries), []).append(bookie_id)
