@@ -512,8 +512,20 @@ def write_through(
     scenario.figures["writer_errors"] = [w.error.reason if w.error else "" for w in running]
     assert all(w.error is None for w in running), scenario.figures["writer_errors"]
     for ledger in ledgers:
-        client.close_ledger(ledger.qualified_name)
+        # Right after the last heal the registry may still be reaching etcd again: a close told
+        # UNAVAILABLE is sent again, as a client would (a close is idempotent).
+        wait_until("the ledger closed", partial(closed_or_none, client, ledger), deadline_seconds=120)
     return ledgers
+
+
+def closed_or_none(client: QuireClient, ledger: LedgerId) -> common_pb2.LedgerMetadata | None:
+    """The ledger closed, or None when the close fails UNAVAILABLE or DEADLINE_EXCEEDED (to be sent again)."""
+    try:
+        return client.close_ledger(ledger.qualified_name)
+    except QuireClientError as exc:
+        if exc.code.name not in ("UNAVAILABLE", "DEADLINE_EXCEEDED"):
+            raise
+        return None
 
 
 def flap(mesh: Mesh, scenario: Scenario) -> None:
