@@ -258,6 +258,24 @@ def _enable_reflection(server: grpc.aio.Server, service_names: list[str]) -> Non
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(_REFLECTION_V1, handlers),))
 
 
+def _serve_by_generic_handlers_only(server: grpc.aio.Server) -> None:
+    """Make `server` ignore methods registered one by one.
+
+    The generated add_*_to_server functions add each service twice: as a
+    generic handler, which serves every method, and method by method as
+    "registered" handlers. grpc's serving loop then keeps one pending
+    request per registered method and waits on all of them for each call it
+    accepts (an asyncio.wait over about 30 futures in the gateway): a cost
+    every unary call paid, and more the more methods a server has. The
+    generic handlers serve the same methods without it (docs/decisions.md,
+    "Every call paid for every method")."""
+
+    def ignore(service_name: str, method_handlers: dict[str, grpc.RpcMethodHandler]) -> None:
+        return None  # the generic handler added with them serves these methods
+
+    server.add_registered_method_handlers = ignore  # type: ignore[method-assign]
+
+
 def create_server(
     address: str,
     register: Callable[[grpc.aio.Server], Iterable[str]],
@@ -309,6 +327,7 @@ def create_server(
             *(connection_limits.server_options() if connection_limits else ()),
         ],
     )
+    _serve_by_generic_handlers_only(server)
     service_names = list(register(server))
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
