@@ -39,6 +39,19 @@ def test_a_stream_that_goes_quiet_is_ended_only_with_its_own_limit() -> None:
     assert asyncio.run(collect(RequestIdle(0.05, 0.0), 0, 0.2)) == [0, 1]
 
 
+async def read_after(seconds: float) -> str:
+    """A unary call's message, as context.read() gives it, `seconds` after its headers."""
+    await asyncio.sleep(seconds)
+    return "message"
+
+
+def test_a_unary_calls_message_is_read_within_the_first_message_limit() -> None:
+    assert asyncio.run(RequestIdle(5.0, 0.0).first_message(lambda: read_after(0))) == "message"
+    assert asyncio.run(RequestIdle().first_message(lambda: read_after(0.01))) == "message"  # 0: no limit
+    with pytest.raises(DeadlineExceeded, match=r"first request message.*QUIRE_GATEWAY_REQUEST_IDLE_SECONDS"):
+        asyncio.run(RequestIdle(0.05, 5.0).first_message(lambda: read_after(3600)))
+
+
 def test_a_caller_is_refused_at_its_limit_and_admitted_again_when_a_call_ends() -> None:
     calls = CallsPerCaller(2)
     calls.admit("certificate:a")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import AsyncIterable, AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -41,27 +41,41 @@ class RequestIdle:
         """`requests`, ended with DeadlineExceeded when the first message (or,
         on a stream, the next one) does not arrive in time."""
         iterator = aiter(requests)
-        timeout, which = self.first_message_seconds, "its first request message"
-        setting = "QUIRE_GATEWAY_REQUEST_IDLE_SECONDS"
+        timeout, which = self.first_message_seconds, _FIRST
         while True:
-            # asyncio.timeout arms a timer on this task; wait_for would start a new task for
-            # every message, a cost every read and every entry of a stream paid. Without a
-            # bound (the stream idle bound is off by default) no timer is armed at all.
             try:
-                if timeout:
-                    async with asyncio.timeout(timeout):
-                        request = await anext(iterator)
-                else:
-                    request = await anext(iterator)
+                request = await _within(anext(iterator), timeout, which)
             except StopAsyncIteration:
                 return
-            except TimeoutError:
-                raise DeadlineExceeded(
-                    f"the call sent no more than its headers: {which} did not arrive within {timeout:g} s ({setting})"
-                ) from None
             yield request
-            timeout, which = self.between_messages_seconds, "the stream's next request message"
-            setting = "QUIRE_GATEWAY_STREAM_IDLE_SECONDS"
+            timeout, which = self.between_messages_seconds, _NEXT
+
+    async def first_message(self, read: Callable[[], Awaitable[T]]) -> T:
+        """`await read()`, a call's one request message read without a
+        request iterator (quire_common.security), ended with DeadlineExceeded
+        when it does not arrive within first_message_seconds."""
+        return await _within(read(), self.first_message_seconds, _FIRST)
+
+
+_FIRST = ("its first request message", "QUIRE_GATEWAY_REQUEST_IDLE_SECONDS")
+_NEXT = ("the stream's next request message", "QUIRE_GATEWAY_STREAM_IDLE_SECONDS")
+
+
+async def _within(message: Awaitable[T], seconds: float, which: tuple[str, str]) -> T:
+    """`await message`, DeadlineExceeded after `seconds` (0: no bound)."""
+    # asyncio.timeout arms a timer on this task; wait_for would start a new task for
+    # every message, a cost every read and every entry of a stream paid. Without a
+    # bound (the stream idle bound is off by default) no timer is armed at all.
+    if not seconds:
+        return await message
+    try:
+        async with asyncio.timeout(seconds):
+            return await message
+    except TimeoutError:
+        what, setting = which
+        raise DeadlineExceeded(
+            f"the call sent no more than its headers: {what} did not arrive within {seconds:g} s ({setting})"
+        ) from None
 
 
 NO_IDLE_LIMIT = RequestIdle()

@@ -22,13 +22,14 @@ from grpc_reflection.v1alpha import reflection, reflection_pb2, reflection_pb2_g
 from opentelemetry import metrics
 from opentelemetry.instrumentation.grpc import aio_server_interceptor
 
-from quire_api.errors import InvalidArgument, QuireError
+from quire_api.errors import QuireError
 from quire_api.rpc_status import grpc_status_for
 from quire_common.build_info import version
 from quire_common.call_limits import ConnectionLimits
 from quire_common.config import ConfigError
 from quire_common.faults import FaultInjectionInterceptor, fault_rules_from_settings
 from quire_common.handler_cache import HandlerCache
+from quire_common.malformed import checked, checked_stream, tolerant
 from quire_common.rpc_metrics import MethodCalls, aborted_code, interrupted_code, server_call_histogram
 from quire_common.security import ProbePortInterceptor, ServiceIdentityInterceptor, server_credentials, tls_settings
 from quire_common.settings import ServerEnv, common_settings
@@ -92,38 +93,6 @@ async def _abort(context: grpc.aio.ServicerContext, exc: Exception, method: str)
     await context.abort(grpc.StatusCode.INTERNAL, f"internal error in {method}; see the service log")
 
 
-class _Malformed:
-    """Stands for a request message that did not decode, so the handler
-    answers INVALID_ARGUMENT instead of grpc's INTERNAL."""
-
-    def __init__(self, error: Exception) -> None:
-        self.error = error
-
-
-def _tolerant(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
-    if deserializer is None:
-        return None
-
-    def deserialize(data: bytes) -> Any:
-        try:
-            return deserializer(data)
-        except Exception as exc:  # protobuf's DecodeError, or anything a bad message provokes
-            return _Malformed(exc)
-
-    return deserialize
-
-
-def _checked(request: Any) -> Any:
-    if isinstance(request, _Malformed):
-        raise InvalidArgument(f"malformed request message: {request.error}")
-    return request
-
-
-async def _checked_stream(requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
-    async for request in requests:
-        yield _checked(request)
-
-
 class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):
     """Turns QuireErrors into status + ErrorInfo, and anything unexpected into
     INTERNAL without its traceback. Aborts and cancellations pass through.
@@ -162,8 +131,9 @@ def _error_mapped(handler: grpc.RpcMethodHandler, method: str, calls: MethodCall
     statuses, and each call's outcome and duration recorded in `calls`."""
     streamed_requests = bool(handler.stream_unary or handler.stream_stream)
 
-    def checked(request: Any) -> Any:
-        return _checked_stream(request) if streamed_requests else _checked(request)
+    def decoded(request: Any) -> Any:
+        """What the handler takes: the request, or the stream of them, refused where one did not decode."""
+        return checked_stream(request) if streamed_requests else checked(request)
 
     if handler.unary_unary or handler.stream_unary:
         inner_unary = handler.unary_unary or handler.stream_unary
@@ -171,7 +141,7 @@ def _error_mapped(handler: grpc.RpcMethodHandler, method: str, calls: MethodCall
         async def unary_response(request: Any, context: grpc.aio.ServicerContext) -> Any:
             started = time.perf_counter()
             try:
-                response = await inner_unary(checked(request), context)
+                response = await inner_unary(decoded(request), context)
             except grpc.aio.AbortError:
                 calls.failed(started, aborted_code(context))
                 raise
@@ -191,7 +161,7 @@ def _error_mapped(handler: grpc.RpcMethodHandler, method: str, calls: MethodCall
         factory = grpc.unary_unary_rpc_method_handler if handler.unary_unary else grpc.stream_unary_rpc_method_handler
         return factory(
             unary_response,
-            request_deserializer=_tolerant(handler.request_deserializer),
+            request_deserializer=tolerant(handler.request_deserializer),
             response_serializer=handler.response_serializer,
         )
 
@@ -200,7 +170,7 @@ def _error_mapped(handler: grpc.RpcMethodHandler, method: str, calls: MethodCall
     async def stream_response(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
         started = time.perf_counter()
         try:
-            async for response in inner_stream(checked(request), context):
+            async for response in inner_stream(decoded(request), context):
                 yield response
         except grpc.aio.AbortError:
             calls.failed(started, aborted_code(context))
@@ -220,7 +190,7 @@ def _error_mapped(handler: grpc.RpcMethodHandler, method: str, calls: MethodCall
     factory = grpc.unary_stream_rpc_method_handler if handler.unary_stream else grpc.stream_stream_rpc_method_handler
     return factory(
         stream_response,
-        request_deserializer=_tolerant(handler.request_deserializer),
+        request_deserializer=tolerant(handler.request_deserializer),
         response_serializer=handler.response_serializer,
     )
 
