@@ -98,3 +98,22 @@ async def test_stopping_early_cancels_the_answers_still_running() -> None:
     await answers.aclose()
     await asyncio.sleep(0.01)
     assert sorted(cancelled) == [1, 2, 3] and sorted(started) == [0, 1, 2, 3]
+
+
+async def test_requests_answered_at_once_take_no_task_and_keep_their_place() -> None:
+    """Even requests are answered at once (ReadEntryStream's cached entries),
+    odd ones the long way and slowly: the answers still come in request
+    order, and `answer` runs only for the requests answered the long way."""
+    asked: list[int] = []
+
+    async def answer(request: int) -> str:
+        asked.append(request)
+        await asyncio.sleep(0.001 * (10 - request))
+        return f"answer {request}"
+
+    def answer_at_once(request: int) -> str | None:
+        return f"answer {request}" if request % 2 == 0 else None
+
+    got = [a async for a in answered_in_order(requests_of(list(range(10))), answer, 4, answer_at_once)]
+    assert got == [f"answer {i}" for i in range(10)]
+    assert sorted(asked) == [1, 3, 5, 7, 9]

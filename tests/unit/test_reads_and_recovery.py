@@ -11,8 +11,10 @@ from quire_api.errors import InvalidArgument, NotFound, OutOfRange, PermissionDe
 from quire_api.ids import LedgerId
 from quire_common.entry import Digester, DigestType, pack_entry
 from quire_gateway.ledgers import LedgerOperations
+from quire_gateway.metadata_store import RegistryMetadata
 from quire_gateway.quorum_rules import replicas_of
 from quire_gateway.read import ledger_reads
+from quire_gateway.read.entry_cache import EntryCache, incarnation
 from quire_gateway.read.replicas import ReadSettings
 from quire_gateway.recovery import RecoverySettings
 from quire_proto.common.v1 import common_pb2
@@ -118,6 +120,52 @@ async def test_read_entry_follows_the_confirmed_read_rules():
         await quire.reads.read_entry(LEDGER, -1)
     with pytest.raises(NotFound):
         await ledger_operations(FakeClusterCalls(["a", "b", "c"])).reads.read_entry(LEDGER, 0)  # no such ledger
+
+
+class TrustedMetadata(RegistryMetadata):
+    """The metadata cache's part in a read answered at once: the registry's
+    record, trusted while `trusted` says so."""
+
+    def __init__(self, remote: FakeClusterCalls) -> None:
+        super().__init__(remote)  # type: ignore[arg-type]
+        self.remote = remote
+        self.trusted = True
+
+    def cached_ledger_metadata(self, ledger_id: LedgerId) -> tuple[common_pb2.LedgerMetadata, int] | None:
+        metadata = self.remote.metadata
+        return (metadata, 1) if self.trusted and metadata is not None else None
+
+
+async def test_an_entry_is_answered_at_once_only_where_read_entry_would_answer_it_without_asking():
+    """entry_at_hand (ReadEntryStream's answers without a task): a cached
+    entry at or below the LAC known here, from trusted metadata; None for
+    anything read_entry would have to ask about, and then no miss is counted."""
+    remote = stored_ledger(["a", "b", "c"], 2, 2, 5)
+    metadata = TrustedMetadata(remote)
+    cache = EntryCache(1 << 20)
+    quire = LedgerOperations(
+        remote,  # type: ignore[arg-type]
+        metadata_store=metadata,
+        entry_cache=cache,
+        recovery_settings=RecoverySettings(timeout_seconds=5, bookie_timeout_seconds=0.2),
+    )
+    assert quire.reads.entry_at_hand(LEDGER, 2) is None  # no LAC known yet: read_entry asks the bookies
+    assert (await quire.open(LEDGER, b"pw", recovery=False))[1] == 3
+    assert quire.reads.entry_at_hand(LEDGER, 2) is None  # not cached yet
+    assert cache.stats.misses == 0
+    read = await quire.reads.read_entry(LEDGER, 2)  # from the bookies, then kept
+    remote.calls.clear()
+    at_hand = quire.reads.entry_at_hand(LEDGER, 2)
+    assert at_hand is not None
+    assert (at_hand.entry_id, at_hand.payload, at_hand.length) == (read.entry_id, read.payload, read.length)
+    assert not remote.calls
+    life = incarnation(remote.metadata)  # type: ignore[arg-type]
+    cache.put(LEDGER, life, 4, b"e4", 99)  # cached, but past the LAC known here
+    assert quire.reads.entry_at_hand(LEDGER, 4) is None
+    assert quire.reads.entry_at_hand(LEDGER, -1) is None
+    metadata.trusted = False  # the metadata cache would ask the registry
+    assert quire.reads.entry_at_hand(LEDGER, 2) is None
+    assert not remote.calls
 
 
 async def test_unconfirmed_reads_go_past_the_lac_and_change_nothing():

@@ -437,9 +437,8 @@ def guard_handler(
             return requests
         if request_streamed:
             return guarded_stream(requests, check(context))
-        # A unary call's one message is read with context.read(), not through the request
-        # iterator and the generators wrapped around it: those cost every unary call about
-        # 40 µs of the gateway's loop (docs/decisions.md, "Every call paid for every method").
+        # A unary call's one message: context.read(), not the request iterator and generators
+        # around it (about 40 µs a call; docs/decisions.md, "Every call paid for every method").
         checked = check(context)
         request = checked_message(await idle.first_message(context.read))
         if request is grpc.aio.EOF:

@@ -34,7 +34,10 @@ class _End:
 
 
 async def answered_in_order(
-    requests: AsyncIterator[T], answer: Callable[[T], Awaitable[R]], window: int
+    requests: AsyncIterator[T],
+    answer: Callable[[T], Awaitable[R]],
+    window: int,
+    answer_at_once: Callable[[T], R | None] | None = None,
 ) -> AsyncIterator[R]:
     """`answer(request)` for every request, up to `window` of them at once
     (the window full, no more requests are read: flow control holds the
@@ -47,10 +50,15 @@ async def answered_in_order(
     ends. When reading the requests fails (a message the authorization guard
     refuses, one that does not decode, a stream idle too long), the answers to
     the requests before it are yielded first, then that error is raised.
-    Nothing is left running once the caller stops."""
+    Nothing is left running once the caller stops.
+
+    `answer_at_once(request)`, when given, is tried first: a request it
+    answers (not None) takes no task of its own, which is most of what a
+    request answered from memory costs; the answer keeps its place in order."""
     if window < 1:
         raise ValueError(f"window {window} must be at least 1")
     slots = asyncio.Semaphore(window)
+    loop = asyncio.get_running_loop()
     due: asyncio.Queue[asyncio.Future[R] | _End] = asyncio.Queue()
 
     async def take() -> None:
@@ -58,7 +66,13 @@ async def answered_in_order(
         try:
             async for request in requests:
                 await slots.acquire()
-                due.put_nowait(asyncio.ensure_future(answer(request)))
+                ready = answer_at_once(request) if answer_at_once is not None else None
+                if ready is None:
+                    due.put_nowait(asyncio.ensure_future(answer(request)))
+                else:
+                    answered: asyncio.Future[R] = loop.create_future()
+                    answered.set_result(ready)
+                    due.put_nowait(answered)
         except BaseException as exc:
             error = exc
             if not isinstance(exc, Exception):

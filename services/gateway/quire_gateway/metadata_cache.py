@@ -140,21 +140,31 @@ class LedgerMetadataCache:
     async def recent_ledger_metadata(self, ledger_id: LedgerId) -> tuple[common_pb2.LedgerMetadata, int]:
         """The ledger's metadata and version: from the cache when it can be
         trusted (see the module's rules), else from the registry."""
-        entry = self._entries.get(ledger_id)
-        if entry is not None and (entry.closed or self.connected):
-            if entry.epoch == self.epoch:
-                self._entries.move_to_end(ledger_id)
-                self.hits += 1
-                return entry.metadata(), entry.version
-            if entry.closed:  # from before a gap: serve it, and check it behind the reader's back
-                self._entries.move_to_end(ledger_id)
-                self.hits += 1
-                if ledger_id not in self._fetches:
-                    self._start_fetch(ledger_id)
-                return entry.metadata(), entry.version
+        cached = self.cached_ledger_metadata(ledger_id)
+        if cached is not None:
+            return cached
         self.misses += 1
         fetch = self._fetches.get(ledger_id) or self._start_fetch(ledger_id)
         return await asyncio.shield(fetch.task)
+
+    def cached_ledger_metadata(self, ledger_id: LedgerId) -> tuple[common_pb2.LedgerMetadata, int] | None:
+        """The ledger's metadata and version if the cache holds them and
+        they can be trusted now (see the module's rules); None when the
+        registry must be asked."""
+        entry = self._entries.get(ledger_id)
+        if entry is None or not (entry.closed or self.connected):
+            return None
+        if entry.epoch == self.epoch:
+            self._entries.move_to_end(ledger_id)
+            self.hits += 1
+            return entry.metadata(), entry.version
+        if entry.closed:  # from before a gap: serve it, and check it behind the reader's back
+            self._entries.move_to_end(ledger_id)
+            self.hits += 1
+            if ledger_id not in self._fetches:
+                self._start_fetch(ledger_id)
+            return entry.metadata(), entry.version
+        return None
 
     def _start_fetch(self, ledger_id: LedgerId) -> _Fetch:
         """One registry read per ledger at a time; concurrent misses share it."""

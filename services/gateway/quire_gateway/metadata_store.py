@@ -49,6 +49,12 @@ class LedgerMetadataStore(MetadataStore, Protocol):
         shared: copy it before changing it."""
         ...
 
+    def cached_ledger_metadata(self, ledger_id: LedgerId) -> tuple[common_pb2.LedgerMetadata, int] | None:
+        """What recent_ledger_metadata answers when a cache holds it and it
+        can be trusted now; None when that answer would need the registry.
+        For readers that answer at once when everything is at hand."""
+        ...
+
 
 class ChangeKind(enum.Enum):
     STARTED = "started"  # the stream resumes (or starts from now) after `revision`
@@ -98,3 +104,6 @@ class RegistryMetadata:
 
     async def recent_ledger_metadata(self, ledger_id: LedgerId) -> tuple[common_pb2.LedgerMetadata, int]:
         return await self._source.get_ledger_metadata(ledger_id)
+
+    def cached_ledger_metadata(self, ledger_id: LedgerId) -> tuple[common_pb2.LedgerMetadata, int] | None:
+        return None

@@ -189,8 +189,17 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
                 return ledger_pb2.ReadEntryResponse(error=read_entry_error(error))
             return ledger_pb2.ReadEntryResponse(entry=entry_message(entry))
 
+        def answer_at_once(request: ledger_pb2.ReadEntryRequest) -> ledger_pb2.ReadEntryResponse | None:
+            try:
+                ledger_id = ledger_id_from_proto(request.ledger_id)
+            except QuireError:
+                return None  # answered with its error by `answer`
+            entry = self.ledgers.reads.entry_at_hand(ledger_id, request.entry_id)
+            return None if entry is None else ledger_pb2.ReadEntryResponse(entry=entry_message(entry))
+
         with self.streams.track("ReadEntryStream"):
-            async for response in answered_in_order(request_iterator, answer, READ_STREAM_WINDOW):
+            responses = answered_in_order(request_iterator, answer, READ_STREAM_WINDOW, answer_at_once)
+            async for response in responses:
                 yield response
 
     async def ReadUnconfirmedEntries(

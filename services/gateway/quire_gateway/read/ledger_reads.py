@@ -112,18 +112,32 @@ class LedgerReads:
         last learned, as a BookKeeper reader is."""
         if metadata is None:
             metadata, _ = await self.metadata_store.recent_ledger_metadata(ledger_id)
+        at_hand = (
+            self._settled_lac(ledger_id, metadata)
+            if refresh
+            else self._lac_at_hand(ledger_id, metadata, max_age_seconds)
+        )
+        if at_hand is not None:
+            return at_hand
+        lac = await read_last_add_confirmed(self.remote, ledger_id, metadata, self._bookie_timeout_seconds)
+        # Keyed by creation time too: a ledger deleted and created again under the same id starts afresh.
+        return self._learn_lac((ledger_id, incarnation(metadata)), lac)
+
+    def _lac_at_hand(
+        self, ledger_id: LedgerId, metadata: common_pb2.LedgerMetadata, max_age_seconds: float | None = None
+    ) -> int | None:
+        """The LAC last_add_confirmed answers without refresh, when it need not
+        ask the bookies: a settled one, or what readers last learned if no
+        older than `max_age_seconds`; None when the bookies must be asked."""
         settled = self._settled_lac(ledger_id, metadata)
         if settled is not None:
             return settled
-        # Keyed by creation time too: a ledger deleted and created again under the same id starts afresh.
         key = (ledger_id, incarnation(metadata))
         known = self._reader_lacs.get(key)
-        now = time.monotonic()
-        if known is not None and not refresh and (max_age_seconds is None or now - known[1] <= max_age_seconds):
+        if known is not None and (max_age_seconds is None or time.monotonic() - known[1] <= max_age_seconds):
             self._reader_lacs.move_to_end(key)
             return known[0]
-        lac = await read_last_add_confirmed(self.remote, ledger_id, metadata, self._bookie_timeout_seconds)
-        return self._learn_lac(key, lac)
+        return None
 
     def _learn_lac(self, key: tuple[LedgerId, int], lac: int) -> int:
         """Remember `lac` as the readers' LAC of a ledger's incarnation (a LAC
@@ -245,6 +259,26 @@ class LedgerReads:
                 if chunk:
                     return chunk[0]
         raise AssertionError("unreachable")  # a read of one entry at or below the LAC yields it or raises
+
+    def entry_at_hand(self, ledger_id: LedgerId, entry_id: int) -> ReadEntry | None:
+        """What read_entry answers, when it needs no wait to answer it: the
+        ledger's metadata trusted in the metadata cache, the entry at or
+        below a LAC known here (`_lac_at_hand`, read_entry's first step) and
+        in the entry cache. None when read_entry must ask someone."""
+        cache = self.entry_cache if self.read_settings.verify_digests else None
+        if cache is None or not cache.enabled or entry_id < 0:
+            return None
+        cached_metadata = self.metadata_store.cached_ledger_metadata(ledger_id)
+        if cached_metadata is None:
+            return None
+        metadata = cached_metadata[0]
+        lac = self._lac_at_hand(ledger_id, metadata)
+        life = incarnation(metadata)
+        # Only a hit is counted here: a miss is read_entry's to count, once.
+        if lac is None or entry_id > lac or not cache.contains(ledger_id, life, entry_id):
+            return None
+        cached = cache.get(ledger_id, life, entry_id)
+        return None if cached is None else ReadEntry(entry_id, cached.payload, cached.length)
 
     async def tail(self, ledger_id: LedgerId, first: int) -> AsyncIterator[list[ReadEntry]]:
         """Confirmed entries from `first` on, as the LAC advances; ends once
