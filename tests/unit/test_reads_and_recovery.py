@@ -158,6 +158,7 @@ async def test_an_entry_is_answered_at_once_only_where_read_entry_would_answer_i
     at_hand = quire.reads.entry_at_hand(LEDGER, 2)
     assert at_hand is not None
     assert (at_hand.entry_id, at_hand.payload, at_hand.length) == (read.entry_id, read.payload, read.length)
+    assert await collect(quire, 2, 2, True) == [2]  # ReadEntries of that one entry too, asking no bookie
     assert not remote.calls
     life = incarnation(remote.metadata)  # type: ignore[arg-type]
     cache.put(LEDGER, life, 4, b"e4", 99)  # cached, but past the LAC known here

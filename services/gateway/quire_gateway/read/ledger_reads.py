@@ -198,6 +198,11 @@ class LedgerReads:
         refresh that LAC. Unconfirmed reads (BP-5) go past the LAC, fail
         NOT_FOUND where no replica has an entry, and never move the LAC."""
         check_range(first, last, confirmed=confirmed)
+        if confirmed and first == last:  # one entry, the common read of a blob or a random reader
+            at_hand = self.entry_at_hand(ledger_id, first)
+            if at_hand is not None:
+                yield [at_hand]
+                return
         metadata, _ = await self.metadata_store.recent_ledger_metadata(ledger_id)
         if confirmed:
             metadata, lac = await self._confirmed_lac(ledger_id, metadata, first, last)
