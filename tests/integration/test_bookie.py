@@ -107,6 +107,19 @@ async def test_read_byte_limit_returns_at_least_one_entry(bookie):
     assert [e for e, _ in found] == [0] and truncated and missing == []
 
 
+async def test_bytes_stored_and_read_are_counted(bookie):
+    entries = [(i, packed(i, b"z" * (100 * i))) for i in range(3)]
+    await bookie.add_entries(LEDGER, KEY, entries, False)
+    stored = sum(len(data) for _, data in entries)
+    assert bookie.counters.bytes_written == stored
+    await bookie.read_entry(LEDGER, 2)
+    found, _, _ = await bookie.read_entries(LEDGER, [0, 1], 0)
+    assert bookie.counters.bytes_read == len(entries[2][1]) + sum(len(data) for _, data in found)
+    with pytest.raises(PermissionDenied):  # refused: nothing stored, nothing counted
+        await bookie.add_entries(LEDGER, master_key(b"other"), [(3, packed(3))], False)
+    assert bookie.counters.bytes_written == stored
+
+
 async def test_delete_removes_entries_and_state(bookie):
     await bookie.add_entries(LEDGER, KEY, [(i, packed(i)) for i in range(5)], False)
     other = LedgerId(9, 2)

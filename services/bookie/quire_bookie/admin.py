@@ -2,11 +2,10 @@
 served by quire_common.admin_http) shows: `/status` as JSON, and the
 bookie's own counters and gauges as OpenTelemetry instruments, so they reach
 `/metrics` and OTLP alike. Every one of them is defined in
-`register_metrics`, in one place; none repeats another OpenTelemetry one
-(entries and bytes stored, sync counts and times are in the
-`quire_bookie_*_seconds` histograms and `quire_bookie_written_bytes_total`),
-and latency is only a histogram: a percentile computed here could not be
-aggregated."""
+`register_metrics`, in one place (the histograms of entries per group
+commit, sync and add times are recorded in bookie.py); none repeats
+another, and latency is only a histogram: a percentile computed here could
+not be aggregated."""
 
 from __future__ import annotations
 
@@ -63,6 +62,15 @@ def register_metrics(bookie: Bookie, bookie_id: str) -> None:
     )
     _meter.create_observable_counter(
         "quire.bookie.reads", [observe(lambda: counters.reads)], unit="{read}", description="Read requests served"
+    )
+    _meter.create_observable_counter(
+        "quire.bookie.written",
+        [observe(lambda: counters.bytes_written)],
+        unit="By",
+        description="Bytes of entries stored",
+    )
+    _meter.create_observable_counter(
+        "quire.bookie.read", [observe(lambda: counters.bytes_read)], unit="By", description="Bytes of entries read"
     )
     _meter.create_observable_gauge(
         "quire.bookie.disk.total",

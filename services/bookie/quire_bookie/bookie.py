@@ -54,8 +54,6 @@ _sync_latency = duration_histogram(_meter, "quire.bookie.sync.duration", "One gr
 _batch_entries = _meter.create_histogram(
     "quire.bookie.group_commit.entries", unit="{entry}", description="Entries in one synced batch"
 )
-_bytes_written = _meter.create_counter("quire.bookie.written", unit="By", description="Bytes of entries stored")
-_bytes_read = _meter.create_counter("quire.bookie.read", unit="By", description="Bytes of entries read")
 
 LOAD_WINDOW_SECONDS = 60.0
 # Entry ids one FindMissingEntries or CheckEntries call may ask about (about 0.5 MB of request).
@@ -108,11 +106,14 @@ class BookieInfo:
 @dataclass
 class Counters:
     """Totals since start, which admin.py reports as OpenTelemetry counters
-    when they are collected (nothing per read or add beyond the increment).
-    Entries and bytes stored and the syncs are in the instruments above."""
+    when they are collected (nothing per read or commit beyond the increment:
+    a counter's `add` cost a group commit as much as a histogram's record).
+    Entries stored and the syncs are in the histograms above."""
 
     reads: int = 0
     rejected_adds: int = 0
+    bytes_written: int = 0  # of entries stored
+    bytes_read: int = 0  # of entries read (or verified, by a scrub's check)
 
 
 def percentile(sorted_values: list[float], fraction: float) -> float:
@@ -397,7 +398,7 @@ class Bookie:
         data = await self._read_storage(ledger_id, self._store.read, ledger_id, entry_id)
         if data is None:
             raise NotFound(f"entry {entry_id} of ledger {ledger_id} is not on this bookie", Reason.ENTRY_NOT_FOUND)
-        _bytes_read.add(len(data))
+        self.counters.bytes_read += len(data)
         return entry_id, data
 
     async def read_entries(
@@ -413,7 +414,7 @@ class Bookie:
         result = await self._read_storage(
             ledger_id, self._store.read_many, ledger_id, entry_ids, byte_limit, count_limit
         )
-        _bytes_read.add(sum(len(data) for _, data in result[0]))
+        self.counters.bytes_read += sum(len(data) for _, data in result[0])
         return result
 
     async def read_range(
@@ -429,7 +430,7 @@ class Bookie:
         result = await self._read_storage(
             ledger_id, self._store.read_range, ledger_id, first, last, byte_limit, count_limit
         )
-        _bytes_read.add(sum(len(data) for _, data in result[0]))
+        self.counters.bytes_read += sum(len(data) for _, data in result[0])
         return result
 
     async def find_missing_entries(self, ledger_id: LedgerId, entry_ids: list[int]) -> list[int]:
@@ -455,7 +456,7 @@ class Bookie:
             raise InvalidArgument("entry ids must not be negative")
         self.counters.reads += 1
         found = await asyncio.to_thread(self._store.check, ledgers)
-        _bytes_read.add(sum(f.bytes_verified for f in found))
+        self.counters.bytes_read += sum(f.bytes_verified for f in found)
         return found
 
     async def check_stripes(self, stripes: Stripes) -> StripesChecked:
@@ -493,7 +494,7 @@ class Bookie:
             raise InvalidArgument(f"the rows span {asked} entry ids; at most {MAX_CHECKED_ENTRIES} per call")
         self.counters.reads += 1
         found = await asyncio.to_thread(self._store.check_stripes, stripes)
-        _bytes_read.add(found.bytes_verified)
+        self.counters.bytes_read += found.bytes_verified
         return found
 
     def last_add_confirmed(self, ledger_id: LedgerId) -> tuple[int, int, bool]:
@@ -543,7 +544,7 @@ class Bookie:
             _add_latency.record(stats.longest_add_seconds)
         _sync_latency.record(stats.sync_seconds)
         _batch_entries.record(stats.entries)
-        _bytes_written.add(stats.size_bytes)
+        self.counters.bytes_written += stats.size_bytes
         self._recent_flushes.append(stats)
 
     def info(self) -> BookieInfo:
