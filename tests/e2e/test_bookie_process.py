@@ -167,6 +167,8 @@ def test_admin_http_shows_status_metrics_and_the_unsafe_no_sync_mode(tmp_path):
         assert samples[("quire_bookie_read_only", "bookie-under-test")] == 0
         assert samples[("quire_bookie_disk_total_bytes", "bookie-under-test")] == status["disk"]["total_bytes"]
         assert "# TYPE quire_bookie_reads_total counter" in metrics
+        assert "# TYPE quire_bookie_written_bytes_total counter" in metrics
+        assert samples[("quire_bookie_written_bytes_total", "bookie-under-test")] == 0  # nothing added yet
         with grpc.insecure_channel(bookie.target) as channel:
             info = bookie_pb2_grpc.BookieServiceStub(channel).GetBookieInfo(bookie_pb2.GetBookieInfoRequest())
             assert info.sync_disabled
