@@ -49,32 +49,62 @@ def register_metrics(bookie: Bookie, bookie_id: str) -> None:
     and by the OTLP and file exporters (on their own thread, so the callbacks
     read only plain fields). Call once per process."""
     labels = {"bookie_id": bookie_id}
-    counters = bookie.counters
-    # (name, read, unit, description): totals since start, then values as they stand now.
-    totals: list[tuple[str, Callable[[], float], str, str]] = [
-        ("quire.bookie.rejected_adds", lambda: counters.rejected_adds, "{add}", "Add requests refused before storage"),
-        ("quire.bookie.reads", lambda: counters.reads, "{read}", "Read requests served"),
-        ("quire.bookie.written", lambda: counters.bytes_written, "By", "Bytes of entries stored"),
-        ("quire.bookie.read", lambda: counters.bytes_read, "By", "Bytes of entries read"),
-    ]
-    levels: list[tuple[str, Callable[[], float], str, str]] = [
-        ("quire.bookie.disk.total", lambda: bookie.disk.total_bytes, "By", "Capacity of the data directories"),
-        ("quire.bookie.disk.free", lambda: bookie.disk.free_bytes, "By", "Free bytes of the data directories"),
-        ("quire.bookie.disk.used", lambda: bookie.disk.used_bytes, "By", "Bytes the bookie's data takes"),
-        ("quire.bookie.read_only", lambda: int(bookie.read_only), "1", "1 while the bookie refuses adds"),
-        (
-            "quire.bookie.sync_disabled",
-            lambda: int(not bookie.settings.sync),
-            "1",
-            "1 when adds are acknowledged without fsync (unsafe)",
-        ),
-        ("quire.bookie.ledgers", bookie.ledger_count, "{ledger}", "Ledgers with state on this bookie"),
-    ]
 
     def observe(read: Callable[[], float]) -> Callable[[CallbackOptions], Iterable[Observation]]:
         return lambda _: [Observation(read(), labels)]
 
-    for name, read, unit, description in totals:
-        _meter.create_observable_counter(name, [observe(read)], unit=unit, description=description)
-    for name, read, unit, description in levels:
-        _meter.create_observable_gauge(name, [observe(read)], unit=unit, description=description)
+    counters = bookie.counters
+    _meter.create_observable_counter(
+        "quire.bookie.rejected_adds",
+        [observe(lambda: counters.rejected_adds)],
+        unit="{add}",
+        description="Add requests refused before storage",
+    )
+    _meter.create_observable_counter(
+        "quire.bookie.reads", [observe(lambda: counters.reads)], unit="{read}", description="Read requests served"
+    )
+    _meter.create_observable_counter(
+        "quire.bookie.written",
+        [observe(lambda: counters.bytes_written)],
+        unit="By",
+        description="Bytes of entries stored",
+    )
+    _meter.create_observable_counter(
+        "quire.bookie.read", [observe(lambda: counters.bytes_read)], unit="By", description="Bytes of entries read"
+    )
+    _meter.create_observable_gauge(
+        "quire.bookie.disk.total",
+        [observe(lambda: bookie.disk.total_bytes)],
+        unit="By",
+        description="Capacity of the data directories",
+    )
+    _meter.create_observable_gauge(
+        "quire.bookie.disk.free",
+        [observe(lambda: bookie.disk.free_bytes)],
+        unit="By",
+        description="Free bytes of the data directories",
+    )
+    _meter.create_observable_gauge(
+        "quire.bookie.disk.used",
+        [observe(lambda: bookie.disk.used_bytes)],
+        unit="By",
+        description="Bytes the bookie's data takes",
+    )
+    _meter.create_observable_gauge(
+        "quire.bookie.read_only",
+        [observe(lambda: int(bookie.read_only))],
+        unit="1",
+        description="1 while the bookie refuses adds",
+    )
+    _meter.create_observable_gauge(
+        "quire.bookie.sync_disabled",
+        [observe(lambda: int(not bookie.settings.sync))],
+        unit="1",
+        description="1 when adds are acknowledged without fsync (unsafe)",
+    )
+    _meter.create_observable_gauge(
+        "quire.bookie.ledgers",
+        [observe(bookie.ledger_count)],
+        unit="{ledger}",
+        description="Ledgers with state on this bookie",
+    )
