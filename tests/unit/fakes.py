@@ -106,12 +106,30 @@ class FakeClusterCalls:
             raise Unavailable("not enough bookies: needs 1, 0 are available", Reason.NOT_ENOUGH_BOOKIES)
         return candidates[0]
 
+    async def new_ensembles(self, requests):  # type: ignore[no-untyped-def]
+        """Placement: the first bookies, in name order (spares come after)."""
+        return [sorted(self.bookies)[: request.ensemble_size] for request in requests]
+
+    async def create_ledgers_metadata(self, requests):  # type: ignore[no-untyped-def]
+        """The registry: this fake holds one ledger, the one named by the create."""
+        created = []
+        for request in requests:
+            self.metadata = common_pb2.LedgerMetadata()
+            self.metadata.CopyFrom(request.metadata)
+            self.metadata.ledger_id.CopyFrom(request.ledger_id)
+            created.append((self._copy(), self.version))
+        return created
+
+    def _copy(self) -> common_pb2.LedgerMetadata:
+        assert self.metadata is not None
+        copy = common_pb2.LedgerMetadata()
+        copy.CopyFrom(self.metadata)
+        return copy
+
     async def get_ledger_metadata(self, ledger_id: LedgerId) -> tuple[common_pb2.LedgerMetadata, int]:
         if self.metadata is None:
             raise NotFound(f"ledger {ledger_id} not found")
-        copy = common_pb2.LedgerMetadata()
-        copy.CopyFrom(self.metadata)
-        return copy, self.version
+        return self._copy(), self.version
 
     async def update_ledger_metadata(self, ledger_id, metadata, expected_version):  # type: ignore[no-untyped-def]
         if self.before_update:

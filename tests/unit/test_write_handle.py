@@ -11,6 +11,7 @@ import pytest
 
 from quire_api.errors import FailedPrecondition, Reason, ResourceExhausted, Unavailable
 from quire_api.ids import LedgerId
+from quire_gateway.ledgers import CreateSpec, LedgerOperations
 from quire_gateway.quorum_rules import replicas_of, write_set
 from quire_gateway.write.handle import WriteHandle, WriteSettings
 from quire_proto.common.v1 import common_pb2
@@ -229,6 +230,49 @@ async def test_a_writer_that_cannot_go_on_closes_its_ledger_at_its_lac():
     assert remote.metadata.state == common_pb2.LEDGER_STATE_CLOSED and remote.metadata.last_entry_id == 3
     with pytest.raises(Unavailable):  # the writer's own failure, as before
         await handle.submit([b"z"])
+
+
+async def ledger_with_two_entries(remote: FakeClusterCalls) -> LedgerOperations:
+    ledgers = LedgerOperations(remote, settings=FAST)  # type: ignore[arg-type]
+    await ledgers.create(CreateSpec(3, 3, 2, password=b"pw", exact_id=LEDGER))
+    assert await asyncio.gather(*await ledgers.append(LEDGER, [b"x", b"y"], None)) == [0, 1]
+    return ledgers
+
+
+async def test_a_close_the_metadata_store_missed_is_finished_by_asking_again():
+    """A client's CloseLedger that fails UNAVAILABLE (the end not recorded) and
+    is asked again closes the ledger at its LAC: the writer's handle stays
+    until the end is recorded. Before, the handle went with the first attempt
+    and the retry was refused as a ledger open on another writer."""
+    remote = FakeClusterCalls(["a", "b", "c"])
+    ledgers = await ledger_with_two_entries(remote)
+    remote.unreachable_updates = 1
+    with pytest.raises(Unavailable):
+        await ledgers.close(LEDGER)
+    with pytest.raises(FailedPrecondition) as caught:
+        await ledgers.append(LEDGER, [b"z"], None)  # the writer took nothing more meanwhile
+    assert caught.value.reason == Reason.LEDGER_CLOSED
+    closed = await ledgers.close(LEDGER)
+    assert closed.state == common_pb2.LEDGER_STATE_CLOSED and closed.last_entry_id == 1
+    assert LEDGER not in ledgers.handles
+    assert await ledgers.close(LEDGER) == closed  # and again: closing twice is fine
+
+
+async def test_a_close_the_metadata_store_missed_is_finished_without_asking_again():
+    """The caller does not ask again (gone, or its deadline passed): the
+    gateway records the end in the background, then forgets the handle."""
+    remote = FakeClusterCalls(["a", "b", "c"])
+    ledgers = await ledger_with_two_entries(remote)
+    remote.unreachable_updates = 2
+    with pytest.raises(Unavailable):
+        await ledgers.close(LEDGER)
+    for _ in range(1000):
+        if LEDGER not in ledgers.handles:
+            break
+        await asyncio.sleep(0.01)
+    assert LEDGER not in ledgers.handles and remote.unreachable_updates == 0
+    assert remote.metadata is not None
+    assert remote.metadata.state == common_pb2.LEDGER_STATE_CLOSED and remote.metadata.last_entry_id == 1
 
 
 async def test_a_bookie_replaced_earlier_is_avoided_while_another_is_left():

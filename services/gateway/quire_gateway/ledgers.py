@@ -13,12 +13,14 @@ from dataclasses import dataclass
 from google.protobuf import timestamp_pb2
 
 from quire_api.errors import (
+    DeadlineExceeded,
     FailedPrecondition,
     InvalidArgument,
     NotFound,
     PermissionDenied,
     QuireError,
     Reason,
+    Unavailable,
 )
 from quire_api.ids import LedgerId, ledger_id_to_proto, validate_request_id
 from quire_common.entry import DigestType
@@ -199,9 +201,10 @@ class LedgerOperations:
 
     def _forget_ended(self, handle: WriteHandle) -> None:
         """A handle whose ledger was fenced, closed or deleted elsewhere, or
-        that closed it after failing, writes nothing more: forget it, so that this gateway stops claiming the ledger
-        (later writes are answered from the metadata: closed, or its owner
-        gone) and the handle's memory goes."""
+        that closed it (asked to, or after failing), writes nothing more:
+        forget it, so that this gateway stops claiming the ledger (later
+        writes are answered from the metadata: closed, or its owner gone) and
+        the handle's memory goes."""
         if self.handles.get(handle.ledger_id) is handle:
             del self.handles[handle.ledger_id]
 
@@ -328,6 +331,9 @@ class LedgerOperations:
         handle = self.handles.get(ledger_id)
         if handle is None:
             metadata, _ = await self.metadata(ledger_id)
+            if metadata.state != common_pb2.LEDGER_STATE_CLOSED:
+                # The cache may not have heard yet of a close this gateway just finished in the background.
+                metadata, _ = await self.metadata_store.get_ledger_metadata(ledger_id)
             if metadata.state == common_pb2.LEDGER_STATE_CLOSED:
                 return public_metadata(metadata)  # closing twice is fine
             raise FailedPrecondition(
@@ -336,8 +342,15 @@ class LedgerOperations:
             )
         try:
             metadata = await handle.close()
-        finally:
-            self.handles.pop(ledger_id, None)
+        except (Unavailable, DeadlineExceeded, asyncio.CancelledError):
+            # The end may not be recorded, and the writer has stopped taking entries: the handle
+            # stays and records it in the background, so that asking again finishes the close.
+            handle.close_later()
+            raise
+        except BaseException:
+            self._forget_ended(handle)
+            raise
+        self._forget_ended(handle)
         return public_metadata(metadata)
 
     async def delete(self, ledger_id: LedgerId) -> None:

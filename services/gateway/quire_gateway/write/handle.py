@@ -87,8 +87,9 @@ _ENDED_ELSEWHERE = frozenset(
 )
 
 
-# Between attempts to close a ledger whose writer failed (no bound: until it is closed here or elsewhere).
-_CLOSE_AFTER_FAILURE_BACKOFF = Backoff(first_seconds=0.5, longest_seconds=5.0)
+# Between attempts to record a ledger's end that the metadata store missed (a writer that
+# failed, a close the store did not answer): no bound, until it is closed here or elsewhere.
+_CLOSE_AGAIN_BACKOFF = Backoff(first_seconds=0.5, longest_seconds=5.0)
 
 
 @dataclass(slots=True)
@@ -200,6 +201,7 @@ class WriteHandle:
         self._submits = 0  # submit() calls so far: an explicit LAC waits for a pause in them
         self._traced = tracing_enabled()
         self._explicit_lacs = explicit_lacs
+        self._closing_later = False  # close_later() has a task recording the end
 
     def _set_ensemble(self, ensemble: list[str]) -> None:
         self.ensemble = ensemble
@@ -682,7 +684,7 @@ class WriteHandle:
             if ended_elsewhere:
                 self._ended()
             elif not self.closed:
-                self._spawn(self._close_after_failure())
+                self._spawn(self._close_until_recorded())
         for pending in self._pending.values():
             if not pending.future.done():
                 pending.future.set_exception(error)
@@ -725,25 +727,37 @@ class WriteHandle:
             log.info("ledger %s closed at entry %d", self.ledger_id, self.last_add_confirmed)
         return result.metadata
 
-    async def _close_after_failure(self) -> None:
-        """A writer that cannot go on closes its ledger at its LAC (every entry
-        it acknowledged), as BookKeeper's application closes a handle that
-        failed: readers and the auditor then see the end, and the client's next
-        write learns that the ledger is closed instead of being told to retry
-        a writer that will never write again. Tried again while the metadata
-        store is out of reach; a recovery, close or delete elsewhere ends the
-        ledger as well."""
-        pauses = _CLOSE_AFTER_FAILURE_BACKOFF.pauses()
+    def close_later(self) -> None:
+        """A close whose end the metadata store did not record (out of reach,
+        or the caller gone before it answered): keep trying in the background,
+        as after a failure, so that the ledger gets the end its writer was
+        told, and a caller who asks again finds it closed or this handle
+        still closing (never a ledger left open with no writer)."""
+        if not self._closing_later:
+            self._closing_later = True
+            self._spawn(self._close_until_recorded(pause_first=True))
+
+    async def _close_until_recorded(self, pause_first: bool = False) -> None:
+        """Close the ledger at its LAC (every entry acknowledged), tried again
+        while the metadata store is out of reach; a recovery, close or delete
+        elsewhere ends the ledger as well. A writer that cannot go on does this
+        as BookKeeper's application closes a handle that failed: readers and
+        the auditor then see the end, and the client's next write learns that
+        the ledger is closed instead of being told to retry a writer that will
+        never write again."""
+        pauses = _CLOSE_AGAIN_BACKOFF.pauses()
+        if pause_first:
+            await asyncio.sleep(next(pauses))
         while True:
             try:
                 await self.close()
                 break
             except (Unavailable, DeadlineExceeded) as exc:
                 pause = next(pauses)
-                log.info("ledger %s: closing it after its writer failed: %s; trying again", self.ledger_id, exc.message)
+                log.info("ledger %s: recording its end: %s; trying again", self.ledger_id, exc.message)
                 await asyncio.sleep(pause)
             except QuireError as exc:
-                log.info("ledger %s: not closed after its writer failed: %s", self.ledger_id, exc.message)
+                log.info("ledger %s: its end not recorded here: %s", self.ledger_id, exc.message)
                 break
         self._ended()
 

@@ -281,6 +281,10 @@ class LedgerServiceServicer:
 
     def CloseLedger(self, request, context):
         """CloseLedger waits for pending entries and closes the ledger at its LAC.
+        Safe to call again: once it is called the ledger takes no more entries, and a
+        close that fails UNAVAILABLE or DEADLINE_EXCEEDED (the end perhaps not recorded
+        yet) is finished by the gateway in the background; calling it again returns
+        the closed ledger's metadata.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
