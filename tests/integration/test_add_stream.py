@@ -15,7 +15,7 @@ import pytest
 from quire_api.errors import FailedPrecondition, InvalidArgument, PermissionDenied, Reason, Unavailable
 from quire_api.ids import LedgerId, ledger_id_to_proto
 from quire_bookie.bookie import Bookie, BookieSettings
-from quire_bookie.servicer import BookieServicer
+from quire_bookie.servicer import BookieServicer, add_servicer_to_server
 from quire_common.entry import Digester, DigestType, master_key, pack_entry
 from quire_common.server import create_server
 from quire_gateway.write.bookie_streams import AddRequest, AddStreamCallable, BookieAddStream, add_stream_callable
@@ -47,7 +47,7 @@ async def served(tmp_path):
     await bookie.start()
 
     def register(server: grpc.aio.Server) -> list[str]:
-        bookie_pb2_grpc.add_BookieServiceServicer_to_server(BookieServicer(bookie), server)
+        add_servicer_to_server(BookieServicer(bookie), server)
         return ["quire.bookie.v1.BookieService"]
 
     server, port, _ = create_server("127.0.0.1:0", register)

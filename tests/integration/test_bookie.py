@@ -24,7 +24,7 @@ from quire_bookie import inspect
 from quire_bookie.bookie import Bookie, BookieSettings
 from quire_bookie.collector import LedgerCollector
 from quire_bookie.disk import ReadOnlyPolicy
-from quire_bookie.servicer import BookieServicer
+from quire_bookie.servicer import BookieServicer, add_servicer_to_server
 from quire_bookie.storage import EntryStore, entry_key
 from quire_common.entry import Digester, DigestType, master_key, pack_entry
 from quire_common.server import create_server
@@ -163,7 +163,7 @@ def test_deletes_do_not_grow_the_info_log_without_bound(tmp_path, monkeypatch):
 @pytest.fixture
 async def bookie_stub(bookie):
     def register(server):
-        bookie_pb2_grpc.add_BookieServiceServicer_to_server(BookieServicer(bookie), server)
+        add_servicer_to_server(BookieServicer(bookie), server)
         return ["quire.bookie.v1.BookieService"]
 
     server, port, _ = create_server("127.0.0.1:0", register)
@@ -857,7 +857,7 @@ async def test_a_block_checksum_failure_is_data_loss_storage_error_not_internal(
     await bookie.start()
 
     def register(server):
-        bookie_pb2_grpc.add_BookieServiceServicer_to_server(BookieServicer(bookie), server)
+        add_servicer_to_server(BookieServicer(bookie), server)
         return ["quire.bookie.v1.BookieService"]
 
     server, port, _ = create_server("127.0.0.1:0", register)

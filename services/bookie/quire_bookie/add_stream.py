@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
 
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
@@ -40,15 +40,19 @@ ADD_SPAN = "bookie.add"
 _PROPAGATOR = TraceContextTextMapPropagator()
 
 
-class AddStreamCodec(Protocol):
-    """The wire side of a stream (servicer.py). `decode` and `encode` run on
-    the bookie's writer thread, `size` on the event loop."""
+Message = TypeVar("Message", contravariant=True)
 
-    def decode(self, message: object) -> list[StreamedAdd]: ...
 
-    def encode(self, message: object, adds: list[StreamedAdd], errors: list[QuireError | None]) -> object: ...
+class AddStreamCodec(Protocol[Message]):
+    """The wire side of a stream (servicer.py): what its messages are, how
+    adds come out of one and its answer is made. `decode` and `encode` run
+    on the bookie's writer thread, `size` on the event loop."""
 
-    def size(self, message: object) -> int: ...
+    def decode(self, message: Message) -> list[StreamedAdd]: ...
+
+    def encode(self, message: Message, adds: list[StreamedAdd], errors: list[QuireError | None]) -> object: ...
+
+    def size(self, message: Message) -> int: ...
 
 
 class AddStreamCall:
@@ -60,7 +64,7 @@ class AddStreamCall:
     it has room, so a writer faster than the disk is held back by the
     stream's flow control rather than by memory here."""
 
-    def __init__(self, bookie: Bookie, codec: AddStreamCodec) -> None:
+    def __init__(self, bookie: Bookie, codec: AddStreamCodec[Any]) -> None:
         self.bookie = bookie
         self._codec = codec
         self._ready: list[object] = []  # answers to send, in order

@@ -30,17 +30,15 @@ from quire_bookie.config import BookieConfig
 from quire_bookie.cookie import check_cookie
 from quire_bookie.metadata import RegistryLedgerLookup
 from quire_bookie.registration import RegistrationKeeper, RegistryCookies
-from quire_bookie.servicer import BookieServicer
+from quire_bookie.servicer import SERVICE_NAME, BookieServicer, add_servicer_to_server
 from quire_bookie.settings import BookieEnv
 from quire_bookie.storage import DamagedJournal
 from quire_common.admin_http import AdminServer
 from quire_common.server import create_server, mark_serving, stop_gracefully, stop_signal
 from quire_common.telemetry import set_instance
-from quire_proto.bookie.v1 import bookie_pb2, bookie_pb2_grpc
 from quire_proto.common.v1 import common_pb2
 
 log = logging.getLogger("quire_bookie")
-SERVICE_NAME = bookie_pb2.DESCRIPTOR.services_by_name["BookieService"].full_name
 # A health service that is SERVING only while the bookie accepts adds.
 WRITABLE_HEALTH = "writable"
 # A health service that is SERVING only when adds are fsynced before they are
@@ -101,7 +99,7 @@ class BookieProcess:
         config = self.config
 
         def register(server: grpc.aio.Server) -> list[str]:
-            bookie_pb2_grpc.add_BookieServiceServicer_to_server(BookieServicer(bookie), server)
+            add_servicer_to_server(BookieServicer(bookie), server)
             return [SERVICE_NAME]
 
         server, port, health_servicer = create_server(
