@@ -43,3 +43,37 @@ def test_a_freed_cache_stays_in_the_rss_until_given_back():
 
 def test_giving_back_is_safe_to_repeat():
     assert give_back_free_memory() == give_back_free_memory()
+
+
+_CHURN = """
+import json, resource, sys
+from quire_common.memory import keep_heap_slack
+
+slack = sys.argv[1] == "slack" and keep_heap_slack()
+
+def page_faults():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+large = bytes(3 << 20)  # a block above glibc's first mmap threshold, freed: its own thresholds move
+del large
+before = page_faults()
+for _ in range(100):  # 10 MiB of 64 KiB buffers taken and freed together, as a loaded gateway does
+    buffers = [bytes(64 * 1024) for _ in range(160)]
+    del buffers
+print(json.dumps({"slack": slack, "page_faults": page_faults() - before}))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
+def test_a_heap_that_keeps_its_slack_does_not_fault_its_pages_in_again():
+    def churn(mode: str) -> dict[str, object]:
+        run = subprocess.run(
+            [sys.executable, "-c", _CHURN, mode], capture_output=True, text=True, check=True, timeout=120
+        )
+        return json.loads(run.stdout)  # type: ignore[no-any-return]
+
+    default, slack = churn("default"), churn("slack")
+    assert slack["slack"] is True
+    # Without it glibc gives the 10 MiB back after every round and faults them in again (the control).
+    assert default["page_faults"] > 50 * 2560, default
+    assert slack["page_faults"] < 5 * 2560, slack

@@ -12,6 +12,7 @@ from quire_api.errors import QuireError
 from quire_common.build_info import register_build_info_gauge, status_fields
 from quire_common.config import ConfigError, load_settings, renamed_in_use
 from quire_common.logs import setup_logging
+from quire_common.memory import keep_heap_slack
 from quire_common.settings import CommonEnv, check_own_settings, use_common_settings
 from quire_common.telemetry import setup_telemetry, shutdown_telemetry
 
@@ -51,6 +52,7 @@ def run_service(name: str, settings_type: type[S], amain: Callable[[S], Coroutin
     except ConfigError as exc:
         _cannot_start(name, exc)
     use_common_settings(settings.common)
+    keep_heap_slack()
     setup_telemetry(name, settings.common.telemetry)
     setup_logging(name, settings.common.logs)
     register_build_info_gauge()
