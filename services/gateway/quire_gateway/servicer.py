@@ -23,6 +23,9 @@ from quire_proto.gateway.v1 import blob_pb2, blob_pb2_grpc, ledger_pb2, ledger_p
 
 # Bytes of a repeated-field element's tag and length prefix, at most.
 _ELEMENT_OVERHEAD_BYTES = 6
+# Bytes of an Entry besides its payload, at most: two int64 fields with their tags (11 each),
+# the payload's tag and length (6).
+_ENTRY_FIELDS_BYTES = 28
 # Requests of one ReadEntryStream worked on at once (ledger.proto says so).
 READ_STREAM_WINDOW = 16
 
@@ -46,12 +49,14 @@ def batched_by_bytes(entries: Iterable[ReadEntry], limit: int = MAX_REPLY_BYTES)
     """Entries grouped into replies whose serialized size stays within `limit`
     (fields and framing counted, not only payloads), so that every reply fits
     a client at gRPC's default 4 MiB receive limit. An entry is never split:
-    the gateway accepts none larger than MAX_ENTRY_PAYLOAD_BYTES, which fits."""
+    the gateway accepts none larger than MAX_ENTRY_PAYLOAD_BYTES, which fits.
+    An entry counts the most its fields can take: asking the message for its
+    size would encode it, a copy of its payload."""
     batch: list[ledger_pb2.Entry] = []
     size = 0
     for entry in entries:
         message = entry_message(entry)
-        entry_size = message.ByteSize() + _ELEMENT_OVERHEAD_BYTES
+        entry_size = len(entry.payload) + _ENTRY_FIELDS_BYTES + _ELEMENT_OVERHEAD_BYTES
         if batch and size + entry_size > limit:
             yield batch
             batch, size = [], 0
