@@ -646,6 +646,38 @@ async def test_a_wal_file_started_by_a_memtable_switch_is_synced_by_the_next_wri
         await bookie.close()
 
 
+async def test_once_an_older_wal_file_had_its_last_sync_only_the_newest_is_synced(tmp_path, monkeypatch):
+    """RocksDB appends to its newest WAL file only; an older one stays until
+    every column family with data in it is flushed (the ledger states' family
+    seldom is). The write after a switch syncs every live file once, then
+    each write syncs the newest alone: an fdatasync of a file with nothing
+    new still waits for the disk."""
+    synced: list[str] = []
+    real_fdatasync = os.fdatasync
+
+    def recording_fdatasync(fd: int) -> None:
+        real_fdatasync(fd)
+        synced.append(os.path.basename(os.readlink(f"/proc/self/fd/{fd}")))
+
+    monkeypatch.setattr("quire_bookie.storage.os.fdatasync", recording_fdatasync)
+    bookie = Bookie(tmp_path)
+    await bookie.start()
+    store = bookie._store
+    try:
+        await bookie.add_entries(LEDGER, KEY, [(0, packed(0))], False)
+        store._entries.flush()  # a memtable switch: a new WAL file, the old one kept for the states
+        live = sorted(name for name in os.listdir(store.path) if name.endswith(".log"))
+        assert len(live) >= 2, live
+        synced.clear()
+        await bookie.add_entries(LEDGER, KEY, [(1, packed(1))], False)
+        assert set(live) <= set(synced)  # the older files' last sync
+        synced.clear()
+        await bookie.add_entries(LEDGER, KEY, [(2, packed(2))], False)
+        assert synced == [live[-1]]
+    finally:
+        await bookie.close()
+
+
 async def test_an_entry_corrupted_on_the_way_in_is_refused_and_not_stored(tmp_path):
     corrupt = bytearray(packed(0, b"payload bytes"))
     corrupt[-3] ^= 0x10

@@ -240,6 +240,7 @@ class WalSyncer:
     def __init__(self, path: Path, generation: Callable[[], object] | None = None) -> None:
         self._path = path
         self._files: dict[str, int] = {}  # WAL file name -> open descriptor
+        self._newest = ""  # the WAL file RocksDB appends to: the highest numbered
         self._generation = generation
         self._listed_at: object = None  # the generation of the last listing
 
@@ -248,8 +249,15 @@ class WalSyncer:
         if not self._files or generation is None or generation != self._listed_at:
             self._list()
             self._listed_at = generation
-        for fd in self._files.values():
-            os.fdatasync(fd)  # what RocksDB itself uses for a synced WAL write
+            # The files RocksDB left for a newer one get their last sync here: an unsynced
+            # write (an explicit LAC alone) may have been their last.
+            for fd in self._files.values():
+                os.fdatasync(fd)  # what RocksDB itself uses for a synced WAL write
+            return
+        # RocksDB appends to its newest WAL file only; older ones stay until the column families
+        # whose data they hold are flushed (the ledger states' family seldom is), and an fdatasync
+        # of a file with nothing new still costs this machine about 70 µs of wall time.
+        os.fdatasync(self._files[self._newest])
 
     def _list(self) -> None:
         names = {name for name in os.listdir(self._path) if name.endswith(".log")}
@@ -266,11 +274,13 @@ class WalSyncer:
                 os.fsync(directory)  # a new WAL's directory entry must be durable too
             finally:
                 os.close(directory)
+        self._newest = max(self._files, key=lambda name: int(name.removesuffix(".log")), default="")
 
     def close(self) -> None:
         for fd in self._files.values():
             os.close(fd)
         self._files.clear()
+        self._newest = ""
 
 
 class EntryStore:
