@@ -24,7 +24,7 @@ WORTH_GIVING_BACK_BYTES = 1024 * 1024
 # MiB here. A gateway writing 64 KiB entries (each alive from the client's message to its
 # quorum and the entry cache, bookie messages of up to 4 MiB joined from them) crossed it all
 # the time, and paid for the pages again: 15 page faults per entry on its event loop, against
-# 1.7 in the floor prototype's gateway and 1.6 with these thresholds (docs/decisions.md). An
+# 1.7 in the floor prototype's gateway and 1.9 with these thresholds (docs/decisions.md). An
 # idle process still gives its memory back through give_back_free_memory.
 TRIM_THRESHOLD_BYTES = 32 * 1024 * 1024
 # Blocks above this are mmapped and unmapped again on free. Set (setting either threshold
