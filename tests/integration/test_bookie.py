@@ -582,15 +582,21 @@ async def test_oversize_entry_is_resource_exhausted_over_grpc(bookie_stub):
     assert "at most 65536" in (caught.value.details() or "")
 
 
-async def test_every_write_syncs_the_wal_before_the_add_returns(tmp_path, monkeypatch):
+def record_wal_syncs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the files the bookie's storage fdatasyncs, in order, from now on."""
     synced: list[str] = []
     real_fdatasync = os.fdatasync
 
     def recording_fdatasync(fd: int) -> None:
         real_fdatasync(fd)
-        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        synced.append(os.path.basename(os.readlink(f"/proc/self/fd/{fd}")))
 
     monkeypatch.setattr("quire_bookie.storage.os.fdatasync", recording_fdatasync)
+    return synced
+
+
+async def test_every_write_syncs_the_wal_before_the_add_returns(tmp_path, monkeypatch):
+    synced = record_wal_syncs(monkeypatch)
     bookie = Bookie(tmp_path)
     await bookie.start()
     try:
@@ -620,14 +626,7 @@ async def test_a_wal_file_started_by_a_memtable_switch_is_synced_by_the_next_wri
     only time RocksDB starts a WAL file) changed a super version number. The
     control freezes that number: the new WAL file then goes unsynced, which
     is what the check must catch."""
-    synced: list[str] = []
-    real_fdatasync = os.fdatasync
-
-    def recording_fdatasync(fd: int) -> None:
-        real_fdatasync(fd)
-        synced.append(os.path.basename(os.readlink(f"/proc/self/fd/{fd}")))
-
-    monkeypatch.setattr("quire_bookie.storage.os.fdatasync", recording_fdatasync)
+    synced = record_wal_syncs(monkeypatch)
     bookie = Bookie(tmp_path)
     await bookie.start()
     store = bookie._store
@@ -652,14 +651,7 @@ async def test_once_an_older_wal_file_had_its_last_sync_only_the_newest_is_synce
     seldom is). The write after a switch syncs every live file once, then
     each write syncs the newest alone: an fdatasync of a file with nothing
     new still waits for the disk."""
-    synced: list[str] = []
-    real_fdatasync = os.fdatasync
-
-    def recording_fdatasync(fd: int) -> None:
-        real_fdatasync(fd)
-        synced.append(os.path.basename(os.readlink(f"/proc/self/fd/{fd}")))
-
-    monkeypatch.setattr("quire_bookie.storage.os.fdatasync", recording_fdatasync)
+    synced = record_wal_syncs(monkeypatch)
     bookie = Bookie(tmp_path)
     await bookie.start()
     store = bookie._store

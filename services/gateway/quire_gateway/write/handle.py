@@ -201,7 +201,7 @@ class WriteHandle:
         self._submits = 0  # submit() calls so far: an explicit LAC waits for a pause in them
         self._traced = tracing_enabled()
         self._explicit_lacs = explicit_lacs
-        self._closing_later = False  # close_later() has a task recording the end
+        self._recording_end = False  # a task is recording the end (_keep_closing)
 
     def _set_ensemble(self, ensemble: list[str]) -> None:
         self.ensemble = ensemble
@@ -684,7 +684,7 @@ class WriteHandle:
             if ended_elsewhere:
                 self._ended()
             elif not self.closed:
-                self._spawn(self._close_until_recorded())
+                self._keep_closing(pause_first=False)
         for pending in self._pending.values():
             if not pending.future.done():
                 pending.future.set_exception(error)
@@ -733,11 +733,15 @@ class WriteHandle:
         as after a failure, so that the ledger gets the end its writer was
         told, and a caller who asks again finds it closed or this handle
         still closing (never a ledger left open with no writer)."""
-        if not self._closing_later:
-            self._closing_later = True
-            self._spawn(self._close_until_recorded(pause_first=True))
+        self._keep_closing(pause_first=True)
 
-    async def _close_until_recorded(self, pause_first: bool = False) -> None:
+    def _keep_closing(self, pause_first: bool) -> None:
+        """One task recording the end, whether a failure or a close started it."""
+        if not self._recording_end:
+            self._recording_end = True
+            self._spawn(self._close_until_recorded(pause_first))
+
+    async def _close_until_recorded(self, pause_first: bool) -> None:
         """Close the ledger at its LAC (every entry acknowledged), tried again
         while the metadata store is out of reach; a recovery, close or delete
         elsewhere ends the ledger as well. A writer that cannot go on does this
