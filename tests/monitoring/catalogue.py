@@ -62,6 +62,8 @@ def exported_metric_names() -> set[str]:
             unit = units[0] if units else ""
             if function == "duration_histogram" and strings:
                 names |= _prometheus_names(strings[0], "s", "histogram")
+            elif function == "deferred_histogram" and len(strings) >= 2:  # (meter, name, unit, description)
+                names |= _prometheus_names(strings[0], strings[1], "histogram")
             elif strings and function in _COUNTERS | _GAUGES | _HISTOGRAMS:
                 kind = "counter" if function in _COUNTERS else "histogram" if function in _HISTOGRAMS else "gauge"
                 names |= _prometheus_names(strings[0], str(unit), kind)

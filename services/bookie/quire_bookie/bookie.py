@@ -36,6 +36,7 @@ from quire_bookie.storage import (
     Stripes,
     StripesChecked,
 )
+from quire_common.deferred_histogram import deferred_histogram
 from quire_common.entry import header_ids_and_digest
 from quire_common.memory import WORTH_GIVING_BACK_BYTES, give_back_free_memory
 from quire_common.tasks import cancel_and_wait
@@ -51,8 +52,8 @@ _add_latency = duration_histogram(
     "Per group commit: from the arrival of its oldest add to the synced write (the longest an add of it waited)",
 )
 _sync_latency = duration_histogram(_meter, "quire.bookie.sync.duration", "One group commit: synced write of a batch")
-_batch_entries = _meter.create_histogram(
-    "quire.bookie.group_commit.entries", unit="{entry}", description="Entries in one synced batch"
+_batch_entries = deferred_histogram(
+    _meter, "quire.bookie.group_commit.entries", "{entry}", "Entries in one synced batch"
 )
 
 LOAD_WINDOW_SECONDS = 60.0

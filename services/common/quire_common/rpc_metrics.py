@@ -23,6 +23,7 @@ from collections.abc import Mapping
 import grpc
 from opentelemetry import metrics
 
+from quire_common.deferred_histogram import DeferredHistogram
 from quire_common.telemetry import duration_histogram
 
 ERROR_REASON_ATTRIBUTE = "quire.error.reason"
@@ -32,7 +33,7 @@ _NUMERIC_CODE = {code: code.value[0] for code in grpc.StatusCode}
 _OK = grpc.StatusCode.OK
 
 
-def server_call_histogram(meter_: metrics.Meter) -> metrics.Histogram:
+def server_call_histogram(meter_: metrics.Meter) -> DeferredHistogram:
     return duration_histogram(
         meter_,
         "rpc.server.duration",
@@ -47,7 +48,7 @@ class MethodCalls:
 
     __slots__ = ("_by_outcome", "_histogram", "_method_attributes", "_ok_attributes")
 
-    def __init__(self, histogram: metrics.Histogram, method: str) -> None:
+    def __init__(self, histogram: DeferredHistogram, method: str) -> None:
         service, _, name = method.lstrip("/").rpartition("/")
         self._histogram = histogram
         self._method_attributes = {"rpc.system": "grpc", "rpc.service": service, "rpc.method": name}

@@ -46,6 +46,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
 from quire_common.config import TRUE_WORDS
+from quire_common.deferred_histogram import DeferredHistogram, deferred_histogram
 from quire_common.settings import TelemetryEnv
 
 log = logging.getLogger(__name__)
@@ -365,9 +366,8 @@ DURATION_BUCKETS_SECONDS: tuple[float, ...] = (
 )  # fmt: skip
 
 
-def duration_histogram(meter_: metrics.Meter, name: str, description: str) -> metrics.Histogram:
+def duration_histogram(meter_: metrics.Meter, name: str, description: str) -> DeferredHistogram:
     """A histogram of durations in seconds (record seconds), with the shared
-    buckets; Prometheus shows it as `<name>_seconds_bucket/_sum/_count`."""
-    return meter_.create_histogram(
-        name, unit="s", description=description, explicit_bucket_boundaries_advisory=list(DURATION_BUCKETS_SECONDS)
-    )
+    buckets; Prometheus shows it as `<name>_seconds_bucket/_sum/_count`. Its
+    samples reach the SDK when metrics are collected (quire_common.deferred_histogram)."""
+    return deferred_histogram(meter_, name, "s", description, DURATION_BUCKETS_SECONDS)
