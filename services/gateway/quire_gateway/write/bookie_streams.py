@@ -64,8 +64,13 @@ FULL_MESSAGE_BYTES = 1024 * 1024
 # and leave in this message instead of the next. At 16 one-entry writers
 # (1 KiB, 3 bookies) 0 rounds gave 8 entries per message and 512 us of server
 # CPU per entry, 3 rounds 10 and 458, 5 rounds 10.4 and 433, 8 rounds 11 and
-# 431; an idle stream pays a few microseconds.
-YIELDS_BEFORE_SENDING = 5
+# 431. A unary AddEntry reaches the sender over more rounds than a stream's
+# message (the call's accept, its task, its read): at 16 unary writers 20
+# rounds gave 1,474-1,556 adds/s against 1,336-1,428 with 5, each bookie's
+# writer thread 76-80 us per entry against 91-96; AppendEntries at 1, 16 and
+# 64 writers and at 64 KiB measured alike with 5, 12 and 20. An idle stream
+# pays a few microseconds.
+YIELDS_BEFORE_SENDING = 20
 # How often adds past their deadline are looked for (so a deadline is met within this).
 SWEEP_SECONDS = 0.1
 
