@@ -1,18 +1,20 @@
-"""Histogram samples kept on the path and recorded when metrics are collected
+"""Histogram samples kept on the path and recorded off it
 (quire_common.deferred_histogram): a reader sees what direct records would
 have shown, nothing is lost or counted twice across threads, and the samples
-waiting stay bounded when nothing collects."""
+waiting stay bounded when nothing records them."""
 
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricReader
 
 from quire_common import deferred_histogram as module
-from quire_common.deferred_histogram import MAX_WAITING, deferred_histogram
+from quire_common.deferred_histogram import MAX_WAITING, DeferredHistogram, deferred_histogram
+from tests.waiting import EVENT_DEADLINE_SECONDS
 
 BOUNDS = (0.001, 0.01, 0.1)
 
@@ -90,25 +92,45 @@ def test_asking_again_for_a_histogram_gives_the_same_one() -> None:
     assert deferred_histogram(other_meter, "quire.test.same", "s", "same", BOUNDS) is not one
 
 
-def test_without_a_collection_the_waiting_samples_stay_bounded() -> None:
+def unregistered(meter_name: str, name: str) -> tuple[InMemoryMetricReader, DeferredHistogram]:
+    """A DeferredHistogram that neither the background recorder nor a
+    collection records: only its own path does, to show the bound."""
     reader = InMemoryMetricReader()
-    meter = MeterProvider(metric_readers=[reader]).get_meter("test")
-    histogram = deferred_histogram(meter, "quire.test.bounded", "s", "bounded", BOUNDS)
+    histogram = MeterProvider(metric_readers=[reader]).get_meter(meter_name).create_histogram(name, unit="s")
+    return reader, DeferredHistogram(histogram)
+
+
+def test_samples_waiting_stay_bounded_when_nothing_else_records_them() -> None:
+    reader, histogram = unregistered("test", "quire.test.bounded")
     for _ in range(3 * MAX_WAITING + 7):
         histogram.record(0.002)
         assert len(histogram._waiting) < MAX_WAITING
+    histogram.flush()
     assert points(reader, "quire.test.bounded")[()].count == 3 * MAX_WAITING + 7
 
 
 @pytest.mark.parametrize("bound", [MAX_WAITING, 10**9], ids=["bounded", "control: unbounded"])
 def test_the_bound_is_what_keeps_memory_in_check(monkeypatch: pytest.MonkeyPatch, bound: int) -> None:
-    """Positive control for the test above: with no bound, samples pile up until a collection."""
+    """Positive control for the test above: with no bound, samples pile up."""
     monkeypatch.setattr(module, "MAX_WAITING", bound)
-    meter = MeterProvider(metric_readers=[InMemoryMetricReader()]).get_meter("test")
-    histogram = deferred_histogram(meter, f"quire.test.bound_{bound}", "s", "bound", BOUNDS)
+    _, histogram = unregistered("test", f"quire.test.bound_{bound}")
     for _ in range(2 * MAX_WAITING):
         histogram.record(0.002)
     assert (len(histogram._waiting) < MAX_WAITING) == (bound == MAX_WAITING)
+
+
+def test_the_background_recorder_records_samples_without_a_collection() -> None:
+    reader = InMemoryMetricReader()
+    meter = MeterProvider(metric_readers=[reader]).get_meter("test")
+    histogram = deferred_histogram(meter, "quire.test.background", "s", "background", BOUNDS)
+    for _ in range(5 * module.SLICE + 3):
+        histogram.record(0.002)
+    deadline = time.monotonic() + EVENT_DEADLINE_SECONDS
+    while histogram._waiting and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not histogram._waiting, "the background recorder did not take the samples"
+    assert module._recorder is not None and module._recorder.is_alive()
+    assert points(reader, "quire.test.background")[()].count == 5 * module.SLICE + 3
 
 
 def test_threads_recording_while_readers_collect_lose_and_repeat_nothing() -> None:
