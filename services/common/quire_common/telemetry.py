@@ -369,5 +369,5 @@ DURATION_BUCKETS_SECONDS: tuple[float, ...] = (
 def duration_histogram(meter_: metrics.Meter, name: str, description: str) -> DeferredHistogram:
     """A histogram of durations in seconds (record seconds), with the shared
     buckets; Prometheus shows it as `<name>_seconds_bucket/_sum/_count`. Its
-    samples reach the SDK when metrics are collected (quire_common.deferred_histogram)."""
+    samples reach the SDK off the path that takes them (quire_common.deferred_histogram)."""
     return deferred_histogram(meter_, name, "s", description, DURATION_BUCKETS_SECONDS)
