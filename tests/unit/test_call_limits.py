@@ -52,6 +52,68 @@ def test_a_unary_calls_message_is_read_within_the_first_message_limit() -> None:
         asyncio.run(RequestIdle(0.05, 5.0).first_message(lambda: read_after(3600)))
 
 
+def test_each_wait_ends_at_its_own_deadline_among_many() -> None:
+    """One timer serves every waiting call: a short bound started after a
+    long one still ends on time, and calls whose message came are untouched."""
+
+    async def run() -> tuple[list[str], float]:
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        long_wait = asyncio.ensure_future(RequestIdle(30.0, 0.0).first_message(lambda: read_after(3600)))
+        answered = [RequestIdle(0.05, 0.0).first_message(lambda: read_after(0)) for _ in range(5)]
+        outcomes = await asyncio.gather(
+            RequestIdle(0.1, 0.0).first_message(lambda: read_after(3600)), *answered, return_exceptions=True
+        )
+        took = loop.time() - began
+        long_wait.cancel()
+        return [type(outcome).__name__ if isinstance(outcome, Exception) else outcome for outcome in outcomes], took
+
+    outcomes, took = asyncio.run(run())
+    assert outcomes == ["DeadlineExceeded"] + ["message"] * 5
+    assert took < 30.0  # the 30 s wait armed first did not hold the 0.1 s one back
+
+
+def test_a_cancelled_wait_stays_cancelled_and_an_ended_one_leaves_the_task_uncancelled() -> None:
+    async def cancelled_from_outside() -> None:
+        waiting = asyncio.ensure_future(RequestIdle(0.05, 0.0).first_message(lambda: read_after(3600)))
+        await asyncio.sleep(0)
+        waiting.cancel()  # the client went away: that is not the idle bound's to answer
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+
+    async def ended_then_goes_on() -> int:
+        with pytest.raises(DeadlineExceeded):
+            await RequestIdle(0.05, 0.0).first_message(lambda: read_after(3600))
+        task = asyncio.current_task()
+        assert task is not None
+        await asyncio.sleep(0)  # the task runs on: no cancellation is left pending on it
+        return task.cancelling()
+
+    asyncio.run(cancelled_from_outside())
+    assert asyncio.run(ended_then_goes_on()) == 0
+
+
+def test_the_check_sees_the_first_message_or_every_one() -> None:
+    async def checked(check_every: bool, *refused: int) -> tuple[list[int], list[int]]:
+        """(the messages the check saw, the messages that passed)."""
+        seen: list[int] = []
+
+        def check(message: int) -> None:
+            seen.append(message)
+            if message in refused:
+                raise ValueError(f"{message} refused")
+
+        passed = [message async for message in RequestIdle().limit(messages(0, 0, 0), check, check_every)]
+        return seen, passed
+
+    assert asyncio.run(checked(False)) == ([0], [0, 1, 2])
+    assert asyncio.run(checked(True)) == ([0, 1, 2], [0, 1, 2])
+    with pytest.raises(ValueError, match="1 refused"):
+        asyncio.run(checked(True, 1))
+    with pytest.raises(ValueError, match="0 refused"):
+        asyncio.run(checked(False, 0))
+
+
 def test_a_caller_is_refused_at_its_limit_and_admitted_again_when_a_call_ends() -> None:
     calls = CallsPerCaller(2)
     calls.admit("certificate:a")

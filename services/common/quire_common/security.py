@@ -422,13 +422,9 @@ def guard_handler(
         if check_request is not None:
             check_request(checked, request)
 
-    async def guarded_stream(requests: Any, checked: Any) -> Any:
-        first = True
-        async for request in idle.limit(requests):
-            if first or check_every_request:
-                on_request(checked, request)
-                first = False
-            yield request
+    def guarded_stream(requests: Any, checked: Any) -> Any:
+        check = functools.partial(check_request, checked) if check_request is not None else None
+        return idle.limit(requests, check, check_every_request)
 
     async def argument(requests: Any, context: grpc.aio.ServicerContext) -> Any:
         """What the inner handler takes: the stream, or the single message."""
