@@ -74,6 +74,32 @@ def test_dropping_a_ledger_frees_its_bytes_and_keeps_others():
     assert cache.size_bytes == 100 + ENTRY_OVERHEAD_BYTES
 
 
+def test_a_run_is_kept_as_its_puts_one_by_one_would_keep_it():
+    """put_run (a writer's LAC moving over many entries) leaves the cache as
+    the same puts one at a time would: what fits, least recently used out,
+    too large entries skipped, every key droppable with its ledger."""
+    rng = random.Random(11)
+    by_run, one_by_one = (EntryCache(capacity_bytes=12 * (100 + ENTRY_OVERHEAD_BYTES)) for _ in range(2))
+    ledgers = [LedgerId(1, n) for n in range(3)]
+    next_id = dict.fromkeys(ledgers, 0)
+    for _ in range(200):
+        ledger = rng.choice(ledgers)
+        run = []
+        for _ in range(rng.randrange(1, 20)):
+            size = by_run.capacity_bytes if rng.random() < 0.05 else rng.randrange(50, 150)  # some too large
+            run.append((next_id[ledger], b"x" * size, size))
+            next_id[ledger] += 1
+        by_run.put_run(ledger, 1, run)
+        for entry_id, payload, length in run:
+            one_by_one.put(ledger, 1, entry_id, payload, length)
+        assert by_run.size_bytes == one_by_one.size_bytes <= by_run.capacity_bytes
+        assert list(by_run._entries) == list(one_by_one._entries)
+    assert by_run.stats.inserts == one_by_one.stats.inserts
+    for ledger in ledgers:
+        assert by_run.drop_ledger(ledger) == one_by_one.drop_ledger(ledger)
+    assert len(by_run) == 0 and by_run.size_bytes == 0 and not by_run._keys_of
+
+
 def test_a_zero_sized_cache_is_off():
     cache = EntryCache(0)
     cache.put(LEDGER, 7, 0, b"a", 1)

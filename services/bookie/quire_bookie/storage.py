@@ -175,7 +175,12 @@ def bounded_options(block_cache: Cache) -> Options:
 
 
 def entry_key(ledger_id: LedgerId, entry_id: int) -> bytes:
-    return ledger_id.key + entry_id.to_bytes(8, "big")
+    return ledger_key_entry(ledger_id.key, entry_id)
+
+
+def ledger_key_entry(ledger_key: bytes, entry_id: int) -> bytes:
+    """`entry_key` from the ledger's key (LedgerId.key) already built."""
+    return ledger_key + entry_id.to_bytes(8, "big")
 
 
 @dataclass(frozen=True, slots=True)
@@ -446,8 +451,12 @@ class EntryStore:
         or `sync` is off for this write (it is then synced by the next synced
         write, or lost with a crash before it)."""
         batch = WriteBatch(raw_mode=True)
+        # A ledger's entries come together: its key is built once for each run of them.
+        ledger_of_key, ledger_key = None, b""
         for ledger_id, entry_id, data in entries:
-            batch.put(entry_key(ledger_id, entry_id), data, self._entries_handle)
+            if ledger_id != ledger_of_key:
+                ledger_of_key, ledger_key = ledger_id, ledger_id.key
+            batch.put(ledger_key_entry(ledger_key, entry_id), data, self._entries_handle)
         for ledger_id, state in states.items():
             batch.put(ledger_id.key, state.encode(), self._ledgers_handle)
         with self._lock:

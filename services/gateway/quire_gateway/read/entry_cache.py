@@ -86,20 +86,37 @@ class EntryCache:
 
     def put(self, ledger_id: LedgerId, life: int, entry_id: int, payload: bytes, length: int) -> None:
         """Keep a confirmed, digest-checked entry (or refresh its place)."""
-        cost = len(payload) + ENTRY_OVERHEAD_BYTES
-        if cost > self.capacity_bytes:
-            return
-        key = (ledger_id, life, entry_id)
-        old = self._entries.pop(key, None)
-        if old is not None:
-            self.size_bytes -= len(old.payload) + ENTRY_OVERHEAD_BYTES
-        else:
-            self._keys_of.setdefault(ledger_id, set()).add(key)
-        self._entries[key] = CachedEntry(payload, length, self._clock())
-        self.size_bytes += cost
-        self.stats.inserts += 1
-        while self.size_bytes > self.capacity_bytes:
-            evicted_key, evicted = self._entries.popitem(last=False)
+        self.put_run(ledger_id, life, [(entry_id, payload, length)])
+
+    def put_run(self, ledger_id: LedgerId, life: int, entries: list[tuple[int, bytes, int]]) -> None:
+        """`put` of each (entry id, payload, length) of one ledger, in that
+        order: a writer's LAC moves over many entries at once, and the
+        ledger's key set and the clock are looked up once for all of them."""
+        capacity = self.capacity_bytes
+        cached = self._entries
+        keys = self._keys_of.get(ledger_id)
+        if keys is None:
+            keys = self._keys_of[ledger_id] = set()
+        now = self._clock()
+        added = 0
+        for entry_id, payload, length in entries:
+            cost = len(payload) + ENTRY_OVERHEAD_BYTES
+            if cost > capacity:
+                continue
+            key = (ledger_id, life, entry_id)
+            old = cached.pop(key, None)
+            if old is not None:
+                self.size_bytes -= len(old.payload) + ENTRY_OVERHEAD_BYTES
+            else:
+                keys.add(key)
+            cached[key] = CachedEntry(payload, length, now)
+            self.size_bytes += cost
+            added += 1
+        self.stats.inserts += added
+        if not keys:
+            del self._keys_of[ledger_id]  # every entry was too large to keep
+        while self.size_bytes > capacity:
+            evicted_key, evicted = cached.popitem(last=False)
             self.size_bytes -= len(evicted.payload) + ENTRY_OVERHEAD_BYTES
             self._forget_key(evicted_key)
             self.stats.evictions += 1

@@ -631,17 +631,19 @@ class WriteHandle:
         if pending is None or len(pending.acks) < self.ack_quorum:
             return  # nothing to confirm: so it is for all but one of an entry's W answers
         confirmed_before = self.last_add_confirmed
+        confirmed: list[tuple[int, bytes, int]] = []  # for the entry cache, in one call
         while pending is not None and len(pending.acks) >= self.ack_quorum:
             newest = pending
             self.last_add_confirmed += 1
             self.confirmed_length = pending.length
             del self._pending[self.last_add_confirmed]
             self._inflight_bytes -= len(pending.packed)
-            if self._entry_cache is not None:
-                self._entry_cache.put(self.ledger_id, self._life, pending.entry_id, pending.payload, pending.length)
+            confirmed.append((pending.entry_id, pending.payload, pending.length))
             if not pending.future.done():
                 pending.future.set_result(self.last_add_confirmed)
             pending = self._pending.get(self.last_add_confirmed + 1)
+        if self._entry_cache is not None:
+            self._entry_cache.put_run(self.ledger_id, self._life, confirmed)
         metrics.add_latencies.note(time.perf_counter() - newest.submitted_at)
         metrics.entry_counts.acknowledged += self.last_add_confirmed - confirmed_before
         self._room.set()
