@@ -48,31 +48,25 @@ class RequestIdle:
         each generator a stream passes through costs every message a
         resumption."""
         iterator = aiter(requests)
-        try:
-            request = await _within(anext(iterator), self.first_message_seconds, _FIRST)
-        except StopAsyncIteration:
-            return
-        if check is not None:
-            check(request)
-        yield request
-        if not check_every:
-            check = None
-        if self.between_messages_seconds:
-            while True:
-                try:
-                    request = await _within(anext(iterator), self.between_messages_seconds, _NEXT)
-                except StopAsyncIteration:
-                    return
-                if check is not None:
-                    check(request)
-                yield request
-        elif check is not None:
-            async for request in iterator:
+        seconds, which = self.first_message_seconds, _FIRST
+        while True:  # the first message, then each next one while they have a bound
+            try:
+                request = await _within(anext(iterator), seconds, which)
+            except StopAsyncIteration:
+                return
+            if check is not None:
                 check(request)
-                yield request
-        else:  # the common case: no bound between messages, nothing more to check
-            async for request in iterator:
-                yield request
+            yield request
+            if not check_every:
+                check = None
+            seconds, which = self.between_messages_seconds, _NEXT
+            if not seconds:
+                break
+        # No bound between messages (the default): the stream's own iteration, nothing timed.
+        async for request in iterator:
+            if check is not None:
+                check(request)
+            yield request
 
     async def first_message(self, read: Callable[[], Awaitable[T]]) -> T:
         """`await read()`, a call's one request message read without a

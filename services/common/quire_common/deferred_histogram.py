@@ -16,8 +16,9 @@ the SDK's histogram together:
   callback, and the SDK runs every such callback before it reads its
   histograms, for every reader (periodic export, Prometheus scrape, a test's
   in-memory reader), so a reader never misses a sample taken before it asked;
-- on the path itself once MAX_WAITING wait (the thread could not keep up), so
-  memory stays bounded.
+- on the path itself once MAX_WAITING wait (the thread could not keep up):
+  the oldest one for each new one, so memory stays bounded and the path never
+  records a burst (4,096 at once would hold the event loop for tens of ms).
 
 What a reader sees is the same distribution, sum and count. Samples lose the
 exemplar the SDK could take from the recording context (tracing off, the
@@ -40,7 +41,7 @@ Attributes = Mapping[str, str | int] | None
 
 RECORD_EVERY_SECONDS = 0.1
 SLICE = 16  # samples recorded between two releases of the interpreter (a few µs each)
-MAX_WAITING = 4096  # then the path records them itself
+MAX_WAITING = 4096  # then the path records the oldest for each it adds
 
 # One DeferredHistogram per (meter, name): a second would register a second
 # observable gauge of the same name, which the SDK refuses.
@@ -60,7 +61,11 @@ class DeferredHistogram:
         waiting = self._waiting
         waiting.append((value, attributes))
         if len(waiting) >= MAX_WAITING:
-            self.flush()
+            try:
+                oldest_value, oldest_attributes = waiting.popleft()
+            except IndexError:  # the recorder or a collection took them meanwhile
+                return
+            self._histogram.record(oldest_value, oldest_attributes)
         elif _recorder is None:
             _start_recorder()
 
