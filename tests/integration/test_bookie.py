@@ -902,3 +902,34 @@ async def test_a_block_checksum_failure_is_data_loss_storage_error_not_internal(
     finally:
         await server.stop(0)
         await bookie.close()
+
+
+def stored_entry_bytes(store: EntryStore) -> int:
+    """Bytes of the SST files holding the entries, once every memtable is flushed."""
+    store.flush_memtables()
+    return store._entries.property_int_value("rocksdb.total-sst-files-size")
+
+
+def test_entries_are_stored_with_the_chosen_compression_and_files_of_another_stay_readable(tmp_path):
+    # About 4 KiB each, and compressible.
+    text = [(entry_id, f"entry {entry_id} ".encode() * 400) for entry_id in range(50)]
+    raw = sum(len(data) for _, data in text)
+    other = LedgerId(9, 2)
+    path = tmp_path / "rocksdb"
+    store = EntryStore(path, entry_compression="zstd")
+    try:
+        store.write([(LEDGER, entry_id, data) for entry_id, data in text], {})
+        compressed = stored_entry_bytes(store)
+    finally:
+        store.close()
+    assert compressed < raw / 10, (compressed, raw)
+    # The default stores them as they came: the control that the size above is the setting's doing.
+    store = EntryStore(path)
+    try:
+        store.write([(other, entry_id, data) for entry_id, data in text], {})
+        assert stored_entry_bytes(store) - compressed >= raw, (compressed, raw)
+        for ledger_id in (LEDGER, other):  # the zstd files and the uncompressed ones alike
+            for entry_id, data in text:
+                assert store.read(ledger_id, entry_id) == data
+    finally:
+        store.close()

@@ -80,6 +80,7 @@ class BookieSettings:
     idle_flush_seconds: float = 60.0  # writes quiet this long: memtables flushed, memory given back (0: never)
     max_long_poll_seconds: float = 30.0
     verify_digests: bool = True  # check CRC32/CRC32C digests of incoming entries
+    entry_compression: str = "none"  # RocksDB's compression of stored entries (storage.ENTRY_COMPRESSION)
     # Fault injection for tests and drills only: every synced write takes this much longer.
     fault_sync_delay_seconds: float = 0.0
     fault_storage: StorageFaults = field(default_factory=StorageFaults)
@@ -136,6 +137,7 @@ class Bookie:
         store = EntryStore(
             data_dir / "rocksdb",
             sync=self.settings.sync,
+            entry_compression=self.settings.entry_compression,
             unsafe_point_in_time_recovery=self.settings.fault_unsafe_wal_point_in_time_recovery,
         )
         # Test-only storage faults (docs/faults.md); a plain EntryStore otherwise.

@@ -108,6 +108,7 @@ def storage_settings(env: BookieEnv) -> BookieSettings:
         idle_flush_seconds=env.idle_flush_seconds,
         max_long_poll_seconds=env.max_long_poll_seconds,
         verify_digests=env.verify_digests,
+        entry_compression=env.entry_compression,
         fault_sync_delay_seconds=env.fault_sync_delay_seconds,
         fault_storage=StorageFaults(
             Path(env.fault_write_eio_file) if env.fault_write_eio_file else None,

@@ -237,6 +237,15 @@ class BookieEnv:
         services=BOOKIE,
         section=SECTION,
     )
+    entry_compression: str = setting(
+        "QUIRE_BOOKIE_ENTRY_COMPRESSION",
+        "none",
+        "how RocksDB compresses stored entries: `none` (payloads arrive compressed or random as a rule, and "
+        "compressing them again only costs CPU), `snappy`, `lz4` or `zstd`; files already written keep theirs",
+        services=BOOKIE,
+        section=SECTION,
+        choices=("none", "snappy", "lz4", "zstd"),
+    )
     unsafe_no_sync_loses_data: bool = setting(
         "QUIRE_BOOKIE_UNSAFE_NO_SYNC_LOSES_DATA",
         False,

@@ -42,6 +42,7 @@ from rocksdict import (
     BottommostLevelCompaction,
     Cache,
     CompactOptions,
+    DBCompressionType,
     DBRecoveryMode,
     Options,
     Rdict,
@@ -79,6 +80,19 @@ MAX_OPEN_FILES = 256  # SST files kept open; others are opened when read
 # this size and kept to a few files, it stays near 4 MiB however many ledgers come and go.
 INFO_LOG_BYTES = 1024 * 1024
 INFO_LOG_FILES = 4  # the current LOG and three older ones
+
+# How the entries' column family compresses the SST files RocksDB writes
+# (QUIRE_BOOKIE_ENTRY_COMPRESSION). Quire stores payloads as writers send
+# them, mostly compressed or random already; on those Snappy, RocksDB's
+# default, saves nothing and costs every flush and compaction (docs/decisions.md,
+# "Entries are stored uncompressed"). Each SST file records its own
+# compression, so a change applies to the files written after it.
+ENTRY_COMPRESSION = {
+    "none": DBCompressionType.none,
+    "snappy": DBCompressionType.snappy,
+    "lz4": DBCompressionType.lz4,
+    "zstd": DBCompressionType.zstd,
+}
 
 
 def is_disk_full(exc: BaseException) -> bool:
@@ -171,6 +185,13 @@ def bounded_options(block_cache: Cache) -> Options:
     table.set_block_cache(block_cache)
     table.set_cache_index_and_filter_blocks(True)
     options.set_block_based_table_factory(table)
+    return options
+
+
+def entry_options(block_cache: Cache, compression: str) -> Options:
+    """Options for the entries' column family: `bounded_options` and the compression chosen."""
+    options = bounded_options(block_cache)
+    options.set_compression_type(ENTRY_COMPRESSION[compression]())
     return options
 
 
@@ -293,11 +314,18 @@ class EntryStore:
     database without writing anything (for `quire bookie inspect`)."""
 
     def __init__(
-        self, path: Path, *, sync: bool = True, read_only: bool = False, unsafe_point_in_time_recovery: bool = False
+        self,
+        path: Path,
+        *,
+        sync: bool = True,
+        read_only: bool = False,
+        entry_compression: str = "none",
+        unsafe_point_in_time_recovery: bool = False,
     ) -> None:
         self.path = path
         self.read_only = read_only
         self._sync = sync
+        self._entry_compression = entry_compression
         self._point_in_time = unsafe_point_in_time_recovery  # the DSK-7 positive control only
         # Held around every use of the RocksDB handles, so `reopen` never
         # swaps them under a reader (rocksdict holds the GIL in each call
@@ -340,7 +368,10 @@ class EntryStore:
             self._db = Rdict(
                 str(self.path),
                 options=options,
-                column_families={ENTRIES_CF: bounded_options(block_cache), LEDGERS_CF: bounded_options(block_cache)},
+                column_families={
+                    ENTRIES_CF: entry_options(block_cache, self._entry_compression),
+                    LEDGERS_CF: bounded_options(block_cache),
+                },
                 access_type=access,
             )
         except Exception as exc:
