@@ -1,7 +1,7 @@
 """`quire bench`'s one-entry-per-request runs against a real cluster: every
 write is acknowledged and every entry written reads back intact (the run
 checks each read itself). Its figures are printed, never asserted; with the
-servers' PIDs each run reports CPU for each of them."""
+servers' PIDs each run reports CPU for each of them, and by thread."""
 
 from __future__ import annotations
 
@@ -29,3 +29,8 @@ def test_with_the_servers_pids_each_process_reports_its_cpu_per_write(cluster: L
     assert set(result.server_cpu_us_per_write) == set(names)
     assert all(us >= 0 for us in result.server_cpu_us_per_write.values())
     assert result.server_cpu_us_per_write["gateway"] > 0, "the gateway served every write"
+    # Each process's CPU by thread, under the names the services give their threads.
+    threads = result.server_cpu_us_per_write_by_thread
+    assert set(threads) == set(names)
+    assert {"main", "grpc-poller"} <= set(threads["gateway"])
+    assert all("bookie-writer" in threads[name] for name in cluster.bookie_names)

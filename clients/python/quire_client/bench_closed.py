@@ -12,7 +12,10 @@ what batching buys on top.
 Given the servers' PIDs (a local cluster, `quire bench --local`), each run also
 reports the CPU every server process spent per write (user + system time from
 /proc over the write phase), the figure to compare with other systems and
-with the write path's floor.
+with the write path's floor, and how each process's share splits over its
+threads: the event loop (`main`), gRPC's poller, a bookie's writer thread,
+RocksDB's flush and compaction threads, by the names the services give them
+(quire_common.thread_names).
 """
 
 from __future__ import annotations
@@ -50,21 +53,53 @@ class ClosedLoopResult:
     read_p99_ms: float
     # Microseconds of CPU per write over the write phase, by server process (empty: PIDs unknown).
     server_cpu_us_per_write: dict[str, float] = field(default_factory=dict)
+    # The same by thread of each process: its name there, the event loop's thread as "main".
+    server_cpu_us_per_write_by_thread: dict[str, dict[str, float]] = field(default_factory=dict)
+
+
+def _stat_cpu_seconds(path: str) -> tuple[str, float] | None:
+    """A /proc stat file's command name and user + system CPU time; None
+    when it cannot be read (gone, or not Linux)."""
+    try:
+        with open(path, "rb") as stat:
+            text = stat.read()
+        name, fields = text[text.index(b"(") + 1 : text.rindex(b")")], text[text.rindex(b")") + 2 :].split()
+        ticks = int(fields[11]) + int(fields[12])  # utime, stime
+    except (OSError, ValueError, IndexError):
+        return None
+    return name.decode(errors="replace"), ticks / os.sysconf("SC_CLK_TCK")
 
 
 def process_cpu_seconds(pid: int) -> float | None:
     """User + system CPU time of a process and all its threads (Linux /proc);
     None when it cannot be read (gone, or not Linux)."""
+    found = _stat_cpu_seconds(f"/proc/{pid}/stat")
+    return found[1] if found is not None else None
+
+
+def thread_cpu_seconds(pid: int) -> dict[str, float]:
+    """User + system CPU time of a process's threads, added up by thread name
+    (the main thread as "main"); empty when the process cannot be read."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            fields = stat.read().rsplit(b")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+        threads = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return {}
+    by_name: dict[str, float] = {}
+    for thread in threads:
+        found = _stat_cpu_seconds(f"/proc/{pid}/task/{thread}/stat")
+        if found is not None:  # None: the thread ended meanwhile
+            name = "main" if thread == str(pid) else found[0]
+            by_name[name] = by_name.get(name, 0.0) + found[1]
+    return by_name
 
 
 def _cpu_now(server_pids: dict[str, int]) -> dict[str, float]:
     return {name: cpu for name, pid in server_pids.items() if (cpu := process_cpu_seconds(pid)) is not None}
+
+
+def _per_write(before: dict[str, float], after: dict[str, float], writes: int) -> dict[str, float]:
+    """Microseconds per write of what was counted in both `before` and `after`."""
+    return {name: round(1e6 * (after[name] - before[name]) / writes, 1) for name in before if name in after and writes}
 
 
 async def _closed_loop(
@@ -81,8 +116,10 @@ async def _closed_loop(
         stub = ledger_pb2_grpc.LedgerServiceStub(channel)
         ledgers = [await _create_ledger(stub, quorum) for _ in range(writers)]
         cpu_before = _cpu_now(server_pids)
+        threads_before = {name: thread_cpu_seconds(pid) for name, pid in server_pids.items()}
         writes = await _together([_write_loop(stub, rpc, ledger, payload) for ledger in ledgers], seconds)
         cpu_after = _cpu_now(server_pids)
+        threads_after = {name: thread_cpu_seconds(pid) for name, pid in server_pids.items()}
         written = zip(ledgers, writes.ids, strict=True)
         reads = await _together([_read_loop(stub, ledger, ids, entry_bytes) for ledger, ids in written], seconds)
         for ledger in ledgers:
@@ -103,10 +140,11 @@ async def _closed_loop(
         reads_per_s=len(reads.latencies_ms) / reads.seconds if reads.seconds else 0.0,
         read_p50_ms=percentile(reads.latencies_ms, 0.50),
         read_p99_ms=percentile(reads.latencies_ms, 0.99),
-        server_cpu_us_per_write={
-            name: round(1e6 * (cpu_after[name] - cpu_before[name]) / count, 1)
-            for name in cpu_before
-            if name in cpu_after and count
+        server_cpu_us_per_write=_per_write(cpu_before, cpu_after, count),
+        server_cpu_us_per_write_by_thread={
+            name: _per_write(threads_before[name], threads_after[name], count)
+            for name in server_pids
+            if threads_before[name] and threads_after[name] and count
         },
     )
 
@@ -216,3 +254,7 @@ def print_closed_loop(result: ClosedLoopResult) -> None:
         by_process = ", ".join(f"{name} {us:,.0f}" for name, us in result.server_cpu_us_per_write.items())
         total = sum(result.server_cpu_us_per_write.values())
         print(f"    server CPU per write: {total:,.0f} us ({by_process})", flush=True)
+    for process, threads in result.server_cpu_us_per_write_by_thread.items():
+        busiest = sorted(((us, thread) for thread, us in threads.items() if us >= 1), reverse=True)
+        if busiest:
+            print(f"      {process}: " + ", ".join(f"{thread} {us:,.0f}" for us, thread in busiest), flush=True)

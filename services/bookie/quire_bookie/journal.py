@@ -40,6 +40,7 @@ from quire_api.ids import LedgerId
 from quire_bookie.ledger_states import LedgerStates
 from quire_bookie.storage import EntryStore, LedgerState, is_disk_full
 from quire_common.telemetry import tracer, tracing_enabled
+from quire_common.thread_names import name_native_thread
 
 log = logging.getLogger(__name__)
 _tracer = tracer(__name__)
@@ -321,6 +322,7 @@ class GroupCommitter:
         self._stopped = self._loop.create_future()
         self._thread = threading.Thread(target=self._work, name="bookie-writer", daemon=True)
         self._thread.start()
+        name_native_thread(self._thread, "bookie-writer")
 
     async def stop(self) -> None:
         """Refuse new operations, write and sync everything already queued,

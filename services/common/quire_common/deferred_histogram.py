@@ -37,6 +37,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Observation
 
+from quire_common.thread_names import name_native_thread
+
 Attributes = Mapping[str, str | int] | None
 
 RECORD_EVERY_SECONDS = 0.1
@@ -122,6 +124,7 @@ def _start_recorder() -> None:
         if _recorder is None:
             _recorder = threading.Thread(target=_record_waiting, name="histogram-recorder", daemon=True)
             _recorder.start()
+            name_native_thread(_recorder, "hist-recorder")
 
 
 def _record_waiting() -> None:

@@ -34,6 +34,7 @@ from quire_common.rpc_metrics import MethodCalls, aborted_code, interrupted_code
 from quire_common.security import ProbePortInterceptor, ServiceIdentityInterceptor, server_credentials, tls_settings
 from quire_common.settings import ServerEnv, common_settings
 from quire_common.telemetry import meter, tracing_enabled
+from quire_common.thread_names import name_grpc_poller
 
 log = logging.getLogger(__name__)
 
@@ -297,6 +298,7 @@ def create_server(
             *(connection_limits.server_options() if connection_limits else ()),
         ],
     )
+    name_grpc_poller()  # started with grpc.aio's first server or channel in the process
     _serve_by_generic_handlers_only(server)
     service_names = list(register(server))
     health_servicer = health.aio.HealthServicer()
