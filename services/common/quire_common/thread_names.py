@@ -42,10 +42,6 @@ def name_native_thread(thread: threading.Thread, name: str) -> bool:
     return _setname(thread.ident, name.encode()[:MAX_NAME_BYTES]) == 0
 
 
-def name_current_thread(name: str) -> bool:
-    return name_native_thread(threading.current_thread(), name)
-
-
 def name_grpc_poller() -> None:
     """Name gRPC's poller thread, which grpc.aio starts with its first server
     or channel in the process."""
