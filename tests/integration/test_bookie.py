@@ -933,3 +933,19 @@ def test_entries_are_stored_with_the_chosen_compression_and_files_of_another_sta
                 assert store.read(ledger_id, entry_id) == data
     finally:
         store.close()
+
+
+def test_every_entry_compression_the_setting_offers_opens_a_store(tmp_path):
+    from quire_bookie.settings import BookieEnv
+    from quire_common.config import declared_settings
+
+    (choices,) = [
+        meta.choices for meta, _ in declared_settings(BookieEnv) if meta.env == "QUIRE_BOOKIE_ENTRY_COMPRESSION"
+    ]
+    for name in choices:
+        store = EntryStore(tmp_path / name, entry_compression=name)
+        try:
+            store.write([(LEDGER, 0, b"entry")], {})
+            assert store.read(LEDGER, 0) == b"entry"
+        finally:
+            store.close()

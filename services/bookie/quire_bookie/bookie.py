@@ -80,7 +80,7 @@ class BookieSettings:
     idle_flush_seconds: float = 60.0  # writes quiet this long: memtables flushed, memory given back (0: never)
     max_long_poll_seconds: float = 30.0
     verify_digests: bool = True  # check CRC32/CRC32C digests of incoming entries
-    entry_compression: str = "none"  # RocksDB's compression of stored entries (storage.ENTRY_COMPRESSION)
+    entry_compression: str = "none"  # RocksDB's compression of stored entries (storage.entry_options)
     # Fault injection for tests and drills only: every synced write takes this much longer.
     fault_sync_delay_seconds: float = 0.0
     fault_storage: StorageFaults = field(default_factory=StorageFaults)

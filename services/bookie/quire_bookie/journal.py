@@ -322,7 +322,7 @@ class GroupCommitter:
         self._stopped = self._loop.create_future()
         self._thread = threading.Thread(target=self._work, name="bookie-writer", daemon=True)
         self._thread.start()
-        name_native_thread(self._thread, "bookie-writer")
+        name_native_thread(self._thread, self._thread.name)
 
     async def stop(self) -> None:
         """Refuse new operations, write and sync everything already queued,

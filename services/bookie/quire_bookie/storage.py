@@ -81,19 +81,6 @@ MAX_OPEN_FILES = 256  # SST files kept open; others are opened when read
 INFO_LOG_BYTES = 1024 * 1024
 INFO_LOG_FILES = 4  # the current LOG and three older ones
 
-# How the entries' column family compresses the SST files RocksDB writes
-# (QUIRE_BOOKIE_ENTRY_COMPRESSION). Quire stores payloads as writers send
-# them, mostly compressed or random already; on those Snappy, RocksDB's
-# default, saves nothing and costs every flush and compaction (docs/decisions.md,
-# "Entries are stored uncompressed"). Each SST file records its own
-# compression, so a change applies to the files written after it.
-ENTRY_COMPRESSION = {
-    "none": DBCompressionType.none,
-    "snappy": DBCompressionType.snappy,
-    "lz4": DBCompressionType.lz4,
-    "zstd": DBCompressionType.zstd,
-}
-
 
 def is_disk_full(exc: BaseException) -> bool:
     """Whether a storage failure is a full disk (RocksDB reports ENOSPC as a
@@ -189,9 +176,16 @@ def bounded_options(block_cache: Cache) -> Options:
 
 
 def entry_options(block_cache: Cache, compression: str) -> Options:
-    """Options for the entries' column family: `bounded_options` and the compression chosen."""
+    """Options for the entries' column family: `bounded_options` and the
+    compression chosen by name (QUIRE_BOOKIE_ENTRY_COMPRESSION's choices are
+    the names of rocksdict's DBCompressionType constructors). Quire stores
+    payloads as writers send them, mostly compressed or random already; on
+    those Snappy, RocksDB's default, saves nothing and costs every flush and
+    compaction (docs/decisions.md, "Entries are stored uncompressed"). Each
+    SST file records its own compression, so a change applies to the files
+    written after it."""
     options = bounded_options(block_cache)
-    options.set_compression_type(ENTRY_COMPRESSION[compression]())
+    options.set_compression_type(getattr(DBCompressionType, compression)())
     return options
 
 
