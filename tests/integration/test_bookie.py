@@ -25,7 +25,7 @@ from quire_bookie.bookie import Bookie, BookieSettings
 from quire_bookie.collector import LedgerCollector
 from quire_bookie.disk import ReadOnlyPolicy
 from quire_bookie.servicer import BookieServicer, add_servicer_to_server
-from quire_bookie.storage import EntryStore, entry_key
+from quire_bookie.storage import EntryStore, LedgerState, entry_key
 from quire_common.entry import Digester, DigestType, master_key, pack_entry
 from quire_common.server import create_server
 from quire_proto.bookie.v1 import bookie_pb2, bookie_pb2_grpc
@@ -299,6 +299,40 @@ async def test_fence_survives_restart_and_only_recovery_adds_pass(tmp_path):
         assert second.last_add_confirmed(LEDGER) == (1, 2, True)
     finally:
         await second.close()
+
+
+async def test_the_last_entry_and_lac_come_back_from_the_entries_after_restart_or_eviction(tmp_path):
+    """A ledger's record is written by its first add here (its master key);
+    later adds write their entries alone. Read back, after a restart or once
+    the state left the cache, the last entry and the LAC are those of the
+    highest stored entry."""
+    first = Bookie(tmp_path, BookieSettings(cached_ledger_states=1))
+    await first.start()
+    other = LedgerId(9, 2)
+    for entry_id in range(5):  # five adds, five synced writes
+        await first.add_entries(LEDGER, KEY, [(entry_id, packed(entry_id))], False)
+    await first.add_entries(other, KEY, [(0, packed(0, ledger=other))], False)  # LEDGER's state leaves the cache
+    assert first.last_add_confirmed(LEDGER) == (3, 4, False)
+    await first.close()
+
+    store = EntryStore(tmp_path / "rocksdb", read_only=True)
+    try:
+        assert LedgerState.decode(store._ledgers[LEDGER.key]).last_entry_id == 0, "one record, from the first add"
+        assert store.read_state(LEDGER) == LedgerState(KEY, False, 4, 3)
+    finally:
+        store.close()
+    second = Bookie(tmp_path)
+    await second.start()
+    try:
+        assert second.last_add_confirmed(LEDGER) == (3, 4, False)
+        await second.add_entries(LEDGER, KEY, [(5, packed(5))], False)
+        assert second.last_add_confirmed(LEDGER) == (4, 5, False)
+    finally:
+        await second.close()
+    assert [(row.ledger_id, row.last_entry_id, row.last_add_confirmed) for row in inspect.list_ledgers(tmp_path)] == [
+        (LEDGER, 5, 4),
+        (other, 0, -1),
+    ]
 
 
 async def test_ledgers_past_the_state_cache_keep_their_fence_key_and_lac(tmp_path):

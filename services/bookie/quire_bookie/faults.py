@@ -70,9 +70,16 @@ class FaultyStore:
             self._unwritten_states.update(states)
 
     def read_state(self, ledger_id: LedgerId) -> LedgerState | None:
+        """As the store would answer once what is held were written: the
+        record, moved on to the highest entry held or stored."""
+        prefix = ledger_id.key
         with self._lock:
             held = self._unwritten_states.get(ledger_id)
-        return held if held is not None else self._store.read_state(ledger_id)
+            held_entries = [(int.from_bytes(k[16:], "big"), d) for k, d in self._unwritten.items() if k[:16] == prefix]
+        state = held if held is not None else self._store.read_state(ledger_id)
+        if state is None or not held_entries:
+            return state
+        return state.with_last_entry(max(held_entries))
 
     def state_ledger_ids(self) -> list[LedgerId]:
         stored = self._store.state_ledger_ids()

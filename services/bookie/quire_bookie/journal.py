@@ -235,6 +235,8 @@ class _Staged:
     """One batch checked and staged for one write (GroupCommitter._stage)."""
 
     pending: dict[LedgerId, LedgerState]  # states as they will be after this batch
+    # The ledgers whose stored record this batch changes (not just their entries).
+    records: set[LedgerId]
     writes: list[tuple[LedgerId, int, bytes]]  # the entries to store
     refused: list[tuple[Op, object]]  # ops refused while staging, with their refusals
     accepted: list[tuple[Op, LedgerState]]  # single ops accepted, with their states after them
@@ -591,7 +593,7 @@ class GroupCommitter:
         started = time.monotonic()
         try:
             with self._sync_span(writes, pending):
-                self._store.write(writes, pending, sync=synced)
+                self._store.write(writes, {ledger_id: pending[ledger_id] for ledger_id in staged.records}, sync=synced)
                 if self._fault_sync_delay_seconds:
                     time.sleep(self._fault_sync_delay_seconds)  # injected slow disk (tests, drills)
         except Exception as exc:  # the write failed: nothing in it is acknowledged
@@ -615,6 +617,7 @@ class GroupCommitter:
         """Check each op of the batch against the ledgers' states as the ops
         before it leave them, and gather what one write will store."""
         pending = dict[LedgerId, LedgerState]()  # states as they will be after this batch
+        records: set[LedgerId] = set()
         writes: list[tuple[LedgerId, int, bytes]] = []
         refused: list[tuple[Op, object]] = []
         accepted: list[tuple[Op, LedgerState]] = []
@@ -625,13 +628,13 @@ class GroupCommitter:
             assert not isinstance(op, DeleteOp), "deletes are flushed alone"
             if isinstance(op, AddMessage):
                 adds = op.stream.decode(op.message)
-                errors = self._stage_message(adds, pending, writes)
+                errors = self._stage_message(adds, pending, records, writes)
                 messages.append((op, adds, errors))
                 if not oldest or op.received_at < oldest:
                     oldest = op.received_at
                 continue
             if isinstance(op, LacWrites):
-                lac_writes.append((op, self._stage_lacs(op.writes, pending)))
+                lac_writes.append((op, self._stage_lacs(op.writes, pending, records)))
                 continue
             before = pending.get(op.ledger_id) or self.states.get_for_write(op.ledger_id) or NO_STATE
             try:
@@ -644,23 +647,27 @@ class GroupCommitter:
                 if op.received_at and (not oldest or op.received_at < oldest):
                     oldest = op.received_at
             pending[op.ledger_id] = state
+            if not state.same_record(before):
+                records.add(op.ledger_id)
             accepted.append((op, state))
-        return _Staged(pending, writes, refused, accepted, messages, lac_writes, oldest)
+        return _Staged(pending, records, writes, refused, accepted, messages, lac_writes, oldest)
 
     def _stage_lacs(
-        self, lacs: list[tuple[LedgerId, bytes, int]], pending: dict[LedgerId, LedgerState]
+        self, lacs: list[tuple[LedgerId, bytes, int]], pending: dict[LedgerId, LedgerState], records: set[LedgerId]
     ) -> list[LedgerState | QuireError]:
         """Apply each explicit LAC to `pending`, in order; per write, the
         ledger's state after it or why it was refused."""
         results: list[LedgerState | QuireError] = []
         for ledger_id, master_key, lac in lacs:
-            state = pending.get(ledger_id) or self.states.get_for_write(ledger_id) or NO_STATE
+            before = pending.get(ledger_id) or self.states.get_for_write(ledger_id) or NO_STATE
             try:
-                state = apply_lac(ledger_id, lac, with_master_key(ledger_id, state, master_key))
+                state = apply_lac(ledger_id, lac, with_master_key(ledger_id, before, master_key))
             except QuireError as exc:
                 results.append(exc)
                 continue
             pending[ledger_id] = state
+            if not state.same_record(before):
+                records.add(ledger_id)
             results.append(state)
         return results
 
@@ -668,11 +675,12 @@ class GroupCommitter:
         self,
         adds: list[StreamedAdd],
         pending: dict[LedgerId, LedgerState],
+        records: set[LedgerId],
         writes: list[tuple[LedgerId, int, bytes]],
     ) -> list[QuireError | None]:
         """Check each add of a message and the state rules, in order; the
-        accepted ones join `writes` and `pending`. Returns, per add, None or
-        why it was refused."""
+        accepted ones join `writes` and `pending` (and `records`, a ledger's
+        first add here). Returns, per add, None or why it was refused."""
         check = self._check_add
         assert check is not None, "a committer that takes AddStream messages needs the bookie's add checks"
         errors: list[QuireError | None] = []
@@ -683,8 +691,8 @@ class GroupCommitter:
             ledger_id = add.ledger_id
             try:
                 entries = check(ledger_id, add.master_key, add.entries, add.recovery)
-                state = pending.get(ledger_id) or self.states.get_for_write(ledger_id) or NO_STATE
-                state = with_master_key(ledger_id, state, add.master_key)
+                before = pending.get(ledger_id) or self.states.get_for_write(ledger_id) or NO_STATE
+                state = with_master_key(ledger_id, before, add.master_key)
                 state = apply_add(ledger_id, entries, add.recovery, state, self._fences_hold)
             except QuireError as exc:
                 errors.append(exc)
@@ -692,5 +700,7 @@ class GroupCommitter:
             for entry_id, _, data in entries:
                 writes.append((ledger_id, entry_id, data))
             pending[ledger_id] = state
+            if not state.same_record(before):  # a ledger's first add here: its master key
+                records.add(ledger_id)
             errors.append(None)
         return errors

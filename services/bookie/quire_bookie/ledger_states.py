@@ -2,8 +2,10 @@
 up to a bound; any other is read from the store when asked for.
 
 A bookie holds a state (master key, fence, last entry, LAC) for every ledger
-it has a copy of, and every state is in the store, written in the same batch
-as the entries that changed it. Keeping all of them in memory made a bookie's
+it has a copy of, and every state is in the store: its record, written in
+the same batch as the entries when its master key, fence or explicit LAC
+changes, and its last entry and LAC, which the stored entries tell
+(storage.py, `read_state`). Keeping all of them in memory made a bookie's
 memory grow with what it holds (about 260 bytes per ledger: 26 MB at
 100,000 ledgers, 26 GB at 100,000,000). The ledgers written now are few, and
 their states are checked on every add; the rest are asked about rarely (a

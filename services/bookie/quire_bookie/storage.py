@@ -3,7 +3,11 @@
 Column family `entries`: key = scope_id(8) | ledger_id(8) | entry_id(8), all
 big-endian unsigned, so one ledger is one 16-byte prefix and its entries are
 in id order; value = the packed entry exactly as received.
-Column family `ledgers`: key = scope_id(8) | ledger_id(8); value = LedgerState.
+Column family `ledgers`: key = scope_id(8) | ledger_id(8); value = LedgerState,
+written when what the entries cannot tell changes (the master key, on a
+ledger's first add here; the fence; the explicit LAC), not on every add. Its
+last entry and LAC are read back as the ledger's entries leave them: the
+highest stored entry, and the LAC in that entry's header (`read_state`).
 
 Everything here is synchronous; the bookie calls it from worker threads.
 
@@ -50,10 +54,10 @@ from rocksdict import (
     WriteOptions,
 )
 
-from quire_api.errors import DataLoss, Reason
+from quire_api.errors import DataLoss, QuireError, Reason
 from quire_api.ids import LedgerId
 from quire_api.replication import entries_held
-from quire_common.entry import verified_without_key
+from quire_common.entry import header_ids, verified_without_key
 
 log = logging.getLogger(__name__)
 
@@ -241,6 +245,33 @@ class LedgerState:
             max(self.last_add_confirmed, lac),
             self.explicit_lac,
         )
+
+    def same_record(self, other: LedgerState) -> bool:
+        """Whether the stored record of `other` would serve for this state
+        too: they differ only in what the entries tell (the last entry and
+        the LAC of its header), so an add to a ledger already here writes
+        its entries alone."""
+        return (
+            self.master_key == other.master_key
+            and self.fenced == other.fenced
+            and self.explicit_lac == other.explicit_lac
+        )
+
+    def with_last_entry(self, last_entry: tuple[int, bytes] | None) -> LedgerState:
+        """This state (as its record was written) moved on to the ledger's
+        highest stored entry. A writer packs its entries with LACs that never
+        go down as ids go up (recovery and repair copy entries unchanged), so
+        the highest entry carries the highest LAC; a header that does not
+        parse leaves the LAC where the record had it (a LAC is a lower bound
+        for readers and recovery, never a promise)."""
+        if last_entry is None:
+            return self
+        entry_id, data = last_entry
+        try:
+            lac = header_ids(data)[3]
+        except QuireError:
+            lac = NO_ENTRY
+        return self.with_entry(entry_id, lac)
 
 
 SUPER_VERSION_PROPERTY = "rocksdb.current-super-version-number"
@@ -430,15 +461,19 @@ class EntryStore:
             return self._load_states()
 
     def _load_states(self) -> dict[LedgerId, LedgerState]:
-        return {
-            LedgerId.from_key(cast(bytes, key)): LedgerState.decode(cast(bytes, value))
-            for key, value in self._ledgers.items()
-        }
+        states: dict[LedgerId, LedgerState] = {}
+        for key, value in self._ledgers.items():
+            ledger_id = LedgerId.from_key(cast(bytes, key))
+            states[ledger_id] = LedgerState.decode(cast(bytes, value)).with_last_entry(self._last_entry(ledger_id))
+        return states
 
     @_locked
     def read_state(self, ledger_id: LedgerId) -> LedgerState | None:
+        """The ledger's state: its record, moved on to its highest stored entry."""
         value = self._ledgers.get(ledger_id.key)
-        return LedgerState.decode(cast(bytes, value)) if value is not None else None
+        if value is None:
+            return None
+        return LedgerState.decode(cast(bytes, value)).with_last_entry(self._last_entry(ledger_id))
 
     @_locked
     def count_states(self) -> int:
@@ -471,10 +506,11 @@ class EntryStore:
     def write(
         self, entries: list[tuple[LedgerId, int, bytes]], states: dict[LedgerId, LedgerState], *, sync: bool = True
     ) -> None:
-        """Write entries and ledger states in one WriteBatch; durable on
-        return (the WAL is fsynced) unless the store was opened without sync,
-        or `sync` is off for this write (it is then synced by the next synced
-        write, or lost with a crash before it)."""
+        """Write entries and ledger state records (those that changed: see
+        LedgerState.same_record) in one WriteBatch; durable on return (the
+        WAL is fsynced) unless the store was opened without sync, or `sync`
+        is off for this write (it is then synced by the next synced write,
+        or lost with a crash before it)."""
         batch = WriteBatch(raw_mode=True)
         # A ledger's entries come together: its key is built once for each run of them.
         ledger_of_key, ledger_key = None, b""
@@ -670,6 +706,9 @@ class EntryStore:
     @_locked
     def last_entry(self, ledger_id: LedgerId) -> tuple[int, bytes] | None:
         """The highest stored entry of a ledger."""
+        return self._last_entry(ledger_id)
+
+    def _last_entry(self, ledger_id: LedgerId) -> tuple[int, bytes] | None:
         upper = ledger_id.key + b"\xff" * 8
         for key, value in self._entries.items(backwards=True, from_key=upper):
             stored_key = cast(bytes, key)
