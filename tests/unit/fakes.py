@@ -66,7 +66,7 @@ class FakeClusterCalls:
             bookie.lac = max(bookie.lac, parse_header(data).last_add_confirmed)
 
     @staticmethod
-    def add_request(ledger_id, master_key, entries, ledger_proto=None):  # type: ignore[no-untyped-def]
+    def add_request(ledger_id, master_key, entries, fields=None):  # type: ignore[no-untyped-def]
         return (ledger_id, master_key, entries)
 
     def send_entries(self, bookie_id, request, timeout_seconds, on_done):  # type: ignore[no-untyped-def]

@@ -15,6 +15,8 @@ def test_joined_encoded_adds_read_back_as_an_add_stream_request():
         AddRequest(ledger, b"k" * 20, [(0, b"x")]),
         AddRequest(ledger, b"k" * 20, [(1, b"y" * 300), (2, b"z" * 70_000)], recovery=True),  # 2- and 3-byte lengths
         AddRequest(LedgerId(0, 5), b"m" * 20, [(2**62, b"")]),  # a 9-byte id, an empty payload
+        # A writer's add: the fields besides the id and entries encoded once for its ledger.
+        AddRequest(ledger, b"k" * 20, [(3, b"w")], fields=bookie_streams.add_fields(ledger, b"k" * 20)),
     ]
     wire = b"".join(piece for request in requests for piece in request.wire()) + bookie_streams._STORED_IDS
     decoded = bookie_pb2.AddStreamRequest.FromString(wire)

@@ -545,11 +545,12 @@ class ClusterCalls:
         ledger_id: LedgerId,
         master_key: bytes,
         entries: list[tuple[int, bytes]],
-        ledger_proto: common_pb2.LedgerId | None = None,
+        fields: bytes | None = None,
     ) -> AddRequest:
         """One add of a writer's entries, to send to each bookie of their write
-        set with `send_entries`: its message is built once for all of them."""
-        return AddRequest(ledger_id, master_key, entries, ledger_proto=ledger_proto)
+        set with `send_entries`: its message is built once for all of them
+        (`fields`: the writer's bookie_streams.add_fields, encoded once)."""
+        return AddRequest(ledger_id, master_key, entries, fields=fields)
 
     def send_entries(self, bookie_id: str, request: AddRequest, timeout_seconds: float, on_done: AddDone) -> None:
         """Hand an add to the bookie's AddStream (a writer's path): `on_done`

@@ -46,7 +46,6 @@ from quire_common.channels import error_from_result, error_from_rpc
 from quire_common.telemetry import tracing_enabled
 from quire_gateway import metrics
 from quire_proto.bookie.v1 import bookie_pb2
-from quire_proto.common.v1 import common_pb2
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +123,7 @@ class AddRequest:
     gateway, so an id is unique on every stream it is sent on."""
 
     __slots__ = (
-        "_ledger_proto",
+        "_fields",
         "_wire",
         "add_id",
         "entries",
@@ -141,16 +140,19 @@ class AddRequest:
         master_key: bytes,
         entries: list[tuple[int, bytes]],  # references to the writer's packed entries: no copy until sent
         recovery: bool = False,
-        ledger_proto: common_pb2.LedgerId | None = None,  # the writer's, built once per ledger
+        fields: bytes | None = None,  # the writer's add_fields(ledger_id, master_key), encoded once per ledger
     ) -> None:
         self.add_id = next(_add_ids)
         self.ledger_id = ledger_id
-        self._ledger_proto = ledger_proto
         self.master_key = master_key
         self.entries = entries
         self.recovery = recovery
-        self.size = sum(len(data) for _, data in entries)
+        size = 0
+        for _, data in entries:  # a loop, not sum() over a generator: this runs for every add
+            size += len(data)
+        self.size = size
         self.traceparent = _traceparent() if tracing_enabled() else ""
+        self._fields = fields if not recovery and not self.traceparent else None
         self._wire: list[bytes] | None = None
 
     def wire(self) -> list[bytes]:
@@ -160,14 +162,10 @@ class AddRequest:
         bookie's message is the one copy of an entry's bytes the gateway
         makes (a protobuf built per add copied a 64 KiB entry five times)."""
         if self._wire is None:
-            # Every field but the entries, which the wire form may put anywhere: protobuf's encoder.
-            head = bookie_pb2.StreamedAdd(
-                add_id=self.add_id,
-                ledger_id=self._ledger_proto or ledger_id_to_proto(self.ledger_id),
-                master_key=self.master_key,
-                recovery=self.recovery,
-                traceparent=self.traceparent,
-            ).SerializeToString()
+            fields = self._fields
+            if fields is None:
+                fields = add_fields(self.ledger_id, self.master_key, self.recovery, self.traceparent)
+            head = _ADD_ID_TAG + _varint(self.add_id) + fields
             pieces = [b"", head]  # the first piece is the add's own tag and length, once they are known
             length = len(head)
             for entry_id, data in self.entries:
@@ -180,11 +178,21 @@ class AddRequest:
         return self._wire
 
 
+def add_fields(ledger_id: LedgerId, master_key: bytes, recovery: bool = False, traceparent: str = "") -> bytes:
+    """A StreamedAdd's fields but its id and entries, encoded by protobuf's
+    encoder: the same for every add a writer sends (no trace, no recovery),
+    so a writer encodes them once per ledger rather than once per add."""
+    return bookie_pb2.StreamedAdd(
+        ledger_id=ledger_id_to_proto(ledger_id), master_key=master_key, recovery=recovery, traceparent=traceparent
+    ).SerializeToString()
+
+
 _add_ids = itertools.count(1)
 
 # AddStreamRequest's wire format, written here: its messages are joined from
 # adds encoded once (AddRequest.wire) rather than built as protobufs.
 _ADDS_FIELD_TAG = b"\x0a"  # AddStreamRequest field 1 (adds), length-delimited
+_ADD_ID_TAG = b"\x08"  # StreamedAdd field 1 (add_id), varint
 _STORED_IDS = b"\x10\x01"  # AddStreamRequest field 2 (stored_ids) = true: stored adds answered in one packed list
 _ENTRIES_TAG = b"\x22"  # StreamedAdd field 4 (entries), length-delimited
 _ENTRY_ID_TAG = b"\x08"  # PackedEntry field 1 (entry_id), varint

@@ -53,7 +53,7 @@ from quire_api.errors import (
     ResourceExhausted,
     Unavailable,
 )
-from quire_api.ids import LedgerId, ledger_id_to_proto
+from quire_api.ids import LedgerId
 from quire_api.limits import MAX_ENTRY_PAYLOAD_BYTES
 from quire_api.replication import add_marker
 from quire_common.entry import V2_HEADER_SIZE, pack_entry
@@ -65,6 +65,7 @@ from quire_gateway.metadata_store import MetadataStore
 from quire_gateway.metadata_updates import update_metadata
 from quire_gateway.quorum_rules import write_set
 from quire_gateway.read.entry_cache import EntryCache, incarnation
+from quire_gateway.write.bookie_streams import add_fields
 from quire_gateway.write.ensemble_change import (
     can_leave_out,
     reassign,
@@ -161,7 +162,6 @@ class WriteHandle:
         self._life = incarnation(metadata)
         self.quarantine = quarantine or Quarantine(0.0)  # shared by the gateway's handles
         self.ledger_id = ledger_id
-        self._ledger_proto = ledger_id_to_proto(ledger_id)  # every add to a bookie names it
         self.metadata = metadata
         self.version = version
         self.settings = settings
@@ -170,6 +170,7 @@ class WriteHandle:
         self.ack_quorum = metadata.ack_quorum_size
         self.digester = ledger_digester(metadata)
         self.master_key = ledger_master_key(metadata)
+        self._add_fields = add_fields(ledger_id, self.master_key)  # what every add to a bookie says besides its entries
         self.next_entry_id = 0
         self.last_add_confirmed = -1
         self.length = 0  # cumulative length of every entry submitted
@@ -179,9 +180,9 @@ class WriteHandle:
         self._pending: dict[int, _Pending] = {}
         self._inflight_bytes = 0
         self._waiting_bytes = 0  # of adds waiting for room (bounded by max_waiting_bytes)
-        self._room = asyncio.Event()
-        self._idle = asyncio.Event()
-        self._idle.set()
+        self._room = asyncio.Event()  # cleared and waited on by writers waiting for room (_waiting_bytes)
+        # close() waiting for the entries in flight (no Event: setting one is a call per entry).
+        self._idle_waiters: list[asyncio.Future[None]] = []
         # Cleared while the ensemble changes: no new entries are striped and
         # the LAC stands still, so the new ensemble's first entry (LAC+1) and
         # the entries to resend are one consistent set.
@@ -235,7 +236,9 @@ class WriteHandle:
                     f"entry payload is {len(payload)} bytes; the limit is {self.settings.max_entry_bytes}",
                     Reason.ENTRY_TOO_LARGE,
                 )
-        size = sum(len(p) + V2_HEADER_SIZE for p in payloads)
+        size = (
+            len(payloads[0]) + V2_HEADER_SIZE if len(payloads) == 1 else sum(len(p) + V2_HEADER_SIZE for p in payloads)
+        )
         waiting = False
         try:
             while True:
@@ -263,8 +266,7 @@ class WriteHandle:
                 last_add_confirmed=str(self.last_add_confirmed),
             )
         loop = asyncio.get_running_loop()
-        origin = current_span_context()
-        self._idle.clear()
+        origin = current_span_context() if self._traced else None
         self._submits += 1
         # The newest header carries the LAC as it stands now.
         self._lac_published = max(self._lac_published, self.last_add_confirmed)
@@ -354,7 +356,7 @@ class WriteHandle:
         """One add to each of `bookie_ids`; each answer comes to `_stored`.
         Until then its first entry counts as possibly unstored there
         (`_lowest_unstored`)."""
-        request = self.remote.add_request(self.ledger_id, self.master_key, entries, self._ledger_proto)
+        request = self.remote.add_request(self.ledger_id, self.master_key, entries, self._add_fields)
         # One answer callback for the whole write set, unless each bookie's add has a span of its own.
         stored = None if self._traced else functools.partial(self._stored, entries, pauses, None)
         first = entries[0][0]
@@ -388,18 +390,18 @@ class WriteHandle:
             if error is not None:
                 span.set_status(Status(StatusCode.ERROR, str(error)))
             span.end()
-        if isinstance(error, Unavailable) and self._may_retry(bookie_id):
-            pauses = (
-                pauses
-                or Backoff(
-                    first_seconds=0.05, longest_seconds=1.0, within_seconds=self.settings.bookie_retry_seconds
-                ).pauses()
-            )
-            pause = next(pauses, None)
-            if pause is not None:
-                self._spawn(self._send_again(bookie_id, entries, pauses, pause))
-                return
         if error is not None:
+            if isinstance(error, Unavailable) and self._may_retry(bookie_id):
+                pauses = (
+                    pauses
+                    or Backoff(
+                        first_seconds=0.05, longest_seconds=1.0, within_seconds=self.settings.bookie_retry_seconds
+                    ).pauses()
+                )
+                pause = next(pauses, None)
+                if pause is not None:
+                    self._spawn(self._send_again(bookie_id, entries, pauses, pause))
+                    return
             self._bookie_failed(bookie_id, error)  # while this add still counts as unstored there
             self._answered(bookie_id, entries[0][0])
             return
@@ -646,9 +648,11 @@ class WriteHandle:
             self._entry_cache.put_run(self.ledger_id, self._life, confirmed)
         metrics.add_latencies.note(time.perf_counter() - newest.submitted_at)
         metrics.entry_counts.acknowledged += self.last_add_confirmed - confirmed_before
-        self._room.set()
+        if self._waiting_bytes:
+            self._room.set()
         if not self._pending:
-            self._idle.set()
+            if self._idle_waiters:
+                self._tell_idle()
             if self.last_add_confirmed > self._lac_published and self._explicit_lacs is not None:
                 self._explicit_lacs.quiet(self)
 
@@ -696,14 +700,24 @@ class WriteHandle:
         self._pending.clear()
         self._inflight_bytes = 0
         self._room.set()
-        self._idle.set()
+        self._tell_idle()
         self._stable.set()
+
+    def _tell_idle(self) -> None:
+        """Nothing is pending now: wake whoever waits for that (close)."""
+        waiters, self._idle_waiters = self._idle_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
 
     async def close(self) -> common_pb2.LedgerMetadata:
         """Stop taking entries, wait for those in flight, then record the end
         (the LAC) in the metadata with compare-and-swap."""
         self.closed = True
-        await self._idle.wait()
+        while self._pending:
+            waiter = asyncio.get_running_loop().create_future()
+            self._idle_waiters.append(waiter)
+            await waiter
 
         def closing(metadata: common_pb2.LedgerMetadata) -> common_pb2.LedgerMetadata | None:
             if metadata.state == common_pb2.LEDGER_STATE_IN_RECOVERY:
