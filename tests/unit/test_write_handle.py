@@ -317,6 +317,22 @@ async def test_in_flight_bytes_are_bounded():
     assert await asyncio.gather(*await second) == [1]
 
 
+async def test_a_close_waits_for_the_entries_in_flight_and_ends_the_ledger_after_them():
+    """Entries still in flight when a close comes are confirmed first, and the
+    ledger ends at the last of them; two closes at once both see that end."""
+    remote = FakeClusterCalls(["a", "b", "c"])
+    handle = handle_on(remote, ["a", "b", "c"])
+    for bookie in remote.bookies.values():
+        bookie.delay_seconds = 0.05
+    pending = await handle.submit([b"x%d" % i for i in range(3)])
+    closes = [asyncio.ensure_future(handle.close()) for _ in range(2)]
+    await asyncio.sleep(0.01)
+    assert not any(close.done() for close in closes)  # the entries are still on their way
+    ended = await asyncio.wait_for(asyncio.gather(*closes), 10)
+    assert await asyncio.gather(*pending) == [0, 1, 2]
+    assert [metadata.last_entry_id for metadata in ended] == [2, 2]
+
+
 async def test_adds_beyond_the_waiting_cap_are_refused_at_once():
     remote = FakeClusterCalls(["a", "b"])
     remote.metadata = new_metadata(LEDGER, ["a", "b"], 2, 2)
