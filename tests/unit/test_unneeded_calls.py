@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import gc
 
+from quire_api.errors import DataLoss, Reason
 from quire_common.tasks import let_finish
 from quire_gateway.ledgers import LedgerOperations
 from quire_gateway.read.replicas import EntryReader, ReadSettings
@@ -79,6 +80,39 @@ async def test_a_speculative_read_beaten_by_another_replica_is_left_to_finish():
     assert [entry.entry_id for chunk in chunks for entry in chunk] == list(range(10))
     await all_reads_ended(remote)
     assert remote.reads_cancelled == 0
+
+
+class UnreadableCopies(WatchedReads):
+    """Bookie a, slow to answer, then says its storage could not read its copies."""
+
+    async def read_entries(self, bookie_id, ledger_id, entry_ids, timeout_seconds=None):  # type: ignore[no-untyped-def]
+        found = await super().read_entries(bookie_id, ledger_id, entry_ids, timeout_seconds)
+        if bookie_id == "a":
+            raise DataLoss(f"bookie a: cannot read entries {entry_ids}", Reason.DIGEST_MISMATCH)
+        return found
+
+
+async def test_a_late_answer_that_copies_cannot_be_read_still_flags_them_for_repair():
+    stored = watched(10)
+    remote = UnreadableCopies(["a", "b", "c"])
+    remote.metadata, remote.bookies = stored.metadata, stored.bookies
+    remote.bookies["b"].delay_seconds = 0
+    remote.bookies["a"].delay_seconds = 0.3
+    flagged: list[dict[str, tuple[int, int]]] = []
+    reader = EntryReader(
+        remote,  # type: ignore[arg-type]
+        LEDGER,
+        remote.metadata,  # type: ignore[arg-type]
+        ReadSettings(speculative_delay_seconds=0.01),
+        flag_damaged=flagged.append,
+    )
+    chunks = [chunk async for chunk in reader.read(0, 9)]
+    reader.finish()
+    assert [entry.entry_id for chunk in chunks for entry in chunk] == list(range(10))
+    assert flagged == []  # served from b and c before a answered
+    await all_reads_ended(remote)
+    asked_of_a = [entry_id for entry_id in range(10) if entry_id % 3 == 0]  # a leads their write sets
+    assert flagged == [{"a": (min(asked_of_a), max(asked_of_a))}]
 
 
 async def test_let_finish_keeps_a_finished_calls_failure_out_of_the_log(caplog):

@@ -9,6 +9,7 @@ then from the replicas. Domain code: no grpc here."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections import OrderedDict
@@ -343,7 +344,7 @@ class LedgerReads:
         life = incarnation(metadata)
         try:
             if cache is None or not cache.enabled:
-                reader = EntryReader(self.remote, ledger_id, metadata, self.read_settings)
+                reader = self._reader(ledger_id, metadata)
                 async for chunk in reader.read(first, last):
                     yield chunk
                 return
@@ -361,7 +362,7 @@ class LedgerReads:
                     and not cache.contains(ledger_id, life, miss_end + 1)
                 ):
                     miss_end += 1
-                reader = reader or EntryReader(self.remote, ledger_id, metadata, self.read_settings)
+                reader = reader or self._reader(ledger_id, metadata)
                 async for chunk in reader.read(next_id, miss_end):
                     for entry in chunk:
                         if entry.entry_id <= confirmed_up_to:
@@ -370,15 +371,23 @@ class LedgerReads:
                 next_id = miss_end + 1
         finally:
             if reader is not None:
-                self._flag_damaged(ledger_id, reader)
+                reader.finish()
 
-    def _flag_damaged(self, ledger_id: LedgerId, reader: EntryReader) -> None:
+    def _reader(self, ledger_id: LedgerId, metadata: common_pb2.LedgerMetadata) -> EntryReader:
+        return EntryReader(
+            self.remote,
+            ledger_id,
+            metadata,
+            self.read_settings,
+            flag_damaged=functools.partial(self._flag_damaged, ledger_id),
+        )
+
+    def _flag_damaged(self, ledger_id: LedgerId, damaged: dict[str, tuple[int, int]]) -> None:
         """Copies a read found damaged are marked in the ledger's metadata, in
         the background, for the auditor to repair (once the ledger is closed)."""
-        if reader.damaged:
-            task = asyncio.create_task(self._mark_for_repair(ledger_id, dict(reader.damaged)))
-            self._background.add(task)
-            task.add_done_callback(self._background.discard)
+        task = asyncio.create_task(self._mark_for_repair(ledger_id, damaged))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def _mark_for_repair(self, ledger_id: LedgerId, damaged: dict[str, tuple[int, int]]) -> None:
         try:

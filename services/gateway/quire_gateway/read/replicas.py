@@ -9,16 +9,19 @@ speculative delay gets company: the entry is also asked of its next replica,
 and the first good copy wins. An entry fails only when every replica has been
 tried: DATA_LOSS if some copy was corrupt, NOT_FOUND if every replica said it
 has no such entry, UNAVAILABLE otherwise. Copies found damaged (a digest that
-does not check, or a bookie's storage failing to read them) are collected in
-`damaged`, for the caller to flag for repair.
+does not check, or a bookie's storage failing to read them) are handed to the
+caller's `flag_damaged` to be marked for repair: together when the caller
+calls `finish()`, and one by one afterwards, for a read left to finish that
+answers late that its bookie could not read its copies.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
 from quire_api.errors import DataLoss, NotFound, QuireError, Reason, Unavailable
@@ -88,6 +91,7 @@ class EntryReader:
         ledger_id: LedgerId,
         metadata: common_pb2.LedgerMetadata,
         settings: ReadSettings | None = None,
+        flag_damaged: Callable[[dict[str, tuple[int, int]]], None] | None = None,
     ) -> None:
         self.remote = remote
         self.ledger_id = ledger_id
@@ -96,10 +100,32 @@ class EntryReader:
         self.digester = ledger_digester(metadata)
         # bookie -> (first, last) entry ids whose copy there was found damaged
         self.damaged: dict[str, tuple[int, int]] = {}
+        self._flag_damaged = flag_damaged
+        self._finished = False
 
     def _damaged(self, bookie: str, entry_ids: list[int]) -> None:
+        if self._finished:
+            if self._flag_damaged is not None:
+                self._flag_damaged({bookie: (min(entry_ids), max(entry_ids))})
+            return
         first, last = self.damaged.get(bookie, (min(entry_ids), max(entry_ids)))
         self.damaged[bookie] = (min(first, *entry_ids), max(last, *entry_ids))
+
+    def finish(self) -> None:
+        """The caller is done reading: hand over the damaged copies found so
+        far, in one report; those a read still out finds later follow alone."""
+        if self._finished:
+            return
+        self._finished = True
+        if self.damaged and self._flag_damaged is not None:
+            self._flag_damaged(dict(self.damaged))
+
+    def _late_answer(self, bookie: str, entry_ids: list[int], call: asyncio.Future[object]) -> None:
+        """A read nobody waits for any more still tells of a bookie whose
+        storage could not read its copies. (Bytes it returns are not checked:
+        another replica's copy was served, and the scrub checks them all.)"""
+        if not call.cancelled() and isinstance(call.exception(), DataLoss):
+            self._damaged(bookie, entry_ids)
 
     async def read(self, first: int, last: int) -> AsyncIterator[list[ReadEntry]]:
         """Yield entries first..last in order, in chunks."""
@@ -166,6 +192,8 @@ class EntryReader:
                     ask_next(failed, follow_up)
                 launch(follow_up)
         finally:
+            for call, (bookie, ids) in running.items():
+                call.add_done_callback(functools.partial(self._late_answer, bookie, ids))
             let_finish(running)  # speculative reads still out end by their deadlines
         return [done[e] for e in range(first, last + 1)]
 
