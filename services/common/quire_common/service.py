@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import sys
 from collections.abc import Callable, Coroutine
@@ -59,6 +60,11 @@ def run_service(name: str, settings_type: type[S], amain: Callable[[S], Coroutin
     log.info("%s %s", name, " ".join(f"{key} {value}" for key, value in status_fields().items()))
     for warning in renamed_in_use(settings_type):
         log.warning("%s", warning)
+    # What the imports and the setup made lives as long as the process: kept out of the
+    # collector's full passes, which otherwise walked all of it and held a loaded gateway's event
+    # loop for about 44 ms each (docs/decisions.md, "Startup objects frozen out of the collector").
+    gc.collect()
+    gc.freeze()
     try:
         with asyncio.Runner(loop_factory=event_loop_factory(settings.common.server.event_loop)) as runner:
             runner.run(amain(settings))

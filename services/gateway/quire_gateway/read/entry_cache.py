@@ -28,6 +28,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from quire_api.ids import LedgerId
 from quire_common.memory import WORTH_GIVING_BACK_BYTES, give_back_free_memory
@@ -44,11 +45,21 @@ def incarnation(metadata: common_pb2.LedgerMetadata) -> int:
     return metadata.create_time.seconds * 1_000_000_000 + metadata.create_time.nanos
 
 
-@dataclass(slots=True)
-class CachedEntry:
+class CachedEntry(NamedTuple):
+    """A cached entry as the cache hands it out."""
+
     payload: bytes
     length: int  # the ledger's cumulative length including this entry
-    used_at: float = 0.0  # when it was last put or read (the cache's clock); only the cache sets it
+
+
+# Inside, a key is (scope id, ledger id, the ledger's incarnation, entry id) and a value
+# (payload, length, when it was last put or read by the cache's clock): plain tuples of
+# numbers and bytes, which the garbage collector stops tracking after its first pass over
+# them. A cache of 64 MiB of 1 KiB entries is tens of thousands of them, and as objects
+# of a class the collector walked them all in every full pass (docs/decisions.md,
+# "Startup objects frozen out of the collector").
+_Key = tuple[int, int, int, int]
+_Value = tuple[bytes, int, float]
 
 
 @dataclass
@@ -72,10 +83,10 @@ class EntryCache:
         self._clock = clock
         self.size_bytes = 0
         self.stats = EntryCacheStats()
-        self._entries: OrderedDict[tuple[LedgerId, int, int], CachedEntry] = OrderedDict()
+        self._entries: OrderedDict[_Key, _Value] = OrderedDict()
         # Each ledger's keys, so that dropping a deleted ledger costs its own
         # entries, not a scan of the whole cache.
-        self._keys_of: dict[LedgerId, set[tuple[LedgerId, int, int]]] = {}
+        self._keys_of: dict[LedgerId, set[_Key]] = {}
 
     @property
     def enabled(self) -> bool:
@@ -98,18 +109,19 @@ class EntryCache:
         if keys is None:
             keys = self._keys_of[ledger_id] = set()
         now = self._clock()
+        scope_id, ledger = ledger_id
         added = 0
         for entry_id, payload, length in entries:
             cost = len(payload) + ENTRY_OVERHEAD_BYTES
             if cost > capacity:
                 continue
-            key = (ledger_id, life, entry_id)
+            key = (scope_id, ledger, life, entry_id)
             old = cached.pop(key, None)
             if old is not None:
-                self.size_bytes -= len(old.payload) + ENTRY_OVERHEAD_BYTES
+                self.size_bytes -= len(old[0]) + ENTRY_OVERHEAD_BYTES
             else:
                 keys.add(key)
-            cached[key] = CachedEntry(payload, length, now)
+            cached[key] = (payload, length, now)
             self.size_bytes += cost
             added += 1
         self.stats.inserts += added
@@ -117,29 +129,31 @@ class EntryCache:
             del self._keys_of[ledger_id]  # every entry was too large to keep
         while self.size_bytes > capacity:
             evicted_key, evicted = cached.popitem(last=False)
-            self.size_bytes -= len(evicted.payload) + ENTRY_OVERHEAD_BYTES
+            self.size_bytes -= len(evicted[0]) + ENTRY_OVERHEAD_BYTES
             self._forget_key(evicted_key)
             self.stats.evictions += 1
 
-    def _forget_key(self, key: tuple[LedgerId, int, int]) -> None:
-        keys = self._keys_of[key[0]]
+    def _forget_key(self, key: _Key) -> None:
+        ledger_id = key[:2]  # equal to its LedgerId as a dict key (a tuple of the same two ids)
+        keys = self._keys_of[ledger_id]  # type: ignore[index]
         keys.discard(key)
         if not keys:
-            del self._keys_of[key[0]]
+            del self._keys_of[ledger_id]  # type: ignore[arg-type]
 
     def get(self, ledger_id: LedgerId, life: int, entry_id: int) -> CachedEntry | None:
-        key = (ledger_id, life, entry_id)
+        key = (ledger_id[0], ledger_id[1], life, entry_id)
         entry = self._entries.get(key)
         if entry is None:
             self.stats.misses += 1
             return None
+        payload, length, _ = entry
+        self._entries[key] = (payload, length, self._clock())
         self._entries.move_to_end(key)
-        entry.used_at = self._clock()
         self.stats.hits += 1
-        return entry
+        return CachedEntry(payload, length)
 
     def contains(self, ledger_id: LedgerId, life: int, entry_id: int) -> bool:
-        return (ledger_id, life, entry_id) in self._entries
+        return (ledger_id[0], ledger_id[1], life, entry_id) in self._entries
 
     def run(self, ledger_id: LedgerId, life: int, first: int, last: int) -> list[tuple[int, CachedEntry]]:
         """The cached entries first, first+1, ... up to `last`, stopping at the
@@ -161,12 +175,12 @@ class EntryCache:
         horizon = self._clock() - self.idle_seconds
         freed = 0
         while self._entries:
-            key, entry = next(iter(self._entries.items()))
-            if entry.used_at > horizon:
+            key, (payload, _, used_at) = next(iter(self._entries.items()))
+            if used_at > horizon:
                 break
             del self._entries[key]
             self._forget_key(key)
-            freed += len(entry.payload) + ENTRY_OVERHEAD_BYTES
+            freed += len(payload) + ENTRY_OVERHEAD_BYTES
             self.stats.expired += 1
         self.size_bytes -= freed
         return freed
@@ -175,7 +189,7 @@ class EntryCache:
         """Forget every entry of a ledger (it was deleted); how many went."""
         doomed = self._keys_of.pop(ledger_id, set())
         for key in doomed:
-            self.size_bytes -= len(self._entries.pop(key).payload) + ENTRY_OVERHEAD_BYTES
+            self.size_bytes -= len(self._entries.pop(key)[0]) + ENTRY_OVERHEAD_BYTES
         return len(doomed)
 
     def status(self) -> dict[str, int]:
