@@ -85,8 +85,9 @@ class EntryCache:
         self.stats = EntryCacheStats()
         self._entries: OrderedDict[_Key, _Value] = OrderedDict()
         # Each ledger's keys, so that dropping a deleted ledger costs its own
-        # entries, not a scan of the whole cache.
-        self._keys_of: dict[LedgerId, set[_Key]] = {}
+        # entries, not a scan of the whole cache. Keyed by (scope id, ledger id),
+        # which a LedgerId (a tuple of the two) finds as well.
+        self._keys_of: dict[tuple[int, int], set[_Key]] = {}
 
     @property
     def enabled(self) -> bool:
@@ -134,11 +135,11 @@ class EntryCache:
             self.stats.evictions += 1
 
     def _forget_key(self, key: _Key) -> None:
-        ledger_id = key[:2]  # equal to its LedgerId as a dict key (a tuple of the same two ids)
-        keys = self._keys_of[ledger_id]  # type: ignore[index]
+        ledger = (key[0], key[1])
+        keys = self._keys_of[ledger]
         keys.discard(key)
         if not keys:
-            del self._keys_of[ledger_id]  # type: ignore[arg-type]
+            del self._keys_of[ledger]
 
     def get(self, ledger_id: LedgerId, life: int, entry_id: int) -> CachedEntry | None:
         key = (ledger_id[0], ledger_id[1], life, entry_id)
