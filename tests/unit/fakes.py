@@ -69,8 +69,13 @@ class FakeClusterCalls:
     def add_request(ledger_id, master_key, entries, fields=None):  # type: ignore[no-untyped-def]
         return (ledger_id, master_key, entries)
 
+    def add_sender(self, bookie_id):  # type: ignore[no-untyped-def]
+        """The AddStream's callback form, over add_entries (send_entries, looked up
+        at each call, so that a test may replace it)."""
+        return lambda request, timeout_seconds, on_done: self.send_entries(bookie_id, request, timeout_seconds, on_done)
+
     def send_entries(self, bookie_id, request, timeout_seconds, on_done):  # type: ignore[no-untyped-def]
-        """The AddStream's callback form, over add_entries."""
+        """One add to `bookie_id`, over add_entries."""
         ledger_id, master_key, entries = request
 
         async def add() -> None:

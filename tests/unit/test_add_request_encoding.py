@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from quire_api.ids import LedgerId, ledger_id_to_proto
 from quire_gateway.write import bookie_streams
 from quire_gateway.write.bookie_streams import AddRequest
@@ -15,10 +17,13 @@ def test_joined_encoded_adds_read_back_as_an_add_stream_request():
         AddRequest(ledger, b"k" * 20, [(0, b"x")]),
         AddRequest(ledger, b"k" * 20, [(1, b"y" * 300), (2, b"z" * 70_000)], recovery=True),  # 2- and 3-byte lengths
         AddRequest(LedgerId(0, 5), b"m" * 20, [(2**62, b"")]),  # a 9-byte id, an empty payload
+        AddRequest(
+            LedgerId(0, 5), b"m" * 20, [(20_000, b"v"), (300_000, b"u"), (3_000_000, b"t")]
+        ),  # 3-, 3-, 4-byte ids
         # A writer's add: the fields besides the id and entries encoded once for its ledger.
         AddRequest(ledger, b"k" * 20, [(3, b"w")], fields=bookie_streams.add_fields(ledger, b"k" * 20)),
     ]
-    wire = b"".join(piece for request in requests for piece in request.wire()) + bookie_streams._STORED_IDS
+    wire = b"".join(piece for request in requests for piece in request.wire) + bookie_streams._STORED_IDS
     decoded = bookie_pb2.AddStreamRequest.FromString(wire)
     assert decoded.stored_ids
     assert [add.add_id for add in decoded.adds] == [request.add_id for request in requests]
@@ -29,19 +34,24 @@ def test_joined_encoded_adds_read_back_as_an_add_stream_request():
 
 
 def test_varint_matches_protobuf():
-    for value in (0, 1, 127, 128, 300, 16_383, 16_384, 2**21, 2**35 + 5, 2**64 - 1):
+    for value in (0, 1, 127, 128, 300, 16_383, 16_384, 2**21 - 1, 2**21, 2**35 + 5, 2**64 - 1):
         message = bookie_pb2.AddResult(add_id=value).SerializeToString()
         assert message == b"\x08" + bookie_streams._varint(value) or value == 0
 
 
-def test_an_adds_wire_form_is_what_protobuf_encodes_and_references_the_packed_entries():
+def test_an_adds_wire_form_is_what_protobuf_encodes_and_references_the_packed_entries(
+    monkeypatch: pytest.MonkeyPatch,
+):
     """The same bytes as the protobuf encoder's, with every field (a trace
     context too), and the entries' bytes are the writer's own objects, not
     copies: the message sent is where they are copied."""
+    traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    monkeypatch.setattr(bookie_streams, "tracing_enabled", lambda: True)
+    monkeypatch.setattr(bookie_streams, "_traceparent", lambda: traceparent)
     entries = [(7, b"a" * 200), (8, b"b" * 5)]
     request = AddRequest(LedgerId(1, 2), b"k" * 20, entries, recovery=True)
-    request.traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
-    pieces = request.wire()
+    assert request.traceparent == traceparent
+    pieces = request.wire
     built = bookie_pb2.AddStreamRequest(
         adds=[
             bookie_pb2.StreamedAdd(

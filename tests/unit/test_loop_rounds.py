@@ -18,7 +18,7 @@ async def test_loop_rounds_resumes_its_awaiter_in_the_turn_that_many_sleeps_woul
         order.append(f"slept {rounds}")
 
     async def after_rounds(rounds: int) -> None:
-        await _loop_rounds(rounds)
+        await _loop_rounds(asyncio.get_running_loop(), rounds)
         order.append(f"rounds {rounds}")
 
     async def ticks() -> None:
@@ -33,4 +33,4 @@ async def test_loop_rounds_resumes_its_awaiter_in_the_turn_that_many_sleeps_woul
 
 async def test_loop_rounds_refuses_fewer_than_two():
     with pytest.raises(ValueError):
-        _loop_rounds(1)
+        _loop_rounds(asyncio.get_running_loop(), 1)

@@ -310,11 +310,14 @@ async def test_in_flight_bytes_are_bounded():
     for bookie in remote.bookies.values():
         bookie.delay_seconds = 0.05
     first = await handle.submit([b"x" * 3000])
+    assert handle.submit_now([b"y" * 3000]) is None  # no room: nothing submitted, the caller is to wait
     second = asyncio.ensure_future(handle.submit([b"y" * 3000]))
     await asyncio.sleep(0.01)
     assert not second.done()  # waits for room
     await asyncio.gather(*first)
     assert await asyncio.gather(*await second) == [1]
+    third = handle.submit_now([b"z" * 3000])  # room again: submitted at once
+    assert third is not None and await asyncio.gather(*third) == [2]
 
 
 async def test_a_close_waits_for_the_entries_in_flight_and_ends_the_ledger_after_them():

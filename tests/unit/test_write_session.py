@@ -38,6 +38,9 @@ class FakeLedgerOperations:
     def owner_here(self, ledger: LedgerId) -> str:
         return "gateway-1"
 
+    def append_now(self, ledger: LedgerId, payloads: list[bytes], expected: int | None) -> None:
+        return None  # every append takes the waiting path here
+
     async def append(self, ledger: LedgerId, payloads: list[bytes], expected: int | None) -> list[asyncio.Future[int]]:
         futures = []
         for _ in payloads:

@@ -29,8 +29,8 @@ from quire_common.server import VERSION_METADATA
 from quire_common.tasks import cancel_and_wait
 from quire_gateway.metadata_store import ChangeKind, MetadataChange
 from quire_gateway.write.bookie_streams import (
-    AddDone,
     AddRequest,
+    AddSender,
     AddStreamCallable,
     BookieAddStreams,
     add_stream_callable,
@@ -548,14 +548,16 @@ class ClusterCalls:
         fields: bytes | None = None,
     ) -> AddRequest:
         """One add of a writer's entries, to send to each bookie of their write
-        set with `send_entries`: its message is built once for all of them
+        set with `add_sender`: its message is built once for all of them
         (`fields`: the writer's bookie_streams.add_fields, encoded once)."""
         return AddRequest(ledger_id, master_key, entries, fields=fields)
 
-    def send_entries(self, bookie_id: str, request: AddRequest, timeout_seconds: float, on_done: AddDone) -> None:
-        """Hand an add to the bookie's AddStream (a writer's path): `on_done`
-        is told once its entries are durable there, or why not."""
-        self._add_streams.get(bookie_id).send(request, timeout_seconds, on_done)
+    def add_sender(self, bookie_id: str) -> AddSender:
+        """How a writer hands an add to the bookie's AddStream: `send(request,
+        timeout_seconds, on_done)`, and `on_done` is told once its entries are
+        durable there, or why not. The same for the gateway's lifetime (a
+        bookie's stream reopens itself), so a writer looks it up once."""
+        return self._add_streams.get(bookie_id).send
 
     async def read_entries(
         self, bookie_id: str, ledger_id: LedgerId, entry_ids: list[int], timeout_seconds: float | None = None

@@ -317,6 +317,15 @@ class LedgerOperations:
             )
         return await handle.submit(payloads, expected_entry_id)
 
+    def append_now(
+        self, ledger_id: LedgerId, payloads: list[bytes], expected_entry_id: int | None = None
+    ) -> list[asyncio.Future[int]] | None:
+        """`append` when it need not wait (its handle is here and has room):
+        a writer's common case without a coroutine; None, with nothing
+        appended, when it must (then `append`)."""
+        handle = self.handles.get(ledger_id)
+        return handle.submit_now(payloads, expected_entry_id) if handle is not None and payloads else None
+
     async def add(self, ledger_id: LedgerId, payload: bytes, expected_entry_id: int | None = None) -> tuple[int, int]:
         (future,) = await self.append(ledger_id, [payload], expected_entry_id)
         if tracing_enabled():

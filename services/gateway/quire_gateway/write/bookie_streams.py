@@ -77,13 +77,12 @@ SWEEP_SECONDS = 0.1
 _PROPAGATOR = TraceContextTextMapPropagator()
 
 
-def _loop_rounds(rounds: int) -> asyncio.Future[None]:
-    """A future its awaiter resumes from `rounds` turns of the event loop
-    later (at least 2), as after that many `asyncio.sleep(0)`: a chain of
-    plain callbacks costs less than as many task steps."""
+def _loop_rounds(loop: asyncio.AbstractEventLoop, rounds: int) -> asyncio.Future[None]:
+    """A future its awaiter resumes from `rounds` turns of `loop` later (at
+    least 2), as after that many `asyncio.sleep(0)`: a chain of plain
+    callbacks costs less than as many task steps."""
     if rounds < 2:
         raise ValueError(f"{rounds} rounds: a future set this turn would not suspend its awaiter")
-    loop = asyncio.get_running_loop()
     done: asyncio.Future[None] = loop.create_future()
 
     def turn(left: int) -> None:
@@ -115,6 +114,9 @@ class _Message:
 # and None once it has the add durably, else why not. One callback may serve
 # every bookie of the add's write set.
 AddDone = Callable[[str, QuireError | None], None]
+# Queues an add on one bookie's stream (BookieAddStream.send): the add, its
+# deadline in seconds once sent, and whom to tell.
+AddSender = Callable[["AddRequest", float, AddDone], None]
 
 
 class AddRequest:
@@ -123,8 +125,6 @@ class AddRequest:
     gateway, so an id is unique on every stream it is sent on."""
 
     __slots__ = (
-        "_fields",
-        "_wire",
         "add_id",
         "entries",
         "ledger_id",
@@ -132,6 +132,7 @@ class AddRequest:
         "recovery",
         "size",
         "traceparent",
+        "wire",
     )
 
     def __init__(
@@ -142,40 +143,33 @@ class AddRequest:
         recovery: bool = False,
         fields: bytes | None = None,  # the writer's add_fields(ledger_id, master_key), encoded once per ledger
     ) -> None:
-        self.add_id = next(_add_ids)
+        self.add_id = add_id = next(_add_ids)
         self.ledger_id = ledger_id
         self.master_key = master_key
         self.entries = entries
         self.recovery = recovery
-        size = 0
-        for _, data in entries:  # a loop, not sum() over a generator: this runs for every add
-            size += len(data)
-        self.size = size
         self.traceparent = _traceparent() if tracing_enabled() else ""
-        self._fields = fields if not recovery and not self.traceparent else None
-        self._wire: list[bytes] | None = None
-
-    def wire(self) -> list[bytes]:
-        """This add as it appears in an AddStreamRequest (one element of its
-        `adds` field), in pieces to be joined into a message: the packed
-        entries are pieces of their own, referenced rather than copied, so a
-        bookie's message is the one copy of an entry's bytes the gateway
-        makes (a protobuf built per add copied a 64 KiB entry five times)."""
-        if self._wire is None:
-            fields = self._fields
-            if fields is None:
-                fields = add_fields(self.ledger_id, self.master_key, self.recovery, self.traceparent)
-            head = _ADD_ID_TAG + _varint(self.add_id) + fields
-            pieces = [b"", head]  # the first piece is the add's own tag and length, once they are known
-            length = len(head)
-            for entry_id, data in self.entries:
-                packed_entry = _ENTRY_ID_TAG + _varint(entry_id & _U64) + _DATA_TAG + _varint(len(data))
-                entry_field = _ENTRIES_TAG + _varint(len(packed_entry) + len(data)) + packed_entry
-                pieces += (entry_field, data)
-                length += len(entry_field) + len(data)
-            pieces[0] = _ADDS_FIELD_TAG + _varint(length)
-            self._wire = pieces
-        return self._wire
+        if fields is None or recovery or self.traceparent:
+            fields = add_fields(ledger_id, master_key, recovery, self.traceparent)
+        # This add as it appears in an AddStreamRequest (one element of its `adds` field), in
+        # pieces to be joined into a message, built here once for every stream it goes on: the
+        # packed entries are pieces of their own, referenced rather than copied, so a bookie's
+        # message is the one copy of an entry's bytes the gateway makes (a protobuf built per
+        # add copied a 64 KiB entry five times).
+        head = _ADD_ID_TAG + _varint(add_id) + fields
+        pieces = [b"", head]  # the first piece is the add's own tag and length, once they are known
+        length = len(head)
+        size = 0
+        for entry_id, data in entries:
+            data_length = len(data)
+            packed_entry = _ENTRY_ID_TAG + _varint(entry_id & _U64) + _DATA_TAG + _varint(data_length)
+            entry_field = _ENTRIES_TAG + _varint(len(packed_entry) + data_length) + packed_entry
+            pieces += (entry_field, data)
+            length += len(entry_field) + data_length
+            size += data_length
+        pieces[0] = _ADDS_FIELD_TAG + _varint(length)
+        self.size = size
+        self.wire = pieces
 
 
 def add_fields(ledger_id: LedgerId, master_key: bytes, recovery: bool = False, traceparent: str = "") -> bytes:
@@ -216,6 +210,8 @@ def _varint(value: int) -> bytes:
         return _ONE_BYTE_VARINTS[value]
     if value < 0x4000:
         return bytes(((value & 0x7F) | 0x80, value >> 7))
+    if value < 0x200000:  # add ids and entry ids spend most of their lives here
+        return bytes(((value & 0x7F) | 0x80, ((value >> 7) & 0x7F) | 0x80, value >> 14))
     out = bytearray()
     while value > 0x7F:
         out.append((value & 0x7F) | 0x80)
@@ -431,10 +427,12 @@ class BookieAddStream:
         return self._messages_in_flight < self._max_messages_in_flight and self._outgoing_bytes >= FULL_MESSAGE_BYTES
 
     async def _send(self, call: grpc.aio.StreamStreamCall) -> None:
+        # The loop, once: asking for it makes a system call (getpid) in this Python.
+        loop = asyncio.get_running_loop()
         try:
             while True:
                 if not self._outgoing:
-                    self._sender_idle = asyncio.get_running_loop().create_future()
+                    self._sender_idle = loop.create_future()
                     await self._sender_idle
                     continue
                 while self._outgoing:
@@ -443,7 +441,7 @@ class BookieAddStream:
                         self._window.clear()
                         await self._window.wait()
                         continue
-                    await _loop_rounds(YIELDS_BEFORE_SENDING)  # writers whose requests are read join this message
+                    await _loop_rounds(loop, YIELDS_BEFORE_SENDING)  # writers whose requests are read join this message
                     taken: list[_Add] = []
                     size = 0
                     while self._outgoing and (
@@ -458,13 +456,13 @@ class BookieAddStream:
                     if not taken:
                         continue
                     message = _Message(len(taken))
-                    now = asyncio.get_running_loop().time()
+                    now = loop.time()
                     for pending in taken:
                         pending.sent_in = message
                         pending.deadline = now + pending.timeout_seconds
                     self._sent_bytes += size
                     self._messages_in_flight += 1
-                    wire = [piece for pending in taken for piece in pending.request.wire()]
+                    wire = [piece for pending in taken for piece in pending.request.wire]
                     wire.append(_STORED_IDS)
                     await call.write(b"".join(wire))
                     self.messages_sent += 1

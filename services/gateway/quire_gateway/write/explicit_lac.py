@@ -57,13 +57,17 @@ class ExplicitLacs:
         # Ledgers gone quiet, in the order their LAC falls due: (its submits then, when due).
         self._quiet: dict[QuietLedger, tuple[int, float]] = {}
         self._timer: asyncio.TimerHandle | None = None
+        # Asked for once: asking for the running loop makes a system call (getpid) in this Python.
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def quiet(self, ledger: QuietLedger) -> None:
         """`ledger` has nothing pending and a LAC its bookies may not know:
         publish it after `seconds` unless it is written to meanwhile."""
         if self.seconds <= 0:
             return
-        loop = asyncio.get_running_loop()
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
         due = loop.time() + self.seconds
         self._quiet.pop(ledger, None)  # to the end: the dict stays in the order of due times
         self._quiet[ledger] = (ledger.submits, due)

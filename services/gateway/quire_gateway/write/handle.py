@@ -65,7 +65,7 @@ from quire_gateway.metadata_store import MetadataStore
 from quire_gateway.metadata_updates import update_metadata
 from quire_gateway.quorum_rules import write_set
 from quire_gateway.read.entry_cache import EntryCache, incarnation
-from quire_gateway.write.bookie_streams import add_fields
+from quire_gateway.write.bookie_streams import AddSender, add_fields
 from quire_gateway.write.ensemble_change import (
     can_leave_out,
     reassign,
@@ -188,6 +188,7 @@ class WriteHandle:
         # the entries to resend are one consistent set.
         self._stable = asyncio.Event()
         self._stable.set()
+        self._is_stable = True  # what _stable says, read per entry without a call (set by _set_stable)
         self._change_lock = asyncio.Lock()
         self._replaced: set[str] = set()
         # Failed bookies left out without an ensemble change (their marker is in the metadata).
@@ -203,6 +204,18 @@ class WriteHandle:
         self._traced = tracing_enabled()
         self._explicit_lacs = explicit_lacs
         self._recording_end = False  # a task is recording the end (_keep_closing)
+        # The running loop, asked for once: asking makes a system call (getpid) in this Python.
+        self._loop: asyncio.AbstractEventLoop | None = None
+        # Per bookie, its AddStream's send (cluster_calls.add_sender), looked up once.
+        self._senders: dict[str, AddSender] = {}
+
+    def _set_stable(self, stable: bool) -> None:
+        """Stop (False) or resume striping entries and moving the LAC, around an ensemble change."""
+        self._is_stable = stable
+        if stable:
+            self._stable.set()
+        else:
+            self._stable.clear()
 
     def _set_ensemble(self, ensemble: list[str]) -> None:
         self.ensemble = ensemble
@@ -228,21 +241,16 @@ class WriteHandle:
         """Assign ids to `payloads`, send them, and return one future per entry
         that resolves to its id once it is confirmed (or fails). With
         `expected_entry_id` (a conditional append) the first must get that id,
-        checked where ids are assigned so no other submit slips in between."""
-        self._check_writable()
-        for payload in payloads:
-            if len(payload) > self.settings.max_entry_bytes:
-                raise ResourceExhausted(
-                    f"entry payload is {len(payload)} bytes; the limit is {self.settings.max_entry_bytes}",
-                    Reason.ENTRY_TOO_LARGE,
-                )
-        size = (
-            len(payloads[0]) + V2_HEADER_SIZE if len(payloads) == 1 else sum(len(p) + V2_HEADER_SIZE for p in payloads)
-        )
+        checked where ids are assigned so no other submit slips in between.
+        Waits while the entries in flight leave no room, or the ensemble changes."""
+        futures = self.submit_now(payloads, expected_entry_id)
+        if futures is not None:
+            return futures
+        size = self._size(payloads)
         waiting = False
         try:
             while True:
-                if not self._stable.is_set():
+                if not self._is_stable:
                     await self._stable.wait()
                 elif self._inflight_bytes and self._inflight_bytes + size > self.settings.max_inflight_bytes:
                     if not waiting:
@@ -257,6 +265,35 @@ class WriteHandle:
         finally:
             if waiting:
                 self._waiting_bytes -= size
+        return self._assign(payloads, expected_entry_id)
+
+    def submit_now(
+        self, payloads: list[bytes], expected_entry_id: int | None = None
+    ) -> list[asyncio.Future[int]] | None:
+        """`submit` when it need not wait (the common case, without a
+        coroutine per message); None, with nothing submitted, when it must."""
+        self._check_writable()
+        size = self._size(payloads)
+        if not self._is_stable or (
+            self._inflight_bytes and self._inflight_bytes + size > self.settings.max_inflight_bytes
+        ):
+            return None
+        return self._assign(payloads, expected_entry_id)
+
+    def _size(self, payloads: list[bytes]) -> int:
+        """The bytes `payloads` will hold in flight; ENTRY_TOO_LARGE for one over the limit."""
+        limit = self.settings.max_entry_bytes
+        size = 0
+        for payload in payloads:
+            if len(payload) > limit:
+                raise ResourceExhausted(
+                    f"entry payload is {len(payload)} bytes; the limit is {limit}", Reason.ENTRY_TOO_LARGE
+                )
+            size += len(payload) + V2_HEADER_SIZE
+        return size
+
+    def _assign(self, payloads: list[bytes], expected_entry_id: int | None) -> list[asyncio.Future[int]]:
+        """Give `payloads` their ids and send them, once there is room."""
         if expected_entry_id is not None and expected_entry_id != self.next_entry_id:
             raise FailedPrecondition(
                 f"ledger {self.ledger_id}: the next entry id is {self.next_entry_id}, not {expected_entry_id}; "
@@ -265,7 +302,9 @@ class WriteHandle:
                 next_entry_id=str(self.next_entry_id),
                 last_add_confirmed=str(self.last_add_confirmed),
             )
-        loop = asyncio.get_running_loop()
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
         origin = current_span_context() if self._traced else None
         self._submits += 1
         # The newest header carries the LAC as it stands now.
@@ -360,6 +399,7 @@ class WriteHandle:
         # One answer callback for the whole write set, unless each bookie's add has a span of its own.
         stored = None if self._traced else functools.partial(self._stored, entries, pauses, None)
         first = entries[0][0]
+        timeout_seconds = self.settings.add_timeout_seconds
         for bookie_id in bookie_ids:
             if pauses is None:
                 firsts = self._unanswered_firsts.get(bookie_id)
@@ -369,8 +409,11 @@ class WriteHandle:
             on_done = stored or functools.partial(
                 self._stored, entries, pauses, self._bookie_add_span(bookie_id, entries)
             )
+            send = self._senders.get(bookie_id)
+            if send is None:
+                send = self._senders[bookie_id] = self.remote.add_sender(bookie_id)
             try:
-                self.remote.send_entries(bookie_id, request, self.settings.add_timeout_seconds, on_done)
+                send(request, timeout_seconds, on_done)
             except Exception as exc:  # a bug must not leave the writer waiting forever
                 log.exception("sending entries of ledger %s to bookie %s failed", self.ledger_id, bookie_id)
                 self._bookie_failed(bookie_id, Unavailable(f"sending to bookie {bookie_id} failed: {exc!r}"))
@@ -405,7 +448,14 @@ class WriteHandle:
             self._bookie_failed(bookie_id, error)  # while this add still counts as unstored there
             self._answered(bookie_id, entries[0][0])
             return
-        self._answered(bookie_id, entries[0][0])
+        # _answered, inline: this runs for every answer of every bookie.
+        firsts = self._unanswered_firsts[bookie_id]
+        first = entries[0][0]
+        left = firsts[first] - 1
+        if left:
+            firsts[first] = left
+        else:
+            del firsts[first]
         if bookie_id in self.quarantine.until:
             self.quarantine.lift(bookie_id, "it stored entries again")
         quorum = self.ack_quorum
@@ -484,7 +534,7 @@ class WriteHandle:
             if not self._can_leave_out(failed):  # another bookie was left out meanwhile
                 self._spawn(self._change_ensemble(failed, first))
                 return
-            self._stable.clear()
+            self._set_stable(False)
             try:
                 await self._update_metadata(lambda updated: add_marker(updated, failed, first, None))
                 self._delayed.add(failed)
@@ -494,7 +544,7 @@ class WriteHandle:
             except QuireError as exc:
                 self._fail(exc)
             finally:
-                self._stable.set()
+                self._set_stable(True)
         self._advance()
 
     async def _change_ensemble(self, failed: str, first_unstored: int) -> None:
@@ -510,7 +560,7 @@ class WriteHandle:
         async with self._change_lock:
             if self._failure is not None or failed not in self.ensemble:
                 return
-            self._stable.clear()
+            self._set_stable(False)
             gone = [failed, *(b for b in self._delayed if b != failed)]
             try:
                 with _tracer.start_as_current_span(
@@ -559,7 +609,7 @@ class WriteHandle:
                 else:
                     self._fail(exc)
             finally:
-                self._stable.set()
+                self._set_stable(True)
         if leave_out:
             await self._leave_out(failed, first_unstored)  # it advances
         else:
@@ -627,7 +677,7 @@ class WriteHandle:
     def _advance(self) -> None:
         """Move the LAC over every consecutive entry that has its ack quorum
         (not while the ensemble changes)."""
-        if not self._stable.is_set():
+        if not self._is_stable:
             return
         pending = self._pending.get(self.last_add_confirmed + 1)
         if pending is None or len(pending.acks) < self.ack_quorum:
@@ -701,7 +751,7 @@ class WriteHandle:
         self._inflight_bytes = 0
         self._room.set()
         self._tell_idle()
-        self._stable.set()
+        self._set_stable(True)
 
     def _tell_idle(self) -> None:
         """Nothing is pending now: wake whoever waits for that (close)."""

@@ -52,6 +52,8 @@ class WriteSession:
         self._waiting: asyncio.Future[None] | None = None
         self._finished = False  # the client's side of the stream has ended, or was refused
         self._error: QuireError | None = None
+        # Asked for once: asking for the running loop makes a system call (getpid) in this Python.
+        self._loop = asyncio.get_running_loop()
 
     async def _take_requests(self) -> None:
         expected: int | None = None  # a conditional append applies to the session's first entries
@@ -67,7 +69,11 @@ class WriteSession:
                 if request.HasField("expected_entry_id") and not submitted:
                     expected = request.expected_entry_id
                 if request.payloads:
-                    self._pending.extend(await self.ledgers.append(self.ledger, list(request.payloads), expected))
+                    payloads = list(request.payloads)
+                    futures = self.ledgers.append_now(self.ledger, payloads, expected)
+                    if futures is None:
+                        futures = await self.ledgers.append(self.ledger, payloads, expected)
+                    self._pending.extend(futures)
                     submitted, expected = True, None
                     self._wake()
         except QuireError as exc:
@@ -99,7 +105,7 @@ class WriteSession:
                         if self._error is not None:
                             raise self._error
                         return
-                    self._waiting = asyncio.get_running_loop().create_future()
+                    self._waiting = self._loop.create_future()
                     await self._waiting
                     continue
                 first = last = await self._next_confirmed()
