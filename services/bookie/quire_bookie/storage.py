@@ -512,12 +512,14 @@ class EntryStore:
         is off for this write (it is then synced by the next synced write,
         or lost with a crash before it)."""
         batch = WriteBatch(raw_mode=True)
-        # A ledger's entries come together: its key is built once for each run of them.
+        put, entries_handle = batch.put, self._entries_handle
+        # A ledger's entries come together: its key is built once for each run of them. The
+        # entry's key is ledger_key_entry's, inline: this runs for every entry.
         ledger_of_key, ledger_key = None, b""
         for ledger_id, entry_id, data in entries:
-            if ledger_id != ledger_of_key:
+            if ledger_id is not ledger_of_key:
                 ledger_of_key, ledger_key = ledger_id, ledger_id.key
-            batch.put(ledger_key_entry(ledger_key, entry_id), data, self._entries_handle)
+            put(ledger_key + entry_id.to_bytes(8, "big"), data, entries_handle)
         for ledger_id, state in states.items():
             batch.put(ledger_id.key, state.encode(), self._ledgers_handle)
         with self._lock:

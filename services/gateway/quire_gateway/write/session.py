@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from quire_api.errors import InvalidArgument, QuireError
 from quire_api.ids import LedgerId, ledger_id_from_proto
@@ -24,9 +24,9 @@ from quire_proto.gateway.v1 import ledger_pb2
 _tracer = tracer(__name__)
 
 
-@dataclass(frozen=True)
-class Acknowledgement:
-    """Entries first..last are confirmed; `owner` is named in a session's first answer only."""
+class Acknowledgement(NamedTuple):
+    """Entries first..last are confirmed; `owner` is named in a session's first answer only.
+    A tuple: one is made for every answer, and a tuple costs half a frozen dataclass."""
 
     first_entry_id: int
     last_entry_id: int
@@ -89,9 +89,7 @@ class WriteSession:
             if not waiting.done():
                 waiting.set_result(None)
 
-    async def _next_confirmed(self) -> int:
-        if not self._traced:
-            return await self._pending.popleft()
+    async def _next_confirmed_traced(self) -> int:
         with _tracer.start_as_current_span("quire.gateway.quorum_wait", attributes={"quire.ledger": str(self.ledger)}):
             return await self._pending.popleft()
 
@@ -108,7 +106,10 @@ class WriteSession:
                     self._waiting = self._loop.create_future()
                     await self._waiting
                     continue
-                first = last = await self._next_confirmed()
+                if self._traced:
+                    first = last = await self._next_confirmed_traced()
+                else:  # the future itself, without a coroutine around it: this runs for every entry
+                    first = last = await self._pending.popleft()
                 # Coalesce entries that are already confirmed into one ack.
                 pending = self._pending
                 while pending and pending[0].done() and not pending[0].cancelled():
