@@ -11,6 +11,7 @@ entry submitted before it has been answered.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections import deque
 from collections.abc import AsyncIterator
 from typing import NamedTuple
@@ -75,7 +76,7 @@ class WriteSession:
                         futures = await self.ledgers.append(self.ledger, payloads, expected)
                     self._pending.extend(futures)
                     submitted, expected = True, None
-                    self._wake()
+                    self._wake_once_confirmed()
         except QuireError as exc:
             self._error = exc
         finally:
@@ -86,8 +87,20 @@ class WriteSession:
         waiting = self._waiting
         if waiting is not None:
             self._waiting = None
-            if not waiting.done():
-                waiting.set_result(None)
+            _resolve(waiting)
+
+    def _wake_once_confirmed(self) -> None:
+        """Wake the acknowledging side when the oldest entry pending is
+        confirmed (or fails), rather than now only to wait for it again:
+        each wake resumes every generator between it and gRPC. A traced
+        session wakes at once: its quorum_wait span times the wait."""
+        if self._traced:
+            self._wake()
+            return
+        waiting = self._waiting
+        if waiting is not None:
+            self._waiting = None
+            self._pending[0].add_done_callback(functools.partial(_wake_on, waiting))
 
     async def _next_confirmed_traced(self) -> int:
         with _tracer.start_as_current_span("quire.gateway.quorum_wait", attributes={"quire.ledger": str(self.ledger)}):
@@ -122,3 +135,14 @@ class WriteSession:
                 owner = None
         finally:
             reader.cancel()
+
+
+def _resolve(waiting: asyncio.Future[None]) -> None:
+    if not waiting.done():  # not cancelled meanwhile
+        waiting.set_result(None)
+
+
+def _wake_on(waiting: asyncio.Future[None], confirmed: asyncio.Future[int]) -> None:
+    """A done callback of the entry `waiting` waits for."""
+    if not waiting.done():  # not cancelled meanwhile
+        waiting.set_result(None)
