@@ -114,6 +114,41 @@ async def test_a_message_that_asks_for_stored_ids_gets_them_packed_and_refusals_
     assert [e for e, _ in found] == [0, 2, 3] and missing == [1]
 
 
+async def test_adds_refused_by_the_checks_before_any_state_are_counted_on_either_path(served):
+    """quire.bookie.rejected_adds counts the adds refused by the checks that
+    need no ledger state (a header naming another entry, a digest that does
+    not match), whether streamed or unary; refusals by a ledger's state (a
+    wrong key) are not among them."""
+    bookie, stub, _, _ = served
+    ledger = LedgerId(7, 300)
+    mismatched = bookie_pb2.StreamedAdd(
+        add_id=2, ledger_id=ledger_id_to_proto(ledger), master_key=KEY,
+        entries=[bookie_pb2.PackedEntry(entry_id=1, data=packed(ledger, 5))],
+    )  # fmt: skip
+    adds = [streamed_add(1, ledger, [0]), mismatched, streamed_add(3, ledger, [1], key=master_key(b"wrong"))]
+    call = stub.AddStream()
+    await call.write(bookie_pb2.AddStreamRequest(adds=adds, stored_ids=True))
+    response = await asyncio.wait_for(call.read(), 60)
+    call.cancel()
+    assert list(response.stored_add_ids) == [1]
+    assert [(r.add_id, r.reason) for r in response.results] == [
+        (2, Reason.ENTRY_HEADER_MISMATCH),
+        (3, Reason.WRONG_PASSWORD),
+    ]
+    corrupted = bytearray(packed(ledger, 1))
+    corrupted[-1] ^= 0xFF
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await stub.AddEntries(
+            bookie_pb2.AddEntriesRequest(
+                ledger_id=ledger_id_to_proto(ledger),
+                master_key=KEY,
+                entries=[bookie_pb2.PackedEntry(entry_id=1, data=bytes(corrupted))],
+            )
+        )
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert bookie.counters.rejected_adds == 2
+
+
 async def test_an_ack_on_the_stream_means_the_entries_are_synced(served, monkeypatch):
     bookie, stub, _, _ = served
     synced: list[int] = []

@@ -156,7 +156,7 @@ class Bookie:
             fences_hold=not self.settings.fault_unsafe_ignore_fence,
             on_flush=self._flushed,
             on_lac_moved=self._signal_lac,
-            check_add=self._counted_check_add,
+            check_add=self._check_add,
         )
         self._disk_task: asyncio.Task[None] | None = None
         self._idle_flush_task: asyncio.Task[None] | None = None
@@ -262,11 +262,7 @@ class Bookie:
         """Check an add and queue it for the next synced write; the returned
         future resolves once the add is durable (or fails with why it was
         refused). Raises at once for an add that fails its checks."""
-        try:
-            checked = self._check_add(ledger_id, master_key, entries, recovery)
-        except Exception:
-            self.counters.rejected_adds += 1
-            raise
+        checked = self._check_add(ledger_id, master_key, entries, recovery)
         return await self._committer.start_add(ledger_id, master_key, checked, recovery)
 
     async def queue_add_message(self, message: AddMessage) -> None:
@@ -275,52 +271,50 @@ class Bookie:
         its next synced write, then its stream is given the answer."""
         await self._committer.take_message(message)
 
-    def _counted_check_add(
-        self, ledger_id: LedgerId, master_key: bytes, entries: list[tuple[int, bytes]], recovery: bool
-    ) -> list[tuple[int, int, bytes]]:
-        try:
-            return self._check_add(ledger_id, master_key, entries, recovery)
-        except QuireError:
-            self.counters.rejected_adds += 1
-            raise
-
     def _check_add(
         self, ledger_id: LedgerId, master_key: bytes, entries: list[tuple[int, bytes]], recovery: bool
     ) -> list[tuple[int, int, bytes]]:
-        if not entries:
-            raise InvalidArgument("an add carries no entries")
-        if self.read_only and not recovery:
-            raise FailedPrecondition(
-                f"bookie is read-only ({self.read_only_reason}); write elsewhere", Reason.BOOKIE_READ_ONLY
-            )
-        check_master_key_length(master_key)
-        settings = self.settings
-        limit, verify = settings.max_entry_bytes, settings.verify_digests
-        scope_id, ledger = ledger_id
-        checked: list[tuple[int, int, bytes]] = []
-        for entry_id, data in entries:
-            if len(data) > limit:
-                raise ResourceExhausted(
-                    f"entry {entry_id} is {len(data)} bytes; this bookie takes at most {limit}",
-                    Reason.ENTRY_TOO_LARGE,
+        """The add's entries as (id, LAC from the header, packed bytes) once
+        each passes the checks that need no ledger state; an add refused
+        here is counted (rejected_adds)."""
+        try:
+            if not entries:
+                raise InvalidArgument("an add carries no entries")
+            if self.read_only and not recovery:
+                raise FailedPrecondition(
+                    f"bookie is read-only ({self.read_only_reason}); write elsewhere", Reason.BOOKIE_READ_ONLY
                 )
-            header_scope, header_ledger, header_entry, lac, digest_matches = header_ids_and_digest(data)
-            if header_scope != scope_id or header_ledger != ledger or header_entry != entry_id:
-                raise InvalidArgument(
-                    f"entry header says ledger {LedgerId(header_scope, header_ledger)} entry {header_entry}, "
-                    f"the request says ledger {ledger_id} entry {entry_id}",
-                    Reason.ENTRY_HEADER_MISMATCH,
-                )
-            if entry_id < 0:
-                raise InvalidArgument(f"entry id {entry_id} is negative")
-            if verify and digest_matches is False:
-                raise InvalidArgument(
-                    f"entry {entry_id} of ledger {ledger_id} does not match its digest: "
-                    "corrupted on the way in; nothing stored",
-                    Reason.DIGEST_MISMATCH,
-                )
-            checked.append((entry_id, lac, data))
-        return checked
+            check_master_key_length(master_key)
+            settings = self.settings
+            limit, verify = settings.max_entry_bytes, settings.verify_digests
+            scope_id, ledger = ledger_id
+            checked: list[tuple[int, int, bytes]] = []
+            for entry_id, data in entries:
+                if len(data) > limit:
+                    raise ResourceExhausted(
+                        f"entry {entry_id} is {len(data)} bytes; this bookie takes at most {limit}",
+                        Reason.ENTRY_TOO_LARGE,
+                    )
+                header_scope, header_ledger, header_entry, lac, digest_matches = header_ids_and_digest(data)
+                if header_scope != scope_id or header_ledger != ledger or header_entry != entry_id:
+                    raise InvalidArgument(
+                        f"entry header says ledger {LedgerId(header_scope, header_ledger)} entry {header_entry}, "
+                        f"the request says ledger {ledger_id} entry {entry_id}",
+                        Reason.ENTRY_HEADER_MISMATCH,
+                    )
+                if entry_id < 0:
+                    raise InvalidArgument(f"entry id {entry_id} is negative")
+                if verify and digest_matches is False:
+                    raise InvalidArgument(
+                        f"entry {entry_id} of ledger {ledger_id} does not match its digest: "
+                        "corrupted on the way in; nothing stored",
+                        Reason.DIGEST_MISMATCH,
+                    )
+                checked.append((entry_id, lac, data))
+            return checked
+        except QuireError:
+            self.counters.rejected_adds += 1
+            raise
 
     async def fence(self, ledger_id: LedgerId, master_key: bytes) -> LedgerState:
         check_master_key_length(master_key)

@@ -245,7 +245,24 @@ class _AddStreamCodec:
         return message.size_bytes
 
     def decode(self, message: ReceivedAdds) -> list[StreamedAdd]:
-        return [_streamed_add(add, self._ledger_ids) for add in message.request.adds]
+        ledger_ids = self._ledger_ids
+        decoded: list[StreamedAdd] = []
+        for add in message.request.adds:
+            named = add.ledger_id
+            ledger_id = None if named.qualified_name else ledger_ids.get((named.scope_id, named.ledger_id))
+            if ledger_id is None or add.traceparent:
+                decoded.append(_streamed_add(add, ledger_ids))
+                continue
+            # A ledger this stream has named before, untraced: _streamed_add's work, inline
+            # (this runs for every add), with a writer's usual one entry taken without a loop.
+            packed = add.entries
+            if len(packed) == 1:
+                entry = packed[0]
+                entries = [(entry.entry_id, entry.data)]
+            else:
+                entries = [(entry.entry_id, entry.data) for entry in packed]
+            decoded.append(StreamedAdd(add.add_id, ledger_id, add.master_key, entries, add.recovery))
+        return decoded
 
     @staticmethod
     def encode(
