@@ -327,7 +327,8 @@ class LedgerOperations:
         return handle.submit_now(payloads, expected_entry_id) if handle is not None and payloads else None
 
     async def add(self, ledger_id: LedgerId, payload: bytes, expected_entry_id: int | None = None) -> tuple[int, int]:
-        (future,) = await self.append(ledger_id, [payload], expected_entry_id)
+        futures = self.append_now(ledger_id, [payload], expected_entry_id)
+        (future,) = futures if futures is not None else await self.append(ledger_id, [payload], expected_entry_id)
         if tracing_enabled():
             attributes = {"quire.ledger": str(ledger_id)}
             with _tracer.start_as_current_span("quire.gateway.quorum_wait", attributes=attributes):
