@@ -191,7 +191,12 @@ def apply_add(
     """`apply` for an add, once `with_master_key` has checked its key."""
     if not recovery and fences_hold:
         check_not_fenced(ledger_id, state)
-    # One state update per add, not per entry: this runs for every add.
+    return with_entries(state, entries)
+
+
+def with_entries(state: LedgerState, entries: list[tuple[int, int, bytes]]) -> LedgerState:
+    """`state` once `entries` (id, LAC from the header, bytes) are stored: one
+    state update per add, not per entry (this runs for every add)."""
     top, top_lac = entries[0][0], entries[0][1]
     for entry_id, lac, _ in entries:
         if entry_id > top:
@@ -695,20 +700,12 @@ class GroupCommitter:
                 before = pending.get(ledger_id) or get_state(ledger_id) or NO_STATE
                 if before.master_key and not before.fenced and hmac.compare_digest(before.master_key, add.master_key):
                     # A ledger this bookie has, with this add's key and no fence: what
-                    # with_master_key and apply_add would do, without their calls (this
-                    # runs for every add). Its stored record stays as it is.
-                    top, top_lac = entries[0][0], entries[0][1]
-                    for entry_id, lac, data in entries:
-                        if entry_id > top:
-                            top = entry_id
-                        if lac > top_lac:
-                            top_lac = lac
-                        writes.append((ledger_id, entry_id, data))
-                    pending[ledger_id] = before.with_entry(top, top_lac)
-                    errors.append(None)
-                    continue
-                state = with_master_key(ledger_id, before, add.master_key)
-                state = apply_add(ledger_id, entries, add.recovery, state, fences_hold)
+                    # with_master_key and apply_add would check passes, so their calls
+                    # are skipped (this runs for every add).
+                    state = with_entries(before, entries)
+                else:
+                    state = with_master_key(ledger_id, before, add.master_key)
+                    state = apply_add(ledger_id, entries, add.recovery, state, fences_hold)
             except QuireError as exc:
                 errors.append(exc)
                 continue

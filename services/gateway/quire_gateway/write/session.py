@@ -100,7 +100,7 @@ class WriteSession:
         waiting = self._waiting
         if waiting is not None:
             self._waiting = None
-            self._pending[0].add_done_callback(functools.partial(_wake_on, waiting))
+            self._pending[0].add_done_callback(functools.partial(_resolve, waiting))
 
     async def _next_confirmed_traced(self) -> int:
         with _tracer.start_as_current_span("quire.gateway.quorum_wait", attributes={"quire.ledger": str(self.ledger)}):
@@ -137,12 +137,7 @@ class WriteSession:
             reader.cancel()
 
 
-def _resolve(waiting: asyncio.Future[None]) -> None:
-    if not waiting.done():  # not cancelled meanwhile
-        waiting.set_result(None)
-
-
-def _wake_on(waiting: asyncio.Future[None], confirmed: asyncio.Future[int]) -> None:
-    """A done callback of the entry `waiting` waits for."""
+def _resolve(waiting: asyncio.Future[None], _confirmed: asyncio.Future[int] | None = None) -> None:
+    """Wake `waiting`; also a done callback of the entry it waits for (`_confirmed`)."""
     if not waiting.done():  # not cancelled meanwhile
         waiting.set_result(None)
