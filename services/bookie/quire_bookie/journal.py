@@ -23,7 +23,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
 from opentelemetry.util.types import AttributeValue
@@ -163,7 +163,7 @@ def apply(op: AddOp | FenceOp | LacOp, state: LedgerState, fences_hold: bool = T
     `fences_hold=False` is a test's positive control only: normal adds pass a fence."""
     state = with_master_key(op.ledger_id, state, op.master_key)
     if isinstance(op, FenceOp):
-        return replace(state, fenced=True)
+        return state._replace(fenced=True)
     if isinstance(op, LacOp):
         return apply_lac(op.ledger_id, op.last_add_confirmed, state)
     return apply_add(op.ledger_id, op.entries, op.recovery, state, fences_hold)
@@ -172,13 +172,13 @@ def apply(op: AddOp | FenceOp | LacOp, state: LedgerState, fences_hold: bool = T
 def with_master_key(ledger_id: LedgerId, state: LedgerState, master_key: bytes) -> LedgerState:
     """`state` once `master_key` is checked against it (the first one sets it)."""
     check_master_key(ledger_id, state, master_key)
-    return state if state.master_key else replace(state, master_key=master_key)
+    return state if state.master_key else state._replace(master_key=master_key)
 
 
 def apply_lac(ledger_id: LedgerId, last_add_confirmed: int, state: LedgerState) -> LedgerState:
     """`apply` for an explicit LAC, once `with_master_key` has checked its key."""
     check_not_fenced(ledger_id, state)
-    return replace(state, explicit_lac=max(state.explicit_lac, last_add_confirmed))
+    return state._replace(explicit_lac=max(state.explicit_lac, last_add_confirmed))
 
 
 def apply_add(
@@ -197,6 +197,9 @@ def apply_add(
 def with_entries(state: LedgerState, entries: list[tuple[int, int, bytes]]) -> LedgerState:
     """`state` once `entries` (id, LAC from the header, bytes) are stored: one
     state update per add, not per entry (this runs for every add)."""
+    if len(entries) == 1:  # a writer's usual add: no loop
+        entry_id, lac, _ = entries[0]
+        return state.with_entry(entry_id, lac)
     top, top_lac = entries[0][0], entries[0][1]
     for entry_id, lac, _ in entries:
         if entry_id > top:
@@ -701,18 +704,19 @@ class GroupCommitter:
                 if before.master_key and not before.fenced and hmac.compare_digest(before.master_key, add.master_key):
                     # A ledger this bookie has, with this add's key and no fence: what
                     # with_master_key and apply_add would check passes, so their calls
-                    # are skipped (this runs for every add).
+                    # are skipped, and only the entries move its state: its stored
+                    # record serves (this runs for every add).
                     state = with_entries(before, entries)
                 else:
                     state = with_master_key(ledger_id, before, add.master_key)
                     state = apply_add(ledger_id, entries, add.recovery, state, fences_hold)
+                    if not state.same_record(before):  # a ledger's first add here: its master key
+                        records.add(ledger_id)
             except QuireError as exc:
                 errors.append(exc)
                 continue
             for entry_id, _, data in entries:
                 writes.append((ledger_id, entry_id, data))
             pending[ledger_id] = state
-            if not state.same_record(before):  # a ledger's first add here: its master key
-                records.add(ledger_id)
             errors.append(None)
         return errors

@@ -195,9 +195,10 @@ class WriteHandle:
         self._delayed: set[str] = set()
         self._failure: QuireError | None = None
         self._tasks: set[asyncio.Task[None]] = set()
-        # Per bookie, the first entry id of each add not answered yet (a count per id: answers
-        # come in about the order sent, and thousands may be unanswered on a busy ledger).
-        self._unanswered_firsts: dict[str, dict[int, int]] = {}
+        # The first entry id of each add not answered yet, with the bookies it waits for (one
+        # element per add sent there): kept per add rather than per bookie, since it is
+        # written for every add and read only when a bookie fails (_lowest_unstored).
+        self._unanswered_firsts: dict[int, list[str]] = {}
         # The highest LAC the bookies can report: carried in an entry's header, or written explicitly.
         self._lac_published = -1
         self._submits = 0  # submit() calls so far: an explicit LAC waits for a pause in them
@@ -400,12 +401,13 @@ class WriteHandle:
         stored = None if self._traced else functools.partial(self._stored, entries, pauses, None)
         first = entries[0][0]
         timeout_seconds = self.settings.add_timeout_seconds
+        if pauses is None:  # a retry (pauses) still counts as the add it retries
+            waiting_for = self._unanswered_firsts.get(first)
+            if waiting_for is None:
+                self._unanswered_firsts[first] = list(bookie_ids)
+            else:  # sent again (to a replacement) before every answer came
+                waiting_for += bookie_ids
         for bookie_id in bookie_ids:
-            if pauses is None:
-                firsts = self._unanswered_firsts.get(bookie_id)
-                if firsts is None:  # not setdefault: that would build a dict for every add
-                    firsts = self._unanswered_firsts[bookie_id] = {}
-                firsts[first] = firsts.get(first, 0) + 1
             on_done = stored or functools.partial(
                 self._stored, entries, pauses, self._bookie_add_span(bookie_id, entries)
             )
@@ -449,13 +451,11 @@ class WriteHandle:
             self._answered(bookie_id, entries[0][0])
             return
         # _answered, inline: this runs for every answer of every bookie.
-        firsts = self._unanswered_firsts[bookie_id]
         first = entries[0][0]
-        left = firsts[first] - 1
-        if left:
-            firsts[first] = left
-        else:
-            del firsts[first]
+        waiting_for = self._unanswered_firsts[first]
+        waiting_for.remove(bookie_id)
+        if not waiting_for:
+            del self._unanswered_firsts[first]
         if bookie_id in self.quarantine.until:
             self.quarantine.lift(bookie_id, "it stored entries again")
         quorum = self.ack_quorum
@@ -515,15 +515,14 @@ class WriteHandle:
     def _lowest_unstored(self, bookie_id: str) -> int:
         """The lowest entry sent or queued to `bookie_id` without its ack:
         from there on the bookie may lack entries of its write sets."""
-        return min(self._unanswered_firsts.get(bookie_id, ()), default=self.next_entry_id)
+        firsts = [first for first, waiting_for in self._unanswered_firsts.items() if bookie_id in waiting_for]
+        return min(firsts, default=self.next_entry_id)
 
     def _answered(self, bookie_id: str, first_entry_id: int) -> None:
-        firsts = self._unanswered_firsts[bookie_id]
-        left = firsts[first_entry_id] - 1
-        if left:
-            firsts[first_entry_id] = left
-        else:
-            del firsts[first_entry_id]
+        waiting_for = self._unanswered_firsts[first_entry_id]
+        waiting_for.remove(bookie_id)
+        if not waiting_for:
+            del self._unanswered_firsts[first_entry_id]
 
     async def _leave_out(self, failed: str, first: int) -> None:
         """Delayed ensemble change: stop sending to `failed` and mark the

@@ -1,0 +1,166 @@
+"""A gateway's write path in one process: what each appended entry costs it.
+
+Writers append one entry per request, each awaited, through the parts a
+gateway runs for AppendEntries: a WriteSession per writer, its ledger's
+WriteHandle (with the entry cache and explicit LACs), and one BookieAddStream
+per bookie. In place of gRPC and the bookies, each stream's call is a stand-in
+that decodes every message it is sent and answers it on the next turn of the
+event loop, as a bookie that stored it at once would. Prints the entries per
+second and the process's CPU per entry (the stand-in's share included, the
+same in every run), so that two versions of the write path can be compared
+without the noise of a cluster on a busy machine.
+
+    .venv/bin/python scripts/bench_append.py --entries 40000 --writers 16
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from quire_api.ids import LedgerId, ledger_id_to_proto
+from quire_common.service import event_loop_factory
+from quire_gateway.cluster_calls import ClusterCalls
+from quire_gateway.read.entry_cache import EntryCache
+from quire_gateway.write.bookie_streams import BookieAddStream
+from quire_gateway.write.explicit_lac import ExplicitLacs
+from quire_gateway.write.handle import WriteHandle, WriteSettings
+from quire_gateway.write.session import WriteSession
+from quire_proto.bookie.v1 import bookie_pb2
+from quire_proto.common.v1 import common_pb2
+from quire_proto.gateway.v1 import ledger_pb2
+
+BOOKIES = ["bookie-1", "bookie-2", "bookie-3"]
+WARMUP = 2000  # entries appended before the measurement
+
+
+class AnsweringCall:
+    """A bookie's AddStream call that stores nothing and answers every message
+    on the loop's next turn with the ids of the adds it carried."""
+
+    def __init__(self) -> None:
+        self._answers: asyncio.Queue[bookie_pb2.AddStreamResponse] = asyncio.Queue()
+
+    async def write(self, message: bytes) -> None:
+        request = bookie_pb2.AddStreamRequest.FromString(message)
+        answer = bookie_pb2.AddStreamResponse(stored_add_ids=[add.add_id for add in request.adds])
+        asyncio.get_running_loop().call_soon(self._answers.put_nowait, answer)
+
+    async def read(self) -> bookie_pb2.AddStreamResponse:
+        return await self._answers.get()
+
+
+class Bookies:
+    """What a WriteHandle asks of ClusterCalls on its path: the add requests
+    and each bookie's AddStream send."""
+
+    add_request = staticmethod(ClusterCalls.add_request)
+
+    def __init__(self) -> None:
+        async def open_call() -> Callable[[], AnsweringCall]:
+            return AnsweringCall
+
+        self.streams = {bookie_id: BookieAddStream(bookie_id, open_call, lambda: None) for bookie_id in BOOKIES}
+
+    def add_sender(self, bookie_id: str) -> Any:
+        return self.streams[bookie_id].send
+
+
+class Ledgers:
+    """The part of LedgerOperations a WriteSession uses, over the handles here."""
+
+    def __init__(self, handles: dict[LedgerId, WriteHandle]) -> None:
+        self.handles = handles
+
+    def append_now(self, ledger_id: LedgerId, payloads: list[bytes], expected: int | None = None) -> Any:
+        handle = self.handles.get(ledger_id)
+        return handle.submit_now(payloads, expected) if handle is not None and payloads else None
+
+    async def append(self, ledger_id: LedgerId, payloads: list[bytes], expected: int | None = None) -> Any:
+        return await self.handles[ledger_id].submit(payloads, expected)
+
+    def owner_here(self, ledger_id: LedgerId) -> str:
+        return "gateway"
+
+
+def metadata_of(ledger_id: LedgerId) -> common_pb2.LedgerMetadata:
+    return common_pb2.LedgerMetadata(
+        ledger_id=common_pb2.LedgerId(scope_id=ledger_id.scope_id, ledger_id=ledger_id.ledger_id),
+        ensemble_size=3,
+        write_quorum_size=3,
+        ack_quorum_size=2,
+        state=common_pb2.LEDGER_STATE_OPEN,
+        last_entry_id=-1,
+        digest_type=common_pb2.DIGEST_TYPE_CRC32C,
+        password=b"bench",
+        ensembles=[common_pb2.Ensemble(first_entry_id=0, bookie_ids=BOOKIES)],
+    )
+
+
+async def measure(entries: int, writers: int, size: int) -> None:
+    bookies = Bookies()
+    cache = EntryCache(64 * 1024 * 1024)
+    lacs = ExplicitLacs(0.5, lambda ledger_id, lac: None)
+    handles: dict[LedgerId, WriteHandle] = {}
+    for n in range(writers):
+        ledger_id = LedgerId(1, 1000 + n)
+        handles[ledger_id] = WriteHandle(
+            bookies,  # type: ignore[arg-type]
+            None,  # type: ignore[arg-type]  # no ensemble change here: never asked
+            ledger_id,
+            metadata_of(ledger_id),
+            1,
+            WriteSettings(),
+            entry_cache=cache,
+            explicit_lacs=lacs,
+        )
+    ledgers = Ledgers(handles)
+    payload = b"p" * size
+    appended = 0
+    started = [0.0, 0.0]  # wall and CPU time once the warmup is done
+
+    async def writer(ledger_id: LedgerId) -> None:
+        nonlocal appended
+        inbox: asyncio.Queue[ledger_pb2.AppendEntriesRequest] = asyncio.Queue()
+
+        async def requests() -> AsyncIterator[ledger_pb2.AppendEntriesRequest]:
+            while True:
+                yield await inbox.get()
+
+        session = WriteSession(ledgers, ledger_id, requests(), traced=False)  # type: ignore[arg-type]
+        acknowledgements = session.acknowledgements()
+        request = ledger_pb2.AppendEntriesRequest(ledger_id=ledger_id_to_proto(ledger_id), payloads=[payload])
+        while appended < entries + WARMUP:
+            inbox.put_nowait(request)
+            await anext(acknowledgements)
+            appended += 1
+            if appended == WARMUP:
+                started[:] = [time.perf_counter(), time.process_time()]
+        await acknowledgements.aclose()
+
+    await asyncio.gather(*(writer(ledger_id) for ledger_id in handles))
+    wall, cpu = time.perf_counter() - started[0], time.process_time() - started[1]
+    measured = appended - WARMUP
+    print(
+        f"{measured / wall:,.0f} entries/s of {size} B from {writers} writers; "
+        f"{cpu / measured * 1e6:.1f} µs of CPU per entry (the stand-in bookies' share included)"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--entries", type=int, default=40_000, help="entries measured (after 2,000 unmeasured)")
+    parser.add_argument("--writers", type=int, default=16, help="writers, each on a ledger of its own")
+    parser.add_argument("--size", type=int, default=1024, help="bytes per entry")
+    args = parser.parse_args()
+    if args.entries < 1 or args.writers < 1 or args.size < 0:
+        parser.error("--entries and --writers must be at least 1, --size at least 0")
+    with asyncio.Runner(loop_factory=event_loop_factory("uvloop")) as runner:
+        runner.run(measure(args.entries, args.writers, args.size))
+
+
+if __name__ == "__main__":
+    main()
