@@ -22,7 +22,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
@@ -256,9 +256,14 @@ class _Staged:
 
     def settled(self) -> list[tuple[Op, object]]:
         """Every op's outcome once the write is stored (or nothing was to be)."""
+        answered: list[tuple[Op, object]] = [
+            (op, op.stream.answer(op, adds, errors)) for op, adds, errors in self.messages
+        ]
+        if not (self.refused or self.accepted or self.lac_writes):
+            return answered  # a loaded bookie's usual batch: AddStream messages alone
         outcomes = list(self.refused)
         outcomes.extend((op, None if isinstance(op, AddOp) else state) for op, state in self.accepted)
-        outcomes.extend((op, op.stream.answer(op, adds, errors)) for op, adds, errors in self.messages)
+        outcomes.extend(answered)
         outcomes.extend(self.lac_writes)
         return outcomes
 
@@ -489,16 +494,16 @@ class GroupCommitter:
                     continue
                 self._drain_inbox()
                 self._gather_more()
-                batch = self._take_batch()
+                batch, size = self._take_batch()
                 try:
                     if isinstance(batch[0], DeleteOp):
-                        written = self._delete(cast(list[DeleteOp], batch))
+                        written = self._delete(cast(list[DeleteOp], batch), size)
                     else:
-                        written = self._flush(batch)
+                        written = self._flush(batch, size)
                 except Exception as exc:  # a bug here must fail its batch, not stop the writer
                     log.exception("the bookie writer failed on a batch of %d operations", len(batch))
                     failure = Unavailable(f"bookie writer failed: {exc!r}", Reason.BOOKIE_UNAVAILABLE)
-                    written = _Written([(op, failure) for op in batch], sum(op.size_bytes for op in batch))
+                    written = _Written([(op, failure) for op in batch], size)
                 self._hand_back(written)
         finally:
             assert self._loop is not None
@@ -507,8 +512,8 @@ class GroupCommitter:
             except RuntimeError:  # the loop closed first (a test tearing down): nobody waits
                 pass
 
-    def _take_batch(self) -> list[Op]:
-        """Backlogged operations up to the byte bound. Deletes go in batches
+    def _take_batch(self) -> tuple[list[Op], int]:
+        """Backlogged operations up to the byte bound, and their bytes. Deletes go in batches
         of their own (up to MAX_DELETES_PER_BATCH), so the writes before them
         are flushed first and the ones after them follow."""
         batch: list[Op] = []
@@ -523,10 +528,9 @@ class GroupCommitter:
             batch.append(op)
             size += op.size_bytes
         self._backlog_bytes -= size
-        return batch
+        return batch, size
 
-    def _delete(self, ops: list[DeleteOp]) -> _Written:
-        released = sum(op.size_bytes for op in ops)
+    def _delete(self, ops: list[DeleteOp], released: int) -> _Written:
         ledger_ids = [op.ledger_id for op in ops]
         existed = [self.states.get(ledger_id) is not None for ledger_id in ledger_ids]
         try:
@@ -557,13 +561,18 @@ class GroupCommitter:
         self._store_failed = False
         return None
 
+    def _write(
+        self, writes: list[tuple[LedgerId, int, bytes]], records: dict[LedgerId, LedgerState], synced: bool
+    ) -> None:
+        self._store.write(writes, records, sync=synced)
+        if self._fault_sync_delay_seconds:
+            time.sleep(self._fault_sync_delay_seconds)  # injected slow disk (tests, drills)
+
     def _sync_span(
         self, writes: list[tuple[LedgerId, int, bytes]], pending: dict[LedgerId, LedgerState]
     ) -> AbstractContextManager[Any]:
-        """The span of one synced write; nothing at all when tracing is off
-        (even a no-op span and its attributes cost every commit)."""
-        if not self._traced:
-            return nullcontext()
+        """The span of one synced write, when tracing is on (even a no-op
+        span and its attributes cost every commit, so none is made otherwise)."""
         attributes: dict[str, AttributeValue] = {
             "quire.entries": len(writes),
             "quire.bytes": sum(len(d) for _, _, d in writes),
@@ -582,8 +591,8 @@ class GroupCommitter:
                 outcomes.append((op, failure))
         return _Written(outcomes, sum(op.size_bytes for op in batch))
 
-    def _flush(self, batch: list[Op]) -> _Written:
-        released = sum(op.size_bytes for op in batch)
+    def _flush(self, batch: list[Op], released: int) -> _Written:
+        """Stage, write and sync `batch` (of `released` bytes queued)."""
         if self._store_failed:
             still_failing = self._reopen()
             if still_failing is not None:
@@ -597,12 +606,14 @@ class GroupCommitter:
         # only spares readers a wait, it is best effort on the writer's side too, and a bookie
         # that crashes before its next synced write comes back with the LAC its entries carry.
         synced = bool(writes) or any(isinstance(op, FenceOp) for op, _ in staged.accepted)
+        records = {ledger_id: pending[ledger_id] for ledger_id in staged.records} if staged.records else {}
         started = time.monotonic()
         try:
-            with self._sync_span(writes, pending):
-                self._store.write(writes, {ledger_id: pending[ledger_id] for ledger_id in staged.records}, sync=synced)
-                if self._fault_sync_delay_seconds:
-                    time.sleep(self._fault_sync_delay_seconds)  # injected slow disk (tests, drills)
+            if self._traced:
+                with self._sync_span(writes, pending):
+                    self._write(writes, records, synced)
+            else:  # not even a null context: this runs for every commit
+                self._write(writes, records, synced)
         except Exception as exc:  # the write failed: nothing in it is acknowledged
             log.error("synced write of %d entries failed", len(writes), exc_info=exc)
             self._store_failed = True
