@@ -40,44 +40,23 @@ log = logging.getLogger(__name__)
 
 # Only our own services' handlers are wrapped; health and reflection are left alone.
 _QUIRE_METHOD_PREFIX = "/quire."
-_HEALTH_CHECK = "/grpc.health.v1.Health/Check"
 # The initial metadata of every health check's answer: the release the process runs.
 VERSION_METADATA = "quire-version"
 
 
-class VersionInterceptor(grpc.aio.ServerInterceptor):
-    """Answers health checks with the process's version in their initial
-    metadata (VERSION_METADATA). A health check is the one call every
-    service answers to every caller allowed to reach it, so a gateway
-    learns the release of each service it can reach (the admin API's
-    cluster status) without a version RPC in every service's API."""
+class VersionedHealthServicer(health.aio.HealthServicer):
+    """gRPC health, whose checks answer with the process's version in their
+    initial metadata (VERSION_METADATA). A health check is the one call every
+    service answers to every caller allowed to reach it, so a gateway learns
+    the release of each service it can reach (the admin API's cluster status)
+    without a version RPC in every service's API. Done here rather than by an
+    interceptor, which every call of every method would pass through."""
 
-    def __init__(self) -> None:
-        self._handlers = HandlerCache()
-
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
-        handler = await continuation(handler_call_details)
-        if handler is None or handler_call_details.method != _HEALTH_CHECK or handler.unary_unary is None:
-            return handler
-        return self._handlers.get(_HEALTH_CHECK, handler, lambda: _with_version(handler))
-
-
-def _with_version(handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
-    check = handler.unary_unary
-
-    async def check_with_version(request: Any, context: grpc.aio.ServicerContext) -> Any:
+    async def Check(
+        self, request: health_pb2.HealthCheckRequest, context: grpc.aio.ServicerContext
+    ) -> health_pb2.HealthCheckResponse:
         await context.send_initial_metadata(((VERSION_METADATA, version()),))
-        return await check(request, context)
-
-    return grpc.unary_unary_rpc_method_handler(
-        check_with_version,
-        request_deserializer=handler.request_deserializer,
-        response_serializer=handler.response_serializer,
-    )
+        return await super().Check(request, context)
 
 
 async def _abort(context: grpc.aio.ServicerContext, exc: Exception, method: str) -> None:
@@ -277,7 +256,6 @@ def create_server(
     interceptors: list[grpc.aio.ServerInterceptor] = [aio_server_interceptor()] if tracing_enabled() else []
     # Error mapping outermost, so that the checks' QuireErrors become statuses.
     interceptors.append(ErrorMappingInterceptor())
-    interceptors.append(VersionInterceptor())
     if tls.enabled and probe_port:
         interceptors.append(ProbePortInterceptor())
     if tls.enabled and internal:
@@ -301,7 +279,7 @@ def create_server(
     name_grpc_poller()  # started with grpc.aio's first server or channel in the process
     _serve_by_generic_handlers_only(server)
     service_names = list(register(server))
-    health_servicer = health.aio.HealthServicer()
+    health_servicer = VersionedHealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     if settings.reflection_enabled:
         _enable_reflection(server, [*service_names, health.SERVICE_NAME])
