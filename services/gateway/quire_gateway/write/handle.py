@@ -401,7 +401,7 @@ class WriteHandle:
         stored = None if self._traced else functools.partial(self._stored, entries, pauses, None)
         first = entries[0][0]
         timeout_seconds = self.settings.add_timeout_seconds
-        if pauses is None:  # a retry (pauses) still counts as the add it retries
+        if pauses is None and bookie_ids:  # a retry (pauses) still counts as the add it retries
             waiting_for = self._unanswered_firsts.get(first)
             if waiting_for is None:
                 self._unanswered_firsts[first] = list(bookie_ids)
