@@ -191,6 +191,8 @@ def check_keyless_digest(data: bytes) -> bool | None:
 # The flags byte of a V2 entry with a CRC32C digest: what Quire's writers pack.
 _V2_CRC32C_FLAGS = V2_FLAG | (V2_MINOR_VERSION << 4) | DigestType.CRC32C
 _V2_CRC32C_PAYLOAD_AT = V2_HEADER_SIZE + DIGEST_SIZES[DigestType.CRC32C]
+# Its header and the digest after it, read in one unpack.
+_V2_HEADER_AND_CRC32C = struct.Struct(_V2_HEADER.format + "I")
 
 
 def header_ids_and_digest(data: bytes) -> tuple[int, int, int, int, bool | None]:
@@ -199,9 +201,9 @@ def header_ids_and_digest(data: bytes) -> tuple[int, int, int, int, bool | None]
     CRC32C) takes one unpack and one checksum here, any other goes through
     those two functions."""
     if len(data) >= _V2_CRC32C_PAYLOAD_AT and data[0] == _V2_CRC32C_FLAGS:
-        _, scope, ledger, entry_id, lac, _ = _V2_HEADER.unpack_from(data)
+        _, scope, ledger, entry_id, lac, _, digest = _V2_HEADER_AND_CRC32C.unpack_from(data)
         crc = google_crc32c.extend(google_crc32c.value(data[:V2_HEADER_SIZE]), data[_V2_CRC32C_PAYLOAD_AT:])
-        return scope, ledger, entry_id, lac, crc == int.from_bytes(data[V2_HEADER_SIZE:_V2_CRC32C_PAYLOAD_AT], "big")
+        return scope, ledger, entry_id, lac, crc == digest
     return (*header_ids(data), check_keyless_digest(data))
 
 
