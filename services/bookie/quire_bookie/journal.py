@@ -580,8 +580,8 @@ class GroupCommitter:
         }
         return _tracer.start_as_current_span("bookie.sync", attributes=attributes)
 
-    def _refused(self, batch: list[Op], failure: QuireError) -> _Written:
-        """Every op of `batch` refused with `failure` (each add of a message too)."""
+    def _refused(self, batch: list[Op], failure: QuireError, released: int) -> _Written:
+        """Every op of `batch` (of `released` bytes queued) refused with `failure` (each add of a message too)."""
         outcomes: list[tuple[Op, object]] = []
         for op in batch:
             if isinstance(op, AddMessage):
@@ -589,14 +589,14 @@ class GroupCommitter:
                 outcomes.append((op, op.stream.answer(op, adds, [failure] * len(adds))))
             else:
                 outcomes.append((op, failure))
-        return _Written(outcomes, sum(op.size_bytes for op in batch))
+        return _Written(outcomes, released)
 
     def _flush(self, batch: list[Op], released: int) -> _Written:
         """Stage, write and sync `batch` (of `released` bytes queued)."""
         if self._store_failed:
             still_failing = self._reopen()
             if still_failing is not None:
-                return self._refused(batch, self._failure(still_failing))
+                return self._refused(batch, self._failure(still_failing), released)
         staged = self._stage(batch)
         pending, writes = staged.pending, staged.writes
         if not pending:  # nothing to write: every op was refused
