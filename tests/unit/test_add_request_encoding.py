@@ -67,3 +67,18 @@ def test_an_adds_wire_form_is_what_protobuf_encodes_and_references_the_packed_en
     assert bookie_pb2.AddStreamRequest.FromString(b"".join(pieces)) == built
     assert len(b"".join(pieces)) == built.ByteSize()
     assert [data for _, data in entries] == [p for p in pieces if any(p is data for _, data in entries)]
+
+
+@pytest.mark.parametrize("table_size", [1, 4096])
+def test_entries_sharing_a_framing_read_back_whatever_the_table_holds(
+    monkeypatch: pytest.MonkeyPatch, table_size: int
+):
+    """Entries of one size and id length share their framing (kept in a
+    table that starts again when full): each still reads back as itself."""
+    monkeypatch.setattr(bookie_streams, "_MAX_ENTRY_FRAMINGS", table_size)
+    monkeypatch.setattr(bookie_streams, "_entry_framings", {})
+    entries = [(5, b"q" * 10), (6, b"r" * 10), (20_000, b"s" * 10), (7, b"t" * 300), (8, b"u" * 10)]
+    request = AddRequest(LedgerId(1, 2), b"k" * 20, entries)
+    decoded = bookie_pb2.AddStreamRequest.FromString(b"".join(request.wire))
+    assert [(e.entry_id, e.data) for e in decoded.adds[0].entries] == entries
+    assert len(bookie_streams._entry_framings) <= table_size

@@ -10,10 +10,12 @@ The digest covers the header and the payload.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import struct
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -69,20 +71,33 @@ class Digester:
         except ValueError:
             raise InvalidArgument(f"unknown digest type {digest_type}") from None
         self.size = DIGEST_SIZES[self.digest_type]
-        self._mac_key = key if key is not None else mac_key(password)
+        self.v2_flags = V2_FLAG | (V2_MINOR_VERSION << 4) | int(self.digest_type)
+        hmac_key = key if key is not None else mac_key(password)
+        # The digest type's function, chosen once: a writer computes a digest for every entry.
+        self.compute: Callable[[bytes, bytes], bytes] = {
+            DigestType.CRC32C: _crc32c_digest,
+            DigestType.CRC32: _crc32_digest,
+            DigestType.HMAC: functools.partial(_hmac_digest, hmac_key),
+            DigestType.DUMMY: _no_digest,
+        }[self.digest_type]
 
-    def compute(self, header: bytes, payload: bytes) -> bytes:
-        kind = self.digest_type
-        if kind is DigestType.CRC32C:
-            crc = google_crc32c.extend(google_crc32c.value(header), payload)
-            return crc.to_bytes(4, "big")
-        if kind is DigestType.CRC32:
-            return zlib.crc32(payload, zlib.crc32(header)).to_bytes(8, "big")
-        if kind is DigestType.HMAC:
-            mac = hmac.new(self._mac_key, header, hashlib.sha1)
-            mac.update(payload)
-            return mac.digest()
-        return b""
+
+def _crc32c_digest(header: bytes, payload: bytes) -> bytes:
+    return google_crc32c.extend(google_crc32c.value(header), payload).to_bytes(4, "big")
+
+
+def _hmac_digest(key: bytes, header: bytes, payload: bytes) -> bytes:
+    mac = hmac.new(key, header, hashlib.sha1)
+    mac.update(payload)
+    return mac.digest()
+
+
+def _crc32_digest(header: bytes, payload: bytes) -> bytes:
+    return zlib.crc32(payload, zlib.crc32(header)).to_bytes(8, "big")
+
+
+def _no_digest(header: bytes, payload: bytes) -> bytes:
+    return b""
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,8 +125,9 @@ def pack_entry(
     digester: Digester,
 ) -> bytes:
     """Pack one entry in format V2."""
-    flags = V2_FLAG | (V2_MINOR_VERSION << 4) | int(digester.digest_type)
-    header = _V2_HEADER.pack(flags, ledger_id.scope_id, ledger_id.ledger_id, entry_id, last_add_confirmed, length)
+    header = _V2_HEADER.pack(
+        digester.v2_flags, ledger_id.scope_id, ledger_id.ledger_id, entry_id, last_add_confirmed, length
+    )
     return header + digester.compute(header, payload) + payload
 
 

@@ -39,7 +39,7 @@ import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry.trace import Span, SpanContext, Status, StatusCode
@@ -101,9 +101,9 @@ class _Pending:
     length: int  # the ledger's cumulative length including this entry
     write_set: list[str]
     future: asyncio.Future[int]
-    acks: set[str] = field(default_factory=set)
-    submitted_at: float = field(default_factory=time.perf_counter)
-    origin: SpanContext | None = None  # the span of the request that added it (tracing only)
+    acks: set[str]
+    submitted_at: float  # time.perf_counter, taken once for all the entries of one submit
+    origin: SpanContext | None  # the span of the request that added it (tracing only)
 
 
 @dataclass(frozen=True)
@@ -310,60 +310,64 @@ class WriteHandle:
         self._submits += 1
         # The newest header carries the LAC as it stands now.
         self._lac_published = max(self._lac_published, self.last_add_confirmed)
-        if len(payloads) == 1:  # the common case: one add, shared by the entry's write set
-            future: asyncio.Future[int] = loop.create_future()
-            entry_id, packed, members = self._stage(payloads[0], future, origin)
+        futures, staged = self._stage(payloads, loop, origin)
+        if len(staged) == 1:  # the common case: one add, shared by the entry's write set
+            members = self._stripes[staged[0][0] % len(self._stripes)]
             if self._delayed:
                 members = [bookie_id for bookie_id in members if bookie_id not in self._delayed]
-            self._send(members, [(entry_id, packed)])
-            return [future]
-        return self._submit_many(payloads, loop, origin)
-
-    def _submit_many(
-        self, payloads: list[bytes], loop: asyncio.AbstractEventLoop, origin: SpanContext | None
-    ) -> list[asyncio.Future[int]]:
-        """submit() of more than one payload, once there is room: each bookie
-        gets its entries in as few adds as max_call_bytes allows."""
-        futures: list[asyncio.Future[int]] = []
-        if self.write_quorum == len(self.ensemble) and not self._delayed:
+            self._send(members, staged)
+        elif self.write_quorum == len(self.ensemble) and not self._delayed:
             # W = E: every entry goes to every bookie, so they all share one add, no grouping.
-            staged: list[tuple[int, bytes]] = []
-            for payload in payloads:
-                future = loop.create_future()
-                entry_id, packed, _ = self._stage(payload, future, origin)
-                futures.append(future)
-                staged.append((entry_id, packed))
             self._queue(self.ensemble, staged)
-            return futures
+        else:
+            self._queue_striped(staged)
+        return futures
+
+    def _queue_striped(self, staged: list[tuple[int, bytes]]) -> None:
+        """Queue entries for the bookies of their stripes (W < E, or bookies
+        delayed): each bookie gets its entries in as few adds as
+        max_call_bytes allows."""
+        stripes = self._stripes
         per_bookie: dict[str, list[tuple[int, bytes]]] = {}
-        for payload in payloads:
-            future = loop.create_future()
-            entry_id, packed, members = self._stage(payload, future, origin)
-            futures.append(future)
-            for bookie_id in members:
+        for entry in staged:
+            for bookie_id in stripes[entry[0] % len(stripes)]:
                 if bookie_id not in self._delayed:
-                    per_bookie.setdefault(bookie_id, []).append((entry_id, packed))
+                    per_bookie.setdefault(bookie_id, []).append(entry)
         # Bookies sent the same entries (W < E puts each where its stripe says) share one add.
         same_entries: dict[tuple[int, ...], list[str]] = {}
         for bookie_id, entries in per_bookie.items():
             same_entries.setdefault(tuple(entry_id for entry_id, _ in entries), []).append(bookie_id)
         for bookie_ids in same_entries.values():
             self._queue(bookie_ids, per_bookie[bookie_ids[0]])
-        return futures
 
     def _stage(
-        self, payload: bytes, future: asyncio.Future[int], origin: SpanContext | None
-    ) -> tuple[int, bytes, list[str]]:
-        """Give `payload` the next id, pack it and record it as pending;
-        returns its id, its packed bytes and its write set."""
-        entry_id = self.next_entry_id
-        self.next_entry_id += 1
-        self.length += len(payload)
-        packed = pack_entry(self.ledger_id, entry_id, self.last_add_confirmed, self.length, payload, self.digester)
-        members = self._stripes[entry_id % len(self._stripes)]
-        self._pending[entry_id] = _Pending(entry_id, payload, packed, self.length, members, future, origin=origin)
-        self._inflight_bytes += len(packed)
-        return entry_id, packed, members
+        self, payloads: list[bytes], loop: asyncio.AbstractEventLoop, origin: SpanContext | None
+    ) -> tuple[list[asyncio.Future[int]], list[tuple[int, bytes]]]:
+        """Give each payload the next id, pack it and record it as pending;
+        returns their futures and their (id, packed bytes). The handle's
+        counters are kept in locals and stored once: one message can carry
+        hundreds of entries, and nothing in the loop can fail but a bug."""
+        ledger_id, lac, digester = self.ledger_id, self.last_add_confirmed, self.digester
+        stripes, unconfirmed = self._stripes, self._pending
+        entry_id, length, packed_bytes = self.next_entry_id, self.length, 0
+        submitted_at = time.perf_counter()
+        futures: list[asyncio.Future[int]] = []
+        staged: list[tuple[int, bytes]] = []
+        for payload in payloads:
+            length += len(payload)
+            packed = pack_entry(ledger_id, entry_id, lac, length, payload, digester)
+            future = loop.create_future()
+            write_set = stripes[entry_id % len(stripes)]
+            unconfirmed[entry_id] = _Pending(
+                entry_id, payload, packed, length, write_set, future, set(), submitted_at, origin
+            )
+            futures.append(future)
+            staged.append((entry_id, packed))
+            packed_bytes += len(packed)
+            entry_id += 1
+        self.next_entry_id, self.length = entry_id, length
+        self._inflight_bytes += packed_bytes
+        return futures, staged
 
     def _check_waiting_room(self, size: int) -> None:
         """Refuse at once rather than queue past max_waiting_bytes (one write
@@ -459,9 +463,10 @@ class WriteHandle:
         if bookie_id in self.quarantine.until:
             self.quarantine.lift(bookie_id, "it stored entries again")
         quorum = self.ack_quorum
+        unconfirmed = self._pending
         reached = False
         for entry_id, _ in entries:
-            pending = self._pending.get(entry_id)
+            pending = unconfirmed.get(entry_id)
             # An ack from a bookie replaced meanwhile does not count.
             if pending is not None and bookie_id in pending.write_set:
                 acks = pending.acks
@@ -678,25 +683,32 @@ class WriteHandle:
         (not while the ensemble changes)."""
         if not self._is_stable:
             return
-        pending = self._pending.get(self.last_add_confirmed + 1)
-        if pending is None or len(pending.acks) < self.ack_quorum:
+        unconfirmed = self._pending
+        quorum = self.ack_quorum
+        confirmed_before = lac = self.last_add_confirmed
+        pending = unconfirmed.get(lac + 1)
+        if pending is None or len(pending.acks) < quorum:
             return  # nothing to confirm: so it is for all but one of an entry's W answers
-        confirmed_before = self.last_add_confirmed
         confirmed: list[tuple[int, bytes, int]] = []  # for the entry cache, in one call
-        while pending is not None and len(pending.acks) >= self.ack_quorum:
+        released = 0
+        # Counted in locals and stored after the loop: nothing runs in between (a future's
+        # callbacks run later, from the event loop), and a run can be hundreds of entries.
+        while pending is not None and len(pending.acks) >= quorum:
             newest = pending
-            self.last_add_confirmed += 1
-            self.confirmed_length = pending.length
-            del self._pending[self.last_add_confirmed]
-            self._inflight_bytes -= len(pending.packed)
-            confirmed.append((pending.entry_id, pending.payload, pending.length))
+            lac += 1
+            del unconfirmed[lac]
+            released += len(pending.packed)
+            confirmed.append((lac, pending.payload, pending.length))
             if not pending.future.done():
-                pending.future.set_result(self.last_add_confirmed)
-            pending = self._pending.get(self.last_add_confirmed + 1)
+                pending.future.set_result(lac)
+            pending = unconfirmed.get(lac + 1)
+        self.last_add_confirmed = lac
+        self.confirmed_length = newest.length
+        self._inflight_bytes -= released
         if self._entry_cache is not None:
             self._entry_cache.put_run(self.ledger_id, self._life, confirmed)
         metrics.add_latencies.note(time.perf_counter() - newest.submitted_at)
-        metrics.entry_counts.acknowledged += self.last_add_confirmed - confirmed_before
+        metrics.entry_counts.acknowledged += lac - confirmed_before
         if self._waiting_bytes:
             self._room.set()
         if not self._pending:
