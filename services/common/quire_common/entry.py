@@ -74,12 +74,13 @@ class Digester:
         self.v2_flags = V2_FLAG | (V2_MINOR_VERSION << 4) | int(self.digest_type)
         hmac_key = key if key is not None else mac_key(password)
         # The digest type's function, chosen once: a writer computes a digest for every entry.
-        self.compute: Callable[[bytes, bytes], bytes] = {
+        digests: dict[DigestType, Callable[[bytes, bytes], bytes]] = {
             DigestType.CRC32C: _crc32c_digest,
             DigestType.CRC32: _crc32_digest,
             DigestType.HMAC: functools.partial(_hmac_digest, hmac_key),
             DigestType.DUMMY: _no_digest,
-        }[self.digest_type]
+        }
+        self.compute = digests[self.digest_type]
 
 
 def _crc32c_digest(header: bytes, payload: bytes) -> bytes:
