@@ -166,7 +166,7 @@ class AddRequest:
         for entry_id, data in entries:
             data_length = len(data)
             id_varint = _varint(entry_id & _U64)
-            framing = framings.get((len(id_varint), data_length)) or _entry_framing(len(id_varint), data_length)
+            framing = framings.get(key := (len(id_varint), data_length)) or _entry_framing(*key)
             entry_field = framing[0] + id_varint + framing[1]
             pieces += (entry_field, data)
             length += len(entry_field) + data_length

@@ -349,6 +349,7 @@ class WriteHandle:
         hundreds of entries, and nothing in the loop can fail but a bug."""
         ledger_id, lac, digester = self.ledger_id, self.last_add_confirmed, self.digester
         stripes, unconfirmed = self._stripes, self._pending
+        stripe_count = len(stripes)
         entry_id, length, packed_bytes = self.next_entry_id, self.length, 0
         submitted_at = time.perf_counter()
         futures: list[asyncio.Future[int]] = []
@@ -357,7 +358,7 @@ class WriteHandle:
             length += len(payload)
             packed = pack_entry(ledger_id, entry_id, lac, length, payload, digester)
             future = loop.create_future()
-            write_set = stripes[entry_id % len(stripes)]
+            write_set = stripes[entry_id % stripe_count]
             unconfirmed[entry_id] = _Pending(
                 entry_id, payload, packed, length, write_set, future, set(), submitted_at, origin
             )
