@@ -1,7 +1,7 @@
 """A gateway's write path in one process: what each appended entry costs it.
 
-Writers append one entry per request, each awaited, through the parts a
-gateway runs for AppendEntries: a WriteSession per writer, its ledger's
+Writers append one entry per request (or `--batch` entries per message), each
+awaited, through the parts a gateway runs for AppendEntries: a WriteSession per writer, its ledger's
 WriteHandle (with the entry cache and explicit LACs), and one BookieAddStream
 per bookie. In place of gRPC and the bookies, each stream's call is a stand-in
 that decodes every message it is sent and answers it on the next turn of the
@@ -11,6 +11,7 @@ same in every run), so that two versions of the write path can be compared
 without the noise of a cluster on a busy machine.
 
     .venv/bin/python scripts/bench_append.py --entries 40000 --writers 16
+    .venv/bin/python scripts/bench_append.py --entries 300000 --batch 100
 """
 
 from __future__ import annotations
