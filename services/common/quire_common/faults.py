@@ -13,13 +13,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
 import grpc
 
 from quire_common.config import ConfigError
+from quire_common.handler_cache import HandlerWrapper
 
 log = logging.getLogger(__name__)
 
@@ -80,16 +81,13 @@ async def _inject(rule: FaultRule, context: grpc.aio.ServicerContext) -> None:
         await asyncio.sleep(rule.delay_ms / 1000)
 
 
-class FaultInjectionInterceptor(grpc.aio.ServerInterceptor):
+class FaultInjectionInterceptor(HandlerWrapper):
     def __init__(self, rules: list[FaultRule]) -> None:
         self.rules = rules
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
-        handler = await continuation(handler_call_details)
+    def wrap(
+        self, handler: grpc.RpcMethodHandler | None, handler_call_details: grpc.HandlerCallDetails
+    ) -> grpc.RpcMethodHandler | None:
         rule = next((r for r in self.rules if r.matches(handler_call_details.method)), None)
         if handler is None or rule is None:
             return handler

@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,7 +32,7 @@ from quire_api.errors import InvalidArgument, PermissionDenied, Reason, Unauthen
 from quire_common.allowlist import SERVICE_IDENTITY_PREFIX, allowed_callers
 from quire_common.call_limits import NO_IDLE_LIMIT, RequestIdle
 from quire_common.config import ConfigError, load_settings
-from quire_common.handler_cache import HandlerCache
+from quire_common.handler_cache import HandlerCache, HandlerWrapper
 from quire_common.malformed import checked as checked_message
 from quire_common.settings import TlsEnv, common_settings
 from quire_common.telemetry import meter
@@ -460,7 +460,7 @@ def guard_handler(
     return factory(unary, handler.request_deserializer, handler.response_serializer)
 
 
-class ServiceIdentityInterceptor(grpc.aio.ServerInterceptor):
+class ServiceIdentityInterceptor(HandlerWrapper):
     """Internal services: every /quire.* call must come from a service
     identity that quire_common.allowlist lists for its method (any service
     identity with `check_allowlist` false). Only the peer's certificate is
@@ -470,12 +470,9 @@ class ServiceIdentityInterceptor(grpc.aio.ServerInterceptor):
         self.check_allowlist = check_allowlist
         self._handlers = HandlerCache()
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
-        handler = await continuation(handler_call_details)
+    def wrap(
+        self, handler: grpc.RpcMethodHandler | None, handler_call_details: grpc.HandlerCallDetails
+    ) -> grpc.RpcMethodHandler | None:
         method = handler_call_details.method
         if handler is None or not method.startswith("/quire."):
             return handler
@@ -499,7 +496,7 @@ def require_tls_transport(context: grpc.aio.ServicerContext) -> None:
         )
 
 
-class ProbePortInterceptor(grpc.aio.ServerInterceptor):
+class ProbePortInterceptor(HandlerWrapper):
     """With TLS on, a plaintext health-probe port (QUIRE_HEALTH_PROBE_PORT) lets
     Kubernetes' native gRPC probes, which cannot speak TLS, reach
     grpc.health.v1. Every other call that arrives without TLS (so through that
@@ -508,12 +505,9 @@ class ProbePortInterceptor(grpc.aio.ServerInterceptor):
     def __init__(self) -> None:
         self._handlers = HandlerCache()
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
-        handler = await continuation(handler_call_details)
+    def wrap(
+        self, handler: grpc.RpcMethodHandler | None, handler_call_details: grpc.HandlerCallDetails
+    ) -> grpc.RpcMethodHandler | None:
         method = handler_call_details.method
         if handler is None or method.startswith(HEALTH_METHOD_PREFIX):
             return handler

@@ -28,7 +28,7 @@ from quire_common.build_info import version
 from quire_common.call_limits import ConnectionLimits
 from quire_common.config import ConfigError
 from quire_common.faults import FaultInjectionInterceptor, fault_rules_from_settings
-from quire_common.handler_cache import HandlerCache
+from quire_common.handler_cache import HandlerCache, HandlerWrapper, wrap_generic_handlers
 from quire_common.malformed import checked, checked_stream, tolerant
 from quire_common.rpc_metrics import MethodCalls, aborted_code, interrupted_code, server_call_histogram
 from quire_common.security import ProbePortInterceptor, ServiceIdentityInterceptor, server_credentials, tls_settings
@@ -73,7 +73,7 @@ async def _abort(context: grpc.aio.ServicerContext, exc: Exception, method: str)
     await context.abort(grpc.StatusCode.INTERNAL, f"internal error in {method}; see the service log")
 
 
-class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):
+class ErrorMappingInterceptor(HandlerWrapper):
     """Turns QuireErrors into status + ErrorInfo, and anything unexpected into
     INTERNAL without its traceback. Aborts and cancellations pass through.
     A request that does not decode is INVALID_ARGUMENT. Every call's method,
@@ -85,12 +85,9 @@ class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):
         self._handlers = HandlerCache()
         self._calls_histogram = server_call_histogram(meter_ or meter("quire.rpc"))
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
-        handler = await continuation(handler_call_details)
+    def wrap(
+        self, handler: grpc.RpcMethodHandler | None, handler_call_details: grpc.HandlerCallDetails
+    ) -> grpc.RpcMethodHandler | None:
         method = handler_call_details.method
         if handler is None or not method.startswith(_QUIRE_METHOD_PREFIX):
             return handler
@@ -232,7 +229,7 @@ def create_server(
     *,
     internal: bool = True,
     require_client_cert: bool = True,
-    auth_interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
+    auth_interceptors: Sequence[HandlerWrapper] = (),
     address_setting: str = "address",
     connection_limits: ConnectionLimits | None = None,
     settings: ServerEnv | None = None,
@@ -253,17 +250,20 @@ def create_server(
     tls = tls_settings()
     settings = common_settings().server if settings is None else settings
     probe_port = settings.health_probe_port
-    interceptors: list[grpc.aio.ServerInterceptor] = [aio_server_interceptor()] if tracing_enabled() else []
-    # Error mapping outermost, so that the checks' QuireErrors become statuses.
-    interceptors.append(ErrorMappingInterceptor())
+    # Error mapping outermost, so that the checks' QuireErrors become statuses. Composed into
+    # the server's generic handlers, not run as interceptors: grpc.aio would run each as a
+    # coroutine for every call (quire_common.handler_cache).
+    wrappers: list[HandlerWrapper] = [ErrorMappingInterceptor()]
     if tls.enabled and probe_port:
-        interceptors.append(ProbePortInterceptor())
+        wrappers.append(ProbePortInterceptor())
     if tls.enabled and internal:
-        interceptors.append(ServiceIdentityInterceptor(tls.allowlist_enabled))
-    interceptors.extend(auth_interceptors)
+        wrappers.append(ServiceIdentityInterceptor(tls.allowlist_enabled))
+    wrappers.extend(auth_interceptors)
     fault_rules = fault_rules_from_settings(settings.fault_injection_rules)  # test-only; empty in production
     if fault_rules:
-        interceptors.append(FaultInjectionInterceptor(fault_rules))
+        wrappers.append(FaultInjectionInterceptor(fault_rules))
+    # Tracing's interceptor, outside them all, stays one.
+    interceptors = [aio_server_interceptor()] if tracing_enabled() else None
     server = grpc.aio.server(
         interceptors=interceptors,
         options=[
@@ -278,6 +278,7 @@ def create_server(
     )
     name_grpc_poller()  # started with grpc.aio's first server or channel in the process
     _serve_by_generic_handlers_only(server)
+    wrap_generic_handlers(server, wrappers)
     service_names = list(register(server))
     health_servicer = VersionedHealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

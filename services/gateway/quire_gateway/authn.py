@@ -22,7 +22,7 @@ where a refused message ends the stream PERMISSION_DENIED."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 import grpc
@@ -31,7 +31,7 @@ from quire_api.errors import PermissionDenied, Reason, Unauthenticated
 from quire_common.allowlist import GATEWAY, SERVICE_IDENTITY_PREFIX
 from quire_common.auth import AuthSettings, Principal
 from quire_common.call_limits import NO_IDLE_LIMIT, CallsPerCaller, RequestIdle
-from quire_common.handler_cache import HandlerCache
+from quire_common.handler_cache import HandlerCache, HandlerWrapper
 from quire_common.security import PeerIdentity, guard_handler, peer_client_name, peer_identity
 from quire_gateway.ownership.peers import FORWARDED_BY
 from quire_gateway.permissions import EVERY_MESSAGE_AUTHORIZED, required_permission
@@ -56,7 +56,7 @@ def require_gateway_identity(context: grpc.aio.ServicerContext, method: str) -> 
         )
 
 
-class GatewayAuthInterceptor(grpc.aio.ServerInterceptor):
+class GatewayAuthInterceptor(HandlerWrapper):
     def __init__(
         self,
         settings: AuthSettings,
@@ -78,12 +78,9 @@ class GatewayAuthInterceptor(grpc.aio.ServerInterceptor):
         self.client_name = common_name_only if roles_by_common_name_only else peer_client_name
         self._handlers = HandlerCache()
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
-        handler = await continuation(handler_call_details)
+    def wrap(
+        self, handler: grpc.RpcMethodHandler | None, handler_call_details: grpc.HandlerCallDetails
+    ) -> grpc.RpcMethodHandler | None:
         method = handler_call_details.method
         if handler is None or not method.startswith(_PUBLIC_PREFIXES):
             return handler  # health and reflection stay open
