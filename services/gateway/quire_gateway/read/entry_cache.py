@@ -141,11 +141,14 @@ class EntryCache:
         if not keys:
             del self._keys_of[ledger]
 
-    def get(self, ledger_id: LedgerId, life: int, entry_id: int) -> CachedEntry | None:
+    def get(self, ledger_id: LedgerId, life: int, entry_id: int, *, count_miss: bool = True) -> CachedEntry | None:
+        """The entry, or None; `count_miss` off when a miss here is counted
+        where the read goes on (a look at what is at hand)."""
         key = (ledger_id[0], ledger_id[1], life, entry_id)
         entry = self._entries.get(key)
         if entry is None:
-            self.stats.misses += 1
+            if count_miss:
+                self.stats.misses += 1
             return None
         payload, length, _ = entry
         self._entries[key] = (payload, length, self._clock())

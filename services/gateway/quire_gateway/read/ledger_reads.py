@@ -279,11 +279,10 @@ class LedgerReads:
             return None
         metadata = cached_metadata[0]
         lac = self._lac_at_hand(ledger_id, metadata)
-        life = incarnation(metadata)
-        # Only a hit is counted here: a miss is read_entry's to count, once.
-        if lac is None or entry_id > lac or not cache.contains(ledger_id, life, entry_id):
+        if lac is None or entry_id > lac:
             return None
-        cached = cache.get(ledger_id, life, entry_id)
+        # Only a hit is counted here: a miss is read_entry's to count, once.
+        cached = cache.get(ledger_id, incarnation(metadata), entry_id, count_miss=False)
         return None if cached is None else ReadEntry(entry_id, cached.payload, cached.length)
 
     async def tail(self, ledger_id: LedgerId, first: int) -> AsyncIterator[list[ReadEntry]]:
