@@ -1,9 +1,9 @@
 """A gateway's write path in one process: what each appended entry costs it.
 
 Writers append one entry per request (or `--batch` entries per message), each
-awaited, through the parts a gateway runs for AppendEntries: a WriteSession per writer, its ledger's
-WriteHandle (with the entry cache and explicit LACs), and one BookieAddStream
-per bookie. In place of gRPC and the bookies, each stream's call is a stand-in
+awaited, through the parts a gateway runs for AppendEntries: a WriteSession
+per writer, its ledger's WriteHandle (with the entry cache and explicit
+LACs), and one BookieAddStream per bookie. In place of gRPC and the bookies, each stream's call is a stand-in
 that decodes every message it is sent and answers it on the next turn of the
 event loop, as a bookie that stored it at once would. Prints the entries per
 second and the process's CPU per entry (the stand-in's share included, the

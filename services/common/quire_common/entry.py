@@ -61,6 +61,11 @@ def mac_key(password: bytes) -> bytes:
     return hashlib.sha1(b"mac" + password).digest()
 
 
+def v2_flags(digest_type: DigestType) -> int:
+    """A V2 entry's flags byte for `digest_type`."""
+    return V2_FLAG | (V2_MINOR_VERSION << 4) | int(digest_type)
+
+
 class Digester:
     """Computes one ledger's entry digests, from the password or from the
     HMAC key derived from it (`key`, as a ledger record keeps it)."""
@@ -71,7 +76,7 @@ class Digester:
         except ValueError:
             raise InvalidArgument(f"unknown digest type {digest_type}") from None
         self.size = DIGEST_SIZES[self.digest_type]
-        self.v2_flags = V2_FLAG | (V2_MINOR_VERSION << 4) | int(self.digest_type)
+        self.v2_flags = v2_flags(self.digest_type)
         hmac_key = key if key is not None else mac_key(password)
         # The digest type's function, chosen once: a writer computes a digest for every entry.
         digests: dict[DigestType, Callable[[bytes, bytes], bytes]] = {
@@ -206,7 +211,7 @@ def check_keyless_digest(data: bytes) -> bool | None:
 
 
 # The flags byte of a V2 entry with a CRC32C digest: what Quire's writers pack.
-_V2_CRC32C_FLAGS = V2_FLAG | (V2_MINOR_VERSION << 4) | DigestType.CRC32C
+_V2_CRC32C_FLAGS = v2_flags(DigestType.CRC32C)
 _V2_CRC32C_PAYLOAD_AT = V2_HEADER_SIZE + DIGEST_SIZES[DigestType.CRC32C]
 # Its header and the digest after it, read in one unpack.
 _V2_HEADER_AND_CRC32C = struct.Struct(_V2_HEADER.format + "I")

@@ -18,6 +18,7 @@ still an interceptor wherever one is asked for.
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
 
 import grpc
@@ -53,10 +54,10 @@ class HandlerWrapper(grpc.aio.ServerInterceptor):
     (None when the server has none) and the call's details in, the handler
     to serve the call with out."""
 
+    @abc.abstractmethod
     def wrap(
         self, handler: grpc.RpcMethodHandler | None, handler_call_details: grpc.HandlerCallDetails
-    ) -> grpc.RpcMethodHandler | None:
-        raise NotImplementedError
+    ) -> grpc.RpcMethodHandler | None: ...
 
     async def intercept_service(
         self,
