@@ -426,7 +426,8 @@ async def test_read_only_when_full_reads_still_served_writable_again_below_the_l
         info = bookie.info()
         assert info.read_only and info.read_only_reason == bookie.read_only_reason
 
-        await bookie.delete_ledger(LEDGER)  # frees the space
+        await bookie.delete_ledger(LEDGER)  # frees the space, beside the writer
+        assert bookie._store.space_reclaimed(timeout_seconds=60)
         await bookie.check_disk()
         assert not bookie.read_only and changes[-1] == (False, "")
         await bookie.add_entries(LedgerId(9, 2), KEY, [(0, packed(0, ledger=LedgerId(9, 2)))], False)

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 from pathlib import Path
 
 import pytest
 
 from quire_api.ids import LedgerId
 from quire_bookie.bookie import Bookie
-from quire_bookie.storage import ALL_MEMTABLES_BYTES, MAX_OPEN_FILES, MEMTABLE_BYTES
+from quire_bookie.storage import ALL_MEMTABLES_BYTES, MAX_OPEN_FILES, MEMTABLE_BYTES, EntryStore
 from quire_common.entry import master_key
 from tests.integration.test_bookie import packed
 
@@ -42,7 +43,9 @@ async def test_deleted_ledgers_leave_no_sst_files_or_descriptors(tmp_path):
             assert await bookie.delete_ledger(ledger) == 50
             if number == 4:
                 early = descriptors_under(tmp_path)
-        # Every ledger is gone, so is every file that held it or its deletion.
+        # Every ledger is gone, so is every file that held it or its deletion, once
+        # the space is given back (beside the writer, after each delete).
+        assert bookie._store.space_reclaimed(timeout_seconds=60)
         assert bookie._store._db.live_files() == []
         assert descriptors_under(tmp_path) <= early
         assert bookie.ledger_ids() == []
@@ -59,11 +62,45 @@ async def test_ledgers_deleted_at_once_are_gone_with_their_files(tmp_path):
             await bookie.add_entries(ledger, KEY, [(i, packed(i, b"x" * 1024, ledger)) for i in range(5)], False)
         # Queued together, they share synced writes and compactions.
         assert await asyncio.gather(*(bookie.delete_ledger(ledger) for ledger in ledgers)) == [5] * 40
+        assert bookie._store.space_reclaimed(timeout_seconds=60)
         assert bookie._store._db.live_files() == []
         assert bookie.ledger_ids() == []
         for ledger in ledgers:
             assert (await bookie.read_entries(ledger, [0], 0, 0))[0] == []
     finally:
+        await bookie.close()
+
+
+async def test_adds_queued_after_a_delete_do_not_wait_for_its_space_to_come_back(tmp_path, monkeypatch):
+    """A delete's memtable flush and compactions run beside the writer: an
+    add queued after the delete is stored while they are still running."""
+    steps: list[str] = []
+    reclaiming, release = threading.Event(), threading.Event()
+    reclaim = EntryStore._reclaim_space
+
+    def held_reclaim(store: EntryStore, ledger_ids: list[LedgerId]) -> None:
+        reclaiming.set()
+        release.wait(60)
+        reclaim(store, ledger_ids)
+        steps.append("space given back")
+
+    monkeypatch.setattr(EntryStore, "_reclaim_space", held_reclaim)
+    bookie = Bookie(tmp_path)
+    await bookie.start()
+    try:
+        deleted, written = LedgerId(9, 300), LedgerId(9, 301)
+        await bookie.add_entries(deleted, KEY, [(i, packed(i, b"x" * 1024, deleted)) for i in range(5)], False)
+        assert await bookie.delete_ledger(deleted) == 5
+        assert await asyncio.to_thread(reclaiming.wait, 60)
+        await bookie.add_entries(written, KEY, [(0, packed(0, ledger=written))], False)
+        steps.append("add stored")
+        release.set()
+        assert bookie._store.space_reclaimed(timeout_seconds=60)
+        assert steps == ["add stored", "space given back"]
+        assert (await bookie.read_entry(written, 0))[1] == packed(0, ledger=written)
+        assert (await bookie.read_entries(deleted, [0], 0, 0))[0] == []
+    finally:
+        release.set()
         await bookie.close()
 
 

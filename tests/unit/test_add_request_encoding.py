@@ -70,9 +70,7 @@ def test_an_adds_wire_form_is_what_protobuf_encodes_and_references_the_packed_en
 
 
 @pytest.mark.parametrize("table_size", [1, 4096])
-def test_entries_sharing_a_framing_read_back_whatever_the_table_holds(
-    monkeypatch: pytest.MonkeyPatch, table_size: int
-):
+def test_entries_sharing_a_framing_read_back_whatever_the_table_holds(monkeypatch: pytest.MonkeyPatch, table_size: int):
     """Entries of one size and id length share their framing (kept in a
     table that starts again when full): each still reads back as itself."""
     monkeypatch.setattr(bookie_streams, "_MAX_ENTRY_FRAMINGS", table_size)

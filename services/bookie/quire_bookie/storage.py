@@ -57,6 +57,7 @@ from rocksdict import (
 from quire_api.errors import DataLoss, QuireError, Reason
 from quire_api.ids import LedgerId
 from quire_api.replication import entries_held
+from quire_bookie.reclaim import SpaceReclaimer
 from quire_common.entry import header_ids, verified_without_key
 
 log = logging.getLogger(__name__)
@@ -362,11 +363,13 @@ class EntryStore:
             path.mkdir(parents=True, exist_ok=True)
         torn_tails = [] if read_only else torn_wal_tails(path)  # read before RocksDB replays and retires them
         self._open(read_only)
-        self._write_options = WriteOptions()
-        self._write_options.sync = sync  # for deletes: rare, so a GIL-holding sync does not matter
         self._batch_options = WriteOptions()
         self._batch_options.sync = False  # synced by the WalSyncer instead, without the GIL
         self._wal = WalSyncer(path, self._memtable_generation)
+        # Deleted ledgers' space comes back on a thread of its own; this lock keeps
+        # `reopen` from swapping the handles under a flush or compaction there.
+        self._maintenance = threading.Lock()
+        self._reclaimer = SpaceReclaimer(self._reclaim_space)
         self.recovery_report = [] if read_only else torn_tails + wal_recovery_lines(path)
         for line in self.recovery_report:
             log.warning("RocksDB WAL recovery dropped a torn or corrupt tail: %s", line)
@@ -424,6 +427,7 @@ class EntryStore:
             self.__dict__.pop(name, None)
 
     def close(self) -> None:
+        self._reclaimer.close()  # the space of ledgers deleted so far is given back first
         with self._lock:
             self._wal.close()
             try:
@@ -448,7 +452,7 @@ class EntryStore:
                 errno.ENOSPC,
                 f"No space left on device: {free} bytes free, {REOPEN_MIN_FREE_BYTES} needed to reopen the store",
             )
-        with self._lock:
+        with self._maintenance, self._lock:
             self._wal.close()
             self._drop_handles()
             try:
@@ -727,8 +731,9 @@ class EntryStore:
 
     @_locked
     def delete_ledgers(self, ledger_ids: list[LedgerId]) -> list[int]:
-        """Remove ledgers' entries and state in one synced write, then give
-        their space back; returns how many entries each had."""
+        """Remove ledgers' entries and state in one synced write; returns how
+        many entries each had. Their space is given back afterwards, on the
+        SpaceReclaimer's thread (`_reclaim_space`)."""
         counts = []
         batch = WriteBatch(raw_mode=True)
         for ledger_id in ledger_ids:
@@ -743,22 +748,36 @@ class EntryStore:
             batch.delete_range(prefix + b"\x00" * 8, prefix + b"\xff" * 8, self._entries_handle)
             batch.delete(prefix + b"\xff" * 8, self._entries_handle)
             batch.delete(prefix, self._ledgers_handle)
-        self._db.write(batch, self._write_options)
-        # Give the space back now, once for the whole batch: flushing the
-        # memtables retires the WAL that still holds the entries, compaction
-        # drops them from the SST files. Compacting the bottom level too drops
-        # the deletes themselves: a file holding only them would otherwise be
-        # moved down as it is and stay, one or two SST files (and open
-        # descriptors) more per deleted ledger.
-        self._entries.flush()
-        self._ledgers.flush()
-        down_to_the_bottom = CompactOptions()
-        down_to_the_bottom.set_bottommost_level_compaction(BottommostLevelCompaction.force_optimized())
-        for ledger_id in ledger_ids:
-            prefix = ledger_id.key
-            self._entries.compact_range(prefix, prefix + b"\xff" * 8, down_to_the_bottom)
-            self._ledgers.compact_range(prefix, prefix + b"\x00", down_to_the_bottom)
+        self._db.write(batch, self._batch_options)
+        if self._sync:
+            self._wal.sync()
+        self._reclaimer.put(ledger_ids)
         return counts
+
+    def space_reclaimed(self, timeout_seconds: float) -> bool:
+        """Whether the space of every ledger deleted so far is given back
+        within `timeout_seconds` (waits for it until then)."""
+        return self._reclaimer.wait_until_idle(timeout_seconds)
+
+    def _reclaim_space(self, ledger_ids: list[LedgerId]) -> None:
+        """Give deleted ledgers' space back, once for all of them: flushing
+        the memtables retires the WAL that still holds their entries,
+        compaction drops them from the SST files. Compacting the bottom level
+        too drops the deletes themselves: a file holding only them would
+        otherwise be moved down as it is and stay, one or two SST files (and
+        open descriptors) more per deleted ledger. Both release the
+        interpreter, and nothing else waits for them (SpaceReclaimer)."""
+        with self._maintenance:
+            if "_db" not in self.__dict__:
+                return  # no database open (a reopen failed): nothing to give back now
+            self._entries.flush()
+            self._ledgers.flush()
+            down_to_the_bottom = CompactOptions()
+            down_to_the_bottom.set_bottommost_level_compaction(BottommostLevelCompaction.force_optimized())
+            for ledger_id in ledger_ids:
+                prefix = ledger_id.key
+                self._entries.compact_range(prefix, prefix + b"\xff" * 8, down_to_the_bottom)
+                self._ledgers.compact_range(prefix, prefix + b"\x00", down_to_the_bottom)
 
 
 class DamagedJournal(DataLoss):
