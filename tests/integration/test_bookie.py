@@ -131,6 +131,22 @@ async def test_delete_removes_entries_and_state(bookie):
     assert (await bookie.read_entry(other, 0))[1] == packed(0, ledger=other)
 
 
+def test_a_delete_counts_and_removes_its_ledger_from_the_first_id_to_the_last_and_nothing_else(tmp_path):
+    deleted, before, after = LedgerId(9, 5), LedgerId(9, 4), LedgerId(9, 6)
+    store = EntryStore(tmp_path)
+    try:
+        last_id = 2**63 - 1
+        store.write([(before, last_id, b"b"), (deleted, 0, b"d"), (deleted, 7, b"d"), (deleted, last_id, b"d")], {})
+        store.write([(after, 0, b"a")], {})
+        assert store.delete_ledgers([deleted]) == [3]
+        assert [store.read(deleted, entry_id) for entry_id in (0, 7, last_id)] == [None, None, None]
+        assert store.read(before, last_id) == b"b" and store.read(after, 0) == b"a"
+        assert store.space_reclaimed(timeout_seconds=60)
+        assert store.read(before, last_id) == b"b" and store.read(after, 0) == b"a"
+    finally:
+        store.close()
+
+
 def info_log_bytes_after_deleting(path, ledgers: int) -> tuple[int, int]:
     """(files, bytes) of RocksDB's info LOG once `ledgers` one-entry ledgers are written and deleted one by one."""
     store = EntryStore(path)
