@@ -104,6 +104,35 @@ async def test_adds_queued_after_a_delete_do_not_wait_for_its_space_to_come_back
         await bookie.close()
 
 
+async def test_adds_are_stored_while_a_long_read_of_the_store_runs(tmp_path, monkeypatch):
+    """A scrub's check holds the store's handles for as long as it reads;
+    the writer's next write goes on beside it, not behind it."""
+    checking, release = threading.Event(), threading.Event()
+    check = EntryStore._check
+
+    def held_check(store: EntryStore, *args: object) -> object:
+        checking.set()
+        release.wait(60)
+        return check(store, *args)
+
+    monkeypatch.setattr(EntryStore, "_check", held_check)
+    bookie = Bookie(tmp_path)
+    await bookie.start()
+    try:
+        checked, written = LedgerId(9, 400), LedgerId(9, 401)
+        await bookie.add_entries(checked, KEY, [(0, packed(0, ledger=checked))], False)
+        scrub = asyncio.create_task(bookie.check_entries([(checked, [0], [0])]))
+        assert await asyncio.to_thread(checking.wait, 60)
+        await bookie.add_entries(written, KEY, [(0, packed(0, ledger=written))], False)
+        assert not scrub.done()  # stored while the check still held the store
+        release.set()
+        (found,) = await scrub
+        assert found.missing == [] and found.damaged == []
+    finally:
+        release.set()
+        await bookie.close()
+
+
 async def test_rocksdb_runs_with_explicit_memory_and_file_bounds(tmp_path):
     bookie = Bookie(tmp_path)
     await bookie.start()
