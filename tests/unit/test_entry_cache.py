@@ -184,3 +184,41 @@ async def test_the_expiry_task_empties_an_idle_cache_and_gives_the_memory_back(m
     finally:
         await cancel_and_wait(expiring)
     assert len(cache) == 0 and cache.size_bytes == 0 and given_back
+
+
+def test_idle_entries_expire_at_most_so_many_a_call():
+    clock = ManualClock(1000.0)
+    cache = EntryCache(1 << 20, idle_seconds=60, clock=clock)
+    for entry_id in range(5):
+        cache.put(LEDGER, 7, entry_id, b"x" * 100, entry_id)
+    clock.now += 61
+    assert cache.expire_idle(most=2) == 2 * (100 + ENTRY_OVERHEAD_BYTES)
+    assert [cache.contains(LEDGER, 7, entry_id) for entry_id in range(5)] == [False, False, True, True, True]
+    assert cache.expire_idle(most=2) and cache.expire_idle(most=2) and len(cache) == 0
+
+
+async def test_the_expiry_task_lets_the_loop_run_between_slices(monkeypatch):
+    monkeypatch.setattr(entry_cache, "EXPIRY_SLICE", 2)
+    monkeypatch.setattr(entry_cache, "give_back_free_memory", lambda: True)
+    cache = EntryCache(1 << 22, idle_seconds=0.04)
+    for entry_id in range(6):
+        cache.put(LEDGER, 7, entry_id, b"x" * 100, entry_id)
+    sizes_seen: set[int] = set()
+
+    async def other_work() -> None:
+        while True:
+            sizes_seen.add(len(cache))
+            await asyncio.sleep(0)
+
+    watching = asyncio.create_task(other_work())
+    expiring = asyncio.create_task(entry_cache.expire_idle_entries(cache))
+    try:
+        for _ in range(200):  # until emptied, at most 10 s
+            if len(cache) == 0:
+                break
+            await asyncio.sleep(0.05)
+    finally:
+        await cancel_and_wait(expiring)
+        await cancel_and_wait(watching)
+    assert len(cache) == 0
+    assert {4, 2} <= sizes_seen  # the loop ran between the slices
