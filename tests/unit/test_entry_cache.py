@@ -198,7 +198,7 @@ def test_idle_entries_expire_at_most_so_many_a_call():
 
 
 async def test_the_expiry_task_lets_the_loop_run_between_slices(monkeypatch):
-    monkeypatch.setattr(entry_cache, "EXPIRY_SLICE", 2)
+    monkeypatch.setattr(entry_cache, "SLICE_ENTRIES", 2)
     monkeypatch.setattr(entry_cache, "give_back_free_memory", lambda: True)
     cache = EntryCache(1 << 22, idle_seconds=0.04)
     for entry_id in range(6):
@@ -222,3 +222,30 @@ async def test_the_expiry_task_lets_the_loop_run_between_slices(monkeypatch):
         await cancel_and_wait(watching)
     assert len(cache) == 0
     assert {4, 2} <= sizes_seen  # the loop ran between the slices
+
+
+async def test_a_deleted_ledgers_entries_go_a_slice_at_a_time_and_no_other_ledgers(monkeypatch):
+    monkeypatch.setattr(entry_cache, "SLICE_ENTRIES", 2)
+    cache = EntryCache(1 << 22)
+    for entry_id in range(5):
+        cache.put(LEDGER, 7, entry_id, b"x" * 100, entry_id)
+    cache.put(OTHER, 7, 0, b"y" * 100, 100)
+    assert cache.drop_ledger(LEDGER, most=2) == 2 and len(cache) == 4
+    sizes_seen: set[int] = set()
+
+    async def other_work() -> None:
+        while True:
+            sizes_seen.add(len(cache))
+            await asyncio.sleep(0)
+
+    watching = asyncio.create_task(other_work())
+    await asyncio.sleep(0)
+    try:
+        assert await entry_cache.drop_ledger_entries(cache, LEDGER) == 3
+        await asyncio.sleep(0)
+    finally:
+        await cancel_and_wait(watching)
+    assert 2 in sizes_seen  # the loop ran between the slices
+    assert len(cache) == 1 and cache.contains(OTHER, 7, 0)
+    assert cache.size_bytes == 100 + ENTRY_OVERHEAD_BYTES
+    assert cache.drop_ledger(LEDGER) == 0

@@ -31,7 +31,7 @@ from quire_gateway.call_batches import CallGatherer
 from quire_gateway.cluster_calls import ClusterCalls
 from quire_gateway.metadata_store import LedgerMetadataStore, RegistryMetadata
 from quire_gateway.ownership.lease import GatewayLease
-from quire_gateway.read.entry_cache import EntryCache
+from quire_gateway.read.entry_cache import EntryCache, drop_ledger_entries
 from quire_gateway.read.ledger_reads import LedgerReads
 from quire_gateway.read.replicas import ReadSettings
 from quire_gateway.recovery import Recovery, RecoverySettings
@@ -369,7 +369,7 @@ class LedgerOperations:
         if handle is not None:
             handle.abandon(NotFound(f"ledger {ledger_id} was deleted", Reason.LEDGER_NOT_FOUND))
         if self.entry_cache is not None:
-            self.entry_cache.drop_ledger(ledger_id)
+            await drop_ledger_entries(self.entry_cache, ledger_id)
         await self.metadata_store.delete_ledger_metadata(ledger_id)
         # Metadata is gone, so the data is garbage: remove it now where we can.
         bookies = sorted({b for ensemble in metadata.ensembles for b in ensemble.bookie_ids})

@@ -52,8 +52,9 @@ class CachedEntry(NamedTuple):
     length: int  # the ledger's cumulative length including this entry
 
 
-# Idle entries expired per turn of the event loop (about 2 ms of it for 1 KiB entries).
-EXPIRY_SLICE = 2048
+# Entries let go (idle, or of a deleted ledger) per turn of the event loop: about 2 ms
+# of it for 1 KiB entries, where a full cache let go at once held the loop for 48 ms.
+SLICE_ENTRIES = 2048
 
 # Inside, a key is (scope id, ledger id, the ledger's incarnation, entry id) and a value
 # (payload, length, when it was last put or read by the cache's clock): plain tuples of
@@ -194,12 +195,18 @@ class EntryCache:
         self.size_bytes -= freed
         return freed
 
-    def drop_ledger(self, ledger_id: LedgerId) -> int:
-        """Forget every entry of a ledger (it was deleted); how many went."""
-        doomed = self._keys_of.pop(ledger_id, set())
-        for key in doomed:
-            self.size_bytes -= len(self._entries.pop(key)[0]) + ENTRY_OVERHEAD_BYTES
-        return len(doomed)
+    def drop_ledger(self, ledger_id: LedgerId, most: int = 0) -> int:
+        """Forget the entries of a ledger (it was deleted), at most `most` of
+        them (0: all); how many went."""
+        keys = self._keys_of.get(ledger_id)
+        if keys is None:
+            return 0
+        doomed = len(keys) if not most or most >= len(keys) else most
+        for _ in range(doomed):
+            self.size_bytes -= len(self._entries.pop(keys.pop())[0]) + ENTRY_OVERHEAD_BYTES
+        if not keys:
+            del self._keys_of[ledger_id]
+        return doomed
 
     def status(self) -> dict[str, int]:
         return {
@@ -214,12 +221,26 @@ class EntryCache:
         }
 
 
+async def drop_ledger_entries(cache: EntryCache, ledger_id: LedgerId) -> int:
+    """`cache.drop_ledger`, SLICE_ENTRIES at a time with the loop's other work
+    between; how many went. The entries are right while the ledger's metadata
+    exists and never served once it is gone (reads find no metadata; a ledger
+    made again with its id is another incarnation), so they may go over
+    several turns."""
+    dropped = 0
+    while True:
+        went = cache.drop_ledger(ledger_id, most=SLICE_ENTRIES)
+        dropped += went
+        if went < SLICE_ENTRIES:
+            return dropped
+        await asyncio.sleep(0)
+
+
 async def expire_idle_entries(cache: EntryCache) -> None:
     """Every few seconds, drop the entries left idle, and once that frees a
     megabyte or more, give the memory back to the OS (the gateway's RSS
     otherwise stays at the cache's high-water mark for good). They go
-    EXPIRY_SLICE at a time, the loop's other work between: a full cache of
-    1 KiB entries, expired at once, held the event loop for 48 ms."""
+    SLICE_ENTRIES at a time, the loop's other work between."""
     if cache.idle_seconds <= 0 or not cache.enabled:
         return
     freed_since_given_back = 0
@@ -227,8 +248,8 @@ async def expire_idle_entries(cache: EntryCache) -> None:
         await asyncio.sleep(min(10.0, cache.idle_seconds / 4))
         while True:
             expired_before = cache.stats.expired
-            freed_since_given_back += cache.expire_idle(most=EXPIRY_SLICE)
-            if cache.stats.expired - expired_before < EXPIRY_SLICE:
+            freed_since_given_back += cache.expire_idle(most=SLICE_ENTRIES)
+            if cache.stats.expired - expired_before < SLICE_ENTRIES:
                 break  # no idle entry left
             await asyncio.sleep(0)
         if freed_since_given_back >= WORTH_GIVING_BACK_BYTES:
