@@ -11,6 +11,13 @@ from pathlib import Path
 
 import pytest
 
+# Set before gRPC loads (quire_client imports it): gRPC core's fork handlers stay out of the
+# way of the subprocesses these tests start. With them on, pyspark's launch of its Java
+# gateway (a fork with a preexec_fn, while grpc.aio threads of earlier tests were in gRPC)
+# once printed "skipping fork() handlers" and an EventEngine poller's EBADF, and the gateway
+# exited before it started. Nothing here forks a process that goes on using gRPC.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+
 from quire_client.cluster import etcd_command, etcd_healthy, free_port
 
 # In-process servers in these tests run in plaintext development mode; the
