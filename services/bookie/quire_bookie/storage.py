@@ -156,13 +156,14 @@ class StripesChecked:
 
 
 class HandlesInUse:
-    """The store's RocksDB handles in use: every read, write and compaction
-    holds this shared (`with`), and `reopen` and `close`, which replace or drop
-    the handles, hold it alone (`alone()`), once every use before them ends;
-    uses that come while one waits for that wait behind it. One plain lock for
-    every use made a long read hold the writer's next write back: a scrub's
-    check of 65,536 entries held an add for about 3 s (docs/decisions.md,
-    "Reads beside the writer"). No use takes it twice."""
+    """The store's RocksDB handles in use. Every read, write and compaction
+    holds this shared (`with`); `reopen` and `close`, which replace or drop
+    the handles, hold it alone (`alone()`) once every use begun before them
+    has ended, and uses that come while one of them waits, wait behind it.
+    One plain lock for every use let a long read hold the writer's next write
+    back: a scrub's check of 65,000 entries held an add for about 3 s
+    (docs/decisions.md, "Reads beside the writer"). No store method takes it
+    twice, so none waits for itself."""
 
     def __init__(self) -> None:
         self._changed = threading.Condition(threading.Lock())
