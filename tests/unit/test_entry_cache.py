@@ -197,6 +197,13 @@ def test_idle_entries_expire_at_most_so_many_a_call():
     assert cache.expire_idle(most=2) and cache.expire_idle(most=2) and len(cache) == 0
 
 
+async def note_sizes_every_turn(cache: EntryCache, sizes_seen: set[int]) -> None:
+    """Other work on the loop: the cache's size at each turn it gets."""
+    while True:
+        sizes_seen.add(len(cache))
+        await asyncio.sleep(0)
+
+
 async def test_the_expiry_task_lets_the_loop_run_between_slices(monkeypatch):
     monkeypatch.setattr(entry_cache, "SLICE_ENTRIES", 2)
     monkeypatch.setattr(entry_cache, "give_back_free_memory", lambda: True)
@@ -204,13 +211,7 @@ async def test_the_expiry_task_lets_the_loop_run_between_slices(monkeypatch):
     for entry_id in range(6):
         cache.put(LEDGER, 7, entry_id, b"x" * 100, entry_id)
     sizes_seen: set[int] = set()
-
-    async def other_work() -> None:
-        while True:
-            sizes_seen.add(len(cache))
-            await asyncio.sleep(0)
-
-    watching = asyncio.create_task(other_work())
+    watching = asyncio.create_task(note_sizes_every_turn(cache, sizes_seen))
     expiring = asyncio.create_task(entry_cache.expire_idle_entries(cache))
     try:
         for _ in range(200):  # until emptied, at most 10 s
@@ -232,13 +233,7 @@ async def test_a_deleted_ledgers_entries_go_a_slice_at_a_time_and_no_other_ledge
     cache.put(OTHER, 7, 0, b"y" * 100, 100)
     assert cache.drop_ledger(LEDGER, most=2) == 2 and len(cache) == 4
     sizes_seen: set[int] = set()
-
-    async def other_work() -> None:
-        while True:
-            sizes_seen.add(len(cache))
-            await asyncio.sleep(0)
-
-    watching = asyncio.create_task(other_work())
+    watching = asyncio.create_task(note_sizes_every_turn(cache, sizes_seen))
     await asyncio.sleep(0)
     try:
         assert await entry_cache.drop_ledger_entries(cache, LEDGER) == 3
