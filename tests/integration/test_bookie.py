@@ -138,11 +138,28 @@ def test_a_delete_counts_and_removes_its_ledger_from_the_first_id_to_the_last_an
         last_id = 2**63 - 1
         store.write([(before, last_id, b"b"), (deleted, 0, b"d"), (deleted, 7, b"d"), (deleted, last_id, b"d")], {})
         store.write([(after, 0, b"a")], {})
-        assert store.delete_ledgers([deleted]) == [3]
+        (count,) = store.delete_ledgers([deleted])
+        store.write([(deleted, 8, b"d")], {})  # written after the delete: not in its count
+        assert count() == 3
+        assert store.read(deleted, 8) == b"d"
         assert [store.read(deleted, entry_id) for entry_id in (0, 7, last_id)] == [None, None, None]
         assert store.read(before, last_id) == b"b" and store.read(after, 0) == b"a"
         assert store.space_reclaimed(timeout_seconds=60)
         assert store.read(before, last_id) == b"b" and store.read(after, 0) == b"a"
+    finally:
+        store.close()
+
+
+def test_a_deleted_ledgers_count_is_refused_once_the_store_was_reopened(tmp_path):
+    """The count reads the database the delete saw: after a reopen it is gone."""
+    ledger = LedgerId(9, 5)
+    store = EntryStore(tmp_path)
+    try:
+        store.write([(ledger, 0, b"d")], {})
+        (count,) = store.delete_ledgers([ledger])
+        store.reopen()
+        with pytest.raises(RuntimeError, match="closed or reopened"):
+            count()
     finally:
         store.close()
 

@@ -105,6 +105,38 @@ async def test_adds_queued_after_a_delete_do_not_wait_for_its_space_to_come_back
         await bookie.close()
 
 
+async def test_adds_are_stored_while_a_deleted_ledger_is_counted(tmp_path, monkeypatch):
+    """A delete's answer counts the ledger's entries after the delete, off
+    the writer thread: an add queued behind the delete is stored while the
+    count still runs, and the count is of the entries the delete removed."""
+    counting, release = threading.Event(), threading.Event()
+    count = EntryStore._count
+
+    def held_count(store: EntryStore, *args: object) -> int:
+        counting.set()
+        release.wait(60)
+        return count(store, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(EntryStore, "_count", held_count)
+    bookie = Bookie(tmp_path)
+    await bookie.start()
+    try:
+        deleted, written = LedgerId(9, 500), LedgerId(9, 501)
+        await bookie.add_entries(deleted, KEY, [(i, packed(i, ledger=deleted)) for i in range(7)], False)
+        delete = asyncio.create_task(bookie.delete_ledger(deleted))
+        added = asyncio.create_task(bookie.add_entries(written, KEY, [(0, packed(0, ledger=written))], False))
+        assert await asyncio.to_thread(counting.wait, 60)
+        await added  # queued behind the delete, stored while the count still runs
+        assert not delete.done()
+        release.set()
+        assert await delete == 7
+        assert (await bookie.read_entries(deleted, [0, 6], 0, 0))[0] == []
+        assert (await bookie.read_entry(written, 0))[1] == packed(0, ledger=written)
+    finally:
+        release.set()
+        await bookie.close()
+
+
 async def test_adds_are_stored_while_a_long_read_of_the_store_runs(tmp_path, monkeypatch):
     """A scrub's check holds the store's handles for as long as it reads;
     the writer's next write goes on beside it, not behind it."""
