@@ -137,6 +137,28 @@ async def test_adds_are_stored_while_a_deleted_ledger_is_counted(tmp_path, monke
         await bookie.close()
 
 
+async def test_a_delete_whose_caller_gave_up_lets_go_of_the_ledgers_view(tmp_path):
+    """The view a delete keeps of its ledger holds the deleted entries' files
+    open until it is counted: counted all the same when nobody waits."""
+    bookie = Bookie(tmp_path)
+    await bookie.start()
+    try:
+        ledger = LedgerId(9, 600)
+        await bookie.add_entries(ledger, KEY, [(i, packed(i, ledger=ledger)) for i in range(3)], False)
+        delete = asyncio.create_task(bookie.delete_ledger(ledger))
+        await asyncio.sleep(0)  # queued: now waiting for the writer
+        delete.cancel()
+        deadline = asyncio.get_running_loop().time() + 60
+        while (await bookie.read_entries(ledger, [0, 2], 0, 0))[0]:
+            assert asyncio.get_running_loop().time() < deadline, "the ledger was not deleted"
+            await asyncio.sleep(0.05)
+        while bookie._store._uncounted:
+            assert asyncio.get_running_loop().time() < deadline, "the deleted ledger's view is still held"
+            await asyncio.sleep(0.05)
+    finally:
+        await bookie.close()
+
+
 async def test_adds_are_stored_while_a_long_read_of_the_store_runs(tmp_path, monkeypatch):
     """A scrub's check holds the store's handles for as long as it reads;
     the writer's next write goes on beside it, not behind it."""
