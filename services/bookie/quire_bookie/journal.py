@@ -431,9 +431,11 @@ class GroupCommitter:
         count = await future
         try:
             return await asyncio.to_thread(count)
-        except Exception as exc:  # deleted, but not counted (the store was reopened meanwhile)
+        except Exception as exc:  # deleted, but not counted (the store was reopened or closed meanwhile)
             log.error("counting the entries of deleted ledger %s failed", ledger_id, exc_info=exc)
-            raise Unavailable(f"bookie storage delete failed: {exc}", Reason.BOOKIE_UNAVAILABLE) from exc
+            raise Unavailable(
+                f"ledger {ledger_id} was deleted, but its entries were not counted: {exc}", Reason.BOOKIE_UNAVAILABLE
+            ) from exc
 
     # -- on the event loop, once per batch ---------------------------------------
 
