@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from typing import Any
 
 import grpc
 import pytest
@@ -20,7 +21,7 @@ from quire_api.errors import (
 )
 from quire_api.ids import LedgerId, ledger_id_to_proto
 from quire_api.rpc_status import STATUS_DETAILS_KEY
-from quire_bookie import inspect
+from quire_bookie import inspect, storage
 from quire_bookie.bookie import Bookie, BookieSettings
 from quire_bookie.collector import LedgerCollector
 from quire_bookie.disk import ReadOnlyPolicy
@@ -160,6 +161,34 @@ def test_a_deleted_ledgers_count_is_refused_once_the_store_was_reopened(tmp_path
         store.reopen()
         with pytest.raises(RuntimeError, match="closed or reopened"):
             count()
+    finally:
+        store.close()
+
+
+def test_a_delete_that_fails_lets_go_of_the_views_it_opened(tmp_path, monkeypatch):
+    """Nobody will count a delete that failed: the views of its ledgers (open
+    iterators, which hold the database and its files) are let go at once."""
+    opened: list[storage._KeysBeforeDelete] = []
+
+    class Recorded(storage._KeysBeforeDelete):
+        def __init__(self, *args: Any) -> None:
+            super().__init__(*args)
+            opened.append(self)
+
+    monkeypatch.setattr(storage, "_KeysBeforeDelete", Recorded)
+    ledger = LedgerId(9, 5)
+    store = EntryStore(tmp_path)
+    try:
+        store.write([(ledger, 0, b"d")], {})
+
+        def failing_sync() -> None:
+            raise OSError("sync failed")
+
+        monkeypatch.setattr(store._wal, "sync", failing_sync)
+        with pytest.raises(OSError, match="sync failed"):
+            store.delete_ledgers([ledger])
+        assert len(opened) == 1 and opened[0].keys is None
+        assert store._uncounted == set()
     finally:
         store.close()
 

@@ -269,6 +269,26 @@ async def test_deletes_queued_together_share_one_storage_call_and_keep_queue_ord
     await committer.stop()
 
 
+async def test_a_delete_whose_count_is_lost_says_the_ledger_was_deleted():
+    class LostCountStore(DeletingStore):
+        def delete_ledgers(self, ledger_ids: list[LedgerId]) -> list[Callable[[], int]]:
+            super().delete_ledgers(ledger_ids)
+
+            def lost() -> int:
+                raise RuntimeError("the store was closed or reopened after the delete; its count is lost")
+
+            return [lost for _ in ledger_ids]
+
+    store = LostCountStore()
+    committer = committer_on(store)
+    committer.start()
+    await committer.add(LEDGER, KEY, [add(0)], False)
+    with pytest.raises(Unavailable, match=f"ledger {LEDGER} was deleted, but its entries were not counted"):
+        await committer.delete(LEDGER)
+    assert [ledger for ledger, _ in store.deleted] == [LEDGER]
+    await committer.stop()
+
+
 class FullDiskStore(FakeStore):
     """Writes fail as RocksDB reports a full disk; reopening fails until `room` is set."""
 
