@@ -72,7 +72,7 @@ YIELDS_BEFORE_SENDING = 20
 # Once this many messages in a row carried one add each (a lone writer:
 # nobody joins), the next waits only YIELDS_WHEN_ALONE rounds. At one writer
 # the 20 rounds held each entry 110-120 us before it left (the prototype's
-# sender 30), 2 rounds 69. At 16 writers, unary or streamed, four lone
+# sender 30), 2 rounds 69-83. At 16 writers, unary or streamed, four lone
 # messages in a row came 9 times in 9,687 messages: they batch as before.
 LONE_ADDS_BEFORE_SENDING_AT_ONCE = 4
 YIELDS_WHEN_ALONE = 2
