@@ -64,12 +64,6 @@ backend gateways
 """
 
 
-def _listening(host: str, port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.settimeout(0.5)
-        return probe.connect_ex((host, port)) == 0
-
-
 class HaproxyBalancer:
     """One HAProxy process, started and stopped by PID, its configuration and
     log in `directory`."""
@@ -111,15 +105,25 @@ class HaproxyBalancer:
         self._popen = subprocess.Popen(
             [self.binary, "-db", "-f", str(self.config_path)], stdout=self._log, stderr=subprocess.STDOUT
         )
-        host, _, port = self.listen.rpartition(":")
         deadline = time.monotonic() + timeout
-        while not _listening(host, int(port)):
+        while not self._listening():
             if self._popen.poll() is not None:
                 raise BalancerError(f"haproxy exited with status {self._popen.returncode}; see {self.log_path}")
             if time.monotonic() > deadline:
                 self.stop()
                 raise BalancerError(f"haproxy did not listen on {self.listen} within {timeout:.0f} s")
             time.sleep(0.05)
+
+    def _listening(self) -> bool:
+        """Whether the frontend is bound, asked on the runtime socket. A test
+        connection to the frontend would do as well, but HAProxy sends it on
+        to a backend, sometimes after the first clients' connections: it took
+        one of their round-robin turns."""
+        try:
+            rows = self._stat_rows()
+        except OSError:  # the socket is not there, or not answering, yet
+            return False
+        return any(row.get("svname") == "FRONTEND" and row.get("status") == "OPEN" for row in rows)
 
     def _command(self, command: str) -> str:
         """One command on HAProxy's runtime socket; its answer."""
@@ -149,10 +153,15 @@ class HaproxyBalancer:
     def connections_per_backend(self) -> dict[str, int]:
         """How many connections HAProxy has sent to each backend so far (its
         `stot` counter), from the stats socket."""
+        return {row["svname"]: int(row["stot"] or 0) for row in self._stat_rows() if row["svname"] in self.backends}
+
+    def _stat_rows(self) -> list[dict[str, str]]:
+        """`show stat`: a row per frontend, backend and server, by column name."""
         lines = self._command("show stat").splitlines()
+        if not lines:
+            return []
         header = lines[0].lstrip("# ").split(",")
-        rows = [dict(zip(header, line.split(","), strict=False)) for line in lines[1:] if line]
-        return {row["svname"]: int(row["stot"] or 0) for row in rows if row["svname"] in self.backends}
+        return [dict(zip(header, line.split(","), strict=False)) for line in lines[1:] if line]
 
     def running(self) -> bool:
         return self._popen is not None and self._popen.poll() is None
