@@ -510,3 +510,34 @@ async def test_a_ledger_whose_bookies_and_placement_are_out_of_reach_fails_with_
             await write(handle, [b"x%d" % i for i in range(3)])
     failed = [r for r in caplog.records if "write handle failed" in r.getMessage()]
     assert [r.levelno for r in failed] == [logging.WARNING]
+
+
+async def test_the_marker_starts_at_the_first_failed_add_when_a_later_failure_finds_the_replacement():
+    """E=3 W=3 A=2, two adds to c in flight when c fails. The first
+    failure's change finds no replacement yet (registrations lapsed, say);
+    the second's, queued behind it, finds one. The marker must still start
+    at the first add's entry: a and b confirmed it without c (CI: PART-5
+    left a batch of 20 entries at two copies this way)."""
+    remote = FakeClusterCalls(["a", "b", "c"], spare=["d"])
+    handle = handle_on(remote, ["a", "b", "c"], write_quorum=3, ack_quorum=2)
+    assert await write(handle, [b"x"]) == [0]
+    choose = remote.replace_bookie
+    refusals = 1
+
+    async def none_at_first(metadata, ensemble, failed, exclude):  # type: ignore[no-untyped-def]
+        nonlocal refusals
+        if refusals:
+            refusals -= 1
+            await asyncio.sleep(0.01)  # the second failure's change queues behind this one meanwhile
+            raise Unavailable("not enough bookies: needs 1, 0 are available", Reason.NOT_ENOUGH_BOOKIES)
+        return await choose(metadata, ensemble, failed, exclude)
+
+    remote.replace_bookie = none_at_first  # type: ignore[method-assign]
+    remote.bookies["c"].down = True
+    first_add, second_add = await handle.submit([b"y"]), await handle.submit([b"z"])
+    assert list(await asyncio.gather(*first_add, *second_add)) == [1, 2]
+    await asyncio.sleep(0.05)  # the changes settle
+    metadata = remote.metadata
+    assert [list(e.bookie_ids) for e in metadata.ensembles][-1] == ["a", "b", "d"]
+    marker = dict(metadata.custom_metadata)["quire.under-replicated/c"]
+    assert marker.split("-")[0] == "1", marker

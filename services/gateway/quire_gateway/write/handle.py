@@ -193,6 +193,7 @@ class WriteHandle:
         self._replaced: set[str] = set()
         # Failed bookies left out without an ensemble change (their marker is in the metadata).
         self._delayed: set[str] = set()
+        self._unstored_from: dict[str, int] = {}  # per failed bookie (_first_lacking)
         self._failure: QuireError | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         # The first entry id of each add not answered yet, with the bookies it waits for (one
@@ -506,12 +507,15 @@ class WriteHandle:
             return  # already failed, already replaced, or already left out
         if not replaceable(error):
             self._fail(error)
-        elif self.settings.delay_ensemble_change and self._can_leave_out(bookie_id):
+            return
+        first = self._lowest_unstored(bookie_id)
+        self._unstored_from[bookie_id] = min(first, self._unstored_from.get(bookie_id, first))
+        if self.settings.delay_ensemble_change and self._can_leave_out(bookie_id):
             log.warning("ledger %s: bookie %s failed (%s); writing on without it", self.ledger_id, bookie_id, error)
-            self._spawn(self._leave_out(bookie_id, self._lowest_unstored(bookie_id)))
+            self._spawn(self._leave_out(bookie_id))
         else:
             log.warning("ledger %s: bookie %s failed (%s); replacing it", self.ledger_id, bookie_id, error)
-            self._spawn(self._change_ensemble(bookie_id, self._lowest_unstored(bookie_id)))
+            self._spawn(self._change_ensemble(bookie_id))
 
     def _can_leave_out(self, bookie_id: str) -> bool:
         """Whether every write set keeps A members without `bookie_id` and
@@ -524,25 +528,35 @@ class WriteHandle:
         firsts = [first for first, waiting_for in self._unanswered_firsts.items() if bookie_id in waiting_for]
         return min(firsts, default=self.next_entry_id)
 
+    def _first_lacking(self, failed: str) -> int:
+        """The first entry `failed` may lack, over all its failed adds since
+        it was last replaced or left out (none: the next entry, so nothing
+        confirmed to mark). Each failure starts a change, and the one that
+        records the marker may be a later add's, queued behind an earlier
+        one's that found no replacement."""
+        return self._unstored_from.get(failed, self.next_entry_id)
+
     def _answered(self, bookie_id: str, first_entry_id: int) -> None:
         waiting_for = self._unanswered_firsts[first_entry_id]
         waiting_for.remove(bookie_id)
         if not waiting_for:
             del self._unanswered_firsts[first_entry_id]
 
-    async def _leave_out(self, failed: str, first: int) -> None:
+    async def _leave_out(self, failed: str) -> None:
         """Delayed ensemble change: stop sending to `failed` and mark the
         entries it may lack in the metadata, keeping the ensemble."""
         async with self._change_lock:
             if self._failure is not None or failed not in self.ensemble or failed in self._delayed:
                 return
             if not self._can_leave_out(failed):  # another bookie was left out meanwhile
-                self._spawn(self._change_ensemble(failed, first))
+                self._spawn(self._change_ensemble(failed))
                 return
             self._set_stable(False)
             try:
+                first = self._first_lacking(failed)
                 await self._update_metadata(lambda updated: add_marker(updated, failed, first, None))
                 self._delayed.add(failed)
+                self._unstored_from.pop(failed, None)
                 self.quarantine.add(failed)
                 metrics.delayed_ensemble_changes.add(1)
                 log.info("ledger %s: bookie %s left out from entry %d, ensemble kept", self.ledger_id, failed, first)
@@ -552,12 +566,12 @@ class WriteHandle:
                 self._set_stable(True)
         self._advance()
 
-    async def _change_ensemble(self, failed: str, first_unstored: int) -> None:
+    async def _change_ensemble(self, failed: str) -> None:
         """Replace `failed`, and every bookie left out before it (docs/architecture.md,
         "An append, step by step", step 5): a new ensemble from LAC+1, recorded by compare-and-swap,
         then the pending entries they should have stored are resent to their
-        replacements. Entries from `first_unstored` (the lowest `failed` had
-        not acknowledged when it failed) up to LAC were confirmed without it:
+        replacements. Entries from the lowest `failed` had not acknowledged
+        when any of its adds failed (_unstored_from) up to LAC were confirmed without it:
         they are marked in the same write, for the auditor to copy back to it
         when it returns (or to its replacement in the old segment if it does
         not), so the copies the user asked for are restored."""
@@ -583,10 +597,11 @@ class WriteHandle:
                     for bookie in gone:
                         self.quarantine.add(bookie)
                     first_entry_id = self.last_add_confirmed + 1
-                    unacked = (failed, first_unstored, first_entry_id - 1)
+                    unacked = (failed, self._first_lacking(failed), first_entry_id - 1)
                     await self._record_ensemble(first_entry_id, ensemble, unacked)
                 self._set_ensemble(ensemble)
                 self._delayed.clear()
+                self._unstored_from.pop(failed, None)
                 self.ensemble_changes += len(gone)
                 metrics.ensemble_changes.add(len(gone))
                 resend = reassign(self._pending, replacements, self._stripes)
@@ -616,7 +631,7 @@ class WriteHandle:
             finally:
                 self._set_stable(True)
         if leave_out:
-            await self._leave_out(failed, first_unstored)  # it advances
+            await self._leave_out(failed)  # it advances
         else:
             self._advance()
 
