@@ -37,6 +37,8 @@ if TYPE_CHECKING:  # devcerts needs cryptography, which a client-only install la
     from quire_client.devcerts import CertBundle
 
 _ISSUED_PORTS: set[int] = set()
+# What a bookie logs each time its registration session is established (quire_bookie.registration).
+REGISTERED_LOG_LINE = b'"registered as '
 
 
 def _ephemeral_port_range() -> tuple[int, int]:
@@ -718,8 +720,45 @@ class LocalCluster:
             popen.wait(timeout=10)
 
     def restart(self, name: str, timeout: float = 60.0) -> None:
+        """Stop `name` and start it again. After the registry, also wait until
+        every running bookie has registered with it again: until then a
+        registration whose session ended with the old registry still counts
+        (its lease lives out its TTL), and a bookie gone from it leaves the
+        cluster one short a moment later."""
+        marks = self._bookie_log_sizes() if name == "registry" else {}
         self.terminate(name)
         self.start_process(name, timeout)
+        if marks:
+            self._wait_registered_since(marks, timeout)
+
+    def _bookie_log_sizes(self) -> dict[str, int]:
+        """Each running bookie's log size: where its lines after now begin."""
+        sizes = {}
+        for name in self.bookie_names:
+            popen = self.processes[name].popen
+            if popen is not None and popen.poll() is None:
+                path = self.log_path(name)
+                sizes[name] = path.stat().st_size if path.exists() else 0
+        return sizes
+
+    def _wait_registered_since(self, marks: dict[str, int], timeout: float) -> None:
+        """Until each bookie in `marks` logs a registration after its mark (a
+        bookie logs one whenever its session is established again)."""
+        deadline = time.monotonic() + timeout
+        waiting = dict(marks)
+        while waiting:
+            for name, offset in list(waiting.items()):
+                with self.log_path(name).open("rb") as log:
+                    log.seek(offset)
+                    if REGISTERED_LOG_LINE in log.read():
+                        del waiting[name]
+            if not waiting:
+                return
+            if time.monotonic() > deadline:
+                raise ClusterError(
+                    f"{sorted(waiting)} did not register with the restarted registry within {timeout:.0f}s"
+                )
+            time.sleep(0.1)
 
     def stop(self) -> None:
         """Stop everything this cluster started: the balancer and gateways
