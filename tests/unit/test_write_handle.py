@@ -535,8 +535,11 @@ async def test_the_marker_starts_at_the_first_failed_add_when_a_later_failure_fi
     remote.replace_bookie = none_at_first  # type: ignore[method-assign]
     remote.bookies["c"].down = True
     first_add, second_add = await handle.submit([b"y"]), await handle.submit([b"z"])
-    assert list(await asyncio.gather(*first_add, *second_add)) == [1, 2]
-    await asyncio.sleep(0.05)  # the changes settle
+    assert list(await asyncio.gather(*first_add, *second_add)) == [1, 2]  # by a and b, before the change
+    for _ in range(500):  # until the second change has replaced c (a few loop turns; 5 s at most)
+        if handle.ensemble_changes:
+            break
+        await asyncio.sleep(0.01)
     metadata = remote.metadata
     assert [list(e.bookie_ids) for e in metadata.ensembles][-1] == ["a", "b", "d"]
     marker = dict(metadata.custom_metadata)["quire.under-replicated/c"]
