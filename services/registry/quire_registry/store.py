@@ -183,7 +183,15 @@ def etcd_rpc_error(what: str, exc: grpc.aio.AioRpcError) -> QuireError | None:
         )
     if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
         return Unavailable(f"etcd {what} failed: {exc.code().name}: {details}", Reason.METADATA_STORE_UNAVAILABLE)
+    if exc.code() == grpc.StatusCode.INTERNAL and _SEND_ON_A_FAILED_CALL in (exc.debug_error_string() or ""):
+        # grpc.aio's own error for a message sent on a call that had already failed, as a lease
+        # keep-alive's stream does when the connection to etcd breaks under it (grpc/grpc#24758):
+        # the connection is lost, etcd said nothing.
+        return Unavailable(f"etcd {what} failed: the connection broke", Reason.METADATA_STORE_UNAVAILABLE)
     return None  # anything else is a bug here, not a state of etcd
+
+
+_SEND_ON_A_FAILED_CALL = 'Failed "execute_batch"'
 
 
 def _key_value(kv) -> KeyValue:  # type: ignore[no-untyped-def]
