@@ -167,6 +167,10 @@ def _details(exc: Exception) -> str:
     return exc.details() or str(exc) if isinstance(exc, grpc.aio.AioRpcError) else str(exc)
 
 
+# In the debug string of grpc.aio's own INTERNAL error for a message sent on a call that had already failed.
+_SEND_ON_A_FAILED_CALL = 'Failed "execute_batch"'
+
+
 def etcd_rpc_error(what: str, exc: grpc.aio.AioRpcError) -> QuireError | None:
     """An etcd call's gRPC failure that etcd3aio passes through, as a QuireError.
     RESOURCE_EXHAUSTED is etcd's space quota: the NOSPACE alarm is raised and
@@ -189,9 +193,6 @@ def etcd_rpc_error(what: str, exc: grpc.aio.AioRpcError) -> QuireError | None:
         # the connection is lost, etcd said nothing.
         return Unavailable(f"etcd {what} failed: the connection broke", Reason.METADATA_STORE_UNAVAILABLE)
     return None  # anything else is a bug here, not a state of etcd
-
-
-_SEND_ON_A_FAILED_CALL = 'Failed "execute_batch"'
 
 
 def _key_value(kv) -> KeyValue:  # type: ignore[no-untyped-def]
