@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from quire_api.errors import Aborted, AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
+from quire_api.errors import Aborted, AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, Reason, Unavailable
 from quire_api.ids import LedgerId
 from quire_proto.common.v1 import common_pb2
 from quire_proto.registry.v1 import registry_pb2
@@ -177,6 +177,36 @@ async def test_an_expired_registration_ends_with_not_found_not_an_internal_error
         assert asyncio.get_running_loop().time() < deadline, "the lease never expired"
         await asyncio.sleep(2.5)  # longer than the TTL: the next heartbeat finds it expired
     await registry.unregister_bookie(registration)  # the lease is gone: nothing to revoke, no error
+
+
+async def registered_ids(registry) -> list[str]:
+    records, _ = await registry.list_bookies(registry_pb2.BOOKIE_STATE_ALL)
+    return [record.bookie_id for record in records]
+
+
+async def test_a_registration_whose_lease_runs_out_before_etcd_applies_it_is_unavailable(registry):
+    # etcd slower than a fresh lease's TTL: the lease is gone when the registration's
+    # transaction arrives, and etcd answers NOT_FOUND "requested lease not found". The bookie
+    # must get a retryable UNAVAILABLE (not INTERNAL), nothing may be written, and its next
+    # attempt registers it.
+    store = registry.bookies.store
+    real_grant = store.grant_lease
+
+    async def grant_then_lose(ttl_seconds: int) -> tuple[int, int]:
+        lease_id, ttl = await real_grant(ttl_seconds)
+        await store.revoke_lease(lease_id)  # as if the TTL ran out in transit
+        return lease_id, ttl
+
+    store.grant_lease = grant_then_lose
+    with pytest.raises(Unavailable) as refused:
+        await registry.register_bookie("bookie-l", False, two_endpoints(), 5)
+    assert refused.value.reason == Reason.METADATA_STORE_UNAVAILABLE
+    assert "lease" in refused.value.message
+    store.grant_lease = real_grant
+    assert await registered_ids(registry) == []
+    registration = await registry.register_bookie("bookie-l", False, two_endpoints(), 5)
+    assert await registered_ids(registry) == ["bookie-l"]
+    await registry.unregister_bookie(registration)
 
 
 async def test_empty_record_resolves_from_host_port_id(registry):

@@ -171,6 +171,11 @@ def _details(exc: Exception) -> str:
 _SEND_ON_A_FAILED_CALL = 'Failed "execute_batch"'
 
 
+def _is_lease_gone(exc: grpc.aio.AioRpcError) -> bool:
+    """etcd's answer to a call naming a lease it no longer has: expired or revoked."""
+    return exc.code() == grpc.StatusCode.NOT_FOUND and "lease not found" in (exc.details() or "")
+
+
 def etcd_rpc_error(what: str, exc: grpc.aio.AioRpcError) -> QuireError | None:
     """An etcd call's gRPC failure that etcd3aio passes through, as a QuireError.
     RESOURCE_EXHAUSTED is etcd's space quota: the NOSPACE alarm is raised and
@@ -478,6 +483,17 @@ class EtcdStore:
                     self._kv.txn(compares, requests, read_back, timeout=deadline - time.monotonic(), max_attempts=1),
                     first_key,
                 )
+            except grpc.aio.AioRpcError as exc:
+                if not _is_lease_gone(exc):
+                    raise
+                # A put on a lease that ran out before etcd applied the transaction (granted
+                # just before, and etcd slower than its TTL): nothing was written, and trying
+                # again cannot bring the lease back. The caller takes a fresh one.
+                raise Unavailable(
+                    f"etcd transaction on {first_key!r} failed: the lease it puts keys on ran out "
+                    "before etcd applied it; try again",
+                    Reason.METADATA_STORE_UNAVAILABLE,
+                ) from None
             except Unavailable:
                 pause = next(pauses, None)
                 if pause is None:
@@ -522,9 +538,9 @@ class EtcdStore:
         try:
             await self._guard("lease revoke", self._client.lease.revoke(lease_id, timeout=self._timeout))
         except grpc.aio.AioRpcError as exc:
-            # etcd answers NOT_FOUND for a lease that already expired (a bookie cut off from
-            # the registry past its TTL): nothing is left to revoke.
-            if exc.code() != grpc.StatusCode.NOT_FOUND:
+            # A lease that already expired (a bookie cut off from the registry past its TTL):
+            # nothing is left to revoke.
+            if not _is_lease_gone(exc):
                 raise
             log.info("lease %x had already expired", lease_id)
 
