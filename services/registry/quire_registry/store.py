@@ -21,7 +21,7 @@ from typing import Protocol
 import etcd3aio
 import grpc
 from etcd3aio import prefix_range_end
-from etcd3aio._protobuf import Compare, RequestOp, WatchCreateRequest, WatchRequest, WatchResponse
+from etcd3aio._protobuf import Compare, RequestOp, TxnResponse, WatchCreateRequest, WatchRequest, WatchResponse
 
 from quire_api.backoff import Backoff
 from quire_api.errors import QuireError, Reason, ResourceExhausted, Unavailable
@@ -478,22 +478,7 @@ class EtcdStore:
         ).pauses()
         for _ in range(WRITE_ATTEMPTS):
             try:
-                response = await self._guard(
-                    "transaction",
-                    self._kv.txn(compares, requests, read_back, timeout=deadline - time.monotonic(), max_attempts=1),
-                    first_key,
-                )
-            except grpc.aio.AioRpcError as exc:
-                if not _is_lease_gone(exc):
-                    raise
-                # A put on a lease that ran out before etcd applied the transaction (granted
-                # just before, and etcd slower than its TTL): nothing was written, and trying
-                # again cannot bring the lease back. The caller takes a fresh one.
-                raise Unavailable(
-                    f"etcd transaction on {first_key!r} failed: the lease it puts keys on ran out "
-                    "before etcd applied it; try again",
-                    Reason.METADATA_STORE_UNAVAILABLE,
-                ) from None
+                response = await self._transaction_attempt(compares, requests, read_back, deadline, first_key)
             except Unavailable:
                 pause = next(pauses, None)
                 if pause is None:
@@ -515,6 +500,33 @@ class EtcdStore:
             puts = [current[op.key] for op in ops if isinstance(op, Put) and not op.shared]
             return max(kv.version for kv in puts if kv is not None) if puts else int(response.header.revision)
         raise AssertionError("unreachable")
+
+    async def _transaction_attempt(
+        self,
+        compares: list[Compare],
+        requests: list[RequestOp],
+        read_back: list[RequestOp],
+        deadline: float,
+        first_key: bytes | None,
+    ) -> TxnResponse:
+        """One attempt of `transact`, failing UNAVAILABLE as every etcd call out of reach does,
+        and also when it puts a key on a lease that ran out before etcd applied it (granted just
+        before, and etcd slower than its TTL): nothing was written, and trying again cannot bring
+        the lease back; the caller takes a fresh one."""
+        try:
+            return await self._guard(
+                "transaction",
+                self._kv.txn(compares, requests, read_back, timeout=deadline - time.monotonic(), max_attempts=1),
+                first_key,
+            )
+        except grpc.aio.AioRpcError as exc:
+            if not _is_lease_gone(exc):
+                raise
+            raise Unavailable(
+                f"etcd transaction on {first_key!r} failed: the lease it puts keys on ran out before etcd "
+                "applied it; try again",
+                Reason.METADATA_STORE_UNAVAILABLE,
+            ) from None
 
     async def grant_lease(self, ttl_seconds: int) -> tuple[int, int]:
         assert self._client.lease is not None
