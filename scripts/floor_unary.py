@@ -49,7 +49,8 @@ import threading
 import time
 from pathlib import Path
 
-# Before grpc is imported, as Quire's services set it (quire_common.service).
+# In every process here, before grpc is imported: gRPC core's EventEngine off, the setting
+# quire_common/grpc_runtime.py gives Quire's services (spelled out: that module must load first).
 os.environ.setdefault(
     "GRPC_EXPERIMENTS",
     "-event_engine_client,-event_engine_listener,-event_engine_for_all_other_endpoints,-event_engine_callback_cq",
