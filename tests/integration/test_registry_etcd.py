@@ -197,12 +197,22 @@ async def test_a_registration_whose_lease_runs_out_before_etcd_applies_it_is_una
         await store.revoke_lease(lease_id)  # as if the TTL ran out in transit
         return lease_id, ttl
 
+    real_txn = store._kv.txn
+    attempts = 0
+
+    async def counted_txn(*args, **kwargs):  # type: ignore[no-untyped-def]
+        nonlocal attempts
+        attempts += 1
+        return await real_txn(*args, **kwargs)
+
     store.grant_lease = grant_then_lose
+    store._kv.txn = counted_txn
     with pytest.raises(Unavailable) as refused:
         await registry.register_bookie("bookie-l", False, two_endpoints(), 5)
     assert refused.value.reason == Reason.METADATA_STORE_UNAVAILABLE
     assert "lease" in refused.value.message
-    store.grant_lease = real_grant
+    assert attempts == 1  # not tried again: no attempt can bring the lease back
+    store.grant_lease, store._kv.txn = real_grant, real_txn
     assert await registered_ids(registry) == []
     registration = await registry.register_bookie("bookie-l", False, two_endpoints(), 5)
     assert await registered_ids(registry) == ["bookie-l"]

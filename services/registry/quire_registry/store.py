@@ -171,6 +171,10 @@ def _details(exc: Exception) -> str:
 _SEND_ON_A_FAILED_CALL = 'Failed "execute_batch"'
 
 
+class _LeaseGone(Exception):
+    """A transaction put a key on a lease etcd no longer has."""
+
+
 def _is_lease_gone(exc: grpc.aio.AioRpcError) -> bool:
     """etcd's answer to a call naming a lease it no longer has: expired or revoked."""
     return exc.code() == grpc.StatusCode.NOT_FOUND and "lease not found" in (exc.details() or "")
@@ -479,6 +483,12 @@ class EtcdStore:
         for _ in range(WRITE_ATTEMPTS):
             try:
                 response = await self._transaction_attempt(compares, requests, read_back, deadline, first_key)
+            except _LeaseGone:  # nothing written, and no attempt can bring the lease back
+                raise Unavailable(
+                    f"etcd transaction on {first_key!r} failed: the lease it puts keys on ran out before etcd "
+                    "applied it; try again",
+                    Reason.METADATA_STORE_UNAVAILABLE,
+                ) from None
             except Unavailable:
                 pause = next(pauses, None)
                 if pause is None:
@@ -509,10 +519,9 @@ class EtcdStore:
         deadline: float,
         first_key: bytes | None,
     ) -> TxnResponse:
-        """One attempt of `transact`, failing UNAVAILABLE as every etcd call out of reach does,
-        and also when it puts a key on a lease that ran out before etcd applied it (granted just
-        before, and etcd slower than its TTL): nothing was written, and trying again cannot bring
-        the lease back; the caller takes a fresh one."""
+        """One attempt of `transact`: UNAVAILABLE as every etcd call out of reach, and _LeaseGone
+        when it puts a key on a lease that ran out before etcd applied it (granted just before,
+        and etcd slower than its TTL)."""
         try:
             return await self._guard(
                 "transaction",
@@ -520,13 +529,9 @@ class EtcdStore:
                 first_key,
             )
         except grpc.aio.AioRpcError as exc:
-            if not _is_lease_gone(exc):
-                raise
-            raise Unavailable(
-                f"etcd transaction on {first_key!r} failed: the lease it puts keys on ran out before etcd "
-                "applied it; try again",
-                Reason.METADATA_STORE_UNAVAILABLE,
-            ) from None
+            if _is_lease_gone(exc):
+                raise _LeaseGone from None
+            raise
 
     async def grant_lease(self, ttl_seconds: int) -> tuple[int, int]:
         assert self._client.lease is not None

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import select
 import time
+from typing import SupportsIndex
 
 
-def _sleep(seconds: float) -> None:
-    if seconds < 0:
+def _sleep(seconds: float | SupportsIndex) -> None:
+    delay = float(seconds)
+    if delay < 0:
         raise ValueError("sleep length must be non-negative")
-    select.select([], [], [], seconds)
+    select.select([], [], [], delay)
 
 
 time.sleep = _sleep
