@@ -60,6 +60,7 @@ import grpc
 import rocksdict
 import uvloop
 
+from quire_client.bench_closed import process_cpu_seconds
 from quire_client.cluster import free_port
 
 SERVICE = "floor.Unary"
@@ -71,13 +72,9 @@ ACK_QUORUM = 2
 PAYLOAD = os.urandom(1024)
 
 
-def _handlers(methods: dict[str, grpc.RpcMethodHandler]) -> grpc.GenericRpcHandler:
-    return grpc.method_handlers_generic_handler(SERVICE, methods)
-
-
 async def _serve(port: int, methods: dict[str, grpc.RpcMethodHandler]) -> None:
     server = grpc.aio.server()
-    server.add_generic_rpc_handlers((_handlers(methods),))
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, methods),))
     server.add_insecure_port(f"127.0.0.1:{port}")
     await server.start()
     stop = asyncio.Event()
@@ -266,12 +263,6 @@ def _gateway(port: int, bookies: list[str], yields: int) -> None:
 # -- client and runner ----------------------------------------------------------------
 
 
-def _cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _wire(ledger: int, entry: int) -> bytes:
     return HEADER.pack(ledger, entry, len(PAYLOAD)) + PAYLOAD
 
@@ -310,12 +301,12 @@ async def _drive(
     tasks = [asyncio.create_task(writer(ledger, channel)) for ledger, channel in zip(acked, channels, strict=True)]
     await asyncio.sleep(2)  # warm up
     pids = {**pids, "client": os.getpid()}
-    before = {name: _cpu_seconds(pid) for name, pid in pids.items()}
+    before = {name: process_cpu_seconds(pid) for name, pid in pids.items()}
     messages_before, entries_before = struct.unpack(">QQ", await stats(b""))
     measuring, started = True, time.perf_counter()
     await asyncio.sleep(seconds)
     measuring, elapsed = False, time.perf_counter() - started
-    after = {name: _cpu_seconds(pid) for name, pid in pids.items()}
+    after = {name: process_cpu_seconds(pid) for name, pid in pids.items()}
     messages_after, entries_after = struct.unpack(">QQ", await stats(b""))
     stop = True
     await asyncio.gather(*tasks)
