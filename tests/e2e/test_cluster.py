@@ -195,3 +195,25 @@ def test_every_service_answers_health_and_reflection(cluster):
             )
             listed = {s.name for r in responses for s in r.list_services_response.service}
             assert {service, "grpc.health.v1.Health"} <= listed, (name, listed)
+
+
+def test_a_registry_restart_leaves_every_bookie_on_its_lease(cluster, client):
+    """SIGTERM the registry and start it again: the stop cuts every bookie's
+    session but revokes no lease, and each bookie resumes its own lease with
+    the new registry, so none leaves the cluster. Without that, either the
+    stop revokes them (the bookies register afresh) or, as once, the revoke
+    met the closed etcd client and logged an internal error."""
+    log = cluster.log_path("registry")
+    mark = log.stat().st_size
+    cluster.restart("registry")  # returns once every bookie registered again
+    lines = [json.loads(line) for line in log.read_bytes()[mark:].splitlines() if line.startswith(b"{")]
+    messages = [line["msg"] for line in lines]
+    assert not [m for m in messages if m.startswith("unexpected error")], messages
+    for name in cluster.bookie_names:
+        bookie = cluster.bookie_id(name)
+        assert any(m.startswith(f"bookie {bookie} resumed its registration on lease") for m in messages), (
+            bookie,
+            messages,
+        )
+        assert any(m.startswith(f"registry stopping: bookie {bookie} keeps lease") for m in messages), messages
+    assert client.create_ledger().ledger_id  # placement sees every bookie again

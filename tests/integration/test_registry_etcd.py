@@ -12,6 +12,7 @@ from quire_api.errors import Aborted, AlreadyExists, FailedPrecondition, Invalid
 from quire_api.ids import LedgerId
 from quire_proto.common.v1 import common_pb2
 from quire_proto.registry.v1 import registry_pb2
+from quire_registry.bookies import Registration
 from quire_registry.ledger_records import IdMode
 from quire_registry.registry import Registry
 from quire_registry.store import EtcdStore
@@ -541,6 +542,38 @@ async def test_a_registration_stream_cut_off_unregisters_its_bookie(registry):
         await task
     with pytest.raises(NotFound):
         await registry.get_bookie("bookie-c")
+
+
+async def test_a_registration_stream_cut_by_a_stopping_registry_leaves_the_lease_to_resume(registry):
+    """A registry that stops cuts every session; the bookies reconnect and
+    resume their leases. So a session cut once the stop began revokes
+    nothing: the bookie stays registered, and its next session adopts the
+    same lease. (Revoking would drop every bookie on each rolling restart.)"""
+    registered: list[Registration] = []
+    first = asyncio.Event()
+
+    async def requests():
+        yield registration_request("bookie-r")
+        await asyncio.Event().wait()
+
+    async def follow():
+        async with contextlib.aclosing(registry.registration_stream(requests())) as registrations:
+            async for registration in registrations:
+                registered.append(registration)
+                first.set()
+
+    task = asyncio.create_task(follow())
+    await asyncio.wait_for(first.wait(), 30)
+    registry.bookies.leave_leases_to_resume()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert (await registry.get_bookie("bookie-r"))[0].bookie_id == "bookie-r"
+    resumed = await registry.register_bookie(
+        "bookie-r", False, two_endpoints(), 30, resume_lease_id=registered[0].lease_id
+    )
+    assert resumed.lease_id == registered[0].lease_id
+    await registry.unregister_bookie(resumed)
 
 
 async def test_a_registration_stream_refuses_another_bookie_id_and_unregisters(registry):

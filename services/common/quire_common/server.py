@@ -311,10 +311,12 @@ async def serve_until_signalled(
     health_servicer: health.aio.HealthServicer,
     grace_seconds: float = 5.0,
     on_stop: Callable[[], Awaitable[None]] | None = None,
+    before_drain: Callable[[], Awaitable[None]] | None = None,
 ) -> None:
-    """Wait for SIGTERM or SIGINT, then drain and stop."""
+    """Wait for SIGTERM or SIGINT, then drain and stop (`before_drain` and
+    `on_stop` are stop_gracefully's `before_server` and `after_server`)."""
     await stop_signal().wait()
-    await stop_gracefully(server, health_servicer, grace_seconds, after_server=on_stop)
+    await stop_gracefully(server, health_servicer, grace_seconds, before_server=before_drain, after_server=on_stop)
 
 
 def stop_signal() -> asyncio.Event:

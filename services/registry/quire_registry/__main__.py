@@ -110,7 +110,11 @@ async def main(settings: RegistryEnv) -> None:
         ",".join(config.etcd_endpoints),
         config.cluster,
     )
-    await serve_until_signalled(server, health, on_stop=stops.aclose)
+
+    async def before_drain() -> None:
+        registry.bookies.leave_leases_to_resume()
+
+    await serve_until_signalled(server, health, on_stop=stops.aclose, before_drain=before_drain)
 
 
 if __name__ == "__main__":

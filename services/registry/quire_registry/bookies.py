@@ -49,6 +49,17 @@ class BookieRegistrations:
         self.store = store
         self.keys = keys
         self.default_ttl_seconds = default_ttl_seconds
+        # Set when this registry starts to stop: sessions that end from then on
+        # leave their lease alone (see leave_leases_to_resume).
+        self._stopping = False
+
+    def leave_leases_to_resume(self) -> None:
+        """The registry is stopping: a session that ends from now on was most
+        likely cut by the stop, not by its bookie, so its lease is not revoked.
+        The bookie resumes it at another replica or at this one restarted;
+        otherwise it runs out after its TTL. Revoking would drop every bookie
+        from the cluster on each rolling restart of the registries."""
+        self._stopping = True
 
     def _bookie_key(self, bookie_id: str, read_only: bool) -> bytes:
         return self.keys.readonly_bookie(bookie_id) if read_only else self.keys.writable_bookie(bookie_id)
@@ -135,8 +146,9 @@ class BookieRegistrations:
         """One bookie's RegisterBookie stream: its first message registers it
         (or takes its lease up again), each later one renews the lease and
         carries its read-only state and record; the registration is yielded
-        after each. However the stream ends, the bookie is unregistered then
-        (close this generator when done with it, e.g. with contextlib.aclosing)."""
+        after each. However the stream ends, the bookie is unregistered then,
+        unless the registry is stopping (leave_leases_to_resume). Close this
+        generator when done with it, e.g. with contextlib.aclosing."""
         registration: Registration | None = None
         try:
             async for request in requests:
@@ -157,7 +169,13 @@ class BookieRegistrations:
                     registration = await self.heartbeat(registration, request.read_only, request.service_info)
                 yield registration
         finally:
-            if registration is not None:
+            if registration is not None and self._stopping:
+                log.info(
+                    "registry stopping: bookie %s keeps lease %x to resume on",
+                    registration.bookie_id,
+                    registration.lease_id,
+                )
+            elif registration is not None:
                 # Shielded: the stream usually ends by cancellation.
                 await asyncio.shield(self.unregister_bookie(registration))
 
