@@ -110,11 +110,7 @@ async def main(settings: RegistryEnv) -> None:
         ",".join(config.etcd_endpoints),
         config.cluster,
     )
-
-    async def before_drain() -> None:
-        registry.bookies.leave_leases_to_resume()
-
-    await serve_until_signalled(server, health, on_stop=stops.aclose, before_drain=before_drain)
+    await serve_until_signalled(server, health, on_stop=stops.aclose, before_drain=registry.stopping)
 
 
 if __name__ == "__main__":

@@ -50,6 +50,10 @@ class Registry:
         self.list_ledgers = self.ledgers.list_ledgers
         self.list_ledger_ids = self.ledgers.list_ledger_ids
 
+    async def stopping(self) -> None:
+        """The process has begun to stop (before its calls drain)."""
+        self.bookies.leave_leases_to_resume()
+
     @property
     def keep_ledger_passwords(self) -> bool:
         """QUIRE_REGISTRY_KEEP_LEDGER_PASSWORDS (ledger_records.py)."""
