@@ -11,6 +11,7 @@ from quire_registry.keys import Keys
 from quire_registry.ledger_records import LedgerRecords
 from quire_registry.load_weights import LoadWeights
 from quire_registry.store import MetadataStore
+from quire_registry.streams import OpenStreams
 
 
 class Registry:
@@ -28,6 +29,7 @@ class Registry:
         self.cookies = Cookies(store, self.keys)
         self.load_weights = LoadWeights(store, self.keys)
         self.ledgers = LedgerRecords(store, self.keys, recognise_request_ids, keep_ledger_passwords)
+        self.streams = OpenStreams()  # the open-ended ones: registrations and watches
         # The servicer's calls, by resource.
         self.register_bookie = self.bookies.register_bookie
         self.heartbeat = self.bookies.heartbeat
@@ -51,8 +53,10 @@ class Registry:
         self.list_ledger_ids = self.ledgers.list_ledger_ids
 
     async def stopping(self) -> None:
-        """The process has begun to stop (before its calls drain)."""
+        """The process has begun to stop (before its calls drain): the
+        registrations and watches end now, their leases left to resume."""
         self.bookies.leave_leases_to_resume()
+        self.streams.end_all()
 
     @property
     def keep_ledger_passwords(self) -> bool:

@@ -42,7 +42,7 @@ class RegistryServicer(registry_pb2_grpc.RegistryServiceServicer):
         context: grpc.aio.ServicerContext,
     ) -> AsyncIterator[registry_pb2.RegisterBookieResponse]:
         async with aclosing(self.registry.registration_stream(request_iterator)) as registrations:
-            async for registration in registrations:
+            async for registration in self.registry.streams.until_stopped(registrations):
                 yield registry_pb2.RegisterBookieResponse(
                     record=registry_pb2.BookieRecord(
                         bookie_id=registration.bookie_id,
@@ -69,7 +69,7 @@ class RegistryServicer(registry_pb2_grpc.RegistryServiceServicer):
     async def WatchBookies(
         self, request: registry_pb2.WatchBookiesRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[registry_pb2.WatchBookiesResponse]:
-        async for kind, record in self.registry.watch_bookies():
+        async for kind, record in self.registry.streams.until_stopped(self.registry.watch_bookies()):
             yield registry_pb2.WatchBookiesResponse(type=kind, record=record)
 
     async def GetCookie(
@@ -153,7 +153,8 @@ class RegistryServicer(registry_pb2_grpc.RegistryServiceServicer):
     async def WatchLedgerMetadata(
         self, request: registry_pb2.WatchLedgerMetadataRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[registry_pb2.WatchLedgerMetadataResponse]:
-        async for response in self.registry.watch_ledgers(request.start_revision, request.heartbeat_interval_ms / 1000):
+        watch = self.registry.watch_ledgers(request.start_revision, request.heartbeat_interval_ms / 1000)
+        async for response in self.registry.streams.until_stopped(watch):
             yield response
 
     async def PutLoadWeights(
