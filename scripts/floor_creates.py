@@ -37,6 +37,7 @@ from pathlib import Path
 import grpc
 import uvloop
 
+from quire_client.bench_closed import process_cpu_seconds
 from quire_client.cluster import free_port
 
 BOOKIES = [f"127.0.0.1:{3000 + i}" for i in range(4)]
@@ -143,9 +144,9 @@ async def registry(ports: dict[str, int]) -> None:
 
 
 def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    seconds = process_cpu_seconds(pid)
+    assert seconds is not None, f"process {pid} is gone"
+    return seconds
 
 
 async def drive(ports: dict[str, int], pids: dict[str, int], writers: int, seconds: float) -> str:
