@@ -23,7 +23,7 @@ T = TypeVar("T")
 class _OpenStream:
     def __init__(self, task: asyncio.Task[object]) -> None:
         self.task = task
-        self.waiting = False  # awaiting the stream's next item (in the registry's code, not gRPC's)
+        self.waiting = False  # awaiting its next item (not sending one: that await is gRPC's own)
         self.ended = False  # the registry stopped it
 
 
