@@ -16,6 +16,7 @@ from quire_api.errors import FailedPrecondition, InvalidArgument, PermissionDeni
 from quire_api.ids import LedgerId, ledger_id_to_proto
 from quire_bookie.bookie import Bookie, BookieSettings
 from quire_bookie.servicer import BookieServicer, add_servicer_to_server
+from quire_common import channels
 from quire_common.entry import Digester, DigestType, master_key, pack_entry
 from quire_common.server import create_server
 from quire_gateway.write.bookie_streams import AddRequest, AddStreamCallable, BookieAddStream, add_stream_callable
@@ -407,3 +408,44 @@ async def test_a_stopping_bookie_answers_what_it_queued_and_ends_its_streams(ser
         assert broken == ["bookie-a"]
     finally:
         await stream.close()
+
+
+async def test_a_traced_stream_the_bookie_breaks_leaves_no_task_of_grpcs_pending(monkeypatch):
+    """With tracing on, a stream the bookie ends leaves none of gRPC's tasks
+    behind. OpenTelemetry's interceptor for bidirectional streams fed each
+    `write` through a task of gRPC's that a failed call left pending for good
+    (grpc/grpc#29518); the gateway logged it, destroyed, as "Task was destroyed
+    but it is pending!" after every bookie it lost. Service channels leave
+    that interceptor out (quire_common.channels)."""
+    monkeypatch.setattr(channels, "tracing_enabled", lambda: True)
+
+    async def end_at_once(requests: Any, context: grpc.aio.ServicerContext) -> Any:
+        await anext(aiter(requests))
+        await context.abort(grpc.StatusCode.UNAVAILABLE, "bookie going away")
+        yield b""  # a generator: never reached
+
+    server = grpc.aio.server()
+    server.add_generic_rpc_handlers(
+        [
+            grpc.method_handlers_generic_handler(
+                "quire.bookie.v1.BookieService", {"AddStream": grpc.stream_stream_rpc_method_handler(end_at_once)}
+            )
+        ]
+    )
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    channel = channels.open_channel(f"127.0.0.1:{port}")
+    broken: list[str] = []
+    stream = stream_to(channel, broken)
+    ledger = LedgerId(8, 3)
+    try:
+        with pytest.raises(Unavailable):
+            await stream.add(ledger, KEY, [(0, packed(ledger, 0))], False, timeout_seconds=60)
+        assert broken == ["bookie-a"]
+        await asyncio.sleep(0.5)  # what would end by itself has ended
+        feeding = [t for t in asyncio.all_tasks() if "_consume_request_iterator" in repr(t.get_coro())]
+        assert feeding == [], feeding
+    finally:
+        await stream.close()
+        await channel.close()
+        await server.stop(0)

@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Mapping
 from typing import TypeVar
 
 import grpc
+from opentelemetry import propagate
 from opentelemetry.instrumentation.grpc import aio_client_interceptors
 
 from quire_api.errors import ERROR_CLASSES_BY_CODE, QuireError, Reason, Unavailable
@@ -51,12 +52,35 @@ def open_channel(target: str, *, wait_for_ready: bool = False, server_name: str 
     options: list[tuple[str, str | int]] = list(CHANNEL_OPTIONS)
     if wait_for_ready:
         options.append(("grpc.service_config", _WAIT_FOR_READY))
-    interceptors = aio_client_interceptors() if tracing_enabled() else None
+    interceptors = _tracing_interceptors() if tracing_enabled() else None
     tls = tls_settings()
     if tls.enabled:
         options.extend([("grpc.ssl_target_name_override", server_name)] if server_name else channel_options(tls))
         return grpc.aio.secure_channel(target, channel_credentials(tls), options=options, interceptors=interceptors)
     return grpc.aio.insecure_channel(target, options=options, interceptors=interceptors)
+
+
+def _tracing_interceptors() -> list[grpc.aio.ClientInterceptor]:
+    """OpenTelemetry's client interceptors, but for bidirectional streams.
+    Intercepted, a stream written with `write` is fed through a task of
+    gRPC's that a call which failed leaves pending for good (grpc/grpc#29518):
+    a gateway logged "Task was destroyed but it is pending!" each time its
+    AddStream to a killed bookie broke. Such a stream carries requests of
+    many traces over its life, so its one span told nothing: each add carries
+    its writer's trace context itself, and a relayed AppendEntries session
+    sends its own (trace_context_metadata)."""
+    return [i for i in aio_client_interceptors() if not isinstance(i, grpc.aio.StreamStreamClientInterceptor)]
+
+
+def trace_context_metadata() -> tuple[tuple[str, str], ...]:
+    """The current trace context as call metadata (W3C traceparent), for a
+    bidirectional stream that should join the caller's trace; empty when
+    tracing is off."""
+    if not tracing_enabled():
+        return ()
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier)
+    return tuple(carrier.items())
 
 
 def error_from_rpc(exc: grpc.aio.AioRpcError, what: str) -> QuireError:

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 
 import grpc
 
-from quire_common.channels import call, error_from_rpc, open_channel
+from quire_common.channels import call, error_from_rpc, open_channel, trace_context_metadata
 from quire_proto.gateway.v1 import ledger_pb2, ledger_pb2_grpc
 
 FORWARDED_BY = "quire-forwarded-by"
@@ -40,7 +40,7 @@ class GatewayPeers:
         """One write session relayed to `address`. gRPC reads `requests` only
         as fast as the peer's flow-control window lets it write, so a slow
         owner slows the client down instead of filling a buffer here."""
-        stream = self._stub(address).AppendEntries(requests, metadata=self.metadata)
+        stream = self._stub(address).AppendEntries(requests, metadata=self.metadata + trace_context_metadata())
         try:
             async for response in stream:
                 yield response
