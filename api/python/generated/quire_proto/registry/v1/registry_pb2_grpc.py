@@ -154,8 +154,12 @@ class RegistryServiceServicer:
         """RegisterBookie is a bookie's registration session. The first request
         carries the registration; the registry attaches it to a lease and keeps
         that lease alive while heartbeats arrive. Later requests are heartbeats and
-        may change the bookie's read-only state or service info. When the stream
-        ends the registration is removed.
+        may change the bookie's read-only state or service info. When the bookie
+        ends the stream, or its connection drops, the registration is removed. A
+        registry that stops ends every session at once with UNAVAILABLE
+        (SERVICE_UNAVAILABLE) and leaves the registrations in place: each bookie
+        takes its own up again with resume_lease_id, at another replica or at
+        this one once it is back.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -177,7 +181,8 @@ class RegistryServiceServicer:
 
     def WatchBookies(self, request, context):
         """WatchBookies streams a snapshot of the registered bookies, then every
-        join, leave and change.
+        join, leave and change. A registry that stops ends the stream at once with
+        UNAVAILABLE (SERVICE_UNAVAILABLE): watch again.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -270,7 +275,9 @@ class RegistryServiceServicer:
         updates, deletes) from a metadata store revision on, so a watcher can
         keep the records it holds current without reading them again. It sends
         no snapshot: the watcher reads what it needs with GetLedgerMetadata. The
-        first message is STARTED, or RESET when the history asked for is gone.
+        first message is STARTED, or RESET when the history asked for is gone. A
+        registry that stops ends the stream at once with UNAVAILABLE
+        (SERVICE_UNAVAILABLE): resume from the last revision seen, plus one.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
