@@ -37,8 +37,13 @@ async def outcome(task: asyncio.Task[None]) -> BaseException | None:
     return None if task.cancelled() else task.exception()
 
 
-async def test_a_stream_waiting_for_its_next_item_ends_at_once_with_unavailable():
-    streams, closed, seen, first = OpenStreams(), [], [], asyncio.Event()
+async def following(streams: OpenStreams) -> tuple[asyncio.Task[None], list[int], list[str]]:
+    """A task following `numbers` through `streams`, once it has taken its
+    first item and waits for the next; with the items seen and the source's
+    clean-up."""
+    seen: list[int] = []
+    closed: list[str] = []
+    first = asyncio.Event()
 
     async def follow() -> None:
         async for item in streams.until_stopped(numbers(closed)):
@@ -47,6 +52,12 @@ async def test_a_stream_waiting_for_its_next_item_ends_at_once_with_unavailable(
 
     task = asyncio.create_task(follow())
     await first.wait()
+    return task, seen, closed
+
+
+async def test_a_stream_waiting_for_its_next_item_ends_at_once_with_unavailable():
+    streams = OpenStreams()
+    task, seen, closed = await following(streams)
     streams.end_all()
     ended = await outcome(task)
     assert isinstance(ended, Unavailable), ended
@@ -83,14 +94,6 @@ async def test_a_stream_opened_after_the_stop_began_ends_at_once():
 
 
 async def test_a_call_that_goes_away_is_still_cancelled_not_unavailable():
-    streams, closed, seen, first = OpenStreams(), [], [], asyncio.Event()
-
-    async def follow() -> None:
-        async for item in streams.until_stopped(numbers(closed)):
-            seen.append(item)
-            first.set()
-
-    task = asyncio.create_task(follow())
-    await first.wait()
+    task, _, _ = await following(OpenStreams())
     task.cancel()
     assert await outcome(task) is None and task.cancelled()
