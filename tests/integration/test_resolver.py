@@ -131,6 +131,8 @@ async def test_a_bookie_that_registers_again_is_reached_at_once(registry_server,
             stub = await channels.stub("bookie-back")
             await stub.GetBookieInfo(bookie_pb2.GetBookieInfoRequest(), timeout=0.5)
         await asyncio.sleep(0.05)
+    backing_off = await channels.stub("bookie-back")
+    assert await channels.stub("bookie-back") is backing_off  # one stub per channel, not one per call
     await registry.unregister_bookie(registration)
     await eventually(lambda: "bookie-back" not in directory.view.records)
 
@@ -142,6 +144,7 @@ async def test_a_bookie_that_registers_again_is_reached_at_once(registry_server,
         await registry.register_bookie("bookie-back", False, rpc_at("127.0.0.1", port), 5)
         await eventually(lambda: "bookie-back" in directory.view.records)
         stub = await channels.stub("bookie-back")
+        assert stub is not backing_off  # the fresh channel's own
         response = await stub.GetBookieInfo(bookie_pb2.GetBookieInfoRequest(), timeout=0.5)
         assert response.total_disk_bytes == 2
     finally:
