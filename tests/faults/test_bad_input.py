@@ -934,6 +934,8 @@ def test_bad8_deadlines_and_cancellation(
     pid = gateway_pid(cluster)
     baseline = _settled(port, 10**6, 0)
     fds_before = len(os.listdir(f"/proc/{pid}/fd"))
+    gateway_log = cluster.log_path("gateway")
+    log_before = gateway_log.stat().st_size
 
     codes: Counter[str] = Counter()
     futures = []
@@ -1006,6 +1008,12 @@ def test_bad8_deadlines_and_cancellation(
     fds_after = len(os.listdir(f"/proc/{pid}/fd"))
     leaked_streams = sum(after["active_streams"].values())
     leaked_tasks = max(0, after["asyncio_tasks"] - baseline["asyncio_tasks"])
+    with gateway_log.open("rb") as log:
+        log.seek(log_before)
+        logged = [json.loads(line) for line in log.read().splitlines() if line.startswith(b"{")]
+    # An answer gRPC could no longer send (the deadline passed as the handler finished) is
+    # the caller's doing: an INFO line, never an ERROR with a traceback (quire_common.logs).
+    errors_logged = [line["msg"] for line in logged if line["level"] in ("ERROR", "CRITICAL")]
     scenario.figures.update(
         codes=dict(codes),
         big_read_50ms_deadline=dict(mid_stream),
@@ -1017,7 +1025,10 @@ def test_bad8_deadlines_and_cancellation(
         fds_before=fds_before,
         fds_after=fds_after,
         still_readable=len(list(client.read(ledger, 0, 199))) == 200,
+        gateway_errors_logged=len(errors_logged),
+        answers_after_the_call_ended=sum("the call ended before its answer was sent" in line["msg"] for line in logged),
     )
+    assert errors_logged == [], errors_logged
     assert sum(codes.values()) == calls
     assert scenario.figures["unknown_or_internal"] == 0, codes
     assert leaked_streams == 0 and leaked_tasks == 0, (baseline, after)

@@ -34,6 +34,34 @@ class JsonLineFormatter(logging.Formatter):
         return json.dumps(line)
 
 
+class AnswerAfterTheCallEnded(logging.Filter):
+    """grpc.aio logs at ERROR, with a traceback, a call whose answer gRPC core
+    would no longer send because the call had already ended: its deadline
+    passed as the handler finished, or its connection closed (a caller that
+    cancels, gRPC leaves out itself). Nothing failed on this side and the
+    caller has its status, so the record becomes one INFO line naming the
+    method."""
+
+    GRPC_LOGGER = "grpc._cython.cygrpc"
+    _PREFIX = "ExecuteBatchError raised in core by servicer method "
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = str(record.msg)
+        if not message.startswith(self._PREFIX):
+            return True
+        method = message.removeprefix(self._PREFIX).strip("[]")
+        record.msg, record.args = (
+            "%s: the call ended before its answer was sent (its deadline passed or its connection closed)",
+            (method,),
+        )
+        record.levelno, record.levelname = logging.INFO, "INFO"
+        record.exc_info = record.exc_text = None
+        return logging.getLogger(record.name).isEnabledFor(logging.INFO)
+
+
+_ANSWER_AFTER_THE_CALL_ENDED = AnswerAfterTheCallEnded()
+
+
 def setup_logging(service: str, settings: LogEnv) -> None:
     """Configure the root logger once, at QUIRE_LOG_LEVEL."""
     handler = logging.StreamHandler(sys.stderr)
@@ -41,3 +69,6 @@ def setup_logging(service: str, settings: LogEnv) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(settings.level.upper())
+    grpc_logger = logging.getLogger(AnswerAfterTheCallEnded.GRPC_LOGGER)
+    if _ANSWER_AFTER_THE_CALL_ENDED not in grpc_logger.filters:
+        grpc_logger.addFilter(_ANSWER_AFTER_THE_CALL_ENDED)
