@@ -41,8 +41,10 @@ import quire_common.grpc_runtime  # noqa: F401  (gRPC core's I/O as the services
 import grpc
 import rocksdict
 import uvloop
+from floor_reads import listen, read_all  # this folder's script: the same readers and server start
 
 from quire_client.bench_closed import process_cpu_seconds
+from quire_proto.common.v1 import common_pb2
 from quire_proto.gateway.v1 import ledger_pb2, ledger_pb2_grpc
 
 ENTRY_BYTES = 1024
@@ -160,34 +162,6 @@ def serve_gateway(bookie: str, hop: str, port_file: str) -> None:
     uvloop.run(main())
 
 
-async def listen(server: grpc.aio.Server, port_file: str) -> None:
-    """Serve on a free port, written to `port_file` once the server has started."""
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    with open(port_file, "w") as out:  # noqa: ASYNC230  (once, before anything is served)
-        out.write(str(port))
-    await server.wait_for_termination()
-
-
-async def read_all(target: str, entries: int, readers: int) -> tuple[float, list[float]]:
-    latencies: list[float] = []
-    async with grpc.aio.insecure_channel(target) as channel:
-        stub = ledger_pb2_grpc.LedgerServiceStub(channel)
-
-        async def reader(first: int) -> None:
-            for entry_id in range(first, entries, readers):
-                began = time.perf_counter()
-                request = ledger_pb2.ReadEntriesRequest(first_entry_id=entry_id, last_entry_id=entry_id)
-                got = [entry async for response in stub.ReadEntries(request) for entry in response.entries]
-                if len(got) != 1 or len(got[0].payload) != ENTRY_BYTES:
-                    raise RuntimeError(f"entry {entry_id} read back wrong")
-                latencies.append(time.perf_counter() - began)
-
-        started = time.perf_counter()
-        await asyncio.gather(*(reader(first) for first in range(readers)))
-        return entries / (time.perf_counter() - started), latencies
-
-
 def started(args: list[str], port_file: str) -> tuple[subprocess.Popen[bytes], str]:
     process = subprocess.Popen([sys.executable, __file__, *args, port_file])
     while not os.path.exists(port_file) or not Path(port_file).read_text():
@@ -201,9 +175,10 @@ def measure(hop: str, bookie: subprocess.Popen[bytes], bookie_target: str, args:
     with tempfile.TemporaryDirectory() as scratch:
         gateway, target = started(["--serve-gateway", bookie_target, hop], os.path.join(scratch, "port"))
         try:
-            uvloop.run(read_all(target, min(args.entries, 500), args.readers))  # warm-up
+            anywhere = common_pb2.LedgerId()  # the lean gateway reads its one set of entries
+            uvloop.run(read_all(target, anywhere, min(args.entries, 500), args.readers))  # warm-up
             before = {pid: process_cpu_seconds(pid) or 0.0 for pid in (gateway.pid, bookie.pid)}
-            rate, latencies = uvloop.run(read_all(target, args.entries, args.readers))
+            rate, latencies = uvloop.run(read_all(target, anywhere, args.entries, args.readers))
             used = {pid: (process_cpu_seconds(pid) or 0.0) - before[pid] for pid in before}
         finally:
             gateway.kill()

@@ -70,6 +70,11 @@ class ReadProxy(ledger_pb2_grpc.LedgerServiceServicer):
 async def serve_proxy(bookie: str, port_file: str) -> None:
     server = grpc.aio.server(options=[("grpc.max_receive_message_length", MESSAGE_BYTES)])
     ledger_pb2_grpc.add_LedgerServiceServicer_to_server(ReadProxy(bookie), server)
+    await listen(server, port_file)
+
+
+async def listen(server: grpc.aio.Server, port_file: str) -> None:
+    """Serve on a free port, written to `port_file` once the server has started."""
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
     with open(port_file, "w") as out:  # noqa: ASYNC230  (once, before anything is served)
