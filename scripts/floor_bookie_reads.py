@@ -30,10 +30,7 @@ import asyncio
 import os
 import struct
 import subprocess
-import sys
 import tempfile
-import time
-from pathlib import Path
 
 import quire_common.grpc_runtime  # noqa: F401  (gRPC core's I/O as the services have it, before grpc loads)
 
@@ -41,7 +38,7 @@ import quire_common.grpc_runtime  # noqa: F401  (gRPC core's I/O as the services
 import grpc
 import rocksdict
 import uvloop
-from floor_reads import listen, read_all  # this folder's script: the same readers and server start
+from floor_reads import listen, p50_p99, read_all, started  # this folder's script: the same readers and server start
 
 from quire_client.bench_closed import process_cpu_seconds
 from quire_proto.common.v1 import common_pb2
@@ -162,18 +159,9 @@ def serve_gateway(bookie: str, hop: str, port_file: str) -> None:
     uvloop.run(main())
 
 
-def started(args: list[str], port_file: str) -> tuple[subprocess.Popen[bytes], str]:
-    process = subprocess.Popen([sys.executable, __file__, *args, port_file])
-    while not os.path.exists(port_file) or not Path(port_file).read_text():
-        if process.poll() is not None:
-            raise RuntimeError(f"{args[0]} exited with status {process.returncode}")
-        time.sleep(0.1)
-    return process, f"127.0.0.1:{Path(port_file).read_text()}"
-
-
 def measure(hop: str, bookie: subprocess.Popen[bytes], bookie_target: str, args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as scratch:
-        gateway, target = started(["--serve-gateway", bookie_target, hop], os.path.join(scratch, "port"))
+        gateway, target = started(__file__, ["--serve-gateway", bookie_target, hop], os.path.join(scratch, "port"))
         try:
             anywhere = common_pb2.LedgerId()  # the lean gateway reads its one set of entries
             uvloop.run(read_all(target, anywhere, min(args.entries, 500), args.readers))  # warm-up
@@ -183,8 +171,7 @@ def measure(hop: str, bookie: subprocess.Popen[bytes], bookie_target: str, args:
         finally:
             gateway.kill()
             gateway.wait()
-    latencies.sort()
-    p50, p99 = latencies[len(latencies) // 2], latencies[int(len(latencies) * 0.99)]
+    p50, p99 = p50_p99(latencies)
     print(
         f"bookie hop {hop:<6} readers={args.readers:<3} {rate:8,.0f} reads/s  p50 {1000 * p50:6.2f} "
         f"p99 {1000 * p99:6.2f} ms  CPU per read: gateway {1e6 * used[gateway.pid] / args.entries:5,.0f} us, "
@@ -210,7 +197,7 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory() as scratch:
         bookie, bookie_target = started(
-            ["--serve-bookie", os.path.join(scratch, "db"), str(args.entries)], os.path.join(scratch, "port")
+            __file__, ["--serve-bookie", os.path.join(scratch, "db"), str(args.entries)], os.path.join(scratch, "port")
         )
         try:
             for _ in range(args.rounds):

@@ -104,12 +104,27 @@ async def read_all(target: str, ledger: common_pb2.LedgerId, entries: int, reade
         return entries / (time.perf_counter() - started), latencies
 
 
+def p50_p99(latencies: list[float]) -> tuple[float, float]:
+    ordered = sorted(latencies)
+    return ordered[len(ordered) // 2], ordered[int(len(ordered) * 0.99)]
+
+
+def started(script: str, args: list[str], port_file: str) -> tuple[subprocess.Popen[bytes], str]:
+    """`script` run with `args` and `port_file`, once it has written the port it serves on
+    there; its process and its address."""
+    process = subprocess.Popen([sys.executable, script, *args, port_file])
+    while not os.path.exists(port_file) or not Path(port_file).read_text():
+        if process.poll() is not None:
+            raise RuntimeError(f"{args[0]} exited with status {process.returncode}")
+        time.sleep(0.1)
+    return process, f"127.0.0.1:{Path(port_file).read_text()}"
+
+
 def measure(name: str, target: str, pid: int, ledger: common_pb2.LedgerId, entries: int, readers: int) -> None:
     before = process_cpu_seconds(pid) or 0.0
     rate, latencies = uvloop.run(read_all(target, ledger, entries, readers))
     cpu = (process_cpu_seconds(pid) or 0.0) - before
-    latencies.sort()
-    p50, p99 = latencies[len(latencies) // 2], latencies[int(len(latencies) * 0.99)]
+    p50, p99 = p50_p99(latencies)
     print(
         f"{name:<8} readers={readers:<3} {rate:8,.0f} reads/s  p50 {1000 * p50:6.2f} p99 {1000 * p99:6.2f} ms  "
         f"CPU {1e6 * cpu / entries:6,.0f} us per read",
@@ -140,10 +155,7 @@ def main() -> None:
                 client.append_all(ledger_id_from_proto(metadata.ledger_id), [os.urandom(ENTRY_BYTES)] * args.entries)
             port_file = os.path.join(data_dir, "proxy-port")
             bookie = metadata.ensembles[0].bookie_ids[0]  # a host:port id in the local cluster
-            proxy = subprocess.Popen([sys.executable, __file__, "--serve-proxy", bookie, port_file])
-            while not os.path.exists(port_file) or not Path(port_file).read_text():
-                time.sleep(0.1)
-            proxy_target = f"127.0.0.1:{Path(port_file).read_text()}"
+            proxy, proxy_target = started(__file__, ["--serve-proxy", bookie], port_file)
             gateway_pid = cluster.pid("gateway")
             assert gateway_pid is not None
             for _ in range(args.rounds):
