@@ -3,14 +3,16 @@ thread and its event loop, step by step.
 
 A Bookie on a temporary directory is fed AddStream messages one at a time
 (each answer awaited, as a gateway's stream to it at one writer), each of
-`--adds` one-entry adds of that many ledgers. Prints the commits per second,
-the writer thread's and the event loop's user and system CPU per commit (from
-/proc), and the writer thread's CPU (`time.thread_time`) in each step of a
-commit. With `--no-sync` the WAL is not synced, which leaves the hand-offs
-between the two threads and the Python around them (docs/decisions.md,
-"Where the rest of a gateway's and a bookie's time goes").
+`--adds` adds of that many ledgers, each add of `--entries` entries of 1 KiB.
+Prints the commits per second, the writer thread's and the event loop's user
+and system CPU per commit (from /proc), and the writer thread's CPU
+(`time.thread_time`) in each step of a commit. With `--no-sync` the WAL is
+not synced, which leaves the hand-offs between the two threads and the Python
+around them (docs/decisions.md, "Where the rest of a gateway's and a bookie's
+time goes").
 
     .venv/bin/python scripts/bench_commit.py --commits 5000 --adds 1 --no-sync
+    .venv/bin/python scripts/bench_commit.py --commits 300 --adds 16 --entries 100 --no-sync
 """
 
 from __future__ import annotations
@@ -72,22 +74,26 @@ def cpu_ticks(thread_id: int) -> tuple[int, int]:
     return int(fields[11]), int(fields[12])
 
 
-def messages(count: int, adds: int) -> list[ReceivedAdds]:
-    """`count` AddStream messages, each of `adds` one-entry adds of as many ledgers, 1 KiB each."""
+def messages(count: int, adds: int, entries: int = 1) -> list[ReceivedAdds]:
+    """`count` AddStream messages, each of `adds` adds of as many ledgers, each add of
+    `entries` entries of 1 KiB."""
     digester, key, payload = Digester(DigestType.CRC32C), b"k" * 20, b"p" * 1024
     ledgers = [LedgerId(0, 1000 + n) for n in range(adds)]
     fields = {ledger: add_fields(ledger, key) for ledger in ledgers}
     made = []
-    for entry_id in range(count):
+    for n in range(count):
         pieces: list[bytes] = []
+        ids = range(n * entries, (n + 1) * entries)
         for ledger in ledgers:
-            packed = pack_entry(ledger, entry_id, entry_id - 1, 1024 * (entry_id + 1), payload, digester)
-            pieces += AddRequest(ledger, key, [(entry_id, packed)], fields=fields[ledger]).wire
+            packed = [(e, pack_entry(ledger, e, e - 1, 1024 * (e + 1), payload, digester)) for e in ids]
+            pieces += AddRequest(ledger, key, packed, fields=fields[ledger]).wire
         made.append(ReceivedAdds.from_wire(b"".join([*pieces, _STORED_IDS])))
     return made
 
 
-async def measure(commits: int, adds: int, sync: bool, spent: collections.defaultdict[str, float]) -> None:
+async def measure(
+    commits: int, adds: int, entries: int, sync: bool, spent: collections.defaultdict[str, float]
+) -> None:
     with tempfile.TemporaryDirectory() as data_dir:  # TMPDIR chooses the disk
         bookie = Bookie(Path(data_dir), BookieSettings(sync=sync))
         await bookie.start()
@@ -103,7 +109,7 @@ async def measure(commits: int, adds: int, sync: bool, spent: collections.defaul
             stream.deliver = deliver  # type: ignore[method-assign]
             writer = bookie._committer._thread
             assert writer is not None and writer.native_id is not None
-            for n, message in enumerate(messages(commits + WARMUP, adds)):
+            for n, message in enumerate(messages(commits + WARMUP, adds, entries)):
                 if n == WARMUP:
                     spent.clear()
                     writer_before, loop_before = cpu_ticks(writer.native_id), cpu_ticks(threading.get_native_id())
@@ -117,7 +123,8 @@ async def measure(commits: int, adds: int, sync: bool, spent: collections.defaul
             await bookie.close()
     per_commit = 1e6 / os.sysconf("SC_CLK_TCK") / commits
     print(
-        f"{commits / elapsed:,.0f} commits/s of {adds} add(s), sync {'on' if sync else 'off'}; "
+        f"{commits / elapsed:,.0f} commits/s of {adds} add(s) of {entries} entr{'y' if entries == 1 else 'ies'}, "
+        f"sync {'on' if sync else 'off'}; "
         f"µs per commit: writer thread user {(writer_after[0] - writer_before[0]) * per_commit:.0f} "
         f"system {(writer_after[1] - writer_before[1]) * per_commit:.0f}, "
         f"event loop user {(loop_after[0] - loop_before[0]) * per_commit:.0f} "
@@ -131,14 +138,15 @@ async def measure(commits: int, adds: int, sync: bool, spent: collections.defaul
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--commits", type=int, default=5000, help="messages measured (after 100 unmeasured)")
-    parser.add_argument("--adds", type=int, default=1, help="one-entry adds per message, each of its own ledger")
+    parser.add_argument("--adds", type=int, default=1, help="adds per message, each of its own ledger")
+    parser.add_argument("--entries", type=int, default=1, help="entries per add (1 KiB each)")
     parser.add_argument("--no-sync", action="store_true", help="do not sync the WAL")
     args = parser.parse_args()
-    if args.commits < 1 or args.adds < 1:
-        parser.error("--commits and --adds must be at least 1")
+    if args.commits < 1 or args.adds < 1 or args.entries < 1:
+        parser.error("--commits, --adds and --entries must be at least 1")
     # The services' default loop (QUIRE_EVENT_LOOP): the hand-back to it is uvloop's call_soon_threadsafe.
     with asyncio.Runner(loop_factory=event_loop_factory("uvloop")) as runner:
-        runner.run(measure(args.commits, args.adds, not args.no_sync, timed_steps()))
+        runner.run(measure(args.commits, args.adds, args.entries, not args.no_sync, timed_steps()))
 
 
 if __name__ == "__main__":
