@@ -20,7 +20,6 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2, reflection_pb2_grpc
 from opentelemetry import metrics
-from opentelemetry.instrumentation.grpc import aio_server_interceptor
 
 from quire_api.errors import QuireError
 from quire_api.rpc_status import grpc_status_for
@@ -32,6 +31,7 @@ from quire_common.handler_cache import HandlerCache, HandlerWrapper, wrap_generi
 from quire_common.malformed import checked, checked_stream, tolerant
 from quire_common.rpc_metrics import MethodCalls, aborted_code, interrupted_code, server_call_histogram
 from quire_common.security import ProbePortInterceptor, ServiceIdentityInterceptor, server_credentials, tls_settings
+from quire_common.server_tracing import tracing_interceptor
 from quire_common.settings import ServerEnv, common_settings
 from quire_common.telemetry import meter, tracing_enabled
 from quire_common.thread_names import name_grpc_poller
@@ -262,8 +262,8 @@ def create_server(
     fault_rules = fault_rules_from_settings(settings.fault_injection_rules)  # test-only; empty in production
     if fault_rules:
         wrappers.append(FaultInjectionInterceptor(fault_rules))
-    # Tracing's interceptor, outside them all, stays one.
-    interceptors = [aio_server_interceptor()] if tracing_enabled() else None
+    # Tracing's interceptor, outside them all, stays one (server_tracing.py: streams end cleanly).
+    interceptors = [tracing_interceptor()] if tracing_enabled() else None
     server = grpc.aio.server(
         interceptors=interceptors,
         options=[
