@@ -53,14 +53,18 @@ def spans() -> tuple[trace.Tracer, InMemorySpanExporter]:
     return provider.get_tracer("test"), exporter
 
 
-def answering(current_spans: list[trace.Span], answers: int = 3) -> Any:
-    """A streaming handler that notes the current span at each step."""
+def answering(current_spans: list[trace.Span], answers: int = 3, closed: list[bool] | None = None) -> Any:
+    """A streaming handler that notes the current span at each step, and when it is closed."""
 
     async def behavior(request: object, context: object) -> AsyncIterator[int]:
-        for n in range(answers):
-            await asyncio.sleep(0)
-            current_spans.append(trace.get_current_span())
-            yield n
+        try:
+            for n in range(answers):
+                await asyncio.sleep(0)
+                current_spans.append(trace.get_current_span())
+                yield n
+        finally:
+            if closed is not None:
+                closed.append(True)
 
     return behavior
 
@@ -84,9 +88,12 @@ async def first_then_abandoned(stream: AsyncIterator[int]) -> int:
 async def test_an_abandoned_stream_ends_its_span_without_failing_to_detach(spans, caplog):
     tracer, exporter = spans
     current: list[trace.Span] = []
+    closed: list[bool] = []
     with caplog.at_level(logging.ERROR):
-        assert await first_then_abandoned(traced(StreamSafeTracingInterceptor(tracer), answering(current))) == 0
+        stream = traced(StreamSafeTracingInterceptor(tracer), answering(current, closed=closed))
+        assert await first_then_abandoned(stream) == 0
     assert "Failed to detach context" not in caplog.text
+    assert closed == [True]  # the handler is closed with the stream, not left to the collector
     [span] = exporter.get_finished_spans()
     assert span.name == METHOD and span.kind == trace.SpanKind.SERVER
     assert span.parent is not None and span.parent.span_id == CALLER_SPAN_ID

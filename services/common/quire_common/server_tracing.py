@@ -70,7 +70,14 @@ class StreamSafeTracingInterceptor(OpenTelemetryAioServerInterceptor):
                     span.record_exception(error)
                 raise
             finally:
-                span.end()
+                # An abandoned handler is closed with this generator, before its span ends
+                # (an async iterator that is not a generator has nothing to close).
+                close = getattr(answers, "aclose", None)
+                try:
+                    if close is not None:
+                        await close()
+                finally:
+                    span.end()
 
         return traced_stream
 
