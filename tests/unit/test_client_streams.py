@@ -117,3 +117,28 @@ async def test_requests_answered_at_once_take_no_task_and_keep_their_place() -> 
     got = [a async for a in answered_in_order(requests_of(list(range(10))), answer, 4, answer_at_once)]
     assert got == [f"answer {i}" for i in range(10)]
     assert sorted(asked) == [1, 3, 5, 7, 9]
+
+
+async def test_answers_at_once_hold_the_window_too() -> None:
+    """Requests answered at once count against the window like the others:
+    with nobody taking the answers, the reader stops after `window` of them
+    (holding the next it has read)."""
+    pulled = 0
+
+    async def requests() -> AsyncIterator[int]:
+        nonlocal pulled
+        for item in range(100):
+            pulled += 1
+            yield item
+
+    async def answer(request: int) -> int:
+        raise AssertionError("every request is answered at once")
+
+    answers = answered_in_order(requests(), answer, 3, lambda request: request)
+    assert await anext(answers) == 0
+    await asyncio.sleep(0.01)
+    assert pulled == 4
+    assert [await anext(answers) for _ in range(5)] == [1, 2, 3, 4, 5]
+    await asyncio.sleep(0.01)
+    assert pulled == 9
+    await answers.aclose()
