@@ -15,7 +15,9 @@ from tests.unit.test_reads_and_recovery import LEDGER, stored_ledger
 
 async def test_a_read_abandoned_between_chunks_closes_cleanly_from_another_task(caplog):
     remote = stored_ledger(["a:1", "b:1", "c:1"], 2, 2, CHUNK_ENTRIES + 10)
-    chunks = EntryReader(remote, LEDGER, remote.metadata).read(0, CHUNK_ENTRIES + 5)  # type: ignore[arg-type]
+    # Traced, as a gateway that exports spans reads (untraced, a reader makes no span at all).
+    reader = EntryReader(remote, LEDGER, remote.metadata, traced=True)  # type: ignore[arg-type]
+    chunks = reader.read(0, CHUNK_ENTRIES + 5)
 
     async def first_chunk() -> int:
         return len(await anext(chunks))

@@ -30,7 +30,7 @@ from quire_api.ids import LedgerId
 from quire_common.entry import parse_header, verified_entry
 from quire_common.ledger_secrets import ledger_digester
 from quire_common.tasks import let_finish
-from quire_common.telemetry import tracer
+from quire_common.telemetry import tracer, tracing_enabled
 from quire_gateway import metrics
 from quire_gateway.cluster_calls import ClusterCalls
 from quire_gateway.quorum_rules import replicas_of
@@ -95,6 +95,8 @@ class EntryReader:
         metadata: common_pb2.LedgerMetadata,
         settings: ReadSettings | None = None,
         flag_damaged: Callable[[dict[str, tuple[int, int]]], None] | None = None,
+        *,
+        traced: bool | None = None,
     ) -> None:
         self.remote = remote
         self.ledger_id = ledger_id
@@ -105,6 +107,9 @@ class EntryReader:
         self.damaged: dict[str, tuple[int, int]] = {}
         self._flag_damaged = flag_damaged
         self._finished = False
+        # A span per chunk only while tracing: a no-op span cost a read of one entry about a
+        # quarter of its reader's CPU (docs/decisions.md, "Reads the entry cache cannot serve").
+        self._traced = tracing_enabled() if traced is None else traced
 
     def _damaged(self, bookie: str, entry_ids: list[int]) -> None:
         if self._finished:
@@ -134,20 +139,23 @@ class EntryReader:
         """Yield entries first..last in order, in chunks."""
         for start in range(first, last + 1, CHUNK_ENTRIES):
             end = min(start + CHUNK_ENTRIES - 1, last)
-            # The span ends before the yield: a reader that goes away leaves this
-            # generator suspended at the yield, to be closed later from another
-            # task, where the span's context could not be detached.
-            with _tracer.start_as_current_span(
-                "quire.gateway.read_chunk",
-                attributes={
-                    "quire.ledger": self.ledger_id.qualified_name,
-                    "quire.first": start,
-                    "quire.last": end,
-                },
-            ):
-                started = time.perf_counter()
+            started = time.perf_counter()
+            if self._traced:
+                # The span ends before the yield: a reader that goes away leaves this
+                # generator suspended at the yield, to be closed later from another
+                # task, where the span's context could not be detached.
+                with _tracer.start_as_current_span(
+                    "quire.gateway.read_chunk",
+                    attributes={
+                        "quire.ledger": self.ledger_id.qualified_name,
+                        "quire.first": start,
+                        "quire.last": end,
+                    },
+                ):
+                    chunk = await self._read_chunk(start, end)
+            else:
                 chunk = await self._read_chunk(start, end)
-                metrics.read_latency.record(time.perf_counter() - started)
+            metrics.read_latency.record(time.perf_counter() - started)
             yield chunk
 
     async def _read_chunk(self, first: int, last: int) -> list[ReadEntry]:
