@@ -77,15 +77,13 @@ class Digester:
             raise InvalidArgument(f"unknown digest type {digest_type}") from None
         self.size = DIGEST_SIZES[self.digest_type]
         self.v2_flags = v2_flags(self.digest_type)
-        hmac_key = key if key is not None else mac_key(password)
         # The digest type's function, chosen once: a writer computes a digest for every entry.
-        digests: dict[DigestType, Callable[[bytes, bytes], bytes]] = {
-            DigestType.CRC32C: _crc32c_digest,
-            DigestType.CRC32: _crc32_digest,
-            DigestType.HMAC: functools.partial(_hmac_digest, hmac_key),
-            DigestType.DUMMY: _no_digest,
-        }
-        self.compute = digests[self.digest_type]
+        # Only an HMAC needs the key (a SHA-1 to derive from a password): every read makes a Digester.
+        self.compute: Callable[[bytes, bytes], bytes]
+        if self.digest_type is DigestType.HMAC:
+            self.compute = functools.partial(_hmac_digest, key if key is not None else mac_key(password))
+        else:
+            self.compute = _UNKEYED_DIGESTS[self.digest_type]
 
 
 def _crc32c_digest(header: bytes, payload: bytes) -> bytes:
@@ -104,6 +102,13 @@ def _crc32_digest(header: bytes, payload: bytes) -> bytes:
 
 def _no_digest(header: bytes, payload: bytes) -> bytes:
     return b""
+
+
+_UNKEYED_DIGESTS: dict[DigestType, Callable[[bytes, bytes], bytes]] = {
+    DigestType.CRC32C: _crc32c_digest,
+    DigestType.CRC32: _crc32_digest,
+    DigestType.DUMMY: _no_digest,
+}
 
 
 @dataclass(frozen=True, slots=True)
