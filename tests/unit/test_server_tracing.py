@@ -138,7 +138,8 @@ async def test_a_handler_that_fails_records_it_on_the_span(spans):
 
 
 def test_the_span_names_the_method_and_the_caller():
-    attributes = server_span_attributes(METHOD, Context())  # type: ignore[arg-type]
+    context = Context()
+    attributes = server_span_attributes(METHOD, dict(context.invocation_metadata()), context.peer())
     assert attributes == {
         "rpc.system": "grpc",
         "rpc.grpc.status_code": 0,

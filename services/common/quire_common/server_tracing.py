@@ -48,10 +48,10 @@ class StreamSafeTracingInterceptor(OpenTelemetryAioServerInterceptor):
         method: str = handler_call_details.method or ""
 
         async def traced_stream(request_or_iterator: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-            caller = extract(dict(context.invocation_metadata() or ()))
-            span = tracer.start_span(
-                method, context=caller, kind=trace.SpanKind.SERVER, attributes=server_span_attributes(method, context)
-            )
+            metadata = dict(context.invocation_metadata() or ())
+            caller = extract(metadata)
+            attributes = server_span_attributes(method, metadata, context.peer() or "")
+            span = tracer.start_span(method, context=caller, kind=trace.SpanKind.SERVER, attributes=attributes)
             current = trace.set_span_in_context(span, caller)
             answers = aiter(behavior(request_or_iterator, _OpenTelemetryAioServicerContext(context, span)))
             try:
@@ -82,18 +82,18 @@ class StreamSafeTracingInterceptor(OpenTelemetryAioServerInterceptor):
         return traced_stream
 
 
-def server_span_attributes(method: str, context: grpc.aio.ServicerContext) -> dict[str, AttributeValue]:
+def server_span_attributes(method: str, metadata: dict[str, Any], peer: str) -> dict[str, AttributeValue]:
     """A server span's attributes, as OpenTelemetry's RPC conventions name them:
-    the method and service, the caller's user agent and address."""
+    the method and service, the caller's user agent (from the call's metadata) and
+    address (its peer)."""
     attributes: dict[str, AttributeValue] = {"rpc.system": "grpc", "rpc.grpc.status_code": grpc.StatusCode.OK.value[0]}
     service, _, name = method.lstrip("/").partition("/")
     if name:
         attributes["rpc.service"], attributes["rpc.method"] = service, name
-    user_agent = dict(context.invocation_metadata() or ()).get("user-agent")
+    user_agent = metadata.get("user-agent")
     if user_agent:
         attributes["rpc.user_agent"] = user_agent
     # A peer reads "ipv4:127.0.0.1:57284" or "ipv6:[::1]:57284" (the first of several when proxied).
-    peer = context.peer() or ""
     kind, _, address = peer.split(",")[0].partition(":")
     if kind in ("ipv4", "ipv6") and ":" in address:
         ip, port = address.rsplit(":", 1)
