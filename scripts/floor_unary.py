@@ -47,7 +47,10 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 # In every process here, before grpc is imported: gRPC core's EventEngine off, the setting
 # quire_common/grpc_runtime.py gives Quire's services (spelled out: that module must load first).
@@ -60,7 +63,7 @@ import grpc
 import rocksdict
 import uvloop
 
-from quire_client.bench_closed import process_cpu_seconds
+from quire_client.bench_closed import process_cpu_seconds, thread_cpu_seconds
 from quire_client.cluster import free_port
 
 SERVICE = "floor.Unary"
@@ -72,9 +75,18 @@ ACK_QUORUM = 2
 PAYLOAD = os.urandom(1024)
 
 
-async def _serve(port: int, methods: dict[str, grpc.RpcMethodHandler]) -> None:
+async def serve(
+    port: int,
+    methods: dict[str, grpc.RpcMethodHandler],
+    service: str = SERVICE,
+    prepare: Callable[[grpc.aio.Server], None] | None = None,
+) -> None:
+    """Serve `methods` of `service` on 127.0.0.1:`port` until SIGTERM;
+    `prepare` gets the server before any handler is added."""
     server = grpc.aio.server()
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, methods),))
+    if prepare is not None:
+        prepare(server)
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service, methods),))
     server.add_insecure_port(f"127.0.0.1:{port}")
     await server.start()
     stop = asyncio.Event()
@@ -148,7 +160,7 @@ def _bookie(port: int, data: Path) -> None:
             answering.cancel()
 
     try:
-        loop.run_until_complete(_serve(port, {"Add": grpc.stream_stream_rpc_method_handler(add)}))
+        loop.run_until_complete(serve(port, {"Add": grpc.stream_stream_rpc_method_handler(add)}))
     finally:
         db.close()
 
@@ -156,7 +168,9 @@ def _bookie(port: int, data: Path) -> None:
 # -- gateway --------------------------------------------------------------------------
 
 
-class _Entry:
+class Replicated:
+    """An entry on its way to its quorum: the copies stored so far."""
+
     __slots__ = ("copies", "done")
 
     def __init__(self, done: asyncio.Future[None]) -> None:
@@ -164,15 +178,19 @@ class _Entry:
         self.done = done
 
 
-class _BookieLink:
+class BookieLink:
     """One stream to one bookie: at most one message unanswered; what is queued
-    meanwhile leaves together once the answer comes and the loop turned `yields` times."""
+    meanwhile leaves together once the answer comes and the loop turned `yields`
+    times. Each bookie answer is the running count of entries it stored; a
+    subclass may frame messages and read answers its own way (`_message`,
+    `_answered_by`) and settle what an answer covers (`_settle`)."""
 
-    def __init__(self, target: str, yields: int) -> None:
+    def __init__(self, target: str, yields: int, method: str = f"/{SERVICE}/Add") -> None:
         self._target = target
         self._yields = yields
-        self._queued: list[tuple[bytes, _Entry]] = []
-        self._unanswered: collections.deque[_Entry] = collections.deque()
+        self._method = method
+        self._queued: list[tuple[Any, Any]] = []  # (what is sent, what its answer settles)
+        self._unanswered: collections.deque[Any] = collections.deque()
         self._wake: asyncio.Future[None] | None = None
         self._answered = 0
         self._in_flight = 0  # entries of the message sent and not answered yet
@@ -181,12 +199,12 @@ class _BookieLink:
 
     def start(self) -> None:
         channel = grpc.aio.insecure_channel(self._target, options=[("grpc.use_local_subchannel_pool", 1)])
-        self._call = channel.stream_stream(f"/{SERVICE}/Add")()
+        self._call = channel.stream_stream(self._method)()
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._send()), loop.create_task(self._receive())]
 
-    def queue(self, wire: bytes, entry: _Entry) -> None:
-        self._queued.append((wire, entry))
+    def queue(self, wire: Any, settles: Any) -> None:
+        self._queued.append((wire, settles))
         self._wake_sender()
 
     def _wake_sender(self) -> None:
@@ -204,31 +222,40 @@ class _BookieLink:
             for _ in range(self._yields):
                 await asyncio.sleep(0)
             taken, self._queued = self._queued, []
-            self._unanswered.extend(entry for _, entry in taken)
             self._in_flight = len(taken)
             self.messages += 1
             self.entries += len(taken)
-            await self._call.write(b"".join(wire for wire, _ in taken))
+            await self._call.write(self._message(taken))
+
+    def _message(self, taken: list[tuple[Any, Any]]) -> bytes:
+        self._unanswered.extend(settles for _, settles in taken)
+        return b"".join(wire for wire, _ in taken)
+
+    def _answered_by(self, answer: bytes) -> list[Any]:
+        (stored,) = COUNT.unpack(answer)
+        settled = [self._unanswered.popleft() for _ in range(stored - self._answered)]
+        self._answered = stored
+        return settled
+
+    def _settle(self, entry: Any) -> None:
+        entry.copies += 1
+        if entry.copies == ACK_QUORUM:
+            entry.done.set_result(None)
 
     async def _receive(self) -> None:
         while (answer := await self._call.read()) is not grpc.aio.EOF:
-            (stored,) = COUNT.unpack(answer)
-            for _ in range(stored - self._answered):
-                entry = self._unanswered.popleft()
-                entry.copies += 1
-                if entry.copies == ACK_QUORUM:
-                    entry.done.set_result(None)
-            self._answered = stored
+            for settles in self._answered_by(answer):
+                self._settle(settles)
             self._in_flight = 0
             self._wake_sender()
 
 
 def _gateway(port: int, bookies: list[str], yields: int) -> None:
     loop = uvloop.new_event_loop()
-    links = [_BookieLink(target, yields) for target in bookies]
+    links = [BookieLink(target, yields) for target in bookies]
 
     def replicate(request: bytes) -> asyncio.Future[None]:
-        entry = _Entry(loop.create_future())
+        entry = Replicated(loop.create_future())
         for link in links:
             link.queue(request, entry)
         return entry.done
@@ -248,7 +275,7 @@ def _gateway(port: int, bookies: list[str], yields: int) -> None:
     async def run() -> None:
         for link in links:
             link.start()
-        await _serve(
+        await serve(
             port,
             {
                 "AddUnary": grpc.unary_unary_rpc_method_handler(add),
@@ -267,73 +294,107 @@ def _wire(ledger: int, entry: int) -> bytes:
     return HEADER.pack(ledger, entry, len(PAYLOAD)) + PAYLOAD
 
 
-async def _drive(
-    target: str, rpc: str, writers: int, seconds: float, pids: dict[str, int]
-) -> tuple[str, dict[int, int]]:
+Append = Callable[[int], Awaitable[None]]  # a writer's append of entry n, awaited; raises on a wrong answer
+
+
+@dataclass
+class Phase:
+    """A closed loop's measured seconds: what each writer had acknowledged at
+    the end, the sorted latencies, and each process's CPU seconds (by thread
+    for the processes asked); `sampled` is what `sample` gave at its start and end."""
+
+    acked: dict[int, int]
+    latencies: list[float]
+    elapsed: float
+    cpu: dict[str, float]
+    threads: dict[str, dict[str, float]]
+    sampled: tuple[Any, Any]
+
+    def summary(self) -> str:
+        count = len(self.latencies)
+        per_process = ", ".join(f"{name} {cpu / count * 1e6:.0f}" for name, cpu in self.cpu.items())
+        server = sum(cpu for name, cpu in self.cpu.items() if name != "client") / count * 1e6
+        return (
+            f"{count / self.elapsed:,.0f} entries/s, p50 {self.latencies[count // 2] * 1e3:.2f} "
+            f"p99 {self.latencies[int(count * 0.99)] * 1e3:.2f} ms; "
+            f"server CPU {server:.0f} us per entry ({per_process})"
+        )
+
+    def by_thread(self) -> str:
+        count = len(self.latencies)
+        lines = []
+        for name, spent in self.threads.items():
+            busy = sorted(((cpu, thread) for thread, cpu in spent.items() if cpu), reverse=True)
+            lines.append(f"        {name} by thread: " + ", ".join(f"{t} {cpu / count * 1e6:.0f}" for cpu, t in busy))
+        return "\n".join(lines)
+
+
+async def closed_loop(
+    target: str,
+    writers: int,
+    seconds: float,
+    pids: dict[str, int],
+    make_append: Callable[[grpc.aio.Channel, int], Append],
+    split: tuple[str, ...] = (),
+    sample: Callable[[grpc.aio.Channel], Awaitable[Any]] | None = None,
+) -> Phase:
+    """`writers` writers, ledgers 1 to `writers`, each on a channel of its
+    own appending entries 0, 1, ... one at a time: two seconds of warm-up,
+    then `seconds` measured, with the CPU of `pids` and this process."""
     acked = dict.fromkeys(range(1, writers + 1), 0)
     latencies: list[float] = []
     measuring, stop = False, False
-    channels = [
-        grpc.aio.insecure_channel(target, options=[("grpc.use_local_subchannel_pool", 1)]) for _ in range(writers)
-    ]
+    channels = [grpc.aio.insecure_channel(target, options=[("grpc.use_local_subchannel_pool", 1)]) for _ in acked]
 
     async def writer(ledger: int, channel: grpc.aio.Channel) -> None:
-        add = channel.unary_unary(f"/{SERVICE}/AddUnary")
-        call = channel.stream_stream(f"/{SERVICE}/Append")() if rpc == "stream" else None
+        append = make_append(channel, ledger)
         entry = 0
         while not stop:
             started = time.perf_counter()
-            if call is None:
-                answer = await add(_wire(ledger, entry), timeout=10)
-            else:
-                await call.write(_wire(ledger, entry))
-                answer = await call.read()
-            if answer != KEY.pack(ledger, entry):
-                raise RuntimeError(f"entry {ledger}/{entry} answered {answer!r}")
+            await append(entry)
             if measuring:
                 latencies.append(time.perf_counter() - started)
             entry += 1
             acked[ledger] = entry
-        if call is not None:
-            await call.done_writing()
 
-    stats = channels[0].unary_unary(f"/{SERVICE}/Stats")
     tasks = [asyncio.create_task(writer(ledger, channel)) for ledger, channel in zip(acked, channels, strict=True)]
     await asyncio.sleep(2)  # warm up
     pids = {**pids, "client": os.getpid()}
-    before = {name: process_cpu_seconds(pid) for name, pid in pids.items()}
-    messages_before, entries_before = struct.unpack(">QQ", await stats(b""))
+    before = {name: process_cpu_seconds(pid) or 0.0 for name, pid in pids.items()}
+    threads_before = {name: thread_cpu_seconds(pids[name]) for name in split}
+    sampled_before = await sample(channels[0]) if sample else None
     measuring, started = True, time.perf_counter()
     await asyncio.sleep(seconds)
     measuring, elapsed = False, time.perf_counter() - started
-    after = {name: process_cpu_seconds(pid) for name, pid in pids.items()}
-    messages_after, entries_after = struct.unpack(">QQ", await stats(b""))
+    cpu = {name: (process_cpu_seconds(pid) or 0.0) - before[name] for name, pid in pids.items()}
+    threads = {
+        name: {t: spent - threads_before[name].get(t, 0.0) for t, spent in thread_cpu_seconds(pids[name]).items()}
+        for name in split
+    }
+    sampled_after = await sample(channels[0]) if sample else None
     stop = True
     await asyncio.gather(*tasks)
     for channel in channels:
         await channel.close()
-    count = len(latencies)
-    latencies.sort()
-    per_entry = ", ".join(f"{name} {(after[name] - before[name]) / count * 1e6:.0f}" for name in pids)
-    server = sum(after[name] - before[name] for name in pids if name != "client") / count * 1e6
-    per_message = (entries_after - entries_before) / max(1, messages_after - messages_before)
-    line = (
-        f"{rpc:6} x{writers}: {count / elapsed:,.0f} entries/s, p50 {latencies[count // 2] * 1e3:.2f} "
-        f"p99 {latencies[int(count * 0.99)] * 1e3:.2f} ms, {per_message:.1f} entries per bookie message; "
-        f"server CPU {server:.0f} us per entry ({per_entry})"
-    )
-    return line, acked
+    return Phase(acked, sorted(latencies), elapsed, cpu, threads, (sampled_before, sampled_after))
 
 
-def _verify(directories: list[Path], acked: dict[int, int]) -> str:
-    """Every acknowledged entry in at least ACK_QUORUM of the bookies' RocksDBs, with its bytes."""
+def verify_copies(
+    directories: list[Path],
+    acked: dict[int, int],
+    stored_key: Callable[[int, int], bytes],
+    holds: Callable[[bytes], bool],
+) -> str:
+    """Every acknowledged entry in at least ACK_QUORUM of the bookies' RocksDBs
+    (under `stored_key(ledger, entry)`, with a value that `holds` the payload)."""
     copies: collections.Counter[tuple[int, int]] = collections.Counter()
     for directory in directories:
         db = rocksdict.Rdict(str(directory), rocksdict.Options(raw_mode=True))
         try:
             for ledger, entries in acked.items():
                 for entry in range(entries):
-                    if db.get(KEY.pack(ledger, entry)) == PAYLOAD:
+                    value = db.get(stored_key(ledger, entry))
+                    if value is not None and holds(value):
                         copies[(ledger, entry)] += 1
         finally:
             db.close()
@@ -342,6 +403,40 @@ def _verify(directories: list[Path], acked: dict[int, int]) -> str:
     if thin:
         raise SystemExit(f"{thin} of {total} acknowledged entries are on fewer than {ACK_QUORUM} bookies")
     return f"{total} acknowledged entries, each on at least {ACK_QUORUM} bookies"
+
+
+def stop_processes(processes: dict[str, subprocess.Popen[bytes]]) -> None:
+    for process in processes.values():
+        process.terminate()
+    for process in processes.values():
+        process.wait(timeout=10)
+
+
+def _append_call(rpc: str) -> Callable[[grpc.aio.Channel, int], Append]:
+    """A writer's append: one unary call per entry, or one message on its stream."""
+
+    def make_append(channel: grpc.aio.Channel, ledger: int) -> Append:
+        add = channel.unary_unary(f"/{SERVICE}/AddUnary")
+        call = channel.stream_stream(f"/{SERVICE}/Append")() if rpc == "stream" else None
+
+        async def append(entry: int) -> None:
+            if call is None:
+                answer = await add(_wire(ledger, entry), timeout=10)
+            else:
+                await call.write(_wire(ledger, entry))
+                answer = await call.read()
+            if answer != KEY.pack(ledger, entry):
+                raise RuntimeError(f"entry {ledger}/{entry} answered {answer!r}")
+
+        return append
+
+    return make_append
+
+
+async def _bookie_messages(channel: grpc.aio.Channel) -> tuple[int, int]:
+    """The gateway's bookie messages and the entries they carried, so far."""
+    messages, entries = struct.unpack(">QQ", await channel.unary_unary(f"/{SERVICE}/Stats")(b""))
+    return messages, entries
 
 
 def _measure(rpc: str, args: argparse.Namespace) -> None:
@@ -361,15 +456,18 @@ def _measure(rpc: str, args: argparse.Namespace) -> None:
         processes["gateway"] = subprocess.Popen([sys.executable, __file__, *role])
         time.sleep(2)
         pids = {name: process.pid for name, process in processes.items()}
-        line, acked = uvloop.run(_drive(f"127.0.0.1:{gateway_port}", rpc, args.writers, args.seconds, pids))
-        print(line, flush=True)
+        target = f"127.0.0.1:{gateway_port}"
+        phase = uvloop.run(
+            closed_loop(target, args.writers, args.seconds, pids, _append_call(rpc), sample=_bookie_messages)
+        )
+        (messages_before, entries_before), (messages_after, entries_after) = phase.sampled
+        per_message = (entries_after - entries_before) / max(1, messages_after - messages_before)
+        print(f"{rpc:6} x{args.writers}: {phase.summary()}; {per_message:.1f} entries per bookie message", flush=True)
     finally:
-        for process in processes.values():
-            process.terminate()
-        for process in processes.values():
-            process.wait(timeout=10)
+        stop_processes(processes)
     try:
-        print(f"        {_verify(directories, acked)}", flush=True)
+        verified = verify_copies(directories, phase.acked, KEY.pack, lambda value: value == PAYLOAD)
+        print(f"        {verified}", flush=True)
     finally:
         shutil.rmtree(data, ignore_errors=True)
 
