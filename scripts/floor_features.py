@@ -2,7 +2,7 @@
 measure what each costs in the lean design and whether their sum is the gap
 between the prototype and Quire.
 
-    python scripts/floor_features.py [--writers 16] [--seconds 8] [--rounds 1] [--levels 0,1,2,3,4,5]
+    python scripts/floor_features.py [--writers 16] [--seconds 8] [--rounds 1] [--levels 0,1,2,3,4,5,6]
         [--threads] [--quire-bookies]
 
 The prototype is scripts/floor_unary.py's, streamed (four processes, each a
@@ -31,7 +31,10 @@ piece of it stands alone:
    OpenTelemetry SDK with a Prometheus reader behind them);
 5. Quire's server wrappers on the gateway's stream (error mapping with its
    per-call record, the authentication guard with its idle bound, the check of
-   undecodable messages), its handler an async generator.
+   undecodable messages), its handler an async generator;
+6. Quire's AppendEntries session: the stream served as Quire's servicer
+   serves it, by a `WriteSession` (its requests read by a task of their own,
+   answered from a queue of futures) over the prototype's ledgers.
 
 Not in any level, and so still between level 5 and Quire: metrics and spans
 per entry, ownership and relaying, ledger metadata, deadlines, byte bounds,
@@ -100,7 +103,7 @@ from quire_proto.common.v1 import common_pb2
 from quire_proto.gateway.v1 import ledger_pb2
 
 SERVICE = "quire.gateway.floor.Features"  # under /quire.gateway., where Quire's wrappers apply
-LEVELS = ("prototype", "checksums", "messages", "tracking", "ledger states", "wrappers")
+LEVELS = ("prototype", "checksums", "messages", "tracking", "ledger states", "wrappers", "session")
 RAW = struct.Struct(">QQI")  # a raw entry: ledger, entry id, length, then the bytes
 KEY = struct.Struct(">QQ")
 COUNT = struct.Struct(">Q")
@@ -300,7 +303,7 @@ class _Pending:
 
     __slots__ = ("acks", "done", "length", "payload")
 
-    def __init__(self, payload: bytes, length: int, done: asyncio.Future[None]) -> None:
+    def __init__(self, payload: bytes, length: int, done: asyncio.Future[int]) -> None:
         self.payload = payload
         self.length = length
         self.acks: set[int] = set()
@@ -319,6 +322,10 @@ class _Ledger:
         self.pending: dict[int, _Pending] = {}
         self.cache = cache
 
+    @property
+    def last_add_confirmed(self) -> int:
+        return self.lac
+
     def stored(self, entry_id: int, bookie: int) -> None:
         pending = self.pending.get(entry_id)
         if pending is None:
@@ -336,7 +343,7 @@ class _Ledger:
             lac += 1
             del unconfirmed[lac]
             confirmed.append((lac, pending.payload, pending.length))
-            pending.done.set_result(None)
+            pending.done.set_result(lac)
             pending = unconfirmed.get(lac + 1)
         self.lac = lac
         if confirmed and self.cache is not None:
@@ -400,15 +407,16 @@ class _Gateway:
             link.queue(request, entry)
         return entry.done
 
-    def append(self, request: ledger_pb2.AppendEntriesRequest) -> tuple[int, asyncio.Future[None]]:
+    def append(self, request: ledger_pb2.AppendEntriesRequest) -> tuple[int, asyncio.Future[Any]]:
         """Levels 2+: one payload of an AppendEntriesRequest; its id, and its quorum to await."""
-        ledger = self.ledger(request.ledger_id.ledger_id)
-        payload = request.payloads[0]
+        return self.append_payload(self.ledger(request.ledger_id.ledger_id), request.payloads[0])
+
+    def append_payload(self, ledger: _Ledger, payload: bytes) -> tuple[int, asyncio.Future[Any]]:
         entry_id = ledger.next_entry_id
         ledger.next_entry_id += 1
         ledger.length += len(payload)
         packed = pack_entry(ledger.ledger_id, entry_id, ledger.lac, ledger.length, payload, DIGESTER)
-        done: asyncio.Future[None] = self.loop.create_future()
+        done: asyncio.Future[Any] = self.loop.create_future()
         settles: Any
         if self.level >= 3:
             ledger.pending[entry_id] = _Pending(payload, ledger.length, done)
@@ -423,6 +431,28 @@ class _Gateway:
     def answer(self, request: ledger_pb2.AppendEntriesRequest, entry_id: int) -> ledger_pb2.AppendEntriesResponse:
         lac = self.ledgers[request.ledger_id.ledger_id].lac if self.level >= 3 else entry_id
         return ledger_pb2.AppendEntriesResponse(first_entry_id=entry_id, last_entry_id=entry_id, last_add_confirmed=lac)
+
+    def _session_handler(self) -> Callable[..., AsyncIterator[Any]]:
+        """Level 6: the stream served as Quire's servicer serves AppendEntries, by a WriteSession."""
+        from quire_api.ids import ledger_id_from_proto
+        from quire_gateway.client_streams import chained, first_and_rest
+        from quire_gateway.write.session import WriteSession
+
+        ledgers = _Ledgers(self)
+
+        async def append_session(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+            first, rest = await first_and_rest(requests)
+            if first is None:
+                return
+            session = WriteSession(ledgers, ledger_id_from_proto(first.ledger_id), chained(first, rest), False)  # type: ignore[arg-type]
+            async for ack in session.acknowledgements():
+                yield ledger_pb2.AppendEntriesResponse(
+                    first_entry_id=ack.first_entry_id,
+                    last_entry_id=ack.last_entry_id,
+                    last_add_confirmed=ack.last_add_confirmed,
+                )
+
+        return append_session
 
     def handler(self) -> grpc.RpcMethodHandler:
         if self.level < 2:
@@ -444,6 +474,9 @@ class _Gateway:
 
             return grpc.stream_stream_rpc_method_handler(append, *serializers)
 
+        if self.level >= 6:
+            return grpc.stream_stream_rpc_method_handler(self._session_handler(), *serializers)
+
         async def append_streamed(
             requests: AsyncIterator[Any], context: grpc.aio.ServicerContext
         ) -> AsyncIterator[Any]:
@@ -453,6 +486,26 @@ class _Gateway:
                 yield self.answer(request, entry_id)
 
         return grpc.stream_stream_rpc_method_handler(append_streamed, *serializers)
+
+
+class _Ledgers:
+    """Level 6: what Quire's WriteSession asks of the gateway's LedgerOperations,
+    served by the prototype's ledgers."""
+
+    def __init__(self, gateway: _Gateway) -> None:
+        self._gateway = gateway
+        self.handles: dict[LedgerId, _Ledger] = {}
+
+    def owner_here(self, ledger_id: LedgerId) -> None:
+        return None
+
+    def append_now(
+        self, ledger_id: LedgerId, payloads: list[bytes], expected_entry_id: int | None
+    ) -> list[asyncio.Future[Any]]:
+        ledger = self.handles.get(ledger_id)
+        if ledger is None:
+            ledger = self.handles[ledger_id] = self._gateway.ledger(ledger_id.ledger_id)
+        return [self._gateway.append_payload(ledger, payload)[1] for payload in payloads]
 
 
 def _gateway(level: int, port: int, bookies: list[str], yields: int, method: str) -> None:
@@ -558,7 +611,7 @@ def main() -> None:
     parser.add_argument("--writers", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--rounds", type=int, default=1, help="times each level is measured, alternating")
-    parser.add_argument("--levels", default="0,1,2,3,4,5", help="levels to measure, comma-separated (0-5)")
+    parser.add_argument("--levels", default="0,1,2,3,4,5,6", help="levels to measure, comma-separated (0-6)")
     parser.add_argument("--yields", type=int, default=20, help="event loop turns before a bookie message leaves")
     parser.add_argument(
         "--quire-bookies",
