@@ -36,7 +36,7 @@ piece of it stands alone:
    serves it, by a `WriteSession` (its requests read by a task of their own,
    answered from a queue of futures) over the prototype's ledgers.
 
-Not in any level, and so still between level 5 and Quire: metrics and spans
+Not in any level, and so still between the last level and Quire: metrics and spans
 per entry, ownership and relaying, ledger metadata, deadlines, byte bounds,
 explicit LACs, ensemble changes, bookie answers with refusals, the bookie's
 WAL synced outside RocksDB, and the rest of each service.
