@@ -86,6 +86,7 @@ from floor_unary import (  # this folder's prototype
     BookieLink,
     Replicated,
     closed_loop,
+    prototype_arguments,
     serve,
     stop_processes,
     verify_copies,
@@ -607,12 +608,8 @@ def _measure(level: int, args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--writers", type=int, default=16)
-    parser.add_argument("--seconds", type=float, default=8.0)
-    parser.add_argument("--rounds", type=int, default=1, help="times each level is measured, alternating")
+    parser = prototype_arguments(__doc__.split("\n\n")[0], "times each level is measured, alternating")
     parser.add_argument("--levels", default="0,1,2,3,4,5,6", help="levels to measure, comma-separated (0-6)")
-    parser.add_argument("--yields", type=int, default=20, help="event loop turns before a bookie message leaves")
     parser.add_argument(
         "--quire-bookies",
         action="store_true",
@@ -620,10 +617,6 @@ def main() -> None:
     )
     parser.add_argument("--threads", action="store_true", help="also each thread's CPU per entry, gateway and bookie-1")
     parser.add_argument("--level", type=int, default=0, help=argparse.SUPPRESS)
-    parser.add_argument("--role", choices=["bookie", "gateway"], help=argparse.SUPPRESS)
-    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
-    parser.add_argument("--data", type=Path, help=argparse.SUPPRESS)
-    parser.add_argument("--bookies", help=argparse.SUPPRESS)
     parser.add_argument("--bookie-method", default=f"/{SERVICE}/Add", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.role == "bookie":

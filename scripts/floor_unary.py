@@ -472,17 +472,24 @@ def _measure(rpc: str, args: argparse.Namespace) -> None:
         shutil.rmtree(data, ignore_errors=True)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def prototype_arguments(description: str, rounds_help: str) -> argparse.ArgumentParser:
+    """The options of a prototype's run, and those its runner gives the
+    processes it starts (hidden): a bookie's or the gateway's role."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--writers", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=8.0)
-    parser.add_argument("--rounds", type=int, default=1, help="times each --rpc is measured, alternating")
-    parser.add_argument("--rpc", default="stream,unary", help="stream, unary or both, comma-separated")
+    parser.add_argument("--rounds", type=int, default=1, help=rounds_help)
     parser.add_argument("--yields", type=int, default=20, help="event loop turns before a bookie message leaves")
     parser.add_argument("--role", choices=["bookie", "gateway"], help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--data", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--bookies", help=argparse.SUPPRESS)
+    return parser
+
+
+def main() -> None:
+    parser = prototype_arguments(__doc__.split("\n\n")[0], "times each --rpc is measured, alternating")
+    parser.add_argument("--rpc", default="stream,unary", help="stream, unary or both, comma-separated")
     args = parser.parse_args()
     if args.role == "bookie":
         _bookie(args.port, args.data)
