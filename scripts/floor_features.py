@@ -93,6 +93,7 @@ from floor_unary import (  # this folder's prototype
 )
 
 from quire_api.ids import LedgerId
+from quire_bookie.journal import NO_STATE, apply_add, with_master_key
 from quire_bookie.storage import LedgerState
 from quire_client.cluster import LocalCluster, Ports, free_port
 from quire_common.entry import Digester, DigestType, header_ids_and_digest, pack_entry
@@ -112,7 +113,6 @@ ACK_QUORUM = 2
 PAYLOAD = os.urandom(1024)
 MASTER_KEY = b"k" * 20
 DIGESTER = Digester(DigestType.CRC32C)
-NO_STATE = LedgerState()
 
 
 def _stored_key(level: int, ledger: int, entry: int) -> bytes:
@@ -157,7 +157,8 @@ class _BookieWriter:
         self.level = level
         self.db = db
         self.loop = loop
-        self.inbox: queue.SimpleQueue[tuple[_Answers, bytes]] = queue.SimpleQueue()
+        # (its stream, a message, time.perf_counter() when it arrived)
+        self.inbox: queue.SimpleQueue[tuple[_Answers, bytes, float]] = queue.SimpleQueue()
         self.synced = rocksdict.WriteOptions()
         self.synced.sync = True
         self.states: dict[LedgerId, LedgerState] = {}
@@ -173,15 +174,16 @@ class _BookieWriter:
             batch = [inbox.get()]
             while not inbox.empty():
                 batch.append(inbox.get_nowait())
-            started = time.perf_counter()
             writes = rocksdict.WriteBatch(raw_mode=True)
             self.entries = 0
-            answers = [(stream, self._stage(message, writes)) for stream, message in batch]
+            answers = [(stream, self._stage(message, writes)) for stream, message, _ in batch]
+            started = time.perf_counter()
             self.db.write(writes, self.synced)
             if self.histograms:
-                wait, sync, entries = self.histograms
-                wait.record(time.perf_counter() - started)
-                sync.record(time.perf_counter() - started)
+                longest_wait, sync, entries = self.histograms
+                written = time.perf_counter()
+                longest_wait.record(written - min(arrived for _, _, arrived in batch))
+                sync.record(written - started)
                 entries.record(self.entries)
             self.loop.call_soon_threadsafe(_deliver, answers)
 
@@ -229,10 +231,9 @@ class _BookieWriter:
         before = self.states.get(ledger_id) or NO_STATE
         if before.master_key and not before.fenced and hmac.compare_digest(before.master_key, master_key):
             self.states[ledger_id] = before.with_entry(entry_id, lac)
-        elif before.fenced or (before.master_key and before.master_key != master_key):
-            raise RuntimeError(f"add to {ledger_id} refused")
-        else:
-            self.states[ledger_id] = before._replace(master_key=master_key).with_entry(entry_id, lac)
+        else:  # a ledger's first add here: the journal's own rules (a refusal raises)
+            state = with_master_key(ledger_id, before, master_key)
+            self.states[ledger_id] = apply_add(ledger_id, [(entry_id, lac, b"")], False, state)
 
 
 def _commit_histograms() -> list[Any]:
@@ -286,7 +287,7 @@ def _bookie(level: int, port: int, data: Path) -> None:
         answering = loop.create_task(answer(stream, context))
         try:
             while (message := await context.read()) is not grpc.aio.EOF:
-                writer.inbox.put((stream, message))
+                writer.inbox.put((stream, message, time.perf_counter()))
         finally:
             answering.cancel()
 
