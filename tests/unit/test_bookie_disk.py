@@ -3,7 +3,7 @@
 import pytest
 
 from quire_bookie.bookie import percentile
-from quire_bookie.disk import FORCED_REASON, DiskUsage, ReadOnlyPolicy, measure
+from quire_bookie.disk import FORCED_REASON, DiskUsage, ReadOnlyPolicy, measure, usage_of
 
 
 def disk(usage: float) -> DiskUsage:
@@ -47,6 +47,22 @@ def test_a_capacity_caps_total_and_counts_the_bookies_own_data(tmp_path):
     assert full.free_bytes == 0 and full.usage == 1.0
     uncapped = measure(tmp_path)
     assert uncapped.total_bytes > 10_000 and uncapped.used_bytes == 3000
+
+
+def test_blocks_reserved_for_others_count_neither_as_used_nor_as_free():
+    # A filesystem of 270 GB of which 160 are reserved for another user, 23 used
+    # and 12 free to the bookie: its usage is 23 of 35, not 258 of 270.
+    disk = usage_of(filesystem_used=23_000, filesystem_free=12_000, bookie_bytes=1_000, capacity_bytes=0)
+    assert disk.total_bytes == 35_000 and disk.free_bytes == 12_000
+    assert disk.usage == pytest.approx(23 / 35)
+    assert ReadOnlyPolicy().decide("", disk) == ""
+    # ... and it is full when nothing is free to it, whatever is reserved
+    assert usage_of(filesystem_used=23_000, filesystem_free=0, bookie_bytes=1_000, capacity_bytes=0).usage == 1.0
+
+
+def test_a_capacity_is_capped_by_the_usable_space():
+    disk = usage_of(filesystem_used=5_000, filesystem_free=3_000, bookie_bytes=1_000, capacity_bytes=100_000)
+    assert disk.total_bytes == 8_000 and disk.free_bytes == 3_000
 
 
 def test_percentiles_are_nearest_rank():

@@ -2,7 +2,10 @@
 
 Usage is the fraction of the bookie's space in use: with a configured
 capacity, the bookie's own data against that capacity (so a test can fill a
-bookie by writing a few MB); without one, the filesystem's. The bookie turns
+bookie by writing a few MB); without one, the filesystem's, counted as `df`
+counts it: blocks reserved for another user (root's 5 % on ext4, or a host's
+reservation) are neither used nor free, so usage reaches 100 % exactly when
+the bookie can write no more. The bookie turns
 read-only at `read_only_usage` and writable again only below the lower
 `writable_usage`, so it does not flap around one threshold.
 """
@@ -43,14 +46,21 @@ def directory_bytes(path: Path) -> int:
 
 def measure(data_dir: Path, capacity_bytes: int = 0) -> DiskUsage:
     """Total, free and used bytes of the data directory, capped by
-    `capacity_bytes` when it is set (0 = the filesystem's size)."""
+    `capacity_bytes` when it is set (0 = the filesystem's usable size)."""
     filesystem = shutil.disk_usage(data_dir)
-    used = directory_bytes(data_dir)
+    return usage_of(filesystem.used, filesystem.free, directory_bytes(data_dir), capacity_bytes)
+
+
+def usage_of(filesystem_used: int, filesystem_free: int, bookie_bytes: int, capacity_bytes: int) -> DiskUsage:
+    """The bookie's disk from its filesystem's used bytes and the bytes free
+    to it. The filesystem's total also counts reserved blocks the bookie
+    cannot write, so it is left out."""
+    usable = filesystem_used + filesystem_free
     if capacity_bytes <= 0:
-        return DiskUsage(filesystem.total, filesystem.free, used)
-    total = min(capacity_bytes, filesystem.total)
-    free = max(0, min(total - used, filesystem.free))
-    return DiskUsage(total, free, used)
+        return DiskUsage(usable, filesystem_free, bookie_bytes)
+    total = min(capacity_bytes, usable)
+    free = max(0, min(total - bookie_bytes, filesystem_free))
+    return DiskUsage(total, free, bookie_bytes)
 
 
 FORCED_REASON = "read-only by configuration (QUIRE_BOOKIE_FORCE_READ_ONLY)"
