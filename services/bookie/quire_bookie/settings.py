@@ -141,7 +141,8 @@ class BookieEnv:
     capacity_bytes: int = setting(
         "QUIRE_BOOKIE_CAPACITY_BYTES",
         0,
-        "capacity the bookie reports and fills against: usage = its own data / this; `0`: the filesystem's, as `df` counts it (used / (used + free to the bookie))",
+        "capacity the bookie reports and fills against: usage = its own data / this; "
+        "`0`: the filesystem's, as `df` counts it (used / (used + free to the bookie))",
         services=BOOKIE,
         section=SECTION,
         unit="bytes",
