@@ -70,12 +70,14 @@ FULL_MESSAGE_BYTES = 1024 * 1024
 # 64 writers and at 64 KiB measured alike with 5, 12 and 20.
 YIELDS_BEFORE_SENDING = 20
 # Once this many messages in a row carried one add each (a lone writer:
-# nobody joins), the next waits only YIELDS_WHEN_ALONE rounds. At one writer
-# the 20 rounds held each entry 110-120 us before it left (the prototype's
-# sender 30), 2 rounds 69-83. At 16 writers, unary or streamed, four lone
-# messages in a row came 9 times in 9,687 messages: they batch as before.
+# nobody joins), the next leaves without waiting. At one writer the 20 rounds
+# held each entry 110-120 us before it left (the prototype's sender 30), 2
+# rounds 69-83. Against 2 rounds, none gave a one-writer p50 of 1.11-1.17 ms
+# against 1.14-1.22 and p99 1.80-1.90 against 1.84-2.07 (six alternating
+# pairs, `quire bench --local --writers 1`). At 16 writers, unary or streamed,
+# four lone messages in a row came 9 times in 9,687 messages: they batch as
+# before.
 LONE_ADDS_BEFORE_SENDING_AT_ONCE = 4
-YIELDS_WHEN_ALONE = 2
 # How often adds past their deadline are looked for (so a deadline is met within this).
 SWEEP_SECONDS = 0.1
 
@@ -469,9 +471,9 @@ class BookieAddStream:
                         self._window.clear()
                         await self._window.wait()
                         continue
-                    # Writers whose requests are read join this message.
-                    alone = self._lone_adds_in_a_row >= LONE_ADDS_BEFORE_SENDING_AT_ONCE
-                    await _loop_rounds(loop, YIELDS_WHEN_ALONE if alone else YIELDS_BEFORE_SENDING)
+                    # Writers whose requests are read join this message; a lone writer's leaves at once.
+                    if self._lone_adds_in_a_row < LONE_ADDS_BEFORE_SENDING_AT_ONCE:
+                        await _loop_rounds(loop, YIELDS_BEFORE_SENDING)
                     taken: list[_Add] = []
                     size = 0
                     while self._outgoing and (
