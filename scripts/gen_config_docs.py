@@ -12,8 +12,8 @@ temporary file and compares, so the reference cannot drift from the code.
 
 from __future__ import annotations
 
+import argparse
 import pathlib
-import sys
 from typing import Any
 
 from quire_common.config import Setting, declared_settings
@@ -146,8 +146,9 @@ def render() -> str:
 
 
 def main() -> None:
-    output = pathlib.Path(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT_OUTPUT
-    output.write_text(render())
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("output", nargs="?", type=pathlib.Path, default=DEFAULT_OUTPUT, help="default: %(default)s")
+    parser.parse_args().output.write_text(render())
 
 
 if __name__ == "__main__":
