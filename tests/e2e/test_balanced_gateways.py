@@ -493,21 +493,29 @@ def test_part4_control_resuming_without_the_condition_writes_twice(cluster: Loca
 
 def test_part4_a_tail_cut_from_its_gateway_resumes_elsewhere_without_gap_or_duplicate(cluster: LocalCluster) -> None:
     """PART-4 for a reader: a tail through the balancer is cut off from its
-    gateway mid-ledger and goes on through another from the next entry."""
+    gateway mid-ledger and goes on through another from the next entry.
+
+    The ledger stays open until after the cut, so the tail's call cannot have
+    ended before it: with the ledger closed first, the gateway may send every
+    entry and the call's end into the client's buffers before the cut, which
+    then has nothing to break."""
     assert cluster.balancer is not None
     client, landed = balanced_client(cluster)
     owner = next(name for name in cluster.gateway_names if name != landed)
     ledger = ledger_owned_by(cluster, owner)
     payloads = [b"tail %06d-" % i + b"t" * 1000 for i in range(600)]
-    with client:
-        client.append_all(ledger, payloads, batch_size=20)
-        client.close_ledger(ledger)
+    before_cut, after_cut = payloads[:300], payloads[300:]
+    owner_target = cluster.gateway_targets[cluster.gateway_names.index(owner)]
+    with client, QuireClient(owner_target, timeout=30) as writer:
+        writer.append_all(ledger, before_cut, batch_size=20)
         seen: list[bytes] = []
         try:
             for entry in client.tail(ledger, 0):
                 seen.append(entry.payload)
                 if len(seen) == 100:
                     cluster.balancer.cut(landed)
+                    writer.append_all(ledger, after_cut, batch_size=20)
+                    writer.close_ledger(ledger)
         finally:
             cluster.balancer.heal(landed)
         assert client.resumed_reads >= 1, "the cut did not end the client's tail"
