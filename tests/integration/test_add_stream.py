@@ -324,6 +324,71 @@ async def test_adds_queued_behind_an_unanswered_add_fail_with_it(served):
         await stream.close()
 
 
+class _BookieThatStoppedReading(bookie_pb2_grpc.BookieServiceServicer):
+    """A bookie as a paused one looks to the gateway: its AddStream takes no
+    message, so the stream's flow-control window fills and the gateway's
+    writes stop ending."""
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+
+    async def AddStream(self, request_iterator, context):  # type: ignore[no-untyped-def]
+        await self.release.wait()
+        return
+        yield  # a generator: a streaming handler
+
+
+async def test_adds_queued_behind_a_write_the_bookie_never_takes_fail_and_the_stream_is_opened_again():
+    """A writer's retries must not wait for ever behind a message the bookie
+    never read: once that message's adds are past their deadline the stream
+    is broken, and the retry goes on a new one and fails by its own deadline."""
+    servicer = _BookieThatStoppedReading()
+    server = grpc.aio.server()
+    bookie_pb2_grpc.add_BookieServiceServicer_to_server(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
+    opened: list[int] = []
+
+    async def open_call() -> AddStreamCallable:
+        opened.append(1)
+        return add_stream_callable(channel)
+
+    broken: list[str] = []
+    stream = BookieAddStream("bookie-a", open_call, lambda: broken.append("bookie-a"), max_messages_in_flight=64)
+    ledger = LedgerId(8, 1)
+    big = b"x" * (1024 * 1024)
+    try:
+        # 32 MiB: more than the stream's flow-control window and the socket's buffers take.
+        first = [sent(stream, ledger, e, big, timeout=0.5) for e in range(32)]
+        outcomes = await asyncio.wait_for(asyncio.gather(*first), 60)
+        assert all(isinstance(o, Unavailable) for o in outcomes), outcomes
+        assert any("no answer within" in o.message for o in outcomes)
+        assert stream.adds_sent < 32, "some write must still be waiting for the bookie to read"
+        assert broken == ["bookie-a"], "a stream whose write the bookie never takes counts as broken"
+        retry = await asyncio.wait_for(sent(stream, ledger, 0, b"y", timeout=0.5), 60)
+        assert isinstance(retry, Unavailable) and retry.reason == Reason.BOOKIE_UNAVAILABLE
+        assert len(opened) == 2, "the retry opens a new stream"
+    finally:
+        await stream.close()
+        servicer.release.set()
+        await channel.close()
+        await server.stop(0)
+
+
+async def test_a_stream_that_cannot_be_opened_for_a_bug_fails_its_adds_rather_than_keep_them():
+    async def open_call() -> AddStreamCallable:
+        raise RuntimeError("a bug in resolving the bookie")
+
+    stream = BookieAddStream("bookie-a", open_call, lambda: None)
+    ledger = LedgerId(8, 1)
+    try:
+        outcome = await asyncio.wait_for(sent(stream, ledger, 0, b"y", timeout=60), 10)
+        assert isinstance(outcome, Unavailable) and "a bug in resolving the bookie" in outcome.message
+    finally:
+        await stream.close()
+
+
 async def test_unanswered_bytes_are_bounded_per_bookie(served):
     bookie, _, channel, _ = served
     stream = stream_to(channel, max_unanswered_bytes=4096)

@@ -21,9 +21,14 @@ UNAVAILABLE (the handle then retries or replaces the bookie), a late answer
 is ignored, and the adds queued behind it fail with it (the bookie has
 stopped answering). Waiting in the queue behind a busy but answering bookie
 is back-pressure, not failure: a burst of large batches that takes the disk
-longer than the deadline to drain is not mistaken for a dead bookie. A stream
-that breaks fails every add waiting on it UNAVAILABLE; the next add opens a
-new one (on a fresh channel if the bookie registered again meanwhile).
+longer than the deadline to drain is not mistaken for a dead bookie. A bookie
+that stops reading (paused, or its host gone silent) fills the stream's
+flow-control window, and a message's write then never ends: once every add of
+the message being written is past its deadline, the stream counts as broken,
+so that adds queued since (a writer's retries) cannot wait behind that write
+for ever. A stream that breaks fails every add waiting on it UNAVAILABLE; the
+next add opens a new one (on a fresh channel if the bookie registered again
+meanwhile).
 """
 
 from __future__ import annotations
@@ -292,6 +297,7 @@ class BookieAddStream:
         self._messages_in_flight = 0
         self._outgoing_bytes = 0
         self._window = asyncio.Event()  # set when a message in flight is fully answered
+        self._writing: _Message | None = None  # the message whose write has not ended yet
         self._sweep: asyncio.TimerHandle | None = None
         self._call: grpc.aio.StreamStreamCall | None = None
         self._opener: asyncio.Task[None] | None = None
@@ -426,6 +432,21 @@ class BookieAddStream:
                         Reason.BOOKIE_UNAVAILABLE,
                     ),
                 )
+            writing, call = self._writing, self._call
+            if writing is not None and not writing.unanswered and call is not None:
+                # Every add of the message being written is past its deadline and the bookie has
+                # still not taken it: it stopped reading. Whatever is queued next would wait behind
+                # this write with no deadline of its own, so the stream goes, and the next add
+                # opens another.
+                log.warning(
+                    "bookie %s took no message on its add stream within %ss; opening a new one",
+                    self.bookie_id,
+                    overdue[0].timeout_seconds,
+                )
+                self._broken(
+                    call,
+                    Unavailable(f"bookie {self.bookie_id} stopped reading its add stream", Reason.BOOKIE_UNAVAILABLE),
+                )
         if self._unanswered:
             self._sweep = asyncio.get_running_loop().call_later(SWEEP_SECONDS, self._expire_overdue)
 
@@ -434,12 +455,19 @@ class BookieAddStream:
         opened, they fail with why."""
         try:
             add_stream = await self._open_call()  # UNAVAILABLE when the bookie cannot be resolved
-        except QuireError as exc:
+        except Exception as exc:  # a bug as well: the adds waiting must hear of it, not wait for ever
+            if isinstance(exc, QuireError):
+                error = exc
+            else:
+                log.exception("opening the add stream to bookie %s failed", self.bookie_id)
+                error = Unavailable(
+                    f"opening the add stream to bookie {self.bookie_id} failed: {exc!r}", Reason.BOOKIE_UNAVAILABLE
+                )
             self._opener = None
             self._outgoing.clear()
             self._outgoing_bytes = 0
             for pending in list(self._unanswered.values()):
-                self._settle(pending, exc)
+                self._settle(pending, error)
             return
         call = add_stream()
         self._call = call
@@ -496,7 +524,9 @@ class BookieAddStream:
                     self._messages_in_flight += 1
                     wire = [piece for pending in taken for piece in pending.request.wire]
                     wire.append(_STORED_IDS)
+                    self._writing = message
                     await call.write(b"".join(wire))
+                    self._writing = None
                     self.messages_sent += 1
                     self.adds_sent += len(taken)
                     self._lone_adds_in_a_row = self._lone_adds_in_a_row + 1 if len(taken) == 1 else 0
@@ -552,6 +582,7 @@ class BookieAddStream:
             if task is not asyncio.current_task():
                 task.cancel()
         self._tasks = []
+        self._writing = None
         self._outgoing.clear()
         self._outgoing_bytes = 0
         if self._unanswered:
