@@ -54,11 +54,20 @@ def stream_through_a_failure(cluster: LocalCluster, client, fail, recover) -> No
     total = 20_000
     acked: list[int] = []
     outcome: dict[str, object] = {}
+    # The writer holds its entries from 2,000 on until the failure is in: on a busy machine it
+    # could otherwise write them all before the test gets round to failing a bookie.
+    failed = threading.Event()
+
+    def bodies() -> Iterator[bytes]:
+        for i in range(total):
+            if i == 2000:
+                failed.wait(timeout=120)
+            yield body(i)
 
     def write() -> None:
         with QuireClient(cluster.gateway_target) as writer:
             try:
-                for ack in writer.append(ledger, (body(i) for i in range(total)), batch_size=20):
+                for ack in writer.append(ledger, bodies(), batch_size=20):
                     acked.append(ack.last_entry_id)
             except QuireClientError as exc:
                 outcome["error"] = exc
@@ -75,6 +84,7 @@ def stream_through_a_failure(cluster: LocalCluster, client, fail, recover) -> No
         before, _ = client.ledger_metadata(ledger)
         victim = bookie_name(cluster, before.ensembles[-1].bookie_ids[1])
         fail(victim)
+        failed.set()
         thread.join(timeout=120)
         assert not thread.is_alive()
         assert "error" not in outcome, outcome
@@ -89,6 +99,7 @@ def stream_through_a_failure(cluster: LocalCluster, client, fail, recover) -> No
         closed = client.close_ledger(ledger)
         assert closed.last_entry_id == total - 1
     finally:
+        failed.set()
         thread.join(timeout=60)
         if victim:
             recover(victim)
