@@ -26,7 +26,7 @@ from quire_bookie.bookie import Bookie, BookieSettings
 from quire_bookie.collector import LedgerCollector
 from quire_bookie.disk import ReadOnlyPolicy
 from quire_bookie.servicer import BookieServicer, add_servicer_to_server
-from quire_bookie.storage import EntryStore, LedgerState, entry_key
+from quire_bookie.storage import LARGE_ENTRY_BYTES, EntryStore, LedgerState, entry_key
 from quire_common.entry import Digester, DigestType, master_key, pack_entry
 from quire_common.server import create_server
 from quire_proto.bookie.v1 import bookie_pb2, bookie_pb2_grpc
@@ -957,21 +957,29 @@ async def test_check_entries_by_stripes_expands_each_row_to_the_copies_its_booki
         assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT, request
 
 
-async def test_a_block_checksum_failure_is_data_loss_storage_error_not_internal(tmp_path):
-    """A flipped byte in an SST data block: RocksDB reports `Corruption:
-    block checksum mismatch` (a plain Exception from rocksdict). The bookie
+@pytest.mark.parametrize(
+    ("entry_bytes", "count", "files"),
+    [(1000, 2000, "*.sst"), (LARGE_ENTRY_BYTES, 64, "*.blob")],
+    ids=["sst", "value-file"],
+)
+async def test_a_checksum_failure_is_data_loss_storage_error_not_internal(tmp_path, entry_bytes, count, files):
+    """A flipped byte in an SST data block, or in a value file of large
+    entries: RocksDB reports `Corruption: block checksum mismatch` or a blob
+    record's CRC mismatch (plain Exceptions from rocksdict). The bookie
     answers DATA_LOSS with STORAGE_ERROR, like an I/O error, so the gateway
     reads another replica and flags this copy; never INTERNAL."""
     first = Bookie(tmp_path)
     await first.start()
-    await first.add_entries(LEDGER, KEY, [(i, packed(i, os.urandom(1000))) for i in range(2000)], recovery=False)
-    first._store._db.flush()  # into an SST file, so the WAL no longer holds the entries
+    await first.add_entries(
+        LEDGER, KEY, [(i, packed(i, os.urandom(entry_bytes))) for i in range(count)], recovery=False
+    )
+    first._store._db.flush()  # into the SST (and value) files, so the WAL no longer holds the entries
     await first.close()
-    (sst,) = sorted((tmp_path / "rocksdb").glob("*.sst"), key=lambda p: p.stat().st_size)[-1:]
-    with sst.open("r+b") as file:
-        file.seek(sst.stat().st_size // 3)
+    (damaged,) = sorted((tmp_path / "rocksdb").glob(files), key=lambda p: p.stat().st_size)[-1:]
+    with damaged.open("r+b") as file:
+        file.seek(damaged.stat().st_size // 3)
         byte = file.read(1)
-        file.seek(sst.stat().st_size // 3)
+        file.seek(damaged.stat().st_size // 3)
         file.write(bytes([byte[0] ^ 0xFF]))
 
     bookie = Bookie(tmp_path)
@@ -987,7 +995,7 @@ async def test_a_block_checksum_failure_is_data_loss_storage_error_not_internal(
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
             stub = bookie_pb2_grpc.BookieServiceStub(channel)
             codes = set()
-            for entry_id in range(2000):
+            for entry_id in range(count):
                 try:
                     await stub.ReadEntry(
                         bookie_pb2.ReadEntryRequest(ledger_id=ledger_id_to_proto(LEDGER), entry_id=entry_id)

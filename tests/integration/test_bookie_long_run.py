@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from quire_api.ids import LedgerId
-from quire_bookie.bookie import Bookie
-from quire_bookie.storage import ALL_MEMTABLES_BYTES, MAX_OPEN_FILES, MEMTABLE_BYTES, EntryStore
+from quire_bookie import storage
+from quire_bookie.bookie import Bookie, BookieSettings
+from quire_bookie.storage import ALL_MEMTABLES_BYTES, LARGE_ENTRY_BYTES, MAX_OPEN_FILES, MEMTABLE_BYTES, EntryStore
 from quire_common.entry import master_key
 from tests.integration.test_bookie import packed
 
@@ -78,6 +79,66 @@ async def test_ledgers_deleted_at_once_are_gone_with_their_files(tmp_path):
         assert bookie.ledger_ids() == []
         for ledger in ledgers:
             assert (await bookie.read_entries(ledger, [0], 0, 0))[0] == []
+    finally:
+        await bookie.close()
+
+
+def value_file_bytes(path: Path) -> int:
+    return sum(file.stat().st_size for file in (path / "rocksdb").glob("*.blob"))
+
+
+@pytest.mark.parametrize("collected", [True, False], ids=["collected", "positive-control-not-collected"])
+async def test_large_entries_of_deleted_ledgers_leave_their_value_files(tmp_path, monkeypatch, collected):
+    """Large entries live in value files, which compaction leaves alone; the
+    value files of deleted ledgers go with the compaction of their ranges,
+    which collects them for that alone. Without it (the positive control)
+    the deleted half of the entries stays on disk."""
+    if not collected:
+        monkeypatch.setattr(storage, "_COLLECT_VALUE_FILES", storage._LEAVE_VALUE_FILES)
+    payload = os.urandom(LARGE_ENTRY_BYTES * 4)
+    bookie = Bookie(tmp_path)
+    await bookie.start()
+    try:
+        ledgers = [LedgerId(9, 400 + number) for number in range(16)]
+        for entry_id in range(12):  # interleaved, as concurrent writers leave them: they share value files
+            for ledger in ledgers:
+                await bookie.add_entries(ledger, KEY, [(entry_id, packed(entry_id, payload, ledger))], False)
+        bookie._store._entries.flush()
+        held = value_file_bytes(tmp_path)
+        assert held >= 16 * 12 * len(payload)  # every entry in a value file, none only in the SST files
+        assert await asyncio.gather(*(bookie.delete_ledger(ledger) for ledger in ledgers[::2])) == [12] * 8
+        assert bookie._store.space_reclaimed(timeout_seconds=60)
+        left = value_file_bytes(tmp_path)
+        if collected:
+            assert held * 0.4 < left < held * 0.6, (held, left)
+        else:
+            assert left == held
+        for ledger in ledgers[1::2]:
+            assert (await bookie.read_entry(ledger, 11))[1] == packed(11, payload, ledger)
+        for ledger in ledgers[::2]:
+            assert (await bookie.read_entries(ledger, [0], 0, 0))[0] == []
+    finally:
+        await bookie.close()
+
+
+async def test_entries_stay_in_the_sst_files_below_the_large_size_or_with_it_off(tmp_path):
+    large, small = LedgerId(9, 500), LedgerId(9, 501)
+    large_entries = [(i, packed(i, os.urandom(64 * 1024), large)) for i in range(4)]
+    bookie = Bookie(tmp_path, BookieSettings(large_entry_bytes=0))
+    await bookie.start()
+    try:
+        await bookie.add_entries(large, KEY, large_entries, False)
+        bookie._store._entries.flush()
+        assert value_file_bytes(tmp_path) == 0  # off: even 64 KiB entries stay in the SST files
+    finally:
+        await bookie.close()
+    bookie = Bookie(tmp_path)  # on again: what was written before reads as it was
+    await bookie.start()
+    try:
+        await bookie.add_entries(small, KEY, [(i, packed(i, b"x" * 1024, small)) for i in range(4)], False)
+        bookie._store._entries.flush()
+        assert value_file_bytes(tmp_path) == 0  # 1 KiB entries are below the size
+        assert (await bookie.read_entries(large, [0, 1, 2, 3]))[0] == large_entries
     finally:
         await bookie.close()
 

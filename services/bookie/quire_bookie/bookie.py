@@ -28,6 +28,7 @@ from quire_bookie.faults import FaultyStore, StorageFaults
 from quire_bookie.journal import AddMessage, FlushStats, GroupCommitter
 from quire_bookie.ledger_states import LedgerStates
 from quire_bookie.storage import (
+    LARGE_ENTRY_BYTES,
     NO_ENTRY,
     CheckedEntries,
     EntriesToCheck,
@@ -81,6 +82,7 @@ class BookieSettings:
     max_long_poll_seconds: float = 30.0
     verify_digests: bool = True  # check CRC32/CRC32C digests of incoming entries
     entry_compression: str = "none"  # RocksDB's compression of stored entries (storage.entry_options)
+    large_entry_bytes: int = LARGE_ENTRY_BYTES  # entries this large and larger in value files (0: none)
     # Fault injection for tests and drills only: every synced write takes this much longer.
     fault_sync_delay_seconds: float = 0.0
     fault_storage: StorageFaults = field(default_factory=StorageFaults)
@@ -138,6 +140,7 @@ class Bookie:
             data_dir / "rocksdb",
             sync=self.settings.sync,
             entry_compression=self.settings.entry_compression,
+            large_entry_bytes=self.settings.large_entry_bytes,
             unsafe_point_in_time_recovery=self.settings.fault_unsafe_wal_point_in_time_recovery,
         )
         # Test-only storage faults (docs/faults.md); a plain EntryStore otherwise.

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from quire_bookie.storage import LARGE_ENTRY_BYTES
 from quire_common.config import Renamed, setting
 from quire_common.settings import CommonEnv, bookie_ttl_setting, registry_target_setting
 
@@ -246,6 +247,16 @@ class BookieEnv:
         services=BOOKIE,
         section=SECTION,
         choices=("none", "snappy", "lz4", "zstd"),
+    )
+    large_entry_bytes: int = setting(
+        "QUIRE_BOOKIE_LARGE_ENTRY_BYTES",
+        LARGE_ENTRY_BYTES,
+        "entries of at least this many bytes are stored in RocksDB's value files (blob files), which "
+        "compaction does not rewrite; 0 keeps every entry in the SST files. Files already written keep "
+        "their layout",
+        services=BOOKIE,
+        section=SECTION,
+        minimum=0,
     )
     unsafe_no_sync_loses_data: bool = setting(
         "QUIRE_BOOKIE_UNSAFE_NO_SYNC_LOSES_DATA",

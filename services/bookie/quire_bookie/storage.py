@@ -88,6 +88,12 @@ MAX_OPEN_FILES = 256  # SST files kept open; others are opened when read
 # this size and kept to a few files, it stays near 4 MiB however many ledgers come and go.
 INFO_LOG_BYTES = 1024 * 1024
 INFO_LOG_FILES = 4  # the current LOG and three older ones
+# Entries of at least this many bytes are kept in RocksDB's value files (its "blob files"),
+# outside the SST files: compaction then moves only their keys, not their bytes, which at
+# 64 KiB cost a bookie's compaction threads more than its writer (docs/decisions.md, "Large
+# entries in value files"). Smaller entries stay in the SST files, where a read finds them
+# without a second file.
+LARGE_ENTRY_BYTES = 16 * 1024
 # A deleted ledger's entries are counted this many at a time, the interpreter released in
 # between (about 0.6 ms of counting at 0.56 µs per entry).
 COUNT_SLICE = 1024
@@ -245,8 +251,9 @@ def bounded_options(block_cache: Cache) -> Options:
     return options
 
 
-def entry_options(block_cache: Cache, compression: str) -> Options:
-    """Options for the entries' column family: `bounded_options` and the
+def entry_options(block_cache: Cache, compression: str, large_entry_bytes: int = LARGE_ENTRY_BYTES) -> Options:
+    """Options for the entries' column family: `bounded_options`, entries of
+    `large_entry_bytes` or more in value files (0: none), and the
     compression chosen by name (QUIRE_BOOKIE_ENTRY_COMPRESSION's choices are
     the names of rocksdict's DBCompressionType constructors). Quire stores
     payloads as writers send them, mostly compressed or random already; on
@@ -256,6 +263,13 @@ def entry_options(block_cache: Cache, compression: str) -> Options:
     written after it."""
     options = bounded_options(block_cache)
     options.set_compression_type(getattr(DBCompressionType, compression)())
+    if large_entry_bytes:
+        # Value files are never rewritten by compaction (their garbage collection is off):
+        # entries are never overwritten, and a delete's space is given back by the
+        # compaction of its range, with collection on for that alone (_reclaim_space).
+        options.set_enable_blob_files(True)
+        options.set_min_blob_size(large_entry_bytes)
+        options.set_blob_compression_type(getattr(DBCompressionType, compression)())
     return options
 
 
@@ -413,12 +427,14 @@ class EntryStore:
         sync: bool = True,
         read_only: bool = False,
         entry_compression: str = "none",
+        large_entry_bytes: int = LARGE_ENTRY_BYTES,
         unsafe_point_in_time_recovery: bool = False,
     ) -> None:
         self.path = path
         self.read_only = read_only
         self._sync = sync
         self._entry_compression = entry_compression
+        self._large_entry_bytes = large_entry_bytes
         self._point_in_time = unsafe_point_in_time_recovery  # the DSK-7 positive control only
         self._lock = HandlesInUse()  # so that `reopen` never swaps the handles under a use
         # Deleted ledgers' keys not yet counted: each holds an iterator, and so the database, open.
@@ -460,7 +476,7 @@ class EntryStore:
                 str(self.path),
                 options=options,
                 column_families={
-                    ENTRIES_CF: entry_options(block_cache, self._entry_compression),
+                    ENTRIES_CF: entry_options(block_cache, self._entry_compression, self._large_entry_bytes),
                     LEDGERS_CF: bounded_options(block_cache),
                 },
                 access_type=access,
@@ -857,17 +873,33 @@ class EntryStore:
         too drops the deletes themselves: a file holding only them would
         otherwise be moved down as it is and stay, one or two SST files (and
         open descriptors) more per deleted ledger. Both release the
-        interpreter, and nothing else waits for them (SpaceReclaimer)."""
+        interpreter, and nothing else waits for them (SpaceReclaimer).
+
+        Large entries live in value files that compaction leaves as they are;
+        a value file goes once no SST file points into it. So for these
+        compactions only, the value files' garbage collection is on, for every
+        file: the entries of live ledgers that the compacted SST files point
+        to are copied to new value files, and the old files, holding the
+        deleted ledgers' entries, go."""
         if "_db" not in self.__dict__:
             return  # no database open (a reopen failed): nothing to give back now
         self._entries.flush()
         self._ledgers.flush()
         down_to_the_bottom = CompactOptions()
         down_to_the_bottom.set_bottommost_level_compaction(BottommostLevelCompaction.force_optimized())
-        for ledger_id in ledger_ids:
-            prefix = ledger_id.key
-            self._entries.compact_range(prefix, prefix + b"\xff" * 8, down_to_the_bottom)
-            self._ledgers.compact_range(prefix, prefix + b"\x00", down_to_the_bottom)
+        self._entries.set_options(_COLLECT_VALUE_FILES)
+        try:
+            for ledger_id in ledger_ids:
+                prefix = ledger_id.key
+                self._entries.compact_range(prefix, prefix + b"\xff" * 8, down_to_the_bottom)
+                self._ledgers.compact_range(prefix, prefix + b"\x00", down_to_the_bottom)
+        finally:
+            self._entries.set_options(_LEAVE_VALUE_FILES)
+
+
+# RocksDB's options for value files' garbage collection, on (every file, however new) and off.
+_COLLECT_VALUE_FILES = {"enable_blob_garbage_collection": "true", "blob_garbage_collection_age_cutoff": "1.0"}
+_LEAVE_VALUE_FILES = {"enable_blob_garbage_collection": "false"}
 
 
 class DamagedJournal(DataLoss):
