@@ -53,6 +53,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.faults]
 Code = grpc.StatusCode  # for values; annotations spell grpc.StatusCode
 MAX_ENTRY_BYTES = 1024 * 1024  # the gateway's configured entry limit in this module
 MAX_INFLIGHT_BYTES = 1024 * 1024  # the gateway's per-ledger in-flight limit in this module (its minimum)
+SESSION_WINDOW_ENTRIES = 1000  # entries a write session takes beyond what it has answered, in this module
 PASSWORD = b"bad-input"
 
 
@@ -61,6 +62,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     env = {
         "QUIRE_GATEWAY_MAX_ENTRY_BYTES": str(MAX_ENTRY_BYTES),
         "QUIRE_GATEWAY_MAX_INFLIGHT_BYTES": str(MAX_INFLIGHT_BYTES),
+        "QUIRE_GATEWAY_SESSION_WINDOW_ENTRIES": str(SESSION_WINDOW_ENTRIES),
     }
     with fault_cluster(tmp_path_factory.mktemp("bad-input"), env=env) as local:
         yield local
@@ -1173,6 +1175,50 @@ def test_bad9_overload(
     assert waiting["codes"] == {"OK": calls}, waiting  # by default nothing is refused: writers wait
     assert capped["codes"].get("RESOURCE_EXHAUSTED", 0) > 0, capped  # with the cap, the excess is refused
     assert capped["codes"].get("OK", 0) * entry_bytes >= MAX_INFLIGHT_BYTES, capped
+
+
+def test_bad9_a_writer_that_reads_no_acknowledgements_is_held_back(
+    cluster: LocalCluster, client: QuireClient, channels: dict[str, grpc.Channel], scenario: Scenario
+) -> None:
+    """A writer that streams entries and reads none of its acknowledgements:
+    the gateway stops reading its messages once its session has
+    SESSION_WINDOW_ENTRIES unanswered, and gRPC's flow control holds the
+    writer back, rather than the gateway keeping an answer for every entry
+    sent. Once the writer reads, every entry it sent is acknowledged, in
+    order, and reads back. (Without the window the gateway reads all of
+    them: tests/unit/test_write_session.py, the positive control.)"""
+    total = 40_000  # 1 KiB each: far more than the window and every flow-control buffer on the way
+    scenario.start("BAD-9", writer_reads_no_acks=True, entries=total, window_entries=SESSION_WINDOW_ENTRIES)
+    ledger = new_ledger(client)
+    proto = ledger_id_to_proto(ledger)
+    taken = 0
+
+    def requests() -> Iterator[ledger_pb2.AppendEntriesRequest]:
+        nonlocal taken
+        for index in range(total):
+            taken += 1
+            yield ledger_pb2.AppendEntriesRequest(
+                ledger_id=proto if index == 0 else None, payloads=[index.to_bytes(4, "big") * 256]
+            )
+
+    gateway = ledger_pb2_grpc.LedgerServiceStub(channels["gateway"])
+    answers = gateway.AppendEntries(requests(), timeout=300)
+    try:
+        # Wait until the writer is held: nothing more taken for 5 s (or, without a hold, all of it).
+        last, still_since = -1, time.monotonic()
+        while taken < total and time.monotonic() - still_since < 5:
+            if taken != last:
+                last, still_since = taken, time.monotonic()
+            time.sleep(0.1)
+        held_at = taken
+        scenario.figures["taken_before_reading"] = held_at
+        assert held_at < total, "the gateway read every message of a writer that reads no acknowledgement"
+        covered = [e for answer in answers for e in range(answer.first_entry_id, answer.last_entry_id + 1)]
+    finally:
+        answers.cancel()
+    assert covered == list(range(total))
+    read_back = list(client.read(ledger, 0, total - 1))
+    assert [e.payload for e in read_back] == [i.to_bytes(4, "big") * 256 for i in range(total)]
 
 
 # -- BAD-10 admin HTTP: generated requests -------------------------------------------------------------

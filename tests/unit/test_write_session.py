@@ -109,6 +109,38 @@ async def test_every_form_of_the_same_ledger_id_is_accepted_and_a_changed_one_re
     assert [e for a in answered for e in range(a.first_entry_id, a.last_entry_id + 1)] == list(range(len(forms)))
 
 
+@pytest.mark.parametrize("window_entries", [10, None])
+async def test_a_client_that_reads_no_answers_is_read_no_further_than_the_window(window_entries):
+    """A client that keeps sending and reads no answer (gRPC then holds the
+    session's answer at its `yield`): the session takes no more than its
+    window of entries beyond what it has answered. Without a window (None,
+    the positive control) it takes every message the client sends."""
+    taken = 0
+
+    async def endless() -> AsyncIterator[ledger_pb2.AppendEntriesRequest]:
+        nonlocal taken
+        for index in range(1000):
+            taken += 1
+            yield ledger_pb2.AppendEntriesRequest(ledger_id=ledger_id_to_proto(LEDGER), payloads=[bytes([index % 256])])
+            await asyncio.sleep(0)
+
+    window = window_entries or 1_000_000
+    session = WriteSession(cast(LedgerOperations, FakeLedgerOperations()), LEDGER, endless(), False, window)
+    answers = session.acknowledgements()
+    first = await answers.__anext__()  # answered, then held at its yield like an answer the client never reads
+    for _ in range(200):
+        await asyncio.sleep(0)
+    if window_entries is None:
+        assert taken == 1000
+    else:
+        assert taken <= (first.last_entry_id + 1) + window_entries, (taken, first)
+        # Once the client reads again, every entry is answered, in order.
+        later = [ack async for ack in answers]
+        covered = [e for ack in [first, *later] for e in range(ack.first_entry_id, ack.last_entry_id + 1)]
+        assert covered == list(range(1000))
+    await answers.aclose()
+
+
 async def test_a_stream_is_split_into_its_first_message_and_the_rest_and_chained_again():
     first, rest = await first_and_rest(
         requests(*(ledger_pb2.AppendEntriesRequest(payloads=[bytes([i])]) for i in range(3)))

@@ -44,6 +44,7 @@ def write_settings(env: GatewayEnv) -> WriteSettings:
     return WriteSettings(
         max_inflight_bytes=env.max_inflight_bytes,
         max_waiting_bytes=env.max_waiting_bytes,
+        session_window_entries=env.session_window_entries,
         bookie_retry_seconds=env.bookie_retry_seconds,
         add_timeout_seconds=env.add_timeout_seconds,
         delay_ensemble_change=env.delay_ensemble_change,

@@ -154,7 +154,13 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
                 async for response in relay.append_entries(first, rest):
                     yield response
                 return
-            session = WriteSession(self.ledgers, ledger, chained(first, rest), self._traced)
+            session = WriteSession(
+                self.ledgers,
+                ledger,
+                chained(first, rest),
+                self._traced,
+                self.ledgers.settings.session_window_entries,
+            )
             async for ack in session.acknowledgements():
                 yield ledger_pb2.AppendEntriesResponse(
                     first_entry_id=ack.first_entry_id,

@@ -236,6 +236,17 @@ class GatewayEnv:
         unit="bytes",
         minimum=0,
     )
+    session_window_entries: int = setting(
+        "QUIRE_GATEWAY_SESSION_WINDOW_ENTRIES",
+        65_536,
+        "entries an AppendEntries session takes and has not yet answered before it stops reading the client's "
+        "messages until answers leave: a client that sends without reading its answers is held back by gRPC's "
+        "flow control rather than growing the gateway's memory",
+        services=GATEWAY,
+        section=SECTION,
+        unit="entries",
+        minimum=1,
+    )
     max_entry_bytes: int = setting(
         "QUIRE_GATEWAY_MAX_ENTRY_BYTES",
         MAX_ENTRY_PAYLOAD_BYTES,

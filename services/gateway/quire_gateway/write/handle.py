@@ -113,6 +113,9 @@ class WriteSettings:
     # an add is refused at once (RESOURCE_EXHAUSTED, OVERLOADED, retryable).
     # 0: no cap, writers wait as long as it takes (back-pressure only).
     max_waiting_bytes: int = 0
+    # Entries an AppendEntries session takes and has not answered before it stops reading
+    # its client's messages (session.py).
+    session_window_entries: int = 65_536
     # The default is also the most allowed: larger entries would not fit a default client's reply.
     max_entry_bytes: int = MAX_ENTRY_PAYLOAD_BYTES
     # How long an unreachable bookie is retried before it is replaced.

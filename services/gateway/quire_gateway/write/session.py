@@ -6,6 +6,12 @@ keep sending while earlier entries wait for their quorum. Acknowledgements come
 out in entry order; entries already confirmed when one is answered are folded
 into that answer. A refused request ends the session with its error once every
 entry submitted before it has been answered.
+
+A session holds a future for each entry taken and not yet answered. A client
+that sends without reading its answers would grow that without end: gRPC's
+flow control stops the answers, not the requests. So once `window_entries`
+are unanswered, the session reads no more of the client's messages until
+answers leave; gRPC's flow control then holds the client back.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ class WriteSession:
         ledger: LedgerId,
         requests: AsyncIterator[ledger_pb2.AppendEntriesRequest],
         traced: bool,
+        window_entries: int = 65_536,
     ) -> None:
         self.ledgers = ledgers
         self.ledger = ledger
@@ -51,6 +58,9 @@ class WriteSession:
         # The acknowledging side waiting for entries, woken by the reading side (a plain
         # future: an asyncio.Event costs Python calls per entry on both sides).
         self._waiting: asyncio.Future[None] | None = None
+        self._window_entries = window_entries
+        # The reading side waiting for answers to leave (window_entries unanswered).
+        self._window_full: asyncio.Future[None] | None = None
         self._finished = False  # the client's side of the stream has ended, or was refused
         self._error: QuireError | None = None
         # Asked for once: asking for the running loop makes a system call (getpid) in this Python.
@@ -77,6 +87,9 @@ class WriteSession:
                     self._pending.extend(futures)
                     submitted, expected = True, None
                     self._wake_once_confirmed()
+                    if len(self._pending) >= self._window_entries:
+                        self._window_full = self._loop.create_future()
+                        await self._window_full
         except QuireError as exc:
             self._error = exc
         finally:
@@ -129,6 +142,10 @@ class WriteSession:
                     if pending[0].exception() is not None or pending[0].result() != last + 1:
                         break
                     last = pending.popleft().result()
+                window_full = self._window_full
+                if window_full is not None and len(pending) < self._window_entries:
+                    self._window_full = None
+                    _resolve(window_full)
                 handle = self.ledgers.handles.get(self.ledger)
                 lac = handle.last_add_confirmed if handle else last
                 yield Acknowledgement(first, last, lac, owner)
