@@ -1201,7 +1201,13 @@ def test_bad9_a_writer_that_reads_no_acknowledgements_is_held_back(
                 ledger_id=proto if index == 0 else None, payloads=[index.to_bytes(4, "big") * 256]
             )
 
-    gateway = ledger_pb2_grpc.LedgerServiceStub(channels["gateway"])
+    # A writer whose receive buffers are full: a small window for the answers, not grown by
+    # gRPC's bandwidth probe. (With gRPC's defaults a writer's buffers took the answers of all
+    # 40,000 entries here: answers are tiny, and many entries are folded into each.)
+    channel = grpc.insecure_channel(
+        cluster.gateway_target, options=[("grpc.http2.bdp_probe", 0), ("grpc.http2.lookahead_bytes", 1024)]
+    )
+    gateway = ledger_pb2_grpc.LedgerServiceStub(channel)
     answers = gateway.AppendEntries(requests(), timeout=300)
     try:
         # Wait until the writer is held: nothing more taken for 5 s (or, without a hold, all of it).
@@ -1216,6 +1222,7 @@ def test_bad9_a_writer_that_reads_no_acknowledgements_is_held_back(
         covered = [e for answer in answers for e in range(answer.first_entry_id, answer.last_entry_id + 1)]
     finally:
         answers.cancel()
+        channel.close()
     assert covered == list(range(total))
     read_back = list(client.read(ledger, 0, total - 1))
     assert [e.payload for e in read_back] == [i.to_bytes(4, "big") * 256 for i in range(total)]

@@ -122,7 +122,6 @@ async def test_a_client_that_reads_no_answers_is_read_no_further_than_the_window
         for index in range(1000):
             taken += 1
             yield ledger_pb2.AppendEntriesRequest(ledger_id=ledger_id_to_proto(LEDGER), payloads=[bytes([index % 256])])
-            await asyncio.sleep(0)
 
     window = window_entries or 1_000_000
     session = WriteSession(cast(LedgerOperations, FakeLedgerOperations()), LEDGER, endless(), False, window)
