@@ -13,7 +13,7 @@ from quire_api.errors import FailedPrecondition, Reason, ResourceExhausted, Unav
 from quire_api.ids import LedgerId
 from quire_gateway.ledgers import CreateSpec, LedgerOperations
 from quire_gateway.quorum_rules import replicas_of, write_set
-from quire_gateway.write.handle import WriteHandle, WriteSettings
+from quire_gateway.write.handle import ENTRY_BOOKKEEPING_BYTES, WriteHandle, WriteSettings
 from quire_proto.common.v1 import common_pb2
 from tests.unit.fakes import FakeClusterCalls, new_metadata
 
@@ -318,6 +318,25 @@ async def test_in_flight_bytes_are_bounded():
     assert await asyncio.gather(*await second) == [1]
     third = handle.submit_now([b"z" * 3000])  # room again: submitted at once
     assert third is not None and await asyncio.gather(*third) == [2]
+
+
+async def test_tiny_entries_in_flight_count_what_each_holds_besides_its_bytes():
+    """An entry in flight holds a record, a future and more besides its bytes:
+    the bound counts ENTRY_BOOKKEEPING_BYTES for each, so 4 KiB of one-byte
+    entries are a handful in flight, not the 89 their packed bytes alone let
+    in."""
+    remote = FakeClusterCalls(["a", "b"])
+    remote.metadata = new_metadata(LEDGER, ["a", "b"], 2, 2)
+    settings = WriteSettings(max_inflight_bytes=4096, bookie_retry_seconds=0.0)
+    handle = WriteHandle(remote, remote, LEDGER, remote.metadata, remote.version, settings)  # type: ignore[arg-type]
+    for bookie in remote.bookies.values():
+        bookie.delay_seconds = 0.05
+    admitted = []
+    while (futures := handle.submit_now([b"x"])) is not None:
+        admitted += futures
+    assert 1 <= len(admitted) <= 4096 // ENTRY_BOOKKEEPING_BYTES
+    assert await asyncio.gather(*admitted) == list(range(len(admitted)))
+    assert handle.submit_now([b"x"]) is not None  # room again once they are confirmed
 
 
 async def test_a_close_waits_for_the_entries_in_flight_and_ends_the_ledger_after_them():

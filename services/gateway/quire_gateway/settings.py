@@ -218,7 +218,8 @@ class GatewayEnv:
     max_inflight_bytes: int = setting(
         "QUIRE_GATEWAY_MAX_INFLIGHT_BYTES",
         64 * 1024 * 1024,
-        "unacknowledged bytes per ledger before writers wait for room (back-pressure)",
+        "unacknowledged bytes per ledger before writers wait for room (back-pressure); each entry counts its "
+        "packed size and 512 bytes for the bookkeeping it holds meanwhile",
         services=GATEWAY,
         section=SECTION,
         unit="bytes",
