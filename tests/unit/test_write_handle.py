@@ -302,13 +302,20 @@ async def test_a_bookie_replaced_earlier_is_taken_back_when_nothing_else_is_left
     assert handle.ensemble_changes == 2
 
 
-async def test_in_flight_bytes_are_bounded():
+def slow_handle(max_inflight_bytes: int, max_waiting_bytes: int = 0) -> WriteHandle:
+    """A handle on two bookies that answer each add 50 ms late, with these bounds."""
     remote = FakeClusterCalls(["a", "b"])
     remote.metadata = new_metadata(LEDGER, ["a", "b"], 2, 2)
-    settings = WriteSettings(max_inflight_bytes=4096, bookie_retry_seconds=0.0)
-    handle = WriteHandle(remote, remote, LEDGER, remote.metadata, remote.version, settings)  # type: ignore[arg-type]
+    settings = WriteSettings(
+        max_inflight_bytes=max_inflight_bytes, max_waiting_bytes=max_waiting_bytes, bookie_retry_seconds=0.0
+    )
     for bookie in remote.bookies.values():
         bookie.delay_seconds = 0.05
+    return WriteHandle(remote, remote, LEDGER, remote.metadata, remote.version, settings)  # type: ignore[arg-type]
+
+
+async def test_in_flight_bytes_are_bounded():
+    handle = slow_handle(max_inflight_bytes=4096)
     first = await handle.submit([b"x" * 3000])
     assert handle.submit_now([b"y" * 3000]) is None  # no room: nothing submitted, the caller is to wait
     second = asyncio.ensure_future(handle.submit([b"y" * 3000]))
@@ -325,12 +332,7 @@ async def test_tiny_entries_in_flight_count_what_each_holds_besides_its_bytes():
     the bound counts ENTRY_BOOKKEEPING_BYTES for each, so 4 KiB of one-byte
     entries are a handful in flight, not the 89 their packed bytes alone let
     in."""
-    remote = FakeClusterCalls(["a", "b"])
-    remote.metadata = new_metadata(LEDGER, ["a", "b"], 2, 2)
-    settings = WriteSettings(max_inflight_bytes=4096, bookie_retry_seconds=0.0)
-    handle = WriteHandle(remote, remote, LEDGER, remote.metadata, remote.version, settings)  # type: ignore[arg-type]
-    for bookie in remote.bookies.values():
-        bookie.delay_seconds = 0.05
+    handle = slow_handle(max_inflight_bytes=4096)
     admitted = []
     while (futures := handle.submit_now([b"x"])) is not None:
         admitted += futures
@@ -356,12 +358,7 @@ async def test_a_close_waits_for_the_entries_in_flight_and_ends_the_ledger_after
 
 
 async def test_adds_beyond_the_waiting_cap_are_refused_at_once():
-    remote = FakeClusterCalls(["a", "b"])
-    remote.metadata = new_metadata(LEDGER, ["a", "b"], 2, 2)
-    settings = WriteSettings(max_inflight_bytes=4096, max_waiting_bytes=4096, bookie_retry_seconds=0.0)
-    handle = WriteHandle(remote, remote, LEDGER, remote.metadata, remote.version, settings)  # type: ignore[arg-type]
-    for bookie in remote.bookies.values():
-        bookie.delay_seconds = 0.05
+    handle = slow_handle(max_inflight_bytes=4096, max_waiting_bytes=4096)
     first = await handle.submit([b"x" * 3000])
     waiting = asyncio.ensure_future(handle.submit([b"y" * 3000]))  # waits: nothing else is waiting
     await asyncio.sleep(0.01)
