@@ -1178,7 +1178,7 @@ def test_bad9_overload(
 
 
 def test_bad9_a_writer_that_reads_no_acknowledgements_is_held_back(
-    cluster: LocalCluster, client: QuireClient, channels: dict[str, grpc.Channel], scenario: Scenario
+    cluster: LocalCluster, client: QuireClient, scenario: Scenario
 ) -> None:
     """A writer that streams entries and reads none of its acknowledgements:
     the gateway stops reading its messages once its session has
