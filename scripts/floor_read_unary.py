@@ -16,8 +16,8 @@ reading `--entries` 1 KiB entries in turn):
    endpoints off, so that one poller thread does the I/O
    (`quire_common.grpc_runtime`: it makes writes faster, docs/decisions.md);
 2. Quire's messages: `ReadEntryRequest` and `ReadEntryResponse` (the ledger's
-   id, the entry id; the Entry with its payload and length), the entry looked
-   up by ledger and id;
+   id, the entry id; the Entry with its payload and length, encoded by the
+   gateway's own `read_entry_response`), the entry looked up by ledger and id;
 3. Quire's server wrappers, as the gateway has them: the error mapping with
    its per-call duration sample (an OpenTelemetry SDK with a Prometheus reader
    behind it), and the guard, which serves the call as a stream of one so that
@@ -88,26 +88,19 @@ def _null_methods(entries: int) -> dict[str, grpc.RpcMethodHandler]:
 
 
 def _read_entry_methods(entries: int) -> dict[str, grpc.RpcMethodHandler]:
-    """ReadEntry of ledger 0/1's entries, answered as the gateway answers one."""
+    """ReadEntry of ledger 0/1's entries, answered as the gateway answers one:
+    its ReadEntryResponse encoded by the gateway's own `read_entry_response`."""
+    from quire_gateway.read.replicas import ReadEntry
+    from quire_gateway.servicer import read_entry_response
+
     store = {(0, 1, n): _payload(n) for n in range(entries)}
 
-    async def read_entry(
-        request: ledger_pb2.ReadEntryRequest, context: grpc.aio.ServicerContext
-    ) -> ledger_pb2.ReadEntryResponse:
-        named = request.ledger_id
-        payload = store[(named.scope_id, named.ledger_id, request.entry_id)]
-        response = ledger_pb2.ReadEntryResponse()
-        entry = response.entry
-        entry.entry_id, entry.payload, entry.length = request.entry_id, payload, (request.entry_id + 1) * ENTRY_BYTES
-        return response
+    async def read_entry(request: ledger_pb2.ReadEntryRequest, context: grpc.aio.ServicerContext) -> bytes:
+        named, entry_id = request.ledger_id, request.entry_id
+        payload = store[(named.scope_id, named.ledger_id, entry_id)]
+        return read_entry_response(ReadEntry(entry_id, payload, (entry_id + 1) * ENTRY_BYTES))
 
-    return {
-        "ReadEntry": grpc.unary_unary_rpc_method_handler(
-            read_entry,
-            request_deserializer=ledger_pb2.ReadEntryRequest.FromString,
-            response_serializer=ledger_pb2.ReadEntryResponse.SerializeToString,
-        )
-    }
+    return {"ReadEntry": grpc.unary_unary_rpc_method_handler(read_entry, ledger_pb2.ReadEntryRequest.FromString)}
 
 
 def _quire_wrappers(server: grpc.aio.Server) -> None:
@@ -269,6 +262,57 @@ def _measure(
     return rate
 
 
+def _rounds(
+    args: argparse.Namespace,
+    levels: list[int],
+    data: Path,
+    cluster: LocalCluster | None,
+    quire_ledger: common_pb2.LedgerId,
+) -> None:
+    """Every level in turn, `--rounds` times; each round's reads/s against level 0's, then their medians."""
+    ledger = common_pb2.LedgerId(scope_id=0, ledger_id=1)
+    ratios: dict[int, list[float]] = {level: [] for level in levels if level}
+    for _ in range(args.rounds):
+        rates = {}
+        for level in levels:
+            rates[level] = _measure(
+                level, args, data, cluster if level == 4 else None, quire_ledger if level == 4 else ledger
+            )
+        if 0 in rates:
+            for level in ratios:
+                ratios[level].append(rates[level] / rates[0])
+            print(
+                "    against level 0: "
+                + ", ".join(f"level {level} {rate / rates[0]:.2f}x" for level, rate in rates.items() if level),
+                flush=True,
+            )
+    if 0 in levels and args.rounds > 1:
+        print(
+            "medians against level 0: "
+            + ", ".join(f"level {level} {statistics.median(found):.2f}x" for level, found in ratios.items())
+        )
+
+
+def _run(args: argparse.Namespace, levels: list[int]) -> None:
+    with tempfile.TemporaryDirectory(prefix="floor-read-unary-") as data_dir:
+        data = Path(data_dir)
+        if 4 not in levels:
+            _rounds(args, levels, data, None, common_pb2.LedgerId())
+            return
+        cluster = LocalCluster(data / "quire", Ports.free(bookies=3))
+        cluster.start()
+        try:
+            with QuireClient(cluster.gateway_target) as client:
+                metadata = client.create_ledger(ensemble_size=3, write_quorum_size=3, ack_quorum_size=2)
+                client.append_all(ledger_id_from_proto(metadata.ledger_id), (_payload(n) for n in range(args.entries)))
+            # The ledger's explicit LAC makes every entry readable within a second; the rest
+            # lets the bookies' flushes after the writes end before any server is measured.
+            time.sleep(5)
+            _rounds(args, levels, data, cluster, metadata.ledger_id)
+        finally:
+            cluster.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--readers", type=int, default=16)
@@ -290,45 +334,7 @@ def main() -> None:
         parser.error(f"--levels: {args.levels!r}; give levels 0 to 4, comma-separated")
     if args.readers < 1 or args.seconds <= 0 or args.entries < args.readers:
         parser.error("--readers and --seconds must be positive, and --entries at least --readers")
-    with tempfile.TemporaryDirectory(prefix="floor-read-unary-") as data_dir:
-        data = Path(data_dir)
-        cluster = None
-        ledger = quire_ledger = common_pb2.LedgerId(scope_id=0, ledger_id=1)
-        if 4 in levels:
-            cluster = LocalCluster(data / "quire", Ports.free(bookies=3))
-            cluster.start()
-        try:
-            if cluster is not None:
-                with QuireClient(cluster.gateway_target) as client:
-                    metadata = client.create_ledger(ensemble_size=3, write_quorum_size=3, ack_quorum_size=2)
-                    quire_ledger = metadata.ledger_id
-                    client.append_all(ledger_id_from_proto(quire_ledger), (_payload(n) for n in range(args.entries)))
-                # The ledger's explicit LAC makes every entry readable within a second; the rest
-                # lets the bookies' flushes after the writes end before any server is measured.
-                time.sleep(5)
-            ratios: dict[int, list[float]] = {level: [] for level in levels if level}
-            for _ in range(args.rounds):
-                rates = {}
-                for level in levels:
-                    rates[level] = _measure(
-                        level, args, data, cluster if level == 4 else None, quire_ledger if level == 4 else ledger
-                    )
-                if 0 in rates:
-                    for level in ratios:
-                        ratios[level].append(rates[level] / rates[0])
-                    print(
-                        "    against level 0: "
-                        + ", ".join(f"level {level} {rate / rates[0]:.2f}x" for level, rate in rates.items() if level),
-                        flush=True,
-                    )
-            if 0 in levels and args.rounds > 1:
-                print(
-                    "medians against level 0: "
-                    + ", ".join(f"level {level} {statistics.median(found):.2f}x" for level, found in ratios.items())
-                )
-        finally:
-            if cluster is not None:
-                cluster.stop()
+    _run(args, levels)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from quire_api.ids import LedgerId, ledger_id_to_proto
+from quire_common.wire import varint
 from quire_gateway.write import bookie_streams
 from quire_gateway.write.bookie_streams import AddRequest
 from quire_proto.bookie.v1 import bookie_pb2
@@ -36,7 +37,7 @@ def test_joined_encoded_adds_read_back_as_an_add_stream_request():
 def test_varint_matches_protobuf():
     for value in (0, 1, 127, 128, 300, 16_383, 16_384, 2**21 - 1, 2**21, 2**35 + 5, 2**64 - 1):
         message = bookie_pb2.AddResult(add_id=value).SerializeToString()
-        assert message == b"\x08" + bookie_streams._varint(value) or value == 0
+        assert message == b"\x08" + varint(value) or value == 0
 
 
 def test_an_adds_wire_form_is_what_protobuf_encodes_and_references_the_packed_entries(

@@ -51,14 +51,20 @@ from quire_gateway.ownership.peers import GatewayPeers
 from quire_gateway.ownership.router import WriteRouter
 from quire_gateway.read.entry_cache import EntryCache, expire_idle_entries
 from quire_gateway.roles import RoleHolder
-from quire_gateway.servicer import ActiveStreams, BlobServicer, LedgerServicer
+from quire_gateway.servicer import (
+    LEDGER_SERVICE,
+    ActiveStreams,
+    BlobServicer,
+    LedgerServicer,
+    add_ledger_servicer_to_server,
+)
 from quire_gateway.settings import GatewayEnv
 from quire_proto.admin.v1 import admin_pb2, admin_pb2_grpc
-from quire_proto.gateway.v1 import blob_pb2, blob_pb2_grpc, ledger_pb2, ledger_pb2_grpc
+from quire_proto.gateway.v1 import blob_pb2, blob_pb2_grpc
 
 log = logging.getLogger("quire_gateway")
 SERVICE_NAMES = [
-    ledger_pb2.DESCRIPTOR.services_by_name["LedgerService"].full_name,
+    LEDGER_SERVICE,
     blob_pb2.DESCRIPTOR.services_by_name["BlobService"].full_name,
     admin_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name,
 ]
@@ -219,7 +225,7 @@ class _Parts:
     admin_operations: AdminOperations
 
     def register(self, server: grpc.aio.Server) -> list[str]:
-        ledger_pb2_grpc.add_LedgerServiceServicer_to_server(
+        add_ledger_servicer_to_server(
             LedgerServicer(self.ledgers, WriteRouter(self.ledgers, self.forwarder), self.streams), server
         )
         blob_pb2_grpc.add_BlobServiceServicer_to_server(BlobServicer(self.blobs, self.streams), server)

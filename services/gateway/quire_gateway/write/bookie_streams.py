@@ -49,6 +49,7 @@ from quire_api.errors import QuireError, Reason, Unavailable
 from quire_api.ids import LedgerId, ledger_id_to_proto
 from quire_common.channels import error_from_result, error_from_rpc
 from quire_common.telemetry import tracing_enabled
+from quire_common.wire import U64, varint
 from quire_gateway import metrics
 from quire_proto.bookie.v1 import bookie_pb2
 
@@ -171,20 +172,20 @@ class AddRequest:
         # packed entries are pieces of their own, referenced rather than copied, so a bookie's
         # message is the one copy of an entry's bytes the gateway makes (a protobuf built per
         # add copied a 64 KiB entry five times).
-        head = _ADD_ID_TAG + _varint(add_id) + fields
+        head = _ADD_ID_TAG + varint(add_id) + fields
         pieces = [b"", head]  # the first piece is the add's own tag and length, once they are known
         length = len(head)
         size = 0
         framings = _entry_framings
         for entry_id, data in entries:
             data_length = len(data)
-            id_varint = _varint(entry_id & _U64)
+            id_varint = varint(entry_id & U64)
             framing = framings.get(key := (len(id_varint), data_length)) or _entry_framing(*key)
             entry_field = framing[0] + id_varint + framing[1]
             pieces += (entry_field, data)
             length += len(entry_field) + data_length
             size += data_length
-        pieces[0] = _ADDS_FIELD_TAG + _varint(length)
+        pieces[0] = _ADDS_FIELD_TAG + varint(length)
         self.size = size
         self.wire = pieces
 
@@ -208,7 +209,6 @@ _STORED_IDS = b"\x10\x01"  # AddStreamRequest field 2 (stored_ids) = true: store
 _ENTRIES_TAG = b"\x22"  # StreamedAdd field 4 (entries), length-delimited
 _ENTRY_ID_TAG = b"\x08"  # PackedEntry field 1 (entry_id), varint
 _DATA_TAG = b"\x12"  # PackedEntry field 2 (data), length-delimited
-_U64 = (1 << 64) - 1  # an int64 goes on the wire as its 64-bit two's complement
 _ADD_STREAM_METHOD = "/{}/AddStream".format(bookie_pb2.DESCRIPTOR.services_by_name["BookieService"].full_name)
 
 AddStreamCallable: TypeAlias = grpc.aio.StreamStreamMultiCallable
@@ -221,24 +221,6 @@ def add_stream_callable(channel: grpc.aio.Channel) -> AddStreamCallable:
     )
 
 
-def _varint(value: int) -> bytes:
-    """A protobuf base-128 varint (every add's wire form needs four)."""
-    if value < 0x80:
-        return _ONE_BYTE_VARINTS[value]
-    if value < 0x4000:
-        return bytes(((value & 0x7F) | 0x80, value >> 7))
-    if value < 0x200000:  # add ids and entry ids spend most of their lives here
-        return bytes(((value & 0x7F) | 0x80, ((value >> 7) & 0x7F) | 0x80, value >> 14))
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-_ONE_BYTE_VARINTS = [bytes((value,)) for value in range(0x80)]
-
 # A PackedEntry's framing around its id's varint, by (that varint's length, the data's length):
 # the entries field's tag, the PackedEntry's length and the entry_id tag before it, the data's
 # tag and length after it. Entries of one size share it, so an entry's wire form is joined
@@ -248,9 +230,9 @@ _MAX_ENTRY_FRAMINGS = 4096  # then the table starts again rather than grow
 
 
 def _entry_framing(id_varint_length: int, data_length: int) -> tuple[bytes, bytes]:
-    data_framing = _DATA_TAG + _varint(data_length)
+    data_framing = _DATA_TAG + varint(data_length)
     packed_entry_length = len(_ENTRY_ID_TAG) + id_varint_length + len(data_framing) + data_length
-    framing = (_ENTRIES_TAG + _varint(packed_entry_length) + _ENTRY_ID_TAG, data_framing)
+    framing = (_ENTRIES_TAG + varint(packed_entry_length) + _ENTRY_ID_TAG, data_framing)
     if len(_entry_framings) >= _MAX_ENTRY_FRAMINGS:
         _entry_framings.clear()
     _entry_framings[(id_varint_length, data_length)] = framing
