@@ -91,7 +91,7 @@ def _read_entry_methods(entries: int) -> dict[str, grpc.RpcMethodHandler]:
     """ReadEntry of ledger 0/1's entries, answered as the gateway answers one:
     its ReadEntryResponse encoded by the gateway's own `read_entry_response`."""
     from quire_gateway.read.replicas import ReadEntry
-    from quire_gateway.servicer import read_entry_response
+    from quire_gateway.read.replies import read_entry_response
 
     store = {(0, 1, n): _payload(n) for n in range(entries)}
 

@@ -2,7 +2,7 @@
 
 from quire_api.limits import DEFAULT_CLIENT_MESSAGE_BYTES, MAX_ENTRY_PAYLOAD_BYTES, MAX_REPLY_BYTES
 from quire_gateway.read.replicas import ReadEntry
-from quire_gateway.servicer import batched_by_bytes
+from quire_gateway.read.replies import entry_replies
 from quire_gateway.write.handle import WriteSettings
 from quire_proto.gateway.v1 import ledger_pb2
 
@@ -14,15 +14,24 @@ def entry(entry_id: int, size: int) -> ReadEntry:
 def test_the_largest_entry_fits_one_default_sized_reply():
     assert WriteSettings().max_entry_bytes == MAX_ENTRY_PAYLOAD_BYTES
     big = ReadEntry(entry_id=2**62, payload=b"x" * MAX_ENTRY_PAYLOAD_BYTES, length=2**63 - 1)
-    (batch,) = batched_by_bytes([big])
-    assert ledger_pb2.ReadEntriesResponse(entries=batch).ByteSize() <= MAX_REPLY_BYTES < DEFAULT_CLIENT_MESSAGE_BYTES
+    (reply,) = entry_replies([big])
+    assert len(reply) <= MAX_REPLY_BYTES < DEFAULT_CLIENT_MESSAGE_BYTES
 
 
 def test_replies_count_fields_and_framing_not_only_payloads():
     # Many small entries: their ids and lengths add up; 4 MiB of payload alone would overflow.
     entries = [entry(2**40 + i, 100) for i in range(60_000)]
-    batches = list(batched_by_bytes(entries))
-    assert [e.entry_id for b in batches for e in b] == [e.entry_id for e in entries]
-    assert all(ledger_pb2.TailEntriesResponse(entries=b).ByteSize() <= MAX_REPLY_BYTES for b in batches)
+    replies = list(entry_replies(entries))
+    assert len(replies) > 1
+    assert all(len(reply) <= MAX_REPLY_BYTES for reply in replies)
+    decoded = [e.entry_id for reply in replies for e in ledger_pb2.TailEntriesResponse.FromString(reply).entries]
+    assert decoded == [e.entry_id for e in entries]
     # Two entries near the largest never share a reply.
-    assert len(list(batched_by_bytes([entry(0, 2_200_000), entry(1, 2_200_000)]))) == 2
+    assert len(list(entry_replies([entry(0, 2_200_000), entry(1, 2_200_000)]))) == 2
+
+
+def test_a_reply_fills_up_to_its_limit_exactly():
+    """Sizes are the encoded ones, not bounds: a reply takes every entry that fits."""
+    one = len(next(entry_replies([entry(5, 1000)])))
+    replies = list(entry_replies([entry(5, 1000)] * 10, limit=3 * one))
+    assert [len(reply) for reply in replies] == [3 * one, 3 * one, 3 * one, one]

@@ -3,70 +3,25 @@ ledger operations (ledgers.py) or blob store, shape responses."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 
 import grpc
 
 from quire_api.errors import InvalidArgument, QuireError
 from quire_api.ids import ledger_id_from_proto
-from quire_api.limits import MAX_REPLY_BYTES
 from quire_common.telemetry import tracing_enabled
-from quire_common.wire import U64, varint
 from quire_gateway.blobs import BlobStore
 from quire_gateway.client_streams import answered_in_order, chained, first_and_rest
 from quire_gateway.ledgers import CreateSpec, LedgerOperations, public_metadata
 from quire_gateway.ownership.peers import FORWARDED_BY
 from quire_gateway.ownership.router import WriteRouter
-from quire_gateway.read.replicas import ReadEntry
+from quire_gateway.read.replies import entry_replies, read_entry_response
 from quire_gateway.write.session import WriteSession
 from quire_proto.gateway.v1 import blob_pb2, blob_pb2_grpc, ledger_pb2, ledger_pb2_grpc
 
-# Bytes of a repeated-field element's tag and length prefix, at most.
-_ELEMENT_OVERHEAD_BYTES = 6
-# Bytes of an Entry besides its payload, at most: two int64 fields with their tags (11 each),
-# the payload's tag and length (6).
-_ENTRY_FIELDS_BYTES = 28
 # Requests of one ReadEntryStream worked on at once (ledger.proto says so).
 READ_STREAM_WINDOW = 16
-
-
-def entry_message(entry: ReadEntry) -> ledger_pb2.Entry:
-    return ledger_pb2.Entry(entry_id=entry.entry_id, payload=entry.payload, length=entry.length)
-
-
-# ReadEntryResponse's wire format, written here for its one-entry answers (read_entry_response).
-_RESPONSE_ENTRY_TAG = b"\x0a"  # ReadEntryResponse field 1 (entry), length-delimited
-_ENTRY_ID_TAG = b"\x08"  # Entry field 1 (entry_id), varint
-_PAYLOAD_TAG = b"\x12"  # Entry field 2 (payload), length-delimited
-_LENGTH_TAG = b"\x18"  # Entry field 3 (length), varint
-
-
-def read_entry_response(entry: ReadEntry) -> bytes:
-    """The ReadEntryResponse carrying `entry`, encoded: ReadEntry and
-    ReadEntryStream send their answers as they are (add_ledger_servicer_to_server).
-    Joined from pieces, the payload is copied once, where a protobuf built
-    and then serialized copies it twice; at 16 readers of cached 1 KiB entries
-    a null read server's reads went 5,775-6,045 -> 6,063-6,259 a second
-    (docs/decisions.md, "ReadEntry against the design's own floor").
-    Fields at zero are left out, as protobuf leaves them."""
-    entry_id, payload, length = entry.entry_id, entry.payload, entry.length
-    fields = [_RESPONSE_ENTRY_TAG, b""]
-    size = 0
-    if entry_id:
-        head = _ENTRY_ID_TAG + varint(entry_id & U64)
-        fields.append(head)
-        size += len(head)
-    if payload:
-        framing = _PAYLOAD_TAG + varint(len(payload))
-        fields += (framing, payload)
-        size += len(framing) + len(payload)
-    if length:
-        tail = _LENGTH_TAG + varint(length & U64)
-        fields.append(tail)
-        size += len(tail)
-    fields[1] = varint(size)
-    return b"".join(fields)
 
 
 def read_entry_error_response(error: QuireError) -> bytes:
@@ -83,27 +38,6 @@ def read_entry_error(error: QuireError) -> ledger_pb2.ReadEntryError:
     if delay is not None:
         message.retry_delay.FromNanoseconds(int(delay * 1e9))
     return message
-
-
-def batched_by_bytes(entries: Iterable[ReadEntry], limit: int = MAX_REPLY_BYTES) -> Iterable[list[ledger_pb2.Entry]]:
-    """Entries grouped into replies whose serialized size stays within `limit`
-    (fields and framing counted, not only payloads), so that every reply fits
-    a client at gRPC's default 4 MiB receive limit. An entry is never split:
-    the gateway accepts none larger than MAX_ENTRY_PAYLOAD_BYTES, which fits.
-    An entry counts the most its fields can take: asking the message for its
-    size would encode it, a copy of its payload."""
-    batch: list[ledger_pb2.Entry] = []
-    size = 0
-    for entry in entries:
-        message = entry_message(entry)
-        entry_size = len(entry.payload) + _ENTRY_FIELDS_BYTES + _ELEMENT_OVERHEAD_BYTES
-        if batch and size + entry_size > limit:
-            yield batch
-            batch, size = [], 0
-        batch.append(message)
-        size += entry_size
-    if batch:
-        yield batch
 
 
 class ActiveStreams:
@@ -212,7 +146,7 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
 
     async def ReadEntries(
         self, request: ledger_pb2.ReadEntriesRequest, context: grpc.aio.ServicerContext
-    ) -> AsyncIterator[ledger_pb2.ReadEntriesResponse]:
+    ) -> AsyncIterator[bytes]:
         chunks = self.ledgers.reads.read(
             ledger_id_from_proto(request.ledger_id),
             request.first_entry_id,
@@ -221,8 +155,8 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
         )
         with self.streams.track("ReadEntries"):
             async for chunk in chunks:
-                for batch in batched_by_bytes(chunk):
-                    yield ledger_pb2.ReadEntriesResponse(entries=batch)
+                for reply in entry_replies(chunk):
+                    yield reply
 
     async def ReadEntry(self, request: ledger_pb2.ReadEntryRequest, context: grpc.aio.ServicerContext) -> bytes:
         reads = self.ledgers.reads
@@ -258,7 +192,7 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
 
     async def ReadUnconfirmedEntries(
         self, request: ledger_pb2.ReadUnconfirmedEntriesRequest, context: grpc.aio.ServicerContext
-    ) -> AsyncIterator[ledger_pb2.ReadUnconfirmedEntriesResponse]:
+    ) -> AsyncIterator[bytes]:
         chunks = self.ledgers.reads.read(
             ledger_id_from_proto(request.ledger_id),
             request.first_entry_id,
@@ -267,17 +201,17 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
         )
         with self.streams.track("ReadUnconfirmedEntries"):
             async for chunk in chunks:
-                for batch in batched_by_bytes(chunk):
-                    yield ledger_pb2.ReadUnconfirmedEntriesResponse(entries=batch)
+                for reply in entry_replies(chunk):
+                    yield reply
 
     async def TailEntries(
         self, request: ledger_pb2.TailEntriesRequest, context: grpc.aio.ServicerContext
-    ) -> AsyncIterator[ledger_pb2.TailEntriesResponse]:
+    ) -> AsyncIterator[bytes]:
         ledger_id = ledger_id_from_proto(request.ledger_id)
         with self.streams.track("TailEntries"):
             async for chunk in self.ledgers.reads.tail(ledger_id, request.first_entry_id):
-                for batch in batched_by_bytes(chunk):
-                    yield ledger_pb2.TailEntriesResponse(entries=batch)
+                for reply in entry_replies(chunk):
+                    yield reply
 
     async def ReadLastAddConfirmed(
         self, request: ledger_pb2.ReadLastAddConfirmedRequest, context: grpc.aio.ServicerContext
@@ -316,19 +250,25 @@ class LedgerServicer(ledger_pb2_grpc.LedgerServiceServicer):
 
 
 def add_ledger_servicer_to_server(servicer: LedgerServicer, server: grpc.aio.Server) -> None:
-    """LedgerService on `server`. ReadEntry and ReadEntryStream answer with
-    ReadEntryResponses already encoded (read_entry_response), sent as they
-    are; every other method as generated. grpc asks its generic handlers in
-    the order they were added, so this one answers those two first."""
+    """LedgerService on `server`. The methods that answer with entries send
+    replies already encoded (quire_gateway.read.replies) as they are; every
+    other method as generated. grpc asks its generic handlers in the order
+    they were added, so this one answers those methods first."""
     read_entry_request = ledger_pb2.ReadEntryRequest.FromString
-    encoded = grpc.method_handlers_generic_handler(
-        LEDGER_SERVICE,
-        {
-            "ReadEntry": grpc.unary_unary_rpc_method_handler(servicer.ReadEntry, read_entry_request),
-            "ReadEntryStream": grpc.stream_stream_rpc_method_handler(servicer.ReadEntryStream, read_entry_request),
-        },
-    )
-    server.add_generic_rpc_handlers((encoded,))
+    encoded = {
+        "ReadEntry": grpc.unary_unary_rpc_method_handler(servicer.ReadEntry, read_entry_request),
+        "ReadEntryStream": grpc.stream_stream_rpc_method_handler(servicer.ReadEntryStream, read_entry_request),
+        "ReadEntries": grpc.unary_stream_rpc_method_handler(
+            servicer.ReadEntries, ledger_pb2.ReadEntriesRequest.FromString
+        ),
+        "ReadUnconfirmedEntries": grpc.unary_stream_rpc_method_handler(
+            servicer.ReadUnconfirmedEntries, ledger_pb2.ReadUnconfirmedEntriesRequest.FromString
+        ),
+        "TailEntries": grpc.unary_stream_rpc_method_handler(
+            servicer.TailEntries, ledger_pb2.TailEntriesRequest.FromString
+        ),
+    }
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(LEDGER_SERVICE, encoded),))
     ledger_pb2_grpc.add_LedgerServiceServicer_to_server(servicer, server)
 
 
