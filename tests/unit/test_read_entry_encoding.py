@@ -8,9 +8,9 @@ import pytest
 
 from quire_api.errors import OutOfRange
 from quire_gateway.read.replicas import ReadEntry
-from quire_gateway.read.replies import entry_replies, read_entry_response
+from quire_gateway.read.replies import blob_data_reply, entry_replies, read_entry_response
 from quire_gateway.servicer import read_entry_error_response
-from quire_proto.gateway.v1 import ledger_pb2
+from quire_proto.gateway.v1 import blob_pb2, ledger_pb2
 
 ENTRIES = [
     ReadEntry(0, b"", 0),  # every field at its default: an empty Entry, still present
@@ -48,3 +48,10 @@ def test_an_encoded_error_answer_carries_the_error() -> None:
     decoded = ledger_pb2.ReadEntryResponse.FromString(read_entry_error_response(OutOfRange("past the LAC")))
     assert decoded.WhichOneof("result") == "error"
     assert decoded.error.message == "past the LAC"
+
+
+@pytest.mark.parametrize("data", [b"", b"x", b"y" * 300, b"z" * (1 << 20)])
+def test_an_encoded_blob_part_is_what_protobuf_encodes(data: bytes) -> None:
+    encoded = blob_data_reply(data)
+    assert encoded == blob_pb2.GetBlobResponse(data=data).SerializeToString()
+    assert blob_pb2.GetBlobResponse.FromString(encoded).data == data

@@ -52,20 +52,21 @@ from quire_gateway.ownership.router import WriteRouter
 from quire_gateway.read.entry_cache import EntryCache, expire_idle_entries
 from quire_gateway.roles import RoleHolder
 from quire_gateway.servicer import (
+    BLOB_SERVICE,
     LEDGER_SERVICE,
     ActiveStreams,
     BlobServicer,
     LedgerServicer,
+    add_blob_servicer_to_server,
     add_ledger_servicer_to_server,
 )
 from quire_gateway.settings import GatewayEnv
 from quire_proto.admin.v1 import admin_pb2, admin_pb2_grpc
-from quire_proto.gateway.v1 import blob_pb2, blob_pb2_grpc
 
 log = logging.getLogger("quire_gateway")
 SERVICE_NAMES = [
     LEDGER_SERVICE,
-    blob_pb2.DESCRIPTOR.services_by_name["BlobService"].full_name,
+    BLOB_SERVICE,
     admin_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name,
 ]
 
@@ -228,7 +229,7 @@ class _Parts:
         add_ledger_servicer_to_server(
             LedgerServicer(self.ledgers, WriteRouter(self.ledgers, self.forwarder), self.streams), server
         )
-        blob_pb2_grpc.add_BlobServiceServicer_to_server(BlobServicer(self.blobs, self.streams), server)
+        add_blob_servicer_to_server(BlobServicer(self.blobs, self.streams), server)
         admin_pb2_grpc.add_AdminServiceServicer_to_server(AdminServicer(self.admin_operations), server)
         return SERVICE_NAMES
 

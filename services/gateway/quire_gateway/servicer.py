@@ -16,7 +16,7 @@ from quire_gateway.client_streams import answered_in_order, chained, first_and_r
 from quire_gateway.ledgers import CreateSpec, LedgerOperations, public_metadata
 from quire_gateway.ownership.peers import FORWARDED_BY
 from quire_gateway.ownership.router import WriteRouter
-from quire_gateway.read.replies import entry_replies, read_entry_response
+from quire_gateway.read.replies import blob_data_reply, entry_replies, read_entry_response
 from quire_gateway.write.session import WriteSession
 from quire_proto.gateway.v1 import blob_pb2, blob_pb2_grpc, ledger_pb2, ledger_pb2_grpc
 
@@ -293,7 +293,18 @@ class BlobServicer(blob_pb2_grpc.BlobServiceServicer):
 
     async def GetBlob(
         self, request: blob_pb2.GetBlobRequest, context: grpc.aio.ServicerContext
-    ) -> AsyncIterator[blob_pb2.GetBlobResponse]:
+    ) -> AsyncIterator[bytes]:
         with self.streams.track("GetBlob"):
             async for data in self.store.get(request.blob_id):
-                yield blob_pb2.GetBlobResponse(data=data)
+                yield blob_data_reply(data)
+
+
+def add_blob_servicer_to_server(servicer: BlobServicer, server: grpc.aio.Server) -> None:
+    """BlobService on `server`: GetBlob sends its replies already encoded
+    (quire_gateway.read.replies) as they are, every other method as generated."""
+    encoded = {"GetBlob": grpc.unary_stream_rpc_method_handler(servicer.GetBlob, blob_pb2.GetBlobRequest.FromString)}
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(BLOB_SERVICE, encoded),))
+    blob_pb2_grpc.add_BlobServiceServicer_to_server(servicer, server)
+
+
+BLOB_SERVICE = blob_pb2.DESCRIPTOR.services_by_name["BlobService"].full_name
