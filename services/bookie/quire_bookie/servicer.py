@@ -13,6 +13,7 @@ from quire_api.ids import LedgerId, ledger_id_from_proto
 from quire_bookie.add_stream import AddStreamCall, StreamedAdd
 from quire_bookie.bookie import Bookie
 from quire_bookie.storage import Stripes
+from quire_common.wire import U64, add_entry_field, varint
 from quire_proto.bookie.v1 import bookie_pb2, bookie_pb2_grpc
 
 # Ledger ids a stream keeps parsed: a gateway writes to at most a few thousand ledgers at once.
@@ -43,15 +44,11 @@ class BookieServicer(bookie_pb2_grpc.BookieServiceServicer):
         async for answer in call.run(request_iterator):
             yield answer
 
-    async def ReadEntry(
-        self, request: bookie_pb2.ReadEntryRequest, context: grpc.aio.ServicerContext
-    ) -> bookie_pb2.ReadEntryResponse:
+    async def ReadEntry(self, request: bookie_pb2.ReadEntryRequest, context: grpc.aio.ServicerContext) -> bytes:
         entry_id, data = await self.bookie.read_entry(ledger_id_from_proto(request.ledger_id), request.entry_id)
-        return bookie_pb2.ReadEntryResponse(entry=bookie_pb2.PackedEntry(entry_id=entry_id, data=data))
+        return read_entry_reply(entry_id, data)
 
-    async def ReadEntries(
-        self, request: bookie_pb2.ReadEntriesRequest, context: grpc.aio.ServicerContext
-    ) -> bookie_pb2.ReadEntriesResponse:
+    async def ReadEntries(self, request: bookie_pb2.ReadEntriesRequest, context: grpc.aio.ServicerContext) -> bytes:
         ledger_id = ledger_id_from_proto(request.ledger_id)
         if request.HasField("range"):
             if request.entry_ids:
@@ -67,11 +64,7 @@ class BookieServicer(bookie_pb2_grpc.BookieServiceServicer):
             found, missing, truncated = await self.bookie.read_entries(
                 ledger_id, list(request.entry_ids), request.max_bytes, request.max_entries
             )
-        return bookie_pb2.ReadEntriesResponse(
-            entries=[bookie_pb2.PackedEntry(entry_id=e, data=d) for e, d in found],
-            missing_entry_ids=missing,
-            truncated=truncated,
-        )
+        return read_entries_reply(found, missing, truncated)
 
     async def FindMissingEntries(
         self, request: bookie_pb2.FindMissingEntriesRequest, context: grpc.aio.ServicerContext
@@ -201,16 +194,50 @@ class BookieServicer(bookie_pb2_grpc.BookieServiceServicer):
 
 def add_servicer_to_server(servicer: BookieServicer, server: grpc.aio.Server) -> None:
     """BookieService on `server`. AddStream's messages are decoded with the
-    size they had on the wire (ReceivedAdds); every other method as generated.
-    grpc asks its generic handlers in the order they were added, so this one
-    answers AddStream before the generated one would."""
-    add_stream = grpc.stream_stream_rpc_method_handler(
-        servicer.AddStream,
-        request_deserializer=ReceivedAdds.from_wire,
-        response_serializer=bookie_pb2.AddStreamResponse.SerializeToString,
-    )
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, {"AddStream": add_stream}),))
+    size they had on the wire (ReceivedAdds); ReadEntry and ReadEntries send
+    replies already encoded (read_entry_reply, read_entries_reply) as they
+    are; every other method as generated. grpc asks its generic handlers in
+    the order they were added, so this one answers those three first."""
+    methods = {
+        "AddStream": grpc.stream_stream_rpc_method_handler(
+            servicer.AddStream,
+            request_deserializer=ReceivedAdds.from_wire,
+            response_serializer=bookie_pb2.AddStreamResponse.SerializeToString,
+        ),
+        "ReadEntry": grpc.unary_unary_rpc_method_handler(servicer.ReadEntry, bookie_pb2.ReadEntryRequest.FromString),
+        "ReadEntries": grpc.unary_unary_rpc_method_handler(
+            servicer.ReadEntries, bookie_pb2.ReadEntriesRequest.FromString
+        ),
+    }
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, methods),))
     bookie_pb2_grpc.add_BookieServiceServicer_to_server(servicer, server)
+
+
+# ReadEntriesResponse's fields after its entries (field 1, add_entry_field), written here.
+_MISSING_IDS_TAG = b"\x12"  # field 2 (missing_entry_ids): packed varints, length-delimited
+_TRUNCATED = b"\x18\x01"  # field 3 (truncated) = true
+
+
+def read_entry_reply(entry_id: int, data: bytes) -> bytes:
+    """The ReadEntryResponse carrying one stored entry, encoded: joined from
+    pieces, its bytes are copied once (quire_common.wire)."""
+    pieces: list[bytes] = []
+    add_entry_field(pieces, entry_id, data)
+    return b"".join(pieces)
+
+
+def read_entries_reply(found: list[tuple[int, bytes]], missing: list[int], truncated: bool) -> bytes:
+    """The ReadEntriesResponse of `found` (entry id, stored bytes), the ids
+    `missing` and whether a limit cut it short, encoded as protobuf would."""
+    pieces: list[bytes] = []
+    for entry_id, data in found:
+        add_entry_field(pieces, entry_id, data)
+    if missing:
+        ids = b"".join([varint(entry_id & U64) for entry_id in missing])
+        pieces += (_MISSING_IDS_TAG, varint(len(ids)), ids)
+    if truncated:
+        pieces.append(_TRUNCATED)
+    return b"".join(pieces)
 
 
 SERVICE_NAME = bookie_pb2.DESCRIPTOR.services_by_name["BookieService"].full_name

@@ -1,8 +1,10 @@
 """Pieces of protobuf's wire format, for the few messages Quire writes by
-hand on a hot path (a gateway's AddStream requests, its single-entry read
-answers): joined from pieces, a message's large bytes are copied once, into
-the message itself, where building the protobuf and serializing it copies
-them twice and costs each message a few objects more."""
+hand on a hot path (a gateway's AddStream requests, the replies that carry
+entries or blob parts): joined from pieces, a message's large bytes are
+copied once, into the message itself, where building the protobuf and
+serializing it copies them two or three times and costs each message a few
+objects more (docs/decisions.md, "ReadEntry against the design's own
+floor"). Unit tests hold each such message equal to protobuf's own encoding."""
 
 from __future__ import annotations
 
@@ -27,3 +29,23 @@ def varint(value: int) -> bytes:
 
 
 _ONE_BYTE_VARINTS = [bytes((value,)) for value in range(0x80)]
+
+
+_ENTRY_FIELD_TAG = b"\x0a"  # field 1, length-delimited: the entry (or entries) of every reply written here
+_ENTRY_ID_TAG = b"\x08"  # the entry's field 1 (entry_id), varint
+_DATA_TAG = b"\x12"  # the entry's field 2 (the gateway's payload, a bookie's packed data), length-delimited
+_LENGTH_TAG = b"\x18"  # the entry's field 3 (the gateway's length), varint
+
+
+def add_entry_field(pieces: list[bytes], entry_id: int, data: bytes, length: int = 0) -> int:
+    """Append to `pieces` field 1 of a reply whose field 1 holds entries: the
+    gateway's Entry (entry_id, payload, length) or a bookie's PackedEntry
+    (entry_id, data), which number their fields alike. Fields at zero are
+    left out, as protobuf leaves them. Returns the bytes appended."""
+    head = _ENTRY_ID_TAG + varint(entry_id & U64) if entry_id else b""
+    framing = _DATA_TAG + varint(len(data)) if data else b""
+    tail = _LENGTH_TAG + varint(length & U64) if length else b""
+    size = len(head) + len(framing) + len(data) + len(tail)
+    prefix = _ENTRY_FIELD_TAG + varint(size)
+    pieces += (prefix, head, framing, data, tail)
+    return len(prefix) + size

@@ -18,33 +18,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from quire_api.limits import MAX_REPLY_BYTES
-from quire_common.wire import U64, varint
+from quire_common.wire import add_entry_field, varint
 from quire_gateway.read.replicas import ReadEntry
 
-_ENTRY_FIELD_TAG = b"\x0a"  # field 1 of each reply (entry, or entries), length-delimited
-_ENTRY_ID_TAG = b"\x08"  # Entry field 1 (entry_id), varint
-_PAYLOAD_TAG = b"\x12"  # Entry field 2 (payload), length-delimited
-_LENGTH_TAG = b"\x18"  # Entry field 3 (length), varint
 _BLOB_DATA_TAG = b"\x0a"  # GetBlobResponse field 1 (data), length-delimited
-
-
-def _add_entry(entry: ReadEntry, pieces: list[bytes]) -> int:
-    """Append `entry`'s field to `pieces`, fields at zero left out as
-    protobuf leaves them; returns the bytes it takes."""
-    entry_id, payload, length = entry
-    head = _ENTRY_ID_TAG + varint(entry_id & U64) if entry_id else b""
-    framing = _PAYLOAD_TAG + varint(len(payload)) if payload else b""
-    tail = _LENGTH_TAG + varint(length & U64) if length else b""
-    size = len(head) + len(framing) + len(payload) + len(tail)
-    prefix = _ENTRY_FIELD_TAG + varint(size)
-    pieces += (prefix, head, framing, payload, tail)
-    return len(prefix) + size
 
 
 def read_entry_response(entry: ReadEntry) -> bytes:
     """The ReadEntryResponse carrying `entry`, encoded."""
     pieces: list[bytes] = []
-    _add_entry(entry, pieces)
+    add_entry_field(pieces, *entry)
     return b"".join(pieces)
 
 
@@ -57,7 +40,7 @@ def entry_replies(entries: Iterable[ReadEntry], limit: int = MAX_REPLY_BYTES) ->
     size = 0
     for entry in entries:
         mark = len(pieces)
-        entry_size = _add_entry(entry, pieces)
+        entry_size = add_entry_field(pieces, *entry)
         if size and size + entry_size > limit:
             yield b"".join(pieces[:mark])
             del pieces[:mark]
