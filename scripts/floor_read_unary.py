@@ -62,7 +62,9 @@ ENTRY_BYTES = 1024
 MESSAGE_BYTES = 64 * 1024 * 1024
 OPTIONS = [("grpc.max_send_message_length", MESSAGE_BYTES), ("grpc.max_receive_message_length", MESSAGE_BYTES)]
 INDEX = struct.Struct(">Q")
-# gRPC core's I/O as Quire's services set it (quire_common.grpc_runtime), for levels 1 and up.
+# gRPC core's I/O as Quire's services set it, for levels 1 and up. Spelled out rather than imported
+# from quire_common.grpc_runtime: importing that module sets it in this process too, whose readers
+# keep gRPC's default I/O as the peer benchmark's do.
 LEGACY_IO = (
     "-event_engine_client,-event_engine_listener,-event_engine_for_all_other_endpoints,-event_engine_callback_cq"
 )

@@ -26,6 +26,7 @@ from quire_api.errors import InvalidArgument, QuireError
 from quire_api.ids import LedgerId, ledger_id_from_proto
 from quire_common.telemetry import tracer
 from quire_gateway.ledgers import LedgerOperations
+from quire_gateway.write.handle import WriteSettings
 from quire_proto.gateway.v1 import ledger_pb2
 
 _tracer = tracer(__name__)
@@ -48,7 +49,7 @@ class WriteSession:
         ledger: LedgerId,
         requests: AsyncIterator[ledger_pb2.AppendEntriesRequest],
         traced: bool,
-        window_entries: int = 65_536,
+        window_entries: int = WriteSettings.session_window_entries,
     ) -> None:
         self.ledgers = ledgers
         self.ledger = ledger
