@@ -39,7 +39,7 @@ class BookieServicer(bookie_pb2_grpc.BookieServiceServicer):
 
     async def AddStream(
         self, request_iterator: AsyncIterator[ReceivedAdds], context: grpc.aio.ServicerContext
-    ) -> AsyncIterator[bookie_pb2.AddStreamResponse]:
+    ) -> AsyncIterator[bytes]:
         call = AddStreamCall(self.bookie, _AddStreamCodec())
         async for answer in call.run(request_iterator):
             yield answer
@@ -194,15 +194,16 @@ class BookieServicer(bookie_pb2_grpc.BookieServiceServicer):
 
 def add_servicer_to_server(servicer: BookieServicer, server: grpc.aio.Server) -> None:
     """BookieService on `server`. AddStream's messages are decoded with the
-    size they had on the wire (ReceivedAdds); ReadEntry and ReadEntries send
-    replies already encoded (read_entry_reply, read_entries_reply) as they
-    are; every other method as generated. grpc asks its generic handlers in
-    the order they were added, so this one answers those three first."""
+    size they had on the wire (ReceivedAdds); AddStream, ReadEntry and
+    ReadEntries send answers already encoded (_AddStreamCodec.encode,
+    read_entry_reply, read_entries_reply) as they are; every other method as
+    generated. grpc asks its generic handlers in the order they were added,
+    so this one answers those three first."""
     methods = {
         "AddStream": grpc.stream_stream_rpc_method_handler(
             servicer.AddStream,
             request_deserializer=ReceivedAdds.from_wire,
-            response_serializer=bookie_pb2.AddStreamResponse.SerializeToString,
+            response_serializer=None,
         ),
         "ReadEntry": grpc.unary_unary_rpc_method_handler(servicer.ReadEntry, bookie_pb2.ReadEntryRequest.FromString),
         "ReadEntries": grpc.unary_unary_rpc_method_handler(
@@ -211,6 +212,21 @@ def add_servicer_to_server(servicer: BookieServicer, server: grpc.aio.Server) ->
     }
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, methods),))
     bookie_pb2_grpc.add_BookieServiceServicer_to_server(servicer, server)
+
+
+# AddStreamResponse's stored_add_ids (field 2): packed varints, length-delimited.
+_STORED_ADD_IDS_TAG = b"\x12"
+
+
+def stored_answer(add_ids: list[int]) -> bytes:
+    """The AddStreamResponse of a message whose adds were all stored, encoded
+    as protobuf would: built on the writer thread where the outcome is known,
+    it costs the event loop no serializing, and the writer no message object
+    (a loaded bookie's every answer)."""
+    if not add_ids:
+        return b""
+    ids = b"".join([varint(add_id) for add_id in add_ids])
+    return _STORED_ADD_IDS_TAG + varint(len(ids)) + ids
 
 
 # ReadEntriesResponse's fields after its entries (field 1, add_entry_field), written here.
@@ -292,20 +308,19 @@ class _AddStreamCodec:
         return decoded
 
     @staticmethod
-    def encode(
-        message: ReceivedAdds, adds: list[StreamedAdd], errors: list[QuireError | None]
-    ) -> bookie_pb2.AddStreamResponse:
-        if message.request.stored_ids:  # one packed list of the stored, a result per refused add
-            return bookie_pb2.AddStreamResponse(
-                stored_add_ids=[add.add_id for add, error in zip(adds, errors, strict=True) if error is None],
-                results=[_refusal(add.add_id, error) for add, error in zip(adds, errors, strict=True) if error],
-            )
-        return bookie_pb2.AddStreamResponse(
-            results=[
+    def encode(message: ReceivedAdds, adds: list[StreamedAdd], errors: list[QuireError | None]) -> bytes:
+        if not message.request.stored_ids:  # a gateway that predates stored_ids: a result per add
+            results = [
                 bookie_pb2.AddResult(add_id=add.add_id) if error is None else _refusal(add.add_id, error)
                 for add, error in zip(adds, errors, strict=True)
             ]
-        )
+            return bookie_pb2.AddStreamResponse(results=results).SerializeToString()
+        if any(errors):  # one packed list of the stored, a result per refused add
+            return bookie_pb2.AddStreamResponse(
+                stored_add_ids=[add.add_id for add, error in zip(adds, errors, strict=True) if error is None],
+                results=[_refusal(add.add_id, error) for add, error in zip(adds, errors, strict=True) if error],
+            ).SerializeToString()
+        return stored_answer([add.add_id for add in adds])
 
 
 def _streamed_add(add: bookie_pb2.StreamedAdd, ledger_ids: dict[tuple[int, int], LedgerId]) -> StreamedAdd:

@@ -176,25 +176,28 @@ class HandlesInUse:
     twice, so none waits for itself."""
 
     def __init__(self) -> None:
-        self._changed = threading.Condition(threading.Lock())
+        # Uses take the condition's lock directly: its own `with` is a Python call each way,
+        # and every write and read of the store passes here.
+        self._mutex = threading.Lock()
+        self._changed = threading.Condition(self._mutex)
         self._users = 0
         self._alone = False  # held, or waited for, by a reopen or close
 
     def __enter__(self) -> None:
-        with self._changed:
+        with self._mutex:
             while self._alone:
                 self._changed.wait()
             self._users += 1
 
     def __exit__(self, *_: object) -> None:
-        with self._changed:
+        with self._mutex:
             self._users -= 1
-            if not self._users:
+            if self._alone and not self._users:  # a reopen or close waits for the last use to end
                 self._changed.notify_all()
 
     @contextlib.contextmanager
     def alone(self) -> Iterator[None]:
-        with self._changed:
+        with self._mutex:
             while self._alone:
                 self._changed.wait()
             self._alone = True  # from now on, new uses wait
@@ -203,7 +206,7 @@ class HandlesInUse:
         try:
             yield
         finally:
-            with self._changed:
+            with self._mutex:
                 self._alone = False
                 self._changed.notify_all()
 
