@@ -50,7 +50,7 @@ class AddStreamCodec(Protocol[Message]):
 
     def decode(self, message: Message) -> list[StreamedAdd]: ...
 
-    def encode(self, message: Message, adds: list[StreamedAdd], errors: list[QuireError | None]) -> object: ...
+    def encode(self, message: Message, adds: list[StreamedAdd], errors: list[QuireError | None]) -> bytes: ...
 
     def size(self, message: Message) -> int: ...
 
@@ -67,7 +67,7 @@ class AddStreamCall:
     def __init__(self, bookie: Bookie, codec: AddStreamCodec[Any]) -> None:
         self.bookie = bookie
         self._codec = codec
-        self._ready: list[object] = []  # answers to send, in order
+        self._ready: list[bytes] = []  # answers to send, encoded, in order
         self._wake: asyncio.Future[None] | None = None
         self._unanswered = 0  # messages queued and not yet answered
         self._requests_done = False
@@ -81,7 +81,7 @@ class AddStreamCall:
     def decode(self, message: object) -> list[StreamedAdd]:
         return self._codec.decode(message)
 
-    def answer(self, message: AddMessage, adds: list[StreamedAdd], errors: list[QuireError | None]) -> object:
+    def answer(self, message: AddMessage, adds: list[StreamedAdd], errors: list[QuireError | None]) -> bytes:
         if self._traced:
             self._trace(message, adds, errors)
         return self._codec.encode(message.message, adds, errors)
@@ -116,7 +116,7 @@ class AddStreamCall:
             if not wake.done():
                 wake.set_result(None)
 
-    def deliver(self, answer: object) -> None:
+    def deliver(self, answer: bytes) -> None:
         """A message is answered: queue its answer to send."""
         self._ready.append(answer)
         self._unanswered -= 1
@@ -143,7 +143,7 @@ class AddStreamCall:
             self._requests_done = True
             self._wake_up()
 
-    async def run(self, messages: AsyncIterator[object]) -> AsyncIterator[object]:
+    async def run(self, messages: AsyncIterator[object]) -> AsyncIterator[bytes]:
         """Answers, in order, until the writer ends its side and every
         message it sent is answered."""
         loop = asyncio.get_running_loop()

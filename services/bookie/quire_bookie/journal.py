@@ -67,9 +67,9 @@ class AddMessageStream(Protocol):
 
     def decode(self, message: object) -> list[StreamedAdd]: ...
 
-    def answer(self, message: AddMessage, adds: list[StreamedAdd], errors: list[QuireError | None]) -> object: ...
+    def answer(self, message: AddMessage, adds: list[StreamedAdd], errors: list[QuireError | None]) -> bytes: ...
 
-    def deliver(self, answer: object) -> None: ...
+    def deliver(self, answer: bytes) -> None: ...
 
     def broken(self, error: BaseException) -> None: ...
 
@@ -447,7 +447,7 @@ class GroupCommitter:
                 if isinstance(outcome, BaseException):
                     op.stream.broken(outcome)
                 else:
-                    op.stream.deliver(outcome)
+                    op.stream.deliver(cast(bytes, outcome))
                 continue
             if op.future.done():  # its caller gave up
                 if isinstance(op, DeleteOp) and callable(outcome):
