@@ -175,3 +175,23 @@ def test_a_read_through_another_gateway_right_after_a_close_sees_every_entry(cli
     expected = [b"early %d" % i for i in range(10)] + [b"late %d" % i for i in range(10)]
     assert [e.payload for e in clients[1].read(ledger, 0, 19)] == expected
     assert [e.payload for e in clients[1].read(ledger)] == expected
+
+
+def test_a_create_repeated_through_another_gateway_is_given_the_ledger_and_leaves_it_to_its_owner(cluster, clients):
+    """A client that never heard its create's answer sends it again with its
+    request_id, here through another gateway: it is given the ledger the first
+    attempt made, not refused for naming another owner, and that ledger keeps
+    one writer. Writes through the second gateway are relayed to the first."""
+    created = clients[0].create_ledger(password=PASSWORD, request_id="repeated-elsewhere")
+    again = clients[1].create_ledger(password=PASSWORD, request_id="repeated-elsewhere")
+    assert ledger_of(again) == ledger_of(created) and again.owner == created.owner
+    ledger = ledger_of(created)
+    assert clients[1].add_entry(ledger, b"through the second gateway") == 0
+    assert clients[0].add_entry(ledger, b"through the owner") == 1
+    answer = clients[1].ledgers.AddEntry(
+        ledger_pb2.AddEntryRequest(ledger_id=ledger_id_to_proto(ledger), payload=b"relayed"), timeout=30
+    )
+    assert (answer.entry_id, answer.owner.address) == (2, cluster.gateway_targets[0])
+    clients[1].close_ledger(ledger)
+    payloads = [b"through the second gateway", b"through the owner", b"relayed"]
+    assert [e.payload for e in clients[2].read(ledger)] == payloads

@@ -9,7 +9,14 @@ import pytest
 from quire_api.errors import DataLoss, InvalidArgument
 from quire_api.ids import LedgerId, validate_request_id
 from quire_proto.common.v1 import common_pb2
-from quire_registry.ledger_records import IdMode, _parse_request_record, _request_record, create_fingerprint
+from quire_registry.ledger_records import (
+    _EARLIER_PICKED_AFRESH,
+    IdMode,
+    _parse_request_record,
+    _Prepared,
+    _request_record,
+    create_fingerprint,
+)
 from quire_registry.store import Delete, KeyValue, Put, committed_already
 
 K1, K2 = b"/quire/t/ledgers/a", b"/quire/t/create-requests/r"
@@ -63,6 +70,36 @@ def test_the_fingerprint_ignores_what_each_attempt_picks_afresh():
     retry.create_time.seconds = 200
     retry.create_request_id = "r"
     assert create_fingerprint(IdMode.FRESH, first, None, 0) == create_fingerprint(IdMode.FRESH, retry, None, 0)
+
+
+def owned_by(gateway: str, session_id: int) -> common_pb2.LedgerMetadata:
+    record = metadata()
+    record.owner.gateway, record.owner.address, record.owner.session_id = gateway, f"{gateway}:9000", session_id
+    return record
+
+
+def test_the_fingerprint_ignores_the_gateway_that_sends_the_attempt():
+    # A retry through another gateway, or after the gateway's session lapsed in a partition and
+    # was opened again (PART-3), asks for the same create.
+    first = create_fingerprint(IdMode.FRESH, owned_by("gateway", 7), None, 0)
+    assert create_fingerprint(IdMode.FRESH, owned_by("gateway", 8), None, 0) == first
+    assert create_fingerprint(IdMode.FRESH, owned_by("gateway-2", 3), None, 0) == first
+
+
+def test_a_record_written_before_the_owner_was_left_out_still_answers_its_owners_retry():
+    def prepared(record: common_pb2.LedgerMetadata) -> _Prepared:
+        earlier = create_fingerprint(IdMode.FRESH, record, None, 0, picked_afresh=_EARLIER_PICKED_AFRESH)
+        return _Prepared(create_fingerprint(IdMode.FRESH, record, None, 0), record, earlier)
+
+    stored_then = create_fingerprint(
+        IdMode.FRESH, owned_by("gateway", 7), None, 0, picked_afresh=_EARLIER_PICKED_AFRESH
+    )
+    assert prepared(owned_by("gateway", 7)).asks_the_same(stored_then)
+    assert prepared(owned_by("gateway", 7)).asks_the_same(create_fingerprint(IdMode.FRESH, owned_by("x", 1), None, 0))
+    assert not prepared(owned_by("gateway", 8)).asks_the_same(stored_then)  # as before: the owner was in it
+    other = owned_by("gateway", 7)
+    other.ensemble_size = 5
+    assert not prepared(other).asks_the_same(create_fingerprint(IdMode.FRESH, owned_by("gateway", 7), None, 0))
 
 
 def test_the_fingerprint_covers_the_parameters_and_the_id_choice():

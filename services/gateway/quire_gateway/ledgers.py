@@ -183,8 +183,12 @@ class LedgerOperations:
             request.legacy = True
         stored, version = await self._creates.submit(request)
         ledger_id = LedgerId(stored.ledger_id.scope_id, stored.ledger_id.ledger_id)
-        repeated = bool(spec.request_id) and ledger_id in self.handles  # this gateway made it: keep its handle
-        if not repeated:
+        # A create repeated with its request_id is given the ledger its first attempt made. This
+        # gateway writes it only if that attempt named this gateway's session as its owner: made
+        # through another gateway, or by a session of this one that has ended, the ledger's
+        # writes go where its owner is (relayed, or recovered when that owner is gone), never to
+        # a second writer. Made here already, it keeps the handle it has.
+        if ledger_id not in self.handles and stored.owner == metadata.owner:
             self.handles[ledger_id] = WriteHandle(
                 self.remote,
                 self.metadata_store,

@@ -82,6 +82,13 @@ class CreateOrder:
 class _Prepared:
     fingerprint: str  # of the request_id's create; empty without one
     sealed: common_pb2.LedgerMetadata  # the record as etcd gets it, before its id is chosen
+    # The same create's fingerprint as registries wrote it before the owner was left out of it:
+    # a record written then still answers a retry that names the same owner.
+    earlier_fingerprint: str = ""
+
+    def asks_the_same(self, stored_fingerprint: str) -> bool:
+        """Whether a create-requests record of this fingerprint stands for this create."""
+        return stored_fingerprint in (self.fingerprint, self.earlier_fingerprint)
 
 
 @dataclass(frozen=True)
@@ -180,13 +187,16 @@ class LedgerRecords:
     async def _prepare(self, order: CreateOrder) -> _Prepared:
         """Check a create and seal its record: what every attempt at it shares."""
         validate_metadata(order.metadata)
-        fingerprint = ""
+        fingerprint = earlier_fingerprint = ""
         if order.request_id:
             validate_request_id(order.request_id)
             fingerprint = create_fingerprint(order.mode, order.metadata, order.ledger_id, order.scope_id)
+            earlier_fingerprint = create_fingerprint(
+                order.mode, order.metadata, order.ledger_id, order.scope_id, picked_afresh=_EARLIER_PICKED_AFRESH
+            )
         if order.mode is IdMode.EXACT and order.ledger_id is None:
             raise InvalidArgument("an exact-id create needs its ledger id")
-        return _Prepared(fingerprint, await sealed(order.metadata, self.keep_ledger_passwords))
+        return _Prepared(fingerprint, await sealed(order.metadata, self.keep_ledger_passwords), earlier_fingerprint)
 
     @staticmethod
     def _candidate(order: CreateOrder) -> LedgerId:
@@ -231,7 +241,7 @@ class LedgerRecords:
                 log.debug("ledger %s created", candidate)
                 return attempt.record, version
             if order.request_id:  # a concurrent create with this request_id may have won
-                earlier = await self._created_by(order.request_id, prepared.fingerprint)
+                earlier = await self._created_by(order.request_id, prepared)
                 if earlier is not None:
                     return earlier
             if order.mode is IdMode.EXACT:
@@ -240,7 +250,7 @@ class LedgerRecords:
                 await self._skip_taken_legacy_id(candidate, absent, versions)
         raise Aborted(f"could not find a free ledger id in {attempts} attempts")
 
-    async def _created_by(self, request_id: str, fingerprint: str) -> tuple[common_pb2.LedgerMetadata, int] | None:
+    async def _created_by(self, request_id: str, prepared: _Prepared) -> tuple[common_pb2.LedgerMetadata, int] | None:
         """The ledger an earlier create with this request_id made, or None
         when there was none; ALREADY_EXISTS when that create asked for
         something else."""
@@ -250,7 +260,7 @@ class LedgerRecords:
         if kv is None:
             return None
         ledger_name, stored_fingerprint = _parse_request_record(kv.value)
-        if stored_fingerprint != fingerprint:
+        if not prepared.asks_the_same(stored_fingerprint):
             raise AlreadyExists(
                 f"request_id {request_id!r} already created ledger {ledger_name} with other parameters; "
                 "a request_id names one create (use a new one for a different ledger)",
@@ -478,15 +488,28 @@ def validate_metadata(metadata: common_pb2.LedgerMetadata) -> None:
             raise InvalidArgument(f"ensemble starting at entry {ensemble.first_entry_id} repeats a bookie")
 
 
+# What each attempt at a create picks afresh or the registry fills in: the id, the ensemble, the
+# creation time, the request id itself, and the owner, the gateway (and its session) that sends
+# this attempt. A retry may come through another gateway, or after the gateway's session lapsed
+# in a partition and was opened again: it is the same create.
+_PICKED_AFRESH = ("ledger_id", "ensembles", "create_time", "create_request_id", "owner")
+# Before the owner was left out of fingerprints (create-requests records written by earlier registries).
+_EARLIER_PICKED_AFRESH = ("ledger_id", "ensembles", "create_time", "create_request_id")
+
+
 def create_fingerprint(
-    mode: IdMode, metadata: common_pb2.LedgerMetadata, ledger_id: LedgerId | None, scope_id: int
+    mode: IdMode,
+    metadata: common_pb2.LedgerMetadata,
+    ledger_id: LedgerId | None,
+    scope_id: int,
+    *,
+    picked_afresh: tuple[str, ...] = _PICKED_AFRESH,
 ) -> str:
     """What a CreateLedger request_id stands for: how the id is chosen and the
-    record's parameters, without what each attempt picks afresh (the
-    ensemble, the creation time) or the registry fills in."""
+    record's parameters, without what each attempt picks afresh."""
     parameters = common_pb2.LedgerMetadata()
     parameters.CopyFrom(metadata)
-    for field in ("ledger_id", "ensembles", "create_time", "create_request_id"):
+    for field in picked_afresh:
         parameters.ClearField(field)
     choice = {
         IdMode.EXACT: ledger_id.qualified_name if ledger_id is not None else "",
