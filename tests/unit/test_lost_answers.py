@@ -11,10 +11,11 @@ from quire_api.ids import LedgerId, validate_request_id
 from quire_proto.common.v1 import common_pb2
 from quire_registry.ledger_records import (
     _EARLIER_PICKED_AFRESH,
+    CreateOrder,
     IdMode,
     _parse_request_record,
-    _Prepared,
     _request_record,
+    asks_the_same,
     create_fingerprint,
 )
 from quire_registry.store import Delete, KeyValue, Put, committed_already
@@ -87,19 +88,18 @@ def test_the_fingerprint_ignores_the_gateway_that_sends_the_attempt():
 
 
 def test_a_record_written_before_the_owner_was_left_out_still_answers_its_owners_retry():
-    def prepared(record: common_pb2.LedgerMetadata) -> _Prepared:
-        earlier = create_fingerprint(IdMode.FRESH, record, None, 0, picked_afresh=_EARLIER_PICKED_AFRESH)
-        return _Prepared(create_fingerprint(IdMode.FRESH, record, None, 0), record, earlier)
+    def retry(record: common_pb2.LedgerMetadata) -> tuple[CreateOrder, str]:
+        return CreateOrder(IdMode.FRESH, record, request_id="r"), create_fingerprint(IdMode.FRESH, record, None, 0)
 
     stored_then = create_fingerprint(
         IdMode.FRESH, owned_by("gateway", 7), None, 0, picked_afresh=_EARLIER_PICKED_AFRESH
     )
-    assert prepared(owned_by("gateway", 7)).asks_the_same(stored_then)
-    assert prepared(owned_by("gateway", 7)).asks_the_same(create_fingerprint(IdMode.FRESH, owned_by("x", 1), None, 0))
-    assert not prepared(owned_by("gateway", 8)).asks_the_same(stored_then)  # as before: the owner was in it
+    assert asks_the_same(*retry(owned_by("gateway", 7)), stored_then)
+    assert asks_the_same(*retry(owned_by("gateway", 7)), create_fingerprint(IdMode.FRESH, owned_by("x", 1), None, 0))
+    assert not asks_the_same(*retry(owned_by("gateway", 8)), stored_then)  # as before: the owner was in it
     other = owned_by("gateway", 7)
     other.ensemble_size = 5
-    assert not prepared(other).asks_the_same(create_fingerprint(IdMode.FRESH, owned_by("gateway", 7), None, 0))
+    assert not asks_the_same(*retry(other), create_fingerprint(IdMode.FRESH, owned_by("gateway", 7), None, 0))
 
 
 def test_the_fingerprint_covers_the_parameters_and_the_id_choice():

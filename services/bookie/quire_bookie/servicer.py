@@ -13,7 +13,7 @@ from quire_api.ids import LedgerId, ledger_id_from_proto
 from quire_bookie.add_stream import AddStreamCall, StreamedAdd
 from quire_bookie.bookie import Bookie
 from quire_bookie.storage import Stripes
-from quire_common.wire import U64, add_entry_field, varint
+from quire_common.wire import U64, add_entry_field, packed_ids
 from quire_proto.bookie.v1 import bookie_pb2, bookie_pb2_grpc
 
 # Ledger ids a stream keeps parsed: a gateway writes to at most a few thousand ledgers at once.
@@ -214,8 +214,7 @@ def add_servicer_to_server(servicer: BookieServicer, server: grpc.aio.Server) ->
     bookie_pb2_grpc.add_BookieServiceServicer_to_server(servicer, server)
 
 
-# AddStreamResponse's stored_add_ids (field 2): packed varints, length-delimited.
-_STORED_ADD_IDS_TAG = b"\x12"
+_STORED_ADD_IDS_TAG = b"\x12"  # AddStreamResponse field 2 (stored_add_ids), packed
 
 
 def stored_answer(add_ids: list[int]) -> bytes:
@@ -223,14 +222,11 @@ def stored_answer(add_ids: list[int]) -> bytes:
     as protobuf would: built on the writer thread where the outcome is known,
     it costs the event loop no serializing, and the writer no message object
     (a loaded bookie's every answer)."""
-    if not add_ids:
-        return b""
-    ids = b"".join([varint(add_id) for add_id in add_ids])
-    return _STORED_ADD_IDS_TAG + varint(len(ids)) + ids
+    return packed_ids(_STORED_ADD_IDS_TAG, add_ids)
 
 
 # ReadEntriesResponse's fields after its entries (field 1, add_entry_field), written here.
-_MISSING_IDS_TAG = b"\x12"  # field 2 (missing_entry_ids): packed varints, length-delimited
+_MISSING_IDS_TAG = b"\x12"  # field 2 (missing_entry_ids), packed
 _TRUNCATED = b"\x18\x01"  # field 3 (truncated) = true
 
 
@@ -249,8 +245,7 @@ def read_entries_reply(found: list[tuple[int, bytes]], missing: list[int], trunc
     for entry_id, data in found:
         add_entry_field(pieces, entry_id, data)
     if missing:
-        ids = b"".join([varint(entry_id & U64) for entry_id in missing])
-        pieces += (_MISSING_IDS_TAG, varint(len(ids)), ids)
+        pieces.append(packed_ids(_MISSING_IDS_TAG, [entry_id & U64 for entry_id in missing]))
     if truncated:
         pieces.append(_TRUNCATED)
     return b"".join(pieces)

@@ -31,6 +31,15 @@ def varint(value: int) -> bytes:
 _ONE_BYTE_VARINTS = [bytes((value,)) for value in range(0x80)]
 
 
+def packed_ids(tag: bytes, ids: list[int]) -> bytes:
+    """A repeated integer field of `ids` (each 0 to 2**64 - 1), packed as
+    protobuf packs it: its tag, the length, the varints; nothing for none."""
+    if not ids:
+        return b""
+    varints = b"".join([varint(value) for value in ids])
+    return tag + varint(len(varints)) + varints
+
+
 _ENTRY_FIELD_TAG = b"\x0a"  # field 1, length-delimited: the entry (or entries) of every reply written here
 _ENTRY_ID_TAG = b"\x08"  # the entry's field 1 (entry_id), varint
 _DATA_TAG = b"\x12"  # the entry's field 2 (the gateway's payload, a bookie's packed data), length-delimited

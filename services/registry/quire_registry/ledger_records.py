@@ -82,13 +82,6 @@ class CreateOrder:
 class _Prepared:
     fingerprint: str  # of the request_id's create; empty without one
     sealed: common_pb2.LedgerMetadata  # the record as etcd gets it, before its id is chosen
-    # The same create's fingerprint as registries wrote it before the owner was left out of it:
-    # a record written then still answers a retry that names the same owner.
-    earlier_fingerprint: str = ""
-
-    def asks_the_same(self, stored_fingerprint: str) -> bool:
-        """Whether a create-requests record of this fingerprint stands for this create."""
-        return stored_fingerprint in (self.fingerprint, self.earlier_fingerprint)
 
 
 @dataclass(frozen=True)
@@ -187,16 +180,13 @@ class LedgerRecords:
     async def _prepare(self, order: CreateOrder) -> _Prepared:
         """Check a create and seal its record: what every attempt at it shares."""
         validate_metadata(order.metadata)
-        fingerprint = earlier_fingerprint = ""
+        fingerprint = ""
         if order.request_id:
             validate_request_id(order.request_id)
             fingerprint = create_fingerprint(order.mode, order.metadata, order.ledger_id, order.scope_id)
-            earlier_fingerprint = create_fingerprint(
-                order.mode, order.metadata, order.ledger_id, order.scope_id, picked_afresh=_EARLIER_PICKED_AFRESH
-            )
         if order.mode is IdMode.EXACT and order.ledger_id is None:
             raise InvalidArgument("an exact-id create needs its ledger id")
-        return _Prepared(fingerprint, await sealed(order.metadata, self.keep_ledger_passwords), earlier_fingerprint)
+        return _Prepared(fingerprint, await sealed(order.metadata, self.keep_ledger_passwords))
 
     @staticmethod
     def _candidate(order: CreateOrder) -> LedgerId:
@@ -241,7 +231,7 @@ class LedgerRecords:
                 log.debug("ledger %s created", candidate)
                 return attempt.record, version
             if order.request_id:  # a concurrent create with this request_id may have won
-                earlier = await self._created_by(order.request_id, prepared)
+                earlier = await self._created_by(order, prepared.fingerprint)
                 if earlier is not None:
                     return earlier
             if order.mode is IdMode.EXACT:
@@ -250,17 +240,18 @@ class LedgerRecords:
                 await self._skip_taken_legacy_id(candidate, absent, versions)
         raise Aborted(f"could not find a free ledger id in {attempts} attempts")
 
-    async def _created_by(self, request_id: str, prepared: _Prepared) -> tuple[common_pb2.LedgerMetadata, int] | None:
+    async def _created_by(self, order: CreateOrder, fingerprint: str) -> tuple[common_pb2.LedgerMetadata, int] | None:
         """The ledger an earlier create with this request_id made, or None
         when there was none; ALREADY_EXISTS when that create asked for
         something else."""
         if not self.recognise_request_ids:
             return None
+        request_id = order.request_id
         kv = await self.store.get(self.keys.create_request(request_id))
         if kv is None:
             return None
         ledger_name, stored_fingerprint = _parse_request_record(kv.value)
-        if not prepared.asks_the_same(stored_fingerprint):
+        if not asks_the_same(order, fingerprint, stored_fingerprint):
             raise AlreadyExists(
                 f"request_id {request_id!r} already created ledger {ledger_name} with other parameters; "
                 "a request_id names one create (use a new one for a different ledger)",
@@ -492,9 +483,9 @@ def validate_metadata(metadata: common_pb2.LedgerMetadata) -> None:
 # creation time, the request id itself, and the owner, the gateway (and its session) that sends
 # this attempt. A retry may come through another gateway, or after the gateway's session lapsed
 # in a partition and was opened again: it is the same create.
-_PICKED_AFRESH = ("ledger_id", "ensembles", "create_time", "create_request_id", "owner")
-# Before the owner was left out of fingerprints (create-requests records written by earlier registries).
+# The owner joined them later: records written before hold fingerprints with it (asks_the_same).
 _EARLIER_PICKED_AFRESH = ("ledger_id", "ensembles", "create_time", "create_request_id")
+_PICKED_AFRESH = (*_EARLIER_PICKED_AFRESH, "owner")
 
 
 def create_fingerprint(
@@ -518,6 +509,19 @@ def create_fingerprint(
     digest = hashlib.sha256(f"{mode.value}/{choice}/".encode())
     digest.update(parameters.SerializeToString(deterministic=True))
     return digest.hexdigest()
+
+
+def asks_the_same(order: CreateOrder, fingerprint: str, stored_fingerprint: str) -> bool:
+    """Whether a create-requests record of `stored_fingerprint` stands for
+    `order`, whose fingerprint is `fingerprint`. A record written before the
+    owner was left out of fingerprints still answers a retry that names the
+    same owner; that older form is computed only when the record differs."""
+    if stored_fingerprint == fingerprint:
+        return True
+    earlier = create_fingerprint(
+        order.mode, order.metadata, order.ledger_id, order.scope_id, picked_afresh=_EARLIER_PICKED_AFRESH
+    )
+    return stored_fingerprint == earlier
 
 
 def _request_record(ledger_id: LedgerId, fingerprint: str) -> bytes:
