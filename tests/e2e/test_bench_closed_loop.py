@@ -29,6 +29,9 @@ def test_with_the_servers_pids_each_process_reports_its_cpu_per_write(cluster: L
     assert set(result.server_cpu_us_per_write) == set(names)
     assert all(us >= 0 for us in result.server_cpu_us_per_write.values())
     assert result.server_cpu_us_per_write["gateway"] > 0, "the gateway served every write"
+    # The client's own CPU, and the cores servers and client kept busy together.
+    assert result.client_cpu_us_per_write > 0
+    assert result.cores_busy > 0
     # Each process's CPU by thread, under the names the services give their threads.
     threads = result.server_cpu_us_per_write_by_thread
     assert set(threads) == set(names)

@@ -15,7 +15,11 @@ reports the CPU every server process spent per write (user + system time from
 with the write path's floor, and how each process's share splits over its
 threads: the event loop (`main`), gRPC's poller, a bookie's writer thread,
 RocksDB's flush and compaction threads, by the names the services give them
-(quire_common.thread_names).
+(quire_common.thread_names). Every run also reports this process's own CPU
+per write (the client's), and with the servers' the cores they kept busy
+together: on a machine that runs them all, a closed loop keeps about the
+same cores busy whatever serves it, so writes/s follow the CPU of one write,
+the client's included (docs/decisions.md, "Writes per second on two cores").
 """
 
 from __future__ import annotations
@@ -55,6 +59,14 @@ class ClosedLoopResult:
     server_cpu_us_per_write: dict[str, float] = field(default_factory=dict)
     # The same by thread of each process: its name there, the event loop's thread as "main".
     server_cpu_us_per_write_by_thread: dict[str, dict[str, float]] = field(default_factory=dict)
+    # This process's own CPU per write over the write phase (the client's, every thread of it).
+    client_cpu_us_per_write: float = 0.0
+
+    @property
+    def cores_busy(self) -> float:
+        """The cores the servers counted and this client kept busy together over the write phase."""
+        cpu_per_write = sum(self.server_cpu_us_per_write.values()) + self.client_cpu_us_per_write
+        return cpu_per_write * self.writes_per_s / 1e6
 
 
 def _stat_cpu_seconds(path: str) -> tuple[str, float] | None:
@@ -117,7 +129,9 @@ async def _closed_loop(
         ledgers = [await _create_ledger(stub, quorum) for _ in range(writers)]
         cpu_before = _cpu_now(server_pids)
         threads_before = {name: thread_cpu_seconds(pid) for name, pid in server_pids.items()}
+        client_before = time.process_time()
         writes = await _together([_write_loop(stub, rpc, ledger, payload) for ledger in ledgers], seconds)
+        client_seconds = time.process_time() - client_before
         cpu_after = _cpu_now(server_pids)
         threads_after = {name: thread_cpu_seconds(pid) for name, pid in server_pids.items()}
         written = zip(ledgers, writes.ids, strict=True)
@@ -146,6 +160,7 @@ async def _closed_loop(
             for name in server_pids
             if threads_before[name] and threads_after[name] and count
         },
+        client_cpu_us_per_write=round(1e6 * client_seconds / count, 1) if count else 0.0,
     )
 
 
@@ -253,7 +268,13 @@ def print_closed_loop(result: ClosedLoopResult) -> None:
     if result.server_cpu_us_per_write:
         by_process = ", ".join(f"{name} {us:,.0f}" for name, us in result.server_cpu_us_per_write.items())
         total = sum(result.server_cpu_us_per_write.values())
-        print(f"    server CPU per write: {total:,.0f} us ({by_process})", flush=True)
+        print(
+            f"    server CPU per write: {total:,.0f} us ({by_process}); "
+            f"client {result.client_cpu_us_per_write:,.0f} us; {result.cores_busy:.2f} cores busy",
+            flush=True,
+        )
+    else:
+        print(f"    client CPU per write: {result.client_cpu_us_per_write:,.0f} us", flush=True)
     for process, threads in result.server_cpu_us_per_write_by_thread.items():
         busiest = sorted(((us, thread) for thread, us in threads.items() if us >= 1), reverse=True)
         if busiest:
