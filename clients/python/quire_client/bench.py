@@ -262,7 +262,9 @@ def _report(
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         document = {
             "batched": [asdict(r) for r in results],
-            "one_entry_per_request": [{**asdict(r), "cores_busy": round(r.cores_busy, 3)} for r in closed],
+            "one_entry_per_request": [
+                {**asdict(r), "cores_busy": None if r.cores_busy is None else round(r.cores_busy, 3)} for r in closed
+            ],
         }
         Path(args.json).write_text(json.dumps(document, indent=2) + "\n")
         print(f"wrote {args.json}")

@@ -63,8 +63,11 @@ class ClosedLoopResult:
     client_cpu_us_per_write: float = 0.0
 
     @property
-    def cores_busy(self) -> float:
-        """The cores the servers counted and this client kept busy together over the write phase."""
+    def cores_busy(self) -> float | None:
+        """The cores the servers and this client kept busy together over the write
+        phase; None when the servers' CPU was not counted (a cluster elsewhere)."""
+        if not self.server_cpu_us_per_write:
+            return None
         cpu_per_write = sum(self.server_cpu_us_per_write.values()) + self.client_cpu_us_per_write
         return cpu_per_write * self.writes_per_s / 1e6
 
@@ -270,7 +273,7 @@ def print_closed_loop(result: ClosedLoopResult) -> None:
         total = sum(result.server_cpu_us_per_write.values())
         print(
             f"    server CPU per write: {total:,.0f} us ({by_process}); "
-            f"client {result.client_cpu_us_per_write:,.0f} us; {result.cores_busy:.2f} cores busy",
+            f"client {result.client_cpu_us_per_write:,.0f} us; {result.cores_busy or 0:.2f} cores busy",
             flush=True,
         )
     else:
