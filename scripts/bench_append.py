@@ -10,7 +10,15 @@ second and the process's CPU per entry (the stand-in's share included, the
 same in every run), so that two versions of the write path can be compared
 without the noise of a cluster on a busy machine.
 
+With `--path prototype` the same writers and stand-ins drive the features
+prototype's gateway instead (scripts/floor_features.py, levels 3 to 5: checksums,
+Quire's messages and a write handle's tracking, without Quire's deadlines,
+bounds, retries, ensemble changes or pipelined sessions), so the two write
+paths can be set side by side in the same minutes (docs/decisions.md, "The
+gateway's write path against the prototype's, in one process").
+
     .venv/bin/python scripts/bench_append.py --entries 40000 --writers 16
+    .venv/bin/python scripts/bench_append.py --entries 40000 --writers 16 --path prototype
     .venv/bin/python scripts/bench_append.py --entries 300000 --batch 100
 """
 
@@ -19,7 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any
 
 from quire_api.ids import LedgerId, ledger_id_to_proto
@@ -42,15 +50,18 @@ class AnsweringCall:
     """A bookie's AddStream call that stores nothing and answers every message
     on the loop's next turn with the ids of the adds it carried."""
 
-    def __init__(self) -> None:
-        self._answers: asyncio.Queue[bookie_pb2.AddStreamResponse] = asyncio.Queue()
+    def __init__(self, serialized: bool = False) -> None:
+        # Answers as Quire's channel gives them (decoded), or as bytes (the prototype's links).
+        self._answers: asyncio.Queue[bookie_pb2.AddStreamResponse | bytes] = asyncio.Queue()
+        self._serialized = serialized
 
     async def write(self, message: bytes) -> None:
         request = bookie_pb2.AddStreamRequest.FromString(message)
         answer = bookie_pb2.AddStreamResponse(stored_add_ids=[add.add_id for add in request.adds])
-        asyncio.get_running_loop().call_soon(self._answers.put_nowait, answer)
+        ready = answer.SerializeToString() if self._serialized else answer
+        asyncio.get_running_loop().call_soon(self._answers.put_nowait, ready)
 
-    async def read(self) -> bookie_pb2.AddStreamResponse:
+    async def read(self) -> bookie_pb2.AddStreamResponse | bytes:
         return await self._answers.get()
 
 
@@ -101,7 +112,42 @@ def metadata_of(ledger_id: LedgerId) -> common_pb2.LedgerMetadata:
     )
 
 
-async def measure(entries: int, writers: int, size: int, batch: int) -> None:
+# Sends one AppendEntries message into the path under test and returns once all its entries
+# are acknowledged.
+AppendMessage = Callable[[ledger_pb2.AppendEntriesRequest], Awaitable[None]]
+# A stream's server side: its requests in, its answers' last entry ids out (put on the queue).
+ServeStream = Callable[
+    [AsyncIterator[ledger_pb2.AppendEntriesRequest], "asyncio.Queue[int]"], Coroutine[Any, Any, None]
+]
+
+
+def stream_to(serve: ServeStream, tasks: list[asyncio.Task[None]]) -> AppendMessage:
+    """A writer's stream: its requests are served by a task of their own, as gRPC
+    serves a call, so that a request and its answer each cross from one task to
+    another in either path."""
+    inbox: asyncio.Queue[ledger_pb2.AppendEntriesRequest] = asyncio.Queue()
+    answers: asyncio.Queue[int] = asyncio.Queue()
+
+    async def requests() -> AsyncIterator[ledger_pb2.AppendEntriesRequest]:
+        while True:
+            yield await inbox.get()
+
+    tasks.append(asyncio.create_task(serve(requests(), answers)))
+    last_acknowledged = -1
+
+    async def append(request: ledger_pb2.AppendEntriesRequest) -> None:
+        nonlocal last_acknowledged
+        inbox.put_nowait(request)
+        sent_through = last_acknowledged + len(request.payloads)
+        while last_acknowledged < sent_through:  # a message's entries may be acknowledged in parts
+            last_acknowledged = await answers.get()
+
+    return append
+
+
+def quire_writers(writers: int, tasks: list[asyncio.Task[None]]) -> list[tuple[LedgerId, AppendMessage]]:
+    """Quire's path: a WriteSession per writer over its ledger's WriteHandle (with
+    the entry cache and explicit LACs) and one BookieAddStream per bookie."""
     bookies = Bookies()
     cache = EntryCache(64 * 1024 * 1024)
     lacs = ExplicitLacs(0.5, lambda ledger_id, lac: None)
@@ -119,37 +165,55 @@ async def measure(entries: int, writers: int, size: int, batch: int) -> None:
             explicit_lacs=lacs,
         )
     ledgers = Ledgers(handles)
+
+    def session_on(ledger_id: LedgerId) -> ServeStream:
+        async def serve(requests: AsyncIterator[ledger_pb2.AppendEntriesRequest], answers: asyncio.Queue[int]) -> None:
+            session = WriteSession(ledgers, ledger_id, requests, traced=False)  # type: ignore[arg-type]
+            async for acknowledgement in session.acknowledgements():
+                answers.put_nowait(acknowledgement.last_entry_id)
+
+        return serve
+
+    return [(ledger_id, stream_to(session_on(ledger_id), tasks)) for ledger_id in handles]
+
+
+def prototype_writers(writers: int, tasks: list[asyncio.Task[None]]) -> list[tuple[LedgerId, AppendMessage]]:
+    """The features prototype's path, each writer's stream served as its handler
+    serves it: each request appended and its answer awaited in turn."""
+    from floor_features import gateway_on_calls  # this folder's prototype
+
+    append_one = gateway_on_calls([AnsweringCall(serialized=True) for _ in BOOKIES])
+
+    async def serve(requests: AsyncIterator[ledger_pb2.AppendEntriesRequest], answers: asyncio.Queue[int]) -> None:
+        async for request in requests:
+            answers.put_nowait((await append_one(request)).last_entry_id)
+
+    return [(LedgerId(0, 1000 + n), stream_to(serve, tasks)) for n in range(writers)]
+
+
+async def measure(entries: int, writers: int, size: int, batch: int, path: str) -> None:
+    tasks: list[asyncio.Task[None]] = []  # the streams' server sides
+    streams = (prototype_writers if path == "prototype" else quire_writers)(writers, tasks)
     payload = b"p" * size
     appended = 0
     started = [0.0, 0.0, 0]  # wall time, CPU time and entries appended once the warmup is done
 
-    async def writer(ledger_id: LedgerId) -> None:
+    async def writer(ledger_id: LedgerId, append: AppendMessage) -> None:
         nonlocal appended
-        inbox: asyncio.Queue[ledger_pb2.AppendEntriesRequest] = asyncio.Queue()
-
-        async def requests() -> AsyncIterator[ledger_pb2.AppendEntriesRequest]:
-            while True:
-                yield await inbox.get()
-
-        session = WriteSession(ledgers, ledger_id, requests(), traced=False)  # type: ignore[arg-type]
-        acknowledgements = session.acknowledgements()
         request = ledger_pb2.AppendEntriesRequest(ledger_id=ledger_id_to_proto(ledger_id), payloads=[payload] * batch)
-        last_acknowledged = -1
         while appended < entries + WARMUP:
-            inbox.put_nowait(request)
-            sent_through = last_acknowledged + batch
-            while last_acknowledged < sent_through:  # a message's entries may be acknowledged in parts
-                last_acknowledged = (await anext(acknowledgements)).last_entry_id
+            await append(request)
             appended += batch
             if appended >= WARMUP and not started[0]:
                 started[:] = [time.perf_counter(), time.process_time(), appended]
-        await acknowledgements.aclose()
 
-    await asyncio.gather(*(writer(ledger_id) for ledger_id in handles))
+    await asyncio.gather(*(writer(ledger_id, append) for ledger_id, append in streams))
+    for task in tasks:
+        task.cancel()
     wall, cpu = time.perf_counter() - started[0], time.process_time() - started[1]
     measured = appended - started[2]
     print(
-        f"{measured / wall:,.0f} entries/s of {size} B from {writers} writers; "
+        f"{path}: {measured / wall:,.0f} entries/s of {size} B from {writers} writers; "
         f"{cpu / measured * 1e6:.1f} µs of CPU per entry (the stand-in bookies' share included)"
     )
 
@@ -160,11 +224,16 @@ def main() -> None:
     parser.add_argument("--writers", type=int, default=16, help="writers, each on a ledger of its own")
     parser.add_argument("--size", type=int, default=1024, help="bytes per entry")
     parser.add_argument("--batch", type=int, default=1, help="entries per AppendEntries message")
+    parser.add_argument(
+        "--path", choices=("quire", "prototype"), default="quire", help="Quire's write path, or the prototype's"
+    )
     args = parser.parse_args()
     if args.entries < 1 or args.writers < 1 or args.batch < 1 or args.size < 0:
         parser.error("--entries, --writers and --batch must be at least 1, --size at least 0")
+    if args.path == "prototype" and args.batch != 1:
+        parser.error("--path prototype: the prototype's gateway takes one entry per message (--batch 1)")
     with asyncio.Runner(loop_factory=event_loop_factory("uvloop")) as runner:
-        runner.run(measure(args.entries, args.writers, args.size, args.batch))
+        runner.run(measure(args.entries, args.writers, args.size, args.batch, args.path))
 
 
 if __name__ == "__main__":

@@ -510,6 +510,23 @@ class _Ledgers:
         return [self._gateway.append_payload(ledger, payload)[1] for payload in payloads]
 
 
+def gateway_on_calls(calls: list[Any], yields: int = 20) -> Callable[[ledger_pb2.AppendEntriesRequest], Any]:
+    """Levels 3 to 5's gateway (they differ only in the bookies and the server's wrappers),
+    each bookie link writing on one of `calls` instead of a channel: the write path alone, in
+    one process (scripts/bench_append.py --path prototype). Returns the stream handler's step
+    for one request: its answer, once the entry has its quorum."""
+    gateway = _Gateway(5, [f"stand-in-{i}" for i in range(len(calls))], yields, QUIRE_ADD_STREAM)
+    for link, call in zip(gateway.links, calls, strict=True):
+        link.start(call)
+
+    async def append(request: ledger_pb2.AppendEntriesRequest) -> ledger_pb2.AppendEntriesResponse:
+        entry_id, stored = gateway.append(request)
+        await stored
+        return gateway.answer(request, entry_id)
+
+    return append
+
+
 def _gateway(level: int, port: int, bookies: list[str], yields: int, method: str) -> None:
     async def run() -> None:
         gateway = _Gateway(level, bookies, yields, method)

@@ -197,9 +197,12 @@ class BookieLink:
         self.messages = 0
         self.entries = 0
 
-    def start(self) -> None:
-        channel = grpc.aio.insecure_channel(self._target, options=[("grpc.use_local_subchannel_pool", 1)])
-        self._call = channel.stream_stream(self._method)()
+    def start(self, call: Any = None) -> None:
+        """Open the stream, or write on `call` (a stand-in bookie's, in one process)."""
+        if call is None:
+            channel = grpc.aio.insecure_channel(self._target, options=[("grpc.use_local_subchannel_pool", 1)])
+            call = channel.stream_stream(self._method)()
+        self._call = call
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._send()), loop.create_task(self._receive())]
 
