@@ -68,7 +68,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -510,7 +510,9 @@ class _Ledgers:
         return [self._gateway.append_payload(ledger, payload)[1] for payload in payloads]
 
 
-def gateway_on_calls(calls: list[Any], yields: int = 20) -> Callable[[ledger_pb2.AppendEntriesRequest], Any]:
+def gateway_on_calls(
+    calls: list[Any], yields: int = 20
+) -> Callable[[ledger_pb2.AppendEntriesRequest], Awaitable[ledger_pb2.AppendEntriesResponse]]:
     """Levels 3 to 5's gateway (they differ only in the bookies and the server's wrappers),
     each bookie link writing on one of `calls` instead of a channel: the write path alone, in
     one process (scripts/bench_append.py --path prototype). Returns the stream handler's step
