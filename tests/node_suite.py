@@ -44,12 +44,23 @@ def build_node_client() -> None:
     _built = True
 
 
-def run_node_tests(files: list[str], env: dict[str, str], timeout: float = 600) -> str:
-    """Run compiled test files (names under test/, e.g. "cluster.test.js"); fail with node's output."""
+def run_node_tests(files: list[str], env: dict[str, str], timeout: float = 600, test_timeout: float = 180) -> str:
+    """Run compiled test files (names under test/, e.g. "cluster.test.js"); fail with node's output.
+
+    node's runner holds back every file's report until the file still running
+    ends, so a test that hangs would leave nothing but a timeout; each test's
+    own `test_timeout` fails it by name first."""
     build_node_client()
     paths = [str(Path("dist") / "test" / name) for name in files]
     done = _run(
-        ["node", "--test", "--test-concurrency=1", "--test-reporter=tap", *paths],
+        [
+            "node",
+            "--test",
+            "--test-concurrency=1",
+            f"--test-timeout={int(test_timeout * 1000)}",
+            "--test-reporter=tap",
+            *paths,
+        ],
         timeout=timeout,
         env={**os.environ, **env},
     )

@@ -3,14 +3,17 @@ make a write commit in etcd while its caller never hears so.
 
 It forwards every etcd method as raw bytes (unary calls and the Watch and
 LeaseKeepAlive streams alike, metadata and deadline included). On command it
-drops the answers of the next N calls of a method: such a call goes through
-to etcd, the proxy waits for etcd's whole answer, then fails the call with
-UNAVAILABLE, as a connection cut after the commit would.
+drops the answers of the next N calls of a method (only those whose first
+request holds a given byte string, when one is named): such a call goes
+through to etcd, the proxy waits for etcd's whole answer, then fails the call
+with UNAVAILABLE, as a connection cut after the commit would. The byte string
+keeps a whole cluster's other writes (bookie leases, load weights) from
+taking the drops meant for one call.
 
 Run as its own process (`python -m tests.faults.etcd_proxy --upstream
 127.0.0.1:2379 --port P --control-port C`); the control port takes one line
-per command: `drop <method suffix> <count>` and `stats` (a JSON line of
-calls and dropped answers per method). EtcdAnswerProxy starts and stops
+per command: `drop <method suffix> <count> [<hex of bytes the request must
+hold>]` and `stats` (a JSON line of calls and dropped answers per method). EtcdAnswerProxy starts and stops
 that process by PID from a test.
 """
 
@@ -26,6 +29,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
@@ -37,19 +41,40 @@ _RESERVED_METADATA = ("grpc-", ":")
 _HOP_METADATA = {"user-agent", "content-type", "te", "host"}
 
 
+@dataclass
+class Drops:
+    left: int  # answers still to drop
+    marker: bytes  # only of calls whose first request holds these bytes (b"": any call)
+
+
 class AnswerDropper(grpc.GenericRpcHandler):
     def __init__(self, upstream: str) -> None:
         self.channel = grpc.aio.insecure_channel(upstream)
-        self.drops: dict[str, int] = {}  # method suffix -> answers still to drop
+        self.drops: dict[str, Drops] = {}  # by method suffix
         self.calls: Counter[str] = Counter()
         self.dropped: Counter[str] = Counter()
 
-    def _take_drop(self, method: str) -> bool:
-        for suffix, left in self.drops.items():
-            if left > 0 and method.endswith(suffix):
-                self.drops[suffix] = left - 1
-                return True
-        return False
+    def _pending(self, method: str) -> Drops | None:
+        return next((d for suffix, d in self.drops.items() if d.left > 0 and method.endswith(suffix)), None)
+
+    async def _take_drop(self, method: str, requests: AsyncIterator[bytes]) -> tuple[bool, AsyncIterator[bytes]]:
+        """Whether this call's answer is to be dropped, and its requests to forward.
+        A drop that names bytes reads the first request to look for them, then
+        forwards it ahead of the rest."""
+        drops = self._pending(method)
+        if drops is None:
+            return False, requests
+        if not drops.marker:
+            drops.left -= 1
+            return True, requests
+        first = await anext(requests, None)
+        if first is None:
+            return False, requests
+        drops = self._pending(method)  # another call may have taken the last drop meanwhile
+        drop = drops is not None and drops.marker in first
+        if drop and drops is not None:
+            drops.left -= 1
+        return drop, _requests_after(first, requests)
 
     def service(self, handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler:
         method = handler_call_details.method
@@ -57,7 +82,7 @@ class AnswerDropper(grpc.GenericRpcHandler):
 
         async def forward(requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
             self.calls[method] += 1
-            drop = self._take_drop(method)
+            drop, requests = await self._take_drop(method, requests)
             metadata = [
                 (key, value)
                 for key, value in context.invocation_metadata() or ()
@@ -79,16 +104,24 @@ class AnswerDropper(grpc.GenericRpcHandler):
         return grpc.stream_stream_rpc_method_handler(forward)
 
 
+async def _requests_after(first: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    yield first
+    async for request in rest:
+        yield request
+
+
 async def _control(dropper: AnswerDropper, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     try:
         while line := await reader.readline():
             words = line.decode().split()
             reply: dict[str, object]
-            if len(words) == 3 and words[0] == "drop":
-                dropper.drops[words[1]] = int(words[2])
+            if len(words) in (3, 4) and words[0] == "drop":
+                marker = bytes.fromhex(words[3]) if len(words) == 4 else b""
+                dropper.drops[words[1]] = Drops(int(words[2]), marker)
                 reply = {"ok": True}
             elif words == ["stats"]:
-                reply = {"calls": dict(dropper.calls), "dropped": dict(dropper.dropped), "pending": dropper.drops}
+                pending = {suffix: drops.left for suffix, drops in dropper.drops.items()}
+                reply = {"calls": dict(dropper.calls), "dropped": dict(dropper.dropped), "pending": pending}
             else:
                 reply = {"ok": False, "error": f"unknown command {line.decode().strip()!r}"}
             writer.write((json.dumps(reply) + "\n").encode())
@@ -155,9 +188,11 @@ class EtcdAnswerProxy:
             reply = connection.makefile("rb").readline()
         return dict(json.loads(reply))
 
-    def drop_answers(self, count: int, method: str = TXN) -> None:
-        """Lose etcd's answers to the next `count` calls of `method`."""
-        assert self.command(f"drop {method} {count}")["ok"]
+    def drop_answers(self, count: int, method: str = TXN, holding: bytes = b"") -> None:
+        """Lose etcd's answers to the next `count` calls of `method` (of those
+        whose request holds the bytes `holding`, when given)."""
+        marker = f" {holding.hex()}" if holding else ""
+        assert self.command(f"drop {method} {count}{marker}")["ok"]
 
     def dropped(self, method: str = TXN) -> int:
         counts = self.command("stats")["dropped"]

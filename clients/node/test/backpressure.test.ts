@@ -13,7 +13,16 @@ type Wire = Record<string, any>;
 
 let server: Server;
 let target: string;
-let release: () => void = () => undefined;
+// The server's write session, held unread until release(). A release that
+// comes before the session reaches the server must not be lost: the session
+// would then stay paused and the test would wait for ever.
+let held: ServerDuplexStream<Wire, Wire> | undefined;
+let released = false;
+
+function release(): void {
+  released = true;
+  held?.resume();
+}
 
 before(async () => {
   const { LedgerService } = loadGatewayServices();
@@ -21,8 +30,8 @@ before(async () => {
   server.addService(LedgerService.service, {
     AppendEntries: (call: ServerDuplexStream<Wire, Wire>) => {
       let next = 0;
-      call.pause();
-      release = () => call.resume();
+      held = call;
+      if (!released) call.pause();
       call.on("data", (request: Wire) => {
         const count = (request.payloads as Buffer[]).length;
         if (count === 0) return;
@@ -58,7 +67,7 @@ test("a write session waits while the server does not read", async () => {
         written += 1;
       }
     })();
-    await until(() => writer.backPressureWaits > 0, "append() to wait for the gateway");
+    await until(() => held !== undefined && writer.backPressureWaits > 0, "the session to reach the server and append() to wait");
     const whileBlocked = written;
     assert.ok(whileBlocked < total, `all ${total} writes went through a server that reads nothing`);
     release();
