@@ -1,7 +1,8 @@
 """The bookie's side of the registry: its cookie (RegistryCookies) and its
 registration (RegistrationKeeper: one RegisterBookie session, heartbeating
-well inside the lease TTL, re-established after any failure; a change of
-read-only mode is sent at once (`nudge`), not at the next beat)."""
+well inside the lease TTL, re-established after any failure, often enough
+while the lease may still live to resume it; a change of read-only mode is
+sent at once (`nudge`), not at the next beat)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,20 @@ from quire_proto.registry.v1 import registry_pb2, registry_pb2_grpc
 
 # Between registration sessions while the registry is away.
 _RECONNECT = Backoff(first_seconds=0.2, longest_seconds=2.0)
+# The shortest pause while the lease may still live: retries stay a few a second at most.
+_SHORTEST_PAUSE_ON_LEASE = 0.1
+
+
+def reconnect_pause(backoff_pause: float, lease_left_seconds: float) -> float:
+    """The pause before the next registration session. While the lease may
+    still be alive, at most a quarter of what is left of it: a registry back
+    within the lease is reached before the lease runs out, and the bookie
+    resumes it instead of dropping out of the registry and registering
+    afresh (the backoff alone grows to 2 s, which outlasts a short lease)."""
+    if lease_left_seconds <= 0:
+        return backoff_pause
+    return min(backoff_pause, max(lease_left_seconds / 4, _SHORTEST_PAUSE_ON_LEASE))
+
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +87,7 @@ class RegistrationKeeper:
         self._task: asyncio.Task[None] | None = None
         self._nudged = asyncio.Event()
         self._lease_id = 0  # the live registration's lease, resumed after a reconnect
+        self._lease_until = 0.0  # loop time by which that lease runs out unless renewed
         self.registered = asyncio.Event()
 
     def start(self) -> None:
@@ -104,6 +120,7 @@ class RegistrationKeeper:
                 pass
 
     async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
         pauses = _RECONNECT.pauses()
         while True:
             async with open_channel(self._target) as channel:
@@ -113,9 +130,11 @@ class RegistrationKeeper:
                         if not self.registered.is_set():
                             log.info("registered as %s (ttl %ds)", self._bookie_id, response.ttl_seconds)
                         self._lease_id = response.lease_id
+                        # Renewed before this answer left the registry: it lives at most this long.
+                        self._lease_until = loop.time() + response.ttl_seconds
                         self.registered.set()
                         pauses = _RECONNECT.pauses()
                 except grpc.aio.AioRpcError as exc:
                     self.registered.clear()
                     log.warning("registration session ended: %s %s", exc.code().name, exc.details())
-            await asyncio.sleep(next(pauses))
+            await asyncio.sleep(reconnect_pause(next(pauses), self._lease_until - loop.time()))
