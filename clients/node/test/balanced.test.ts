@@ -23,7 +23,7 @@ const COUNT = 4000;
 const KILL_AT = 1500;
 const payload = (i: number) => `balanced ${String(i).padStart(6, "0")} ` + "x".repeat(1000);
 
-test("a write session survives a SIGKILL of the gateway it came through", { skip, timeout: 600_000 }, async (t) => {
+test("a write session survives a SIGKILL of the gateway it came through", { skip, timeout: 420_000 }, async (t) => {
   // One connection to the balancer: every call of this client lands on the same gateway.
   const balanced = new QuireClient(balancer, { resumeAttempts: 30, timeoutMs: 60_000 });
   // A ledger created through it is owned by that gateway: so we learn which one it is.

@@ -10,7 +10,7 @@ const gateways = (process.env.QUIRE_GATEWAYS ?? "").split(",").filter(Boolean);
 const killPid = Number(process.env.QUIRE_KILL_GATEWAY_PID ?? 0);
 const skip = gateways.length === 2 && killPid ? false : "QUIRE_GATEWAYS and QUIRE_KILL_GATEWAY_PID are not set";
 
-test("reads and tails survive the death of their gateway", { skip, timeout: 600_000 }, async () => {
+test("reads and tails survive the death of their gateway", { skip, timeout: 420_000 }, async () => {
   const [owner, other] = gateways;
   const writer = new QuireClient(owner);
   // Reads start on `other` and fail over to `owner`.
