@@ -49,8 +49,8 @@ def run_node_tests(files: list[str], env: dict[str, str], timeout: float = 600, 
 
     node's runner holds back every file's report until the file still running
     ends, so a test that hangs would leave nothing but a timeout; each test's
-    own `test_timeout` fails it by name first (a test that sets a longer one
-    keeps it under `timeout`)."""
+    own `test_timeout` fails it by name first (a test that sets a longer
+    timeout of its own must keep it under `timeout`)."""
     build_node_client()
     paths = [str(Path("dist") / "test" / name) for name in files]
     done = _run(

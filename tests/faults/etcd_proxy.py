@@ -13,8 +13,8 @@ taking the drops meant for one call.
 Run as its own process (`python -m tests.faults.etcd_proxy --upstream
 127.0.0.1:2379 --port P --control-port C`); the control port takes one line
 per command: `drop <method suffix> <count> [<hex of bytes the request must
-hold>]` and `stats` (a JSON line of calls and dropped answers per method). EtcdAnswerProxy starts and stops
-that process by PID from a test.
+hold>]` and `stats` (a JSON line of calls and dropped answers per method).
+EtcdAnswerProxy starts and stops that process by PID from a test.
 """
 
 from __future__ import annotations

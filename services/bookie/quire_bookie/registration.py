@@ -22,7 +22,7 @@ from quire_proto.registry.v1 import registry_pb2, registry_pb2_grpc
 
 # Between registration sessions while the registry is away.
 _RECONNECT = Backoff(first_seconds=0.2, longest_seconds=2.0)
-# The shortest pause while the lease may still live: retries stay a few a second at most.
+# The shortest pause while the lease may still live: near its end, ten tries a second at most.
 _SHORTEST_PAUSE_ON_LEASE = 0.1
 
 
