@@ -42,6 +42,22 @@ def event_loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop] | N
     return None
 
 
+def tune_collector(young_threshold: int) -> None:
+    """Set the garbage collector up for a long-running service, once its setup is done.
+
+    What the imports and the setup made lives as long as the process: it is frozen out of
+    the collector's full passes, which otherwise walked all of it and held a loaded gateway's
+    event loop for about 44 ms each. The young generation may then grow by `young_threshold`
+    objects between walks: the entries a loaded gateway has in flight survive every walk, so
+    at the default 700 it walked them about fifty times a second at 64 writers, for nothing
+    (docs/decisions.md, "Startup objects frozen out of the collector", "The young generation's
+    walks at 64 writers")."""
+    gc.collect()
+    gc.freeze()
+    _, middle, oldest = gc.get_threshold()
+    gc.set_threshold(young_threshold, middle, oldest)
+
+
 def run_service(name: str, settings_type: type[S], amain: Callable[[S], Coroutine[Any, Any, None]]) -> None:
     """Read the service's settings once, then telemetry, logging and the
     service's async main, which is given them. A bad or misspelt setting, or
@@ -60,11 +76,7 @@ def run_service(name: str, settings_type: type[S], amain: Callable[[S], Coroutin
     log.info("%s %s", name, " ".join(f"{key} {value}" for key, value in status_fields().items()))
     for warning in renamed_in_use(settings_type):
         log.warning("%s", warning)
-    # What the imports and the setup made lives as long as the process: kept out of the
-    # collector's full passes, which otherwise walked all of it and held a loaded gateway's event
-    # loop for about 44 ms each (docs/decisions.md, "Startup objects frozen out of the collector").
-    gc.collect()
-    gc.freeze()
+    tune_collector(settings.common.server.gc_young_threshold)
     try:
         with asyncio.Runner(loop_factory=event_loop_factory(settings.common.server.event_loop)) as runner:
             runner.run(amain(settings))

@@ -211,6 +211,17 @@ class ServerEnv:
         section=EVERY_SERVICE,
         choices=("uvloop", "asyncio"),
     )
+    gc_young_threshold: int = setting(
+        "QUIRE_GC_YOUNG_THRESHOLD",
+        10_000,
+        "objects the garbage collector lets the young generation grow by before it walks it (Python's default "
+        "is 700); a loaded gateway's entries in flight survive every walk, so fewer walks cost less CPU per "
+        "entry (docs/decisions.md)",
+        services=ALL,
+        section=EVERY_SERVICE,
+        minimum=100,
+        maximum=1_000_000,
+    )
     reflection_enabled: bool = setting(
         "QUIRE_REFLECTION_ENABLED",
         True,
