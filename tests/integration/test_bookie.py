@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 from typing import Any
 
@@ -147,6 +148,56 @@ def test_a_delete_counts_and_removes_its_ledger_from_the_first_id_to_the_last_an
         assert store.read(before, last_id) == b"b" and store.read(after, 0) == b"a"
         assert store.space_reclaimed(timeout_seconds=60)
         assert store.read(before, last_id) == b"b" and store.read(after, 0) == b"a"
+    finally:
+        store.close()
+
+
+def _rocksdb_option(path, name: str) -> str:
+    """The value RocksDB wrote for option `name` in its newest OPTIONS file."""
+    newest = max(path.glob("OPTIONS-*"), key=lambda options: int(options.name.split("-")[1]))
+    (line,) = [line.strip() for line in newest.read_text().splitlines() if line.strip().startswith(f"{name}=")]
+    return line.split("=", 1)[1]
+
+
+@pytest.mark.parametrize("wanted", [True, False])
+def test_flushes_and_compactions_bypass_the_page_cache_when_asked(tmp_path, wanted):
+    if wanted and not storage.direct_io_works(tmp_path):
+        pytest.skip(f"{tmp_path}'s file system refuses O_DIRECT")
+    ledger = LedgerId(9, 5)
+    store = EntryStore(tmp_path, direct_io_flushes=wanted)
+    try:
+        assert store.direct_io_flushes is wanted
+        assert _rocksdb_option(tmp_path, "use_direct_io_for_flush_and_compaction") == str(wanted).lower()
+        payloads = [os.urandom(1000 + entry_id) for entry_id in range(300)]
+        store.write([(ledger, entry_id, data) for entry_id, data in enumerate(payloads)], {})
+        store.flush_memtables()  # written to SST files the way the option says
+        store.reopen()
+        assert [store.read(ledger, entry_id) for entry_id in range(300)] == payloads
+        assert _rocksdb_option(tmp_path, "use_direct_io_for_flush_and_compaction") == str(wanted).lower()
+        assert not list(tmp_path.glob(".direct-io-probe*"))
+    finally:
+        store.close()
+
+
+def test_a_file_system_that_refuses_direct_io_keeps_flushes_buffered(tmp_path, monkeypatch):
+    """Where O_DIRECT is refused (EINVAL, as older tmpfs and some FUSE file systems do), the
+    store opens with buffered flushes rather than let RocksDB fail on it."""
+    real_open = os.open
+
+    def refusing_direct_io(path, flags, *args):
+        if flags & os.O_DIRECT:
+            raise OSError(errno.EINVAL, "Invalid argument", str(path))
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(storage.os, "open", refusing_direct_io)
+    ledger = LedgerId(9, 5)
+    store = EntryStore(tmp_path)
+    try:
+        assert not store.direct_io_flushes
+        assert _rocksdb_option(tmp_path, "use_direct_io_for_flush_and_compaction") == "false"
+        store.write([(ledger, 0, b"kept")], {})
+        store.flush_memtables()
+        assert store.read(ledger, 0) == b"kept"
     finally:
         store.close()
 

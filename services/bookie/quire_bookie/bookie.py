@@ -83,6 +83,7 @@ class BookieSettings:
     verify_digests: bool = True  # check CRC32/CRC32C digests of incoming entries
     entry_compression: str = "none"  # RocksDB's compression of stored entries (storage.entry_options)
     large_entry_bytes: int = LARGE_ENTRY_BYTES  # entries this large and larger in value files (0: none)
+    direct_io_flushes: bool = True  # flushes and compactions bypass the page cache, where the disk allows
     # Fault injection for tests and drills only: every synced write takes this much longer.
     fault_sync_delay_seconds: float = 0.0
     fault_storage: StorageFaults = field(default_factory=StorageFaults)
@@ -141,6 +142,7 @@ class Bookie:
             sync=self.settings.sync,
             entry_compression=self.settings.entry_compression,
             large_entry_bytes=self.settings.large_entry_bytes,
+            direct_io_flushes=self.settings.direct_io_flushes,
             unsafe_point_in_time_recovery=self.settings.fault_unsafe_wal_point_in_time_recovery,
         )
         # Test-only storage faults (docs/faults.md); a plain EntryStore otherwise.

@@ -110,6 +110,7 @@ def storage_settings(env: BookieEnv) -> BookieSettings:
         verify_digests=env.verify_digests,
         entry_compression=env.entry_compression,
         large_entry_bytes=env.large_entry_bytes,
+        direct_io_flushes=env.direct_io_flushes,
         fault_sync_delay_seconds=env.fault_sync_delay_seconds,
         fault_storage=StorageFaults(
             Path(env.fault_write_eio_file) if env.fault_write_eio_file else None,

@@ -258,6 +258,15 @@ class BookieEnv:
         section=SECTION,
         minimum=0,
     )
+    direct_io_flushes: bool = setting(
+        "QUIRE_BOOKIE_DIRECT_IO_FLUSHES",
+        True,
+        "write RocksDB's memtable flushes and compactions with direct I/O (O_DIRECT), where the data "
+        "directory's file system takes it (checked at start; otherwise buffered, with a log line): a flush "
+        "then no longer holds up the WAL's fsync that acknowledges adds (docs/decisions.md)",
+        services=BOOKIE,
+        section=SECTION,
+    )
     unsafe_no_sync_loses_data: bool = setting(
         "QUIRE_BOOKIE_UNSAFE_NO_SYNC_LOSES_DATA",
         False,

@@ -31,6 +31,7 @@ import contextlib
 import errno
 import functools
 import logging
+import mmap
 import os
 import re
 import shutil
@@ -254,6 +255,32 @@ def bounded_options(block_cache: Cache) -> Options:
     return options
 
 
+_DIRECT_IO_PROBE = ".direct-io-probe"
+_DIRECT_IO_BLOCK = 4096  # O_DIRECT wants writes aligned to the device's block: a page serves every common one
+
+
+def direct_io_works(directory: Path) -> bool:
+    """Whether files in `directory` take direct I/O (O_DIRECT), tried with one
+    aligned write: some file systems refuse it (older tmpfs, some FUSE and
+    network ones), and RocksDB does not fall back to buffered writes there."""
+    if not hasattr(os, "O_DIRECT"):  # not Linux
+        return False
+    probe = directory / _DIRECT_IO_PROBE
+    try:
+        descriptor = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_DIRECT, 0o600)
+        try:
+            with mmap.mmap(-1, _DIRECT_IO_BLOCK) as aligned:  # an anonymous map is page-aligned
+                os.write(descriptor, aligned)
+        finally:
+            os.close(descriptor)
+    except OSError as exc:
+        log.info("direct I/O is not available in %s (%s): flushes and compactions stay buffered", directory, exc)
+        return False
+    finally:
+        probe.unlink(missing_ok=True)
+    return True
+
+
 def entry_options(block_cache: Cache, compression: str, large_entry_bytes: int = LARGE_ENTRY_BYTES) -> Options:
     """Options for the entries' column family: `bounded_options`, entries of
     `large_entry_bytes` or more in value files (0: none), and the
@@ -431,6 +458,7 @@ class EntryStore:
         read_only: bool = False,
         entry_compression: str = "none",
         large_entry_bytes: int = LARGE_ENTRY_BYTES,
+        direct_io_flushes: bool = True,
         unsafe_point_in_time_recovery: bool = False,
     ) -> None:
         self.path = path
@@ -444,6 +472,10 @@ class EntryStore:
         self._uncounted: set[_KeysBeforeDelete] = set()
         if not read_only:
             path.mkdir(parents=True, exist_ok=True)
+        # Flushes and compactions written past the page cache: written through it, a 64 MiB
+        # memtable's flush was still being written back when the WAL's next fdatasync came, and
+        # that sync (which acknowledges adds) waited for it (docs/decisions.md).
+        self.direct_io_flushes = direct_io_flushes and not read_only and direct_io_works(path)
         torn_tails = [] if read_only else torn_wal_tails(path)  # read before RocksDB replays and retires them
         self._open(read_only)
         self._batch_options = WriteOptions()
@@ -473,6 +505,7 @@ class EntryStore:
         else:
             options.create_if_missing(True)
             options.create_missing_column_families(True)
+            options.set_use_direct_io_for_flush_and_compaction(self.direct_io_flushes)
             access = AccessType.read_write()
         try:
             self._db = Rdict(
