@@ -15,7 +15,18 @@ prototype's gateway instead (scripts/floor_features.py, levels 3 to 5: checksums
 Quire's messages and a write handle's tracking, without Quire's deadlines,
 bounds, retries, ensemble changes or pipelined sessions), so the two write
 paths can be set side by side in the same minutes (docs/decisions.md, "The
-gateway's write path against the prototype's, in one process").
+gateway's write path against the prototype's, in one process"). With `--path
+session` Quire's WriteSession drives the prototype's ledgers (its level 6),
+which sets the session's share apart from the write handle's and the bookie
+streams'.
+
+CPU time here moves with the machine by a fifth or more between runs; the
+instructions an entry costs do not. Counted by valgrind, as the difference
+between two runs, per entry (docs/decisions.md, "Which layer of the gateway
+costs what, counted in instructions"):
+
+    valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file=/dev/null \
+        .venv/bin/python scripts/bench_append.py --entries 5000 --writers 16   # and --entries 15000
 
     .venv/bin/python scripts/bench_append.py --entries 40000 --writers 16
     .venv/bin/python scripts/bench_append.py --entries 40000 --writers 16 --path prototype
@@ -150,7 +161,9 @@ def quire_writers(writers: int, tasks: list[asyncio.Task[None]]) -> list[tuple[L
     the entry cache and explicit LACs) and one BookieAddStream per bookie."""
     bookies = Bookies()
     cache = EntryCache(64 * 1024 * 1024)
-    lacs = ExplicitLacs(0.5, lambda ledger_id, lac: None)
+    from floor_features import lac_written_at_once  # this folder's prototype
+
+    lacs = ExplicitLacs(0.5, lac_written_at_once)
     handles: dict[LedgerId, WriteHandle] = {}
     for n in range(writers):
         ledger_id = LedgerId(1, 1000 + n)
@@ -191,9 +204,28 @@ def prototype_writers(writers: int, tasks: list[asyncio.Task[None]]) -> list[tup
     return [(LedgerId(0, 1000 + n), stream_to(serve, tasks)) for n in range(writers)]
 
 
+def session_writers(writers: int, tasks: list[asyncio.Task[None]]) -> list[tuple[LedgerId, AppendMessage]]:
+    """Quire's WriteSession per writer over the features prototype's ledgers
+    (its level 6): the session's share of Quire's path, set apart from the
+    write handle's and the bookie streams'."""
+    from floor_features import ledgers_on_calls  # this folder's prototype
+
+    ledgers = ledgers_on_calls([AnsweringCall(serialized=True) for _ in BOOKIES])
+
+    def session_on(ledger_id: LedgerId) -> ServeStream:
+        async def serve(requests: AsyncIterator[ledger_pb2.AppendEntriesRequest], answers: asyncio.Queue[int]) -> None:
+            session = WriteSession(ledgers, ledger_id, requests, traced=False)  # type: ignore[arg-type]
+            async for acknowledgement in session.acknowledgements():
+                answers.put_nowait(acknowledgement.last_entry_id)
+
+        return serve
+
+    return [(LedgerId(0, 1000 + n), stream_to(session_on(LedgerId(0, 1000 + n)), tasks)) for n in range(writers)]
+
+
 async def measure(entries: int, writers: int, size: int, batch: int, path: str) -> None:
     tasks: list[asyncio.Task[None]] = []  # the streams' server sides
-    streams = (prototype_writers if path == "prototype" else quire_writers)(writers, tasks)
+    streams = {"prototype": prototype_writers, "session": session_writers}.get(path, quire_writers)(writers, tasks)
     payload = b"p" * size
     appended = 0
     started = [0.0, 0.0, 0]  # wall time, CPU time and entries appended once the warmup is done
@@ -225,7 +257,10 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=1024, help="bytes per entry")
     parser.add_argument("--batch", type=int, default=1, help="entries per AppendEntries message")
     parser.add_argument(
-        "--path", choices=("quire", "prototype"), default="quire", help="Quire's write path, or the prototype's"
+        "--path",
+        choices=("quire", "prototype", "session"),
+        default="quire",
+        help="Quire's write path, the prototype's, or Quire's session over the prototype's ledgers",
     )
     args = parser.parse_args()
     if args.entries < 1 or args.writers < 1 or args.batch < 1 or args.size < 0:

@@ -34,12 +34,18 @@ piece of it stands alone:
    undecodable messages), its handler an async generator;
 6. Quire's AppendEntries session: the stream served as Quire's servicer
    serves it, by a `WriteSession` (its requests read by a task of their own,
-   answered from a queue of futures) over the prototype's ledgers.
+   answered from a queue of futures) over the prototype's ledgers;
+7. Quire's write handles and bookie streams: the session over a `WriteHandle`
+   per ledger (with the entry cache and explicit LACs, their writes to the
+   bookies left out) and one `BookieAddStream` per bookie, as Quire's gateway
+   builds them; what is left between this level and Quire's gateway is the
+   rest of that gateway (its servicer, router, metadata and process).
 
-Not in any level, and so still between the last level and Quire: metrics and spans
-per entry, ownership and relaying, ledger metadata, deadlines, byte bounds,
-explicit LACs, ensemble changes, bookie answers with refusals, the bookie's
-WAL synced outside RocksDB, and the rest of each service.
+Not in levels 0 to 6: deadlines, byte bounds, explicit LACs and what an
+ensemble change needs kept per add (all in level 7's handles and streams).
+Not in any level, and so still between the last level and Quire: spans,
+ownership and relaying, ledger metadata, bookie answers with refusals, the
+bookie's WAL synced outside RocksDB, and the rest of each service.
 
 With --quire-bookies the gateway writes to a local Quire cluster's bookies
 (levels 2 and up: Quire's AddStream), which sets Quire's bookie against the
@@ -105,7 +111,7 @@ from quire_proto.common.v1 import common_pb2
 from quire_proto.gateway.v1 import ledger_pb2
 
 SERVICE = "quire.gateway.floor.Features"  # under /quire.gateway., where Quire's wrappers apply
-LEVELS = ("prototype", "checksums", "messages", "tracking", "ledger states", "wrappers", "session")
+LEVELS = ("prototype", "checksums", "messages", "tracking", "ledger states", "wrappers", "session", "handles")
 RAW = struct.Struct(">QQI")  # a raw entry: ledger, entry id, length, then the bytes
 KEY = struct.Struct(">QQ")
 COUNT = struct.Struct(">Q")
@@ -386,6 +392,8 @@ class _Gateway:
             _AddStreamLink(i, target, yields, method) if level >= 2 else BookieLink(target, yields, method)
             for i, target in enumerate(bookies)
         ]
+        self.bookie_targets = bookies
+        self.method = method
         self.ledgers: dict[int, _Ledger] = {}
         self.cache = EntryCache(64 << 20) if level >= 3 else None
         self.loop = asyncio.get_running_loop()
@@ -440,7 +448,7 @@ class _Gateway:
         from quire_gateway.client_streams import chained, first_and_rest
         from quire_gateway.write.session import WriteSession
 
-        ledgers = _Ledgers(self)
+        ledgers: Any = _QuireHandles(self.bookie_targets, self.method) if self.level >= 7 else _Ledgers(self)
 
         async def append_session(requests: AsyncIterator[Any], context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
             first, rest = await first_and_rest(requests)
@@ -510,6 +518,97 @@ class _Ledgers:
         return [self._gateway.append_payload(ledger, payload)[1] for payload in payloads]
 
 
+class _QuireHandles:
+    """Level 7: what Quire's WriteSession asks of the gateway's LedgerOperations,
+    served by Quire's own WriteHandles, one per ledger, made at its first write,
+    over one BookieAddStream per bookie (as scripts/bench_append.py builds them,
+    here on the bookies' channels)."""
+
+    def __init__(self, targets: list[str], method: str) -> None:
+        from quire_gateway.cluster_calls import ClusterCalls
+        from quire_gateway.write.bookie_streams import BookieAddStream
+        from quire_gateway.write.explicit_lac import ExplicitLacs
+
+        self._bookie_ids = [f"bookie-{i}" for i in range(len(targets))]
+
+        def opener(target: str) -> Callable[[], Awaitable[Any]]:
+            async def open_call() -> Any:
+                channel = grpc.aio.insecure_channel(target, options=[("grpc.use_local_subchannel_pool", 1)])
+                return channel.stream_stream(
+                    method, request_serializer=None, response_deserializer=bookie_pb2.AddStreamResponse.FromString
+                )
+
+            return open_call
+
+        self._streams = {
+            bookie_id: BookieAddStream(bookie_id, opener(target), lambda: None)
+            for bookie_id, target in zip(self._bookie_ids, targets, strict=True)
+        }
+
+        self.add_request = ClusterCalls.add_request
+        self._cache = EntryCache(64 << 20)
+        self._lacs = ExplicitLacs(0.5, lac_written_at_once)  # the policy's per-entry work, its writes left out
+        self.handles: dict[LedgerId, Any] = {}
+
+    def add_sender(self, bookie_id: str) -> Any:
+        return self._streams[bookie_id].send
+
+    def owner_here(self, ledger_id: LedgerId) -> None:
+        return None
+
+    def append_now(
+        self, ledger_id: LedgerId, payloads: list[bytes], expected_entry_id: int | None
+    ) -> list[asyncio.Future[Any]] | None:
+        from quire_gateway.write.handle import WriteHandle, WriteSettings
+
+        handle = self.handles.get(ledger_id)
+        if handle is None:
+            metadata = common_pb2.LedgerMetadata(
+                ledger_id=common_pb2.LedgerId(scope_id=ledger_id.scope_id, ledger_id=ledger_id.ledger_id),
+                ensemble_size=3,
+                write_quorum_size=3,
+                ack_quorum_size=ACK_QUORUM,
+                state=common_pb2.LEDGER_STATE_OPEN,
+                last_entry_id=-1,
+                digest_type=common_pb2.DIGEST_TYPE_CRC32C,
+                password=MASTER_KEY,
+                ensembles=[common_pb2.Ensemble(first_entry_id=0, bookie_ids=self._bookie_ids)],
+            )
+            handle = self.handles[ledger_id] = WriteHandle(
+                self,  # type: ignore[arg-type]
+                None,  # type: ignore[arg-type]  # no ensemble change here: never asked
+                ledger_id,
+                metadata,
+                1,
+                WriteSettings(),
+                entry_cache=self._cache,
+                explicit_lacs=self._lacs,
+            )
+        return handle.submit_now(payloads, expected_entry_id)
+
+    async def append(
+        self, ledger_id: LedgerId, payloads: list[bytes], expected_entry_id: int | None
+    ) -> list[asyncio.Future[Any]]:
+        return await self.handles[ledger_id].submit(payloads, expected_entry_id)
+
+
+def lac_written_at_once(bookie_id: str, ledger_id: LedgerId, master_key: bytes, lac: int) -> asyncio.Future[int]:
+    """An explicit LAC write that a bookie answered at once (level 7 sends none)."""
+    written: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+    written.set_result(lac)
+    return written
+
+
+def ledgers_on_calls(calls: list[Any], yields: int = 20) -> _Ledgers:
+    """Level 6's ledgers, what Quire's WriteSession asks of the gateway, each
+    bookie link writing on one of `calls` instead of a channel (scripts/bench_append.py
+    --path session)."""
+    gateway = _Gateway(6, [f"stand-in-{i}" for i in range(len(calls))], yields, QUIRE_ADD_STREAM)
+    for link, call in zip(gateway.links, calls, strict=True):
+        link.start(call)
+    return _Ledgers(gateway)
+
+
 def gateway_on_calls(
     calls: list[Any], yields: int = 20
 ) -> Callable[[ledger_pb2.AppendEntriesRequest], Awaitable[ledger_pb2.AppendEntriesResponse]]:
@@ -532,7 +631,7 @@ def gateway_on_calls(
 def _gateway(level: int, port: int, bookies: list[str], yields: int, method: str) -> None:
     async def run() -> None:
         gateway = _Gateway(level, bookies, yields, method)
-        for link in gateway.links:
+        for link in gateway.links if level < 7 else ():  # level 7's own streams open at its first add
             link.start()
         await serve(port, {"Append": gateway.handler()}, SERVICE, _quire_wrappers if level >= 5 else None)
 
@@ -629,7 +728,7 @@ def _measure(level: int, args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = prototype_arguments(__doc__.split("\n\n")[0], "times each level is measured, alternating")
-    parser.add_argument("--levels", default="0,1,2,3,4,5,6", help="levels to measure, comma-separated (0-6)")
+    parser.add_argument("--levels", default="0,1,2,3,4,5,6,7", help="levels to measure, comma-separated (0-7)")
     parser.add_argument(
         "--quire-bookies",
         action="store_true",
