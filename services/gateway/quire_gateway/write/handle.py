@@ -286,7 +286,8 @@ class WriteHandle:
     ) -> list[asyncio.Future[int]] | None:
         """`submit` when it need not wait (the common case, without a
         coroutine per message); None, with nothing submitted, when it must."""
-        self._check_writable()
+        if self._failure is not None or self.closed:  # _check_writable's cases, without its call
+            self._check_writable()
         size = self._size(payloads)
         if not self._is_stable or (
             self._inflight_bytes and self._inflight_bytes + size > self.settings.max_inflight_bytes
@@ -322,7 +323,8 @@ class WriteHandle:
         origin = current_span_context() if self._traced else None
         self._submits += 1
         # The newest header carries the LAC as it stands now.
-        self._lac_published = max(self._lac_published, self.last_add_confirmed)
+        if self.last_add_confirmed > self._lac_published:
+            self._lac_published = self.last_add_confirmed
         futures, staged = self._stage(payloads, loop, origin)
         if len(staged) == 1:  # the common case: one add, shared by the entry's write set
             members = self._stripes[staged[0][0] % len(self._stripes)]

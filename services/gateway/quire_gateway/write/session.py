@@ -74,14 +74,17 @@ class WriteSession:
         named = None
         try:
             async for request in self._requests:
-                if request.HasField("ledger_id") and request.ledger_id != named:
-                    if ledger_id_from_proto(request.ledger_id) != self.ledger:
+                # Compared first, asked after: a client that names the ledger in every message
+                # names it the same way, and then one comparison is the whole check.
+                ledger_id = request.ledger_id
+                if ledger_id != named and request.HasField("ledger_id"):
+                    if ledger_id_from_proto(ledger_id) != self.ledger:
                         raise InvalidArgument("a write session writes one ledger; ledger_id changed mid-stream")
-                    named = request.ledger_id
-                if request.HasField("expected_entry_id") and not submitted:
+                    named = ledger_id
+                if not submitted and request.HasField("expected_entry_id"):
                     expected = request.expected_entry_id
-                if request.payloads:
-                    payloads = list(request.payloads)
+                payloads = request.payloads[:]  # a slice copies a repeated field faster than list()
+                if payloads:
                     futures = self.ledgers.append_now(self.ledger, payloads, expected)
                     if futures is None:
                         futures = await self.ledgers.append(self.ledger, payloads, expected)
