@@ -70,12 +70,12 @@ class WriteSession:
     async def _take_requests(self) -> None:
         expected: int | None = None  # a conditional append applies to the session's first entries
         submitted = False
-        # A client names the ledger the same way in every message: parse a form once, compare the rest.
+        # A client names the ledger the same way in every message: parse a form once, compare the
+        # rest, and ask whether the field is set only when it differs (then one comparison is the
+        # whole check).
         named = None
         try:
             async for request in self._requests:
-                # Compared first, asked after: a client that names the ledger in every message
-                # names it the same way, and then one comparison is the whole check.
                 ledger_id = request.ledger_id
                 if ledger_id != named and request.HasField("ledger_id"):
                     if ledger_id_from_proto(ledger_id) != self.ledger:
