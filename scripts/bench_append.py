@@ -22,8 +22,8 @@ streams'.
 
 CPU time here moves with the machine by a fifth or more between runs; the
 instructions an entry costs do not. Counted by valgrind, as the difference
-between two runs, per entry (docs/decisions.md, "Which layer of the gateway
-costs what, counted in instructions"):
+between two runs, per entry (docs/decisions.md, "The gateway's excess by
+layer"):
 
     valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file=/dev/null \
         .venv/bin/python scripts/bench_append.py --entries 5000 --writers 16   # and --entries 15000
@@ -159,10 +159,10 @@ def stream_to(serve: ServeStream, tasks: list[asyncio.Task[None]]) -> AppendMess
 def quire_writers(writers: int, tasks: list[asyncio.Task[None]]) -> list[tuple[LedgerId, AppendMessage]]:
     """Quire's path: a WriteSession per writer over its ledger's WriteHandle (with
     the entry cache and explicit LACs) and one BookieAddStream per bookie."""
-    bookies = Bookies()
-    cache = EntryCache(64 * 1024 * 1024)
     from floor_features import lac_written_at_once  # this folder's prototype
 
+    bookies = Bookies()
+    cache = EntryCache(64 * 1024 * 1024)
     lacs = ExplicitLacs(0.5, lac_written_at_once)
     handles: dict[LedgerId, WriteHandle] = {}
     for n in range(writers):
