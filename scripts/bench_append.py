@@ -177,17 +177,23 @@ def quire_writers(writers: int, tasks: list[asyncio.Task[None]]) -> list[tuple[L
             entry_cache=cache,
             explicit_lacs=lacs,
         )
-    ledgers = Ledgers(handles)
+    return sessions_over(Ledgers(handles), list(handles), tasks)
+
+
+def sessions_over(
+    ledgers: Any, ledger_ids: list[LedgerId], tasks: list[asyncio.Task[None]]
+) -> list[tuple[LedgerId, AppendMessage]]:
+    """A writer's stream per ledger, each served by a WriteSession over `ledgers`."""
 
     def session_on(ledger_id: LedgerId) -> ServeStream:
         async def serve(requests: AsyncIterator[ledger_pb2.AppendEntriesRequest], answers: asyncio.Queue[int]) -> None:
-            session = WriteSession(ledgers, ledger_id, requests, traced=False)  # type: ignore[arg-type]
+            session = WriteSession(ledgers, ledger_id, requests, traced=False)
             async for acknowledgement in session.acknowledgements():
                 answers.put_nowait(acknowledgement.last_entry_id)
 
         return serve
 
-    return [(ledger_id, stream_to(session_on(ledger_id), tasks)) for ledger_id in handles]
+    return [(ledger_id, stream_to(session_on(ledger_id), tasks)) for ledger_id in ledger_ids]
 
 
 def prototype_writers(writers: int, tasks: list[asyncio.Task[None]]) -> list[tuple[LedgerId, AppendMessage]]:
@@ -211,16 +217,7 @@ def session_writers(writers: int, tasks: list[asyncio.Task[None]]) -> list[tuple
     from floor_features import ledgers_on_calls  # this folder's prototype
 
     ledgers = ledgers_on_calls([AnsweringCall(serialized=True) for _ in BOOKIES])
-
-    def session_on(ledger_id: LedgerId) -> ServeStream:
-        async def serve(requests: AsyncIterator[ledger_pb2.AppendEntriesRequest], answers: asyncio.Queue[int]) -> None:
-            session = WriteSession(ledgers, ledger_id, requests, traced=False)  # type: ignore[arg-type]
-            async for acknowledgement in session.acknowledgements():
-                answers.put_nowait(acknowledgement.last_entry_id)
-
-        return serve
-
-    return [(LedgerId(0, 1000 + n), stream_to(session_on(LedgerId(0, 1000 + n)), tasks)) for n in range(writers)]
+    return sessions_over(ledgers, [LedgerId(0, 1000 + n) for n in range(writers)], tasks)
 
 
 async def measure(entries: int, writers: int, size: int, batch: int, path: str) -> None:
