@@ -103,6 +103,7 @@ from quire_bookie.journal import NO_STATE, apply_add, with_master_key
 from quire_bookie.storage import LedgerState
 from quire_client.cluster import LocalCluster, Ports, free_port
 from quire_common.entry import Digester, DigestType, header_ids_and_digest, pack_entry
+from quire_common.thread_names import name_grpc_poller, name_native_thread
 from quire_gateway.read.entry_cache import EntryCache
 from quire_gateway.write.bookie_streams import _ADD_STREAM_METHOD as QUIRE_ADD_STREAM
 from quire_gateway.write.bookie_streams import _STORED_IDS, AddRequest, add_fields
@@ -277,7 +278,10 @@ def _bookie(level: int, port: int, data: Path) -> None:
     db = rocksdict.Rdict(str(data), rocksdict.Options(raw_mode=True))
     loop = uvloop.new_event_loop()
     writer = _BookieWriter(level, db, loop)
-    threading.Thread(target=writer.run, name="writer", daemon=True).start()
+    writer_thread = threading.Thread(target=writer.run, name="writer", daemon=True)
+    writer_thread.start()
+    # Named as Quire's bookie names its threads, so that --threads compares them thread by thread.
+    name_native_thread(writer_thread, "bookie-writer")
 
     async def answer(stream: _Answers, context: grpc.aio.ServicerContext) -> None:
         while True:
@@ -289,6 +293,7 @@ def _bookie(level: int, port: int, data: Path) -> None:
                 await context.write(message)
 
     async def add(requests: object, context: grpc.aio.ServicerContext) -> None:
+        name_grpc_poller()  # it starts with the server
         stream = _Answers()
         answering = loop.create_task(answer(stream, context))
         try:

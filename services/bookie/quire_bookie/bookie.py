@@ -289,7 +289,8 @@ class Bookie:
                 raise FailedPrecondition(
                     f"bookie is read-only ({self.read_only_reason}); write elsewhere", Reason.BOOKIE_READ_ONLY
                 )
-            check_master_key_length(master_key)
+            if len(master_key) != MASTER_KEY_BYTES:  # check_master_key_length's test, without its call
+                check_master_key_length(master_key)
             settings = self.settings
             limit, verify = settings.max_entry_bytes, settings.verify_digests
             scope_id, ledger = ledger_id
@@ -570,6 +571,9 @@ class Bookie:
         )
 
 
+MASTER_KEY_BYTES = 20  # a SHA-1
+
+
 def check_master_key_length(master_key: bytes) -> None:
-    if len(master_key) != 20:
+    if len(master_key) != MASTER_KEY_BYTES:
         raise InvalidArgument(f"master_key must be 20 bytes (SHA-1), got {len(master_key)}")

@@ -739,8 +739,13 @@ class GroupCommitter:
                     # A ledger this bookie has, with this add's key and no fence: what
                     # with_master_key and apply_add would check passes, so their calls
                     # are skipped, and only the entries move its state: its stored
-                    # record serves (this runs for every add).
-                    state = with_entries(before, entries)
+                    # record serves (this runs for every add: a writer's usual single
+                    # entry moves it without with_entries' call).
+                    if len(entries) == 1:
+                        entry_id, lac, _ = entries[0]
+                        state = before.with_entry(entry_id, lac)
+                    else:
+                        state = with_entries(before, entries)
                 else:
                     state = with_master_key(ledger_id, before, add.master_key)
                     state = apply_add(ledger_id, entries, add.recovery, state, fences_hold)
