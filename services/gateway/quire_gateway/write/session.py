@@ -30,11 +30,13 @@ from quire_gateway.write.handle import WriteSettings
 from quire_proto.gateway.v1 import ledger_pb2
 
 _tracer = tracer(__name__)
+_new_tuple = tuple.__new__
 
 
 class Acknowledgement(NamedTuple):
     """Entries first..last are confirmed; `owner` is named in a session's first answer only.
-    A tuple: one is made for every answer, and a tuple costs half a frozen dataclass."""
+    A tuple: one is made for every answer, and a tuple costs half a frozen dataclass. It is
+    made by tuple.__new__, which skips the Python-level __new__ that NamedTuple generates."""
 
     first_entry_id: int
     last_entry_id: int
@@ -152,7 +154,7 @@ class WriteSession:
                     _resolve(window_full)
                 handle = self.ledgers.handles.get(self.ledger)
                 lac = handle.last_add_confirmed if handle else last
-                yield Acknowledgement(first, last, lac, owner)
+                yield _new_tuple(Acknowledgement, (first, last, lac, owner))
                 owner = None
         finally:
             reader.cancel()
