@@ -9,7 +9,7 @@ import pytest
 from quire_api.errors import FailedPrecondition, Reason
 from quire_api.ids import LedgerId
 from quire_bookie.journal import StreamedAdd
-from quire_bookie.servicer import ReceivedAdds, _AddStreamCodec, read_entries_reply, read_entry_reply, stored_answer
+from quire_bookie.servicer import ReceivedAdds, _AddStreamCodec, read_entries_reply, read_entry_reply
 from quire_proto.bookie.v1 import bookie_pb2
 
 FOUND = [(0, b""), (1, b"a" * 40), (300, b"b" * 70_000), (2**62, b"c")]
@@ -46,10 +46,12 @@ def test_a_read_entries_reply_is_what_protobuf_encodes(
 
 
 @pytest.mark.parametrize("add_ids", [[1], [5, 127, 128, 16_384, 2**40], []])
-def test_an_add_stream_answer_of_stored_adds_is_what_protobuf_encodes(add_ids: list[int]) -> None:
-    encoded = stored_answer(add_ids)
-    assert encoded == bookie_pb2.AddStreamResponse(stored_add_ids=add_ids).SerializeToString()
-    assert list(bookie_pb2.AddStreamResponse.FromString(encoded).stored_add_ids) == add_ids
+def test_an_add_stream_answer_of_stored_adds_lists_them_all_and_nothing_else(add_ids: list[int]) -> None:
+    answer = bookie_pb2.AddStreamResponse.FromString(
+        _AddStreamCodec.encode(_message(True, add_ids), _adds(add_ids), [None] * len(add_ids))
+    )
+    assert list(answer.stored_add_ids) == add_ids
+    assert not answer.results
 
 
 def _message(stored_ids: bool, add_ids: list[int]) -> ReceivedAdds:

@@ -214,17 +214,6 @@ def add_servicer_to_server(servicer: BookieServicer, server: grpc.aio.Server) ->
     bookie_pb2_grpc.add_BookieServiceServicer_to_server(servicer, server)
 
 
-_STORED_ADD_IDS_TAG = b"\x12"  # AddStreamResponse field 2 (stored_add_ids), packed
-
-
-def stored_answer(add_ids: list[int]) -> bytes:
-    """The AddStreamResponse of a message whose adds were all stored, encoded
-    as protobuf would: built on the writer thread where the outcome is known,
-    it costs the event loop no serializing, and the writer no message object
-    (a loaded bookie's every answer)."""
-    return packed_ids(_STORED_ADD_IDS_TAG, add_ids)
-
-
 # ReadEntriesResponse's fields after its entries (field 1, add_entry_field), written here.
 _MISSING_IDS_TAG = b"\x12"  # field 2 (missing_entry_ids), packed
 _TRUNCATED = b"\x18\x01"  # field 3 (truncated) = true
@@ -315,7 +304,11 @@ class _AddStreamCodec:
                 stored_add_ids=[add.add_id for add, error in zip(adds, errors, strict=True) if error is None],
                 results=[_refusal(add.add_id, error) for add, error in zip(adds, errors, strict=True) if error],
             ).SerializeToString()
-        return stored_answer([add.add_id for add in adds])
+        # A loaded bookie's every answer, encoded here where the outcome is known, so the event
+        # loop serializes nothing. protobuf packs the ids faster than varints written in Python:
+        # 2.7 µs against 5.7 for ten ids, 1.9 against 16.2 for sixteen past two million (a
+        # stream's ids only grow), 1.6 against 1.3 for one.
+        return bookie_pb2.AddStreamResponse(stored_add_ids=[add.add_id for add in adds]).SerializeToString()
 
 
 def _streamed_add(add: bookie_pb2.StreamedAdd, ledger_ids: dict[tuple[int, int], LedgerId]) -> StreamedAdd:
