@@ -13,6 +13,7 @@ from quire_api.ids import LedgerId, ledger_id_from_proto
 from quire_bookie.add_stream import AddStreamCall, StreamedAdd
 from quire_bookie.bookie import Bookie
 from quire_bookie.storage import Stripes
+from quire_common.telemetry import tracing_enabled
 from quire_common.wire import U64, add_entry_field, packed_ids
 from quire_proto.bookie.v1 import bookie_pb2, bookie_pb2_grpc
 
@@ -266,18 +267,21 @@ class _AddStreamCodec:
     def __init__(self) -> None:
         # A writer sends adds of the same few ledgers again and again: parse each id once per stream.
         self._ledger_ids: dict[tuple[int, int], LedgerId] = {}
+        # An add's traceparent parents its span here (add_stream.py), so it is read only when
+        # this bookie traces: a string field read is a string made, for every add.
+        self._traced = tracing_enabled()
 
     @staticmethod
     def size(message: ReceivedAdds) -> int:
         return message.size_bytes
 
     def decode(self, message: ReceivedAdds) -> list[StreamedAdd]:
-        ledger_ids = self._ledger_ids
+        ledger_ids, traced = self._ledger_ids, self._traced
         decoded: list[StreamedAdd] = []
         for add in message.request.adds:
             named = add.ledger_id
             ledger_id = None if named.qualified_name else ledger_ids.get((named.scope_id, named.ledger_id))
-            if ledger_id is None or add.traceparent:
+            if ledger_id is None or (traced and add.traceparent):
                 decoded.append(_streamed_add(add, ledger_ids))
                 continue
             # A ledger this stream has named before, untraced: _streamed_add's work, inline
