@@ -285,7 +285,7 @@ class Bookie:
         try:
             if not entries:
                 raise InvalidArgument("an add carries no entries")
-            if self.read_only and not recovery:
+            if self.read_only_reason and not recovery:  # read_only's test, without its call (per add)
                 raise FailedPrecondition(
                     f"bookie is read-only ({self.read_only_reason}); write elsewhere", Reason.BOOKIE_READ_ONLY
                 )
