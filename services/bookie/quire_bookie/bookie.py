@@ -576,4 +576,4 @@ MASTER_KEY_BYTES = 20  # a SHA-1
 
 def check_master_key_length(master_key: bytes) -> None:
     if len(master_key) != MASTER_KEY_BYTES:
-        raise InvalidArgument(f"master_key must be 20 bytes (SHA-1), got {len(master_key)}")
+        raise InvalidArgument(f"master_key must be {MASTER_KEY_BYTES} bytes (SHA-1), got {len(master_key)}")

@@ -205,10 +205,8 @@ def apply_add(
 
 def with_entries(state: LedgerState, entries: list[tuple[int, int, bytes]]) -> LedgerState:
     """`state` once `entries` (id, LAC from the header, bytes) are stored: one
-    state update per add, not per entry (this runs for every add)."""
-    if len(entries) == 1:  # a writer's usual add: no loop
-        entry_id, lac, _ = entries[0]
-        return state.with_entry(entry_id, lac)
+    state update per add, not per entry. (The writer's fast path moves a
+    one-entry add's state itself, in _stage_message.)"""
     top, top_lac = entries[0][0], entries[0][1]
     for entry_id, lac, _ in entries:
         if entry_id > top:
