@@ -5,6 +5,7 @@ server."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -148,6 +149,64 @@ async def test_adds_refused_by_the_checks_before_any_state_are_counted_on_either
         )
     assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert bookie.counters.rejected_adds == 2
+
+
+async def test_a_known_ledgers_one_entry_adds_keep_every_check(served):
+    """A stream's usual add (one entry, of a ledger it named before, not a
+    recovery's) is checked and staged without the objects other adds go
+    through; each refusal still holds for it, alone in its message: a fence,
+    a wrong key, read-only, an entry too large, a header naming another entry,
+    a digest that does not match. A recovery's add passes read-only."""
+    bookie, stub, _, _ = served
+    fenced, writable = LedgerId(7, 400), LedgerId(7, 401)
+    call = stub.AddStream()
+    first_adds = [streamed_add(1, fenced, [0]), streamed_add(2, writable, [0])]
+    await call.write(bookie_pb2.AddStreamRequest(adds=first_adds, stored_ids=True))
+    assert list((await asyncio.wait_for(call.read(), 60)).stored_add_ids) == [1, 2]
+    await bookie.fence(fenced, KEY)
+    corrupted = bytearray(packed(writable, 5))
+    corrupted[-1] ^= 0xFF
+    adds = [
+        streamed_add(3, fenced, [1]),
+        streamed_add(4, writable, [1], key=master_key(b"wrong")),
+        bookie_pb2.StreamedAdd(
+            add_id=5, ledger_id=ledger_id_to_proto(writable), master_key=KEY,
+            entries=[bookie_pb2.PackedEntry(entry_id=2, data=packed(writable, 2, b"x" * 2048))],
+        ),
+        bookie_pb2.StreamedAdd(
+            add_id=6, ledger_id=ledger_id_to_proto(writable), master_key=KEY,
+            entries=[bookie_pb2.PackedEntry(entry_id=3, data=packed(writable, 4))],
+        ),
+        bookie_pb2.StreamedAdd(
+            add_id=7, ledger_id=ledger_id_to_proto(writable), master_key=KEY,
+            entries=[bookie_pb2.PackedEntry(entry_id=5, data=bytes(corrupted))],
+        ),
+        streamed_add(8, writable, [6]),
+    ]  # fmt: skip
+    bookie.settings = dataclasses.replace(bookie.settings, max_entry_bytes=1024)
+    rejected_before = bookie.counters.rejected_adds
+    await call.write(bookie_pb2.AddStreamRequest(adds=adds, stored_ids=True))
+    response = await asyncio.wait_for(call.read(), 60)
+    assert list(response.stored_add_ids) == [8]
+    assert [(r.add_id, r.reason) for r in response.results] == [
+        (3, Reason.LEDGER_FENCED),
+        (4, Reason.WRONG_PASSWORD),
+        (5, Reason.ENTRY_TOO_LARGE),
+        (6, Reason.ENTRY_HEADER_MISMATCH),
+        (7, Reason.DIGEST_MISMATCH),
+    ]
+    assert bookie.counters.rejected_adds - rejected_before == 3  # the checks that need no ledger state
+
+    bookie.read_only_reason = "disk usage over the threshold"
+    recovery = streamed_add(10, writable, [8])
+    recovery.recovery = True
+    await call.write(bookie_pb2.AddStreamRequest(adds=[streamed_add(9, writable, [7]), recovery], stored_ids=True))
+    response = await asyncio.wait_for(call.read(), 60)
+    call.cancel()
+    assert list(response.stored_add_ids) == [10]
+    assert [(r.add_id, r.reason) for r in response.results] == [(9, Reason.BOOKIE_READ_ONLY)]
+    found, missing, _ = await bookie.read_entries(writable, list(range(9)))
+    assert [e for e, _ in found] == [0, 6, 8] and missing == [1, 2, 3, 4, 5, 7]
 
 
 async def test_an_ack_on_the_stream_means_the_entries_are_synced(served, monkeypatch):

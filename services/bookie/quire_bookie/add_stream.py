@@ -28,10 +28,10 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 from quire_api.errors import QuireError
 from quire_bookie.bookie import Bookie
-from quire_bookie.journal import AddMessage, StreamedAdd
+from quire_bookie.journal import AddMessage, DecodedAdd, StreamedAdd, entries_of
 from quire_common.telemetry import tracer, tracing_enabled
 
-__all__ = ["ADD_SPAN", "AddStreamCall", "AddStreamCodec", "StreamedAdd"]
+__all__ = ["ADD_SPAN", "AddStreamCall", "AddStreamCodec", "DecodedAdd", "StreamedAdd"]
 
 _tracer = tracer(__name__)
 # One span per streamed add when tracing is on: what the telemetry stage reads
@@ -48,9 +48,9 @@ class AddStreamCodec(Protocol[Message]):
     adds come out of one and its answer is made. `decode` and `encode` run
     on the bookie's writer thread, `size` on the event loop."""
 
-    def decode(self, message: Message) -> list[StreamedAdd]: ...
+    def decode(self, message: Message) -> list[DecodedAdd]: ...
 
-    def encode(self, message: Message, adds: list[StreamedAdd], errors: list[QuireError | None]) -> bytes: ...
+    def encode(self, message: Message, adds: list[DecodedAdd], errors: list[QuireError | None]) -> bytes: ...
 
     def size(self, message: Message) -> int: ...
 
@@ -78,29 +78,31 @@ class AddStreamCall:
 
     # -- on the writer thread ----------------------------------------------------
 
-    def decode(self, message: object) -> list[StreamedAdd]:
+    def decode(self, message: object) -> list[DecodedAdd]:
         return self._codec.decode(message)
 
-    def answer(self, message: AddMessage, adds: list[StreamedAdd], errors: list[QuireError | None]) -> bytes:
+    def answer(self, message: AddMessage, adds: list[DecodedAdd], errors: list[QuireError | None]) -> bytes:
         if self._traced:
             self._trace(message, adds, errors)
         return self._codec.encode(message.message, adds, errors)
 
     @staticmethod
-    def _trace(message: AddMessage, adds: list[StreamedAdd], errors: list[QuireError | None]) -> None:
+    def _trace(message: AddMessage, adds: list[DecodedAdd], errors: list[QuireError | None]) -> None:
         """One span per add, from its message's arrival to its answer."""
         started_ns = time.time_ns() - int((time.perf_counter() - message.received_at) * 1e9)
         for add, error in zip(adds, errors, strict=True):
-            parent = _PROPAGATOR.extract({"traceparent": add.traceparent}) if add.traceparent else None
+            traceparent = add.traceparent if isinstance(add, StreamedAdd) else ""
+            entries = entries_of(add)
+            parent = _PROPAGATOR.extract({"traceparent": traceparent}) if traceparent else None
             span = _tracer.start_span(
                 ADD_SPAN,
                 context=parent,
                 kind=SpanKind.SERVER,
                 start_time=started_ns,
                 attributes={
-                    "quire.ledger": str(add.ledger_id),
-                    "quire.entries": len(add.entries),
-                    "quire.bytes": sum(len(data) for _, data in add.entries),
+                    "quire.ledger": str(add[1]),
+                    "quire.entries": len(entries),
+                    "quire.bytes": sum(len(data) for _, data in entries),
                 },
             )
             if error is not None:

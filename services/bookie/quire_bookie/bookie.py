@@ -162,6 +162,7 @@ class Bookie:
             on_flush=self._flushed,
             on_lac_moved=self._signal_lac,
             check_add=self._check_add,
+            check_entry=self.check_entry,
         )
         self._disk_task: asyncio.Task[None] | None = None
         self._idle_flush_task: asyncio.Task[None] | None = None
@@ -280,44 +281,50 @@ class Bookie:
         self, ledger_id: LedgerId, master_key: bytes, entries: list[tuple[int, bytes]], recovery: bool
     ) -> list[tuple[int, int, bytes]]:
         """The add's entries as (id, LAC from the header, packed bytes) once
-        each passes the checks that need no ledger state; an add refused
-        here is counted (rejected_adds)."""
+        each passes `check_entry`; an add refused here is counted (rejected_adds)."""
+        if not entries:
+            self.counters.rejected_adds += 1
+            raise InvalidArgument("an add carries no entries")
+        check_entry = self.check_entry
+        return [
+            (entry_id, check_entry(ledger_id, master_key, entry_id, data, recovery), data) for entry_id, data in entries
+        ]
+
+    def check_entry(
+        self, ledger_id: LedgerId, master_key: bytes, entry_id: int, data: bytes, recovery: bool = False
+    ) -> int:
+        """The LAC the entry's header carries, once the entry passes the checks
+        that need no ledger state (the writer thread runs this for every entry
+        it is sent); a refusal is counted (rejected_adds) and raised."""
         try:
-            if not entries:
-                raise InvalidArgument("an add carries no entries")
-            if self.read_only_reason and not recovery:  # read_only's test, without its call (per add)
+            if self.read_only_reason and not recovery:  # read_only's test, without its call
                 raise FailedPrecondition(
                     f"bookie is read-only ({self.read_only_reason}); write elsewhere", Reason.BOOKIE_READ_ONLY
                 )
             if len(master_key) != MASTER_KEY_BYTES:  # check_master_key_length's test, without its call
                 check_master_key_length(master_key)
             settings = self.settings
-            limit, verify = settings.max_entry_bytes, settings.verify_digests
-            scope_id, ledger = ledger_id
-            checked: list[tuple[int, int, bytes]] = []
-            for entry_id, data in entries:
-                if len(data) > limit:
-                    raise ResourceExhausted(
-                        f"entry {entry_id} is {len(data)} bytes; this bookie takes at most {limit}",
-                        Reason.ENTRY_TOO_LARGE,
-                    )
-                header_scope, header_ledger, header_entry, lac, digest_matches = header_ids_and_digest(data)
-                if header_scope != scope_id or header_ledger != ledger or header_entry != entry_id:
-                    raise InvalidArgument(
-                        f"entry header says ledger {LedgerId(header_scope, header_ledger)} entry {header_entry}, "
-                        f"the request says ledger {ledger_id} entry {entry_id}",
-                        Reason.ENTRY_HEADER_MISMATCH,
-                    )
-                if entry_id < 0:
-                    raise InvalidArgument(f"entry id {entry_id} is negative")
-                if verify and digest_matches is False:
-                    raise InvalidArgument(
-                        f"entry {entry_id} of ledger {ledger_id} does not match its digest: "
-                        "corrupted on the way in; nothing stored",
-                        Reason.DIGEST_MISMATCH,
-                    )
-                checked.append((entry_id, lac, data))
-            return checked
+            if len(data) > settings.max_entry_bytes:
+                raise ResourceExhausted(
+                    f"entry {entry_id} is {len(data)} bytes; this bookie takes at most {settings.max_entry_bytes}",
+                    Reason.ENTRY_TOO_LARGE,
+                )
+            header_scope, header_ledger, header_entry, lac, digest_matches = header_ids_and_digest(data)
+            if header_scope != ledger_id[0] or header_ledger != ledger_id[1] or header_entry != entry_id:
+                raise InvalidArgument(
+                    f"entry header says ledger {LedgerId(header_scope, header_ledger)} entry {header_entry}, "
+                    f"the request says ledger {ledger_id} entry {entry_id}",
+                    Reason.ENTRY_HEADER_MISMATCH,
+                )
+            if entry_id < 0:
+                raise InvalidArgument(f"entry id {entry_id} is negative")
+            if settings.verify_digests and digest_matches is False:
+                raise InvalidArgument(
+                    f"entry {entry_id} of ledger {ledger_id} does not match its digest: "
+                    "corrupted on the way in; nothing stored",
+                    Reason.DIGEST_MISMATCH,
+                )
+            return lac
         except QuireError:
             self.counters.rejected_adds += 1
             raise

@@ -24,7 +24,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, Protocol, cast
+from typing import Any, NamedTuple, Protocol, cast
 
 from opentelemetry.util.types import AttributeValue
 
@@ -48,9 +48,9 @@ _tracer = tracer(__name__)
 NO_STATE = LedgerState()
 
 
-@dataclass(slots=True)
-class StreamedAdd:
-    """One add of an AddStream message, as decoded on the writer thread."""
+class StreamedAdd(NamedTuple):
+    """One add of an AddStream message, as decoded on the writer thread (a
+    writer's usual add is decoded as a OneEntryAdd instead, below)."""
 
     add_id: int
     ledger_id: LedgerId
@@ -61,13 +61,30 @@ class StreamedAdd:
     traceparent: str = ""  # the writer's span, when it traces
 
 
+# The usual add, in a plain tuple: one entry, of a ledger the stream named before, no recovery,
+# no trace. (add id, ledger, master key, entry id, packed bytes): its first three fields are
+# StreamedAdd's, so `add[0]` is the id of either. A codec decodes such an add into this form
+# and the writer checks and stages it without a StreamedAdd, a list of its entries or a checked
+# list: objects that cost each add about 4,500 instructions of 104,000 (docs/decisions.md, "The
+# single pass, looked at again").
+OneEntryAdd = tuple[int, LedgerId, bytes, int, bytes]
+DecodedAdd = StreamedAdd | OneEntryAdd
+
+
+def entries_of(add: DecodedAdd) -> list[tuple[int, bytes]]:
+    """An add's entries as (id, packed bytes), whichever its form."""
+    if isinstance(add, StreamedAdd):
+        return add.entries
+    return [(add[3], add[4])]
+
+
 class AddMessageStream(Protocol):
     """The AddStream a message came on (add_stream.py). The writer thread
     decodes the message and builds its answer; the event loop delivers it."""
 
-    def decode(self, message: object) -> list[StreamedAdd]: ...
+    def decode(self, message: object) -> list[DecodedAdd]: ...
 
-    def answer(self, message: AddMessage, adds: list[StreamedAdd], errors: list[QuireError | None]) -> bytes: ...
+    def answer(self, message: AddMessage, adds: list[DecodedAdd], errors: list[QuireError | None]) -> bytes: ...
 
     def deliver(self, answer: bytes) -> None: ...
 
@@ -89,6 +106,9 @@ class AddMessage:
 # Checks an add before its ledger's state rules: (ledger, master key, entries as (id, packed
 # bytes), recovery) -> entries as (id, LAC from the header, packed bytes), or a QuireError.
 AddCheck = Callable[[LedgerId, bytes, list[tuple[int, bytes]], bool], list[tuple[int, int, bytes]]]
+# The same checks of one entry of an add that is not a recovery's: (ledger, master key, entry
+# id, packed bytes) -> the LAC its header carries, or a QuireError.
+EntryCheck = Callable[[LedgerId, bytes, int, bytes], int]
 
 
 @dataclass
@@ -256,7 +276,7 @@ class _Staged:
     refused: list[tuple[Op, object]]  # ops refused while staging, with their refusals
     accepted: list[tuple[Op, LedgerState]]  # single ops accepted, with their states after them
     # Per message: its adds and, per add, None while it is in this write, or its refusal.
-    messages: list[tuple[AddMessage, list[StreamedAdd], list[QuireError | None]]]
+    messages: list[tuple[AddMessage, list[DecodedAdd], list[QuireError | None]]]
     # Per batch of explicit LACs: each write's state after this batch, or its refusal.
     lac_writes: list[tuple[LacWrites, list[LedgerState | QuireError]]]
     oldest: float  # arrival of the batch's oldest add (0: none)
@@ -311,9 +331,13 @@ class GroupCommitter:
         on_flush: Callable[[FlushStats], None] | None = None,
         on_lac_moved: Callable[[LedgerId], None] | None = None,
         check_add: AddCheck | None = None,
+        check_entry: EntryCheck | None = None,
     ) -> None:
         self._store = store
-        self._check_add = check_add  # for AddMessages: the bookie's checks, run on the writer thread
+        # For AddMessages: the bookie's checks, run on the writer thread (check_entry for the
+        # adds decoded as OneEntryAdds).
+        self._check_add = check_add
+        self._check_entry = check_entry
         self.states = states
         self._max_batch_bytes = max_batch_bytes
         self._max_delay_seconds = max_delay_seconds
@@ -660,7 +684,7 @@ class GroupCommitter:
         writes: list[tuple[LedgerId, int, bytes]] = []
         refused: list[tuple[Op, object]] = []
         accepted: list[tuple[Op, LedgerState]] = []
-        messages: list[tuple[AddMessage, list[StreamedAdd], list[QuireError | None]]] = []
+        messages: list[tuple[AddMessage, list[DecodedAdd], list[QuireError | None]]] = []
         lac_writes: list[tuple[LacWrites, list[LedgerState | QuireError]]] = []
         oldest = 0.0  # arrival of the batch's oldest add
         for op in batch:
@@ -712,7 +736,7 @@ class GroupCommitter:
 
     def _stage_message(
         self,
-        adds: list[StreamedAdd],
+        adds: list[DecodedAdd],
         pending: dict[LedgerId, LedgerState],
         records: set[LedgerId],
         writes: list[tuple[LedgerId, int, bytes]],
@@ -720,33 +744,49 @@ class GroupCommitter:
         """Check each add of a message and the state rules, in order; the
         accepted ones join `writes` and `pending` (and `records`, a ledger's
         first add here). Returns, per add, None or why it was refused."""
-        check = self._check_add
-        assert check is not None, "a committer that takes AddStream messages needs the bookie's add checks"
+        check_add, check_entry = self._check_add, self._check_entry
+        assert check_add is not None and check_entry is not None, (
+            "a committer that takes AddStream messages needs the bookie's add checks"
+        )
         get_state = self.states.get_for_write
         fences_hold = self._fences_hold
         errors: list[QuireError | None] = []
         for add in adds:
-            if add.refused is not None:
-                errors.append(add.refused)
-                continue
-            ledger_id = add.ledger_id
-            try:
-                entries = check(ledger_id, add.master_key, add.entries, add.recovery)
+            if not isinstance(add, StreamedAdd):  # a OneEntryAdd (this runs for every add: no call but the check)
+                _, ledger_id, master_key, entry_id, data = add
+                try:
+                    lac = check_entry(ledger_id, master_key, entry_id, data)
+                except QuireError as exc:
+                    errors.append(exc)
+                    continue
                 before = pending.get(ledger_id) or get_state(ledger_id) or NO_STATE
-                if before.master_key and not before.fenced and hmac.compare_digest(before.master_key, add.master_key):
+                if before.master_key and not before.fenced and hmac.compare_digest(before.master_key, master_key):
                     # A ledger this bookie has, with this add's key and no fence: what
-                    # with_master_key and apply_add would check passes, so their calls
-                    # are skipped, and only the entries move its state: its stored
-                    # record serves (this runs for every add: a writer's usual single
-                    # entry moves it without with_entries' call).
-                    if len(entries) == 1:
-                        entry_id, lac, _ = entries[0]
-                        state = before.with_entry(entry_id, lac)
-                    else:
-                        state = with_entries(before, entries)
+                    # with_master_key and apply_add would check passes, so their calls are
+                    # skipped, and only the entry moves its state: its stored record serves.
+                    pending[ledger_id] = before.with_entry(entry_id, lac)
+                    writes.append((ledger_id, entry_id, data))
+                    errors.append(None)
+                    continue
+                entries, recovery = [(entry_id, lac, data)], False
+            else:
+                if add.refused is not None:
+                    errors.append(add.refused)
+                    continue
+                ledger_id, master_key, recovery = add.ledger_id, add.master_key, add.recovery
+                try:
+                    entries = check_add(ledger_id, master_key, add.entries, recovery)
+                except QuireError as exc:
+                    errors.append(exc)
+                    continue
+                before = pending.get(ledger_id) or get_state(ledger_id) or NO_STATE
+            try:
+                if before.master_key and not before.fenced and hmac.compare_digest(before.master_key, master_key):
+                    state = with_entries(before, entries)  # as above, for an add of many entries
                 else:
-                    state = with_master_key(ledger_id, before, add.master_key)
-                    state = apply_add(ledger_id, entries, add.recovery, state, fences_hold)
+                    state = apply_add(
+                        ledger_id, entries, recovery, with_master_key(ledger_id, before, master_key), fences_hold
+                    )
                     if not state.same_record(before):  # a ledger's first add here: its master key
                         records.add(ledger_id)
             except QuireError as exc:
