@@ -153,8 +153,9 @@ def test_a_delete_counts_and_removes_its_ledger_from_the_first_id_to_the_last_an
 
 
 def test_an_entry_is_stored_under_its_ledgers_key_and_its_id_whatever_their_size(tmp_path):
-    """The writer packs an entry's key in one call; reads build it from the
-    ledger's key: both must give the same bytes at every width of the ids."""
+    """An entry's key packs its ledger's ids and its own as 8 big-endian bytes
+    each: every entry is found again at every width of the ids, and a ledger's
+    entries come back in id order (what range reads and deletes rely on)."""
     largest = 2**64 - 1
     ledgers = [LedgerId(0, 0), LedgerId(0, 1), LedgerId(1, 0), LedgerId(largest, largest), LedgerId(3, 2**40)]
     entry_ids = [0, 1, 255, 2**32, 2**63 - 1]
@@ -163,6 +164,7 @@ def test_an_entry_is_stored_under_its_ledgers_key_and_its_id_whatever_their_size
         store.write([(ledger, entry_id, b"%d" % entry_id) for ledger in ledgers for entry_id in entry_ids], {})
         for ledger in ledgers:
             assert [store.read(ledger, entry_id) for entry_id in entry_ids] == [b"%d" % e for e in entry_ids]
+            assert [entry_id for entry_id, _ in store.entries(ledger)] == entry_ids
     finally:
         store.close()
 

@@ -303,14 +303,14 @@ def entry_options(block_cache: Cache, compression: str, large_entry_bytes: int =
     return options
 
 
-def entry_key(ledger_id: LedgerId, entry_id: int) -> bytes:
-    return ledger_key_entry(ledger_id.key, entry_id)
-
-
-# `entry_key`'s bytes (the ledger's scope, its id and the entry's id, 8 bytes each, big-endian)
-# packed in one call, where a bookie writes every entry: 214 against 605 ns for an entry whose
-# ledger's key is not at hand, as for each add of a message of many ledgers.
+# An entry's key: its ledger's key (LedgerId.key: scope and ledger, 8 bytes each) and its id,
+# all big-endian, packed in one call: 214 against 605 ns joined from the ledger's key and the
+# id's bytes, where a bookie writes every entry.
 _ENTRY_KEY = struct.Struct(">QQQ")
+
+
+def entry_key(ledger_id: LedgerId, entry_id: int) -> bytes:
+    return _ENTRY_KEY.pack(ledger_id[0], ledger_id[1], entry_id)
 
 
 def ledger_key_entry(ledger_key: bytes, entry_id: int) -> bytes:
@@ -651,7 +651,7 @@ class EntryStore:
         is off for this write (it is then synced by the next synced write,
         or lost with a crash before it)."""
         batch = WriteBatch(raw_mode=True)
-        put, entries_handle, key = batch.put, self._entries_handle, _ENTRY_KEY.pack
+        put, entries_handle, key = batch.put, self._entries_handle, _ENTRY_KEY.pack  # entry_key's, inline
         for ledger_id, entry_id, data in entries:
             put(key(ledger_id[0], ledger_id[1], entry_id), data, entries_handle)
         for ledger_id, state in states.items():
