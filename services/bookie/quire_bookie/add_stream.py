@@ -2,8 +2,9 @@
 message is queued whole for the bookie's writer thread, which decodes it,
 checks every add, writes the accepted ones in its next group commit and
 builds the message's answer; the event loop only receives, queues and sends.
-No grpc here: the servicer gives the codec that turns messages into
-StreamedAdds and outcomes into answers.
+No grpc here: the servicer gives the codec that turns messages into adds
+(journal.DecodedAdd: a StreamedAdd, or a OneEntryAdd for a writer's usual
+add) and outcomes into answers.
 
 Why a stream: with one unary AddEntries call per entry, a writer that has one
 entry in flight per ledger pays a whole RPC (a call object, metadata, an

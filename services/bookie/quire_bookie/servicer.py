@@ -261,7 +261,7 @@ class ReceivedAdds:
 
 
 class _AddStreamCodec:
-    """AddStream messages to StreamedAdds and outcomes to answers, for one
+    """AddStream messages to adds (journal.DecodedAdd) and outcomes to answers, for one
     stream. `decode` and `encode` run on the bookie's writer thread only."""
 
     def __init__(self) -> None:
