@@ -298,9 +298,10 @@ class BookieAddStream:
         if self._sweep is None:
             self._sweep = asyncio.get_running_loop().call_later(SWEEP_SECONDS, self._expire_overdue)
         self._unanswered[request.add_id] = pending
-        self._unanswered_bytes += request.size
+        size = request.size
+        self._unanswered_bytes += size
         self._outgoing.append(pending)
-        self._outgoing_bytes += request.size
+        self._outgoing_bytes += size
         if self._call is None:
             if self._opener is None:
                 self._opener = asyncio.create_task(self._open(), name=f"add-stream-open-{self.bookie_id}")
@@ -360,16 +361,19 @@ class BookieAddStream:
     def _forget(self, answered: list[_Add]) -> None:
         """Count adds that left `_unanswered` as answered (a list: an answer
         message's stored adds are counted in one call)."""
+        freed = freed_sent = 0  # counted here and stored once: an answer can cover hundreds of adds
         for pending in answered:
             size = pending.request.size
-            self._unanswered_bytes -= size
+            freed += size
             message = pending.sent_in
             if message is not None:
-                self._sent_bytes -= size
+                freed_sent += size
                 message.unanswered -= 1
                 if not message.unanswered:
                     self._messages_in_flight -= 1
                     self._window.set()
+        self._unanswered_bytes -= freed
+        self._sent_bytes -= freed_sent
 
     def _made_room(self) -> None:
         if not self._room.is_set() and self._unanswered_bytes < self._max_unanswered_bytes:
@@ -466,6 +470,27 @@ class BookieAddStream:
             return False  # a slow bookie: what it has not taken stays here, bounded by the writers
         return self._messages_in_flight < self._max_messages_in_flight and self._outgoing_bytes >= FULL_MESSAGE_BYTES
 
+    def _take(self) -> tuple[list[_Add], int]:
+        """The adds of the next message, oldest first, and their bytes: at
+        least one, then as many as max_message_bytes allows; adds that
+        expired while queued are dropped. Counted in locals and stored once:
+        a message can carry hundreds of adds."""
+        outgoing, unanswered, limit = self._outgoing, self._unanswered, self._max_message_bytes
+        taken: list[_Add] = []
+        size = left = 0  # bytes taken, and bytes of expired adds left out
+        while outgoing:
+            add_size = outgoing[0].request.size
+            if taken and size + add_size > limit:
+                break
+            pending = outgoing.popleft()
+            if pending.request.add_id in unanswered:
+                taken.append(pending)
+                size += add_size
+            else:  # expired before it could be sent
+                left += add_size
+        self._outgoing_bytes -= size + left
+        return taken, size
+
     async def _send(self, call: grpc.aio.StreamStreamCall) -> None:
         # The loop, once: asking for it makes a system call (getpid) in this Python.
         loop = asyncio.get_running_loop()
@@ -484,17 +509,7 @@ class BookieAddStream:
                     # Writers whose requests are read join this message; a lone writer's leaves at once.
                     if self._lone_adds_in_a_row < LONE_ADDS_BEFORE_SENDING_AT_ONCE:
                         await _loop_rounds(loop, YIELDS_BEFORE_SENDING)
-                    taken: list[_Add] = []
-                    size = 0
-                    while self._outgoing and (
-                        not taken or size + self._outgoing[0].request.size <= self._max_message_bytes
-                    ):
-                        pending = self._outgoing.popleft()
-                        self._outgoing_bytes -= pending.request.size
-                        if pending.request.add_id not in self._unanswered:
-                            continue  # expired before it could be sent
-                        taken.append(pending)
-                        size += pending.request.size
+                    taken, size = self._take()
                     if not taken:
                         continue
                     message = _Message(len(taken))
