@@ -36,11 +36,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import math
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import NamedTuple, TypeAlias
 
 import grpc
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
@@ -117,13 +116,6 @@ def _traceparent() -> str:
     carrier: dict[str, str] = {}
     _PROPAGATOR.inject(carrier)
     return carrier.get("traceparent", "")
-
-
-@dataclass(eq=False, slots=True)
-class _Message:
-    """A request message sent and not yet fully answered."""
-
-    unanswered: int
 
 
 # What an add's sender is told when the add is done on a bookie: which bookie,
@@ -239,15 +231,26 @@ def _entry_framing(id_varint_length: int, data_length: int) -> tuple[bytes, byte
     return framing
 
 
-@dataclass(eq=False, slots=True)
-class _Add:
-    """An AddRequest on one stream, until that bookie answers it."""
+class _Add(NamedTuple):
+    """An AddRequest on one stream, until that bookie answers it. A tuple made by
+    tuple.__new__: one is made for every add to every bookie."""
 
     request: AddRequest
     on_done: AddDone
-    timeout_seconds: float
-    deadline: float = math.inf  # loop time, once sent
-    sent_in: _Message | None = None
+    timeout_seconds: float  # from when it is sent
+
+
+_new_add = tuple.__new__
+
+
+@dataclass(eq=False, slots=True)
+class _Message:
+    """A request message sent and not yet fully answered. What is counted per
+    add elsewhere (the message it left in, when that was) is counted here once
+    per message: a message can carry hundreds of adds."""
+
+    adds: dict[int, _Add]  # its adds not yet answered, by id
+    sent_at: float  # loop time: each add's deadline runs from here
 
 
 class BookieAddStream:
@@ -266,18 +269,18 @@ class BookieAddStream:
         self._on_broken = on_broken
         self._max_message_bytes = max_message_bytes
         self._max_unanswered_bytes = max_unanswered_bytes
+        # Adds queued and not sent, oldest first, and their bytes.
         self._outgoing: deque[_Add] = deque()
-        self._unanswered: dict[int, _Add] = {}
-        self._unanswered_bytes = 0
-        self._sent_bytes = 0  # of adds sent and not answered: what the bookie may still have to take
+        self._outgoing_bytes = 0
+        # Messages sent and not fully answered, oldest first, and the bytes of their adds not answered.
+        self._in_flight: deque[_Message] = deque()
+        self._sent_bytes = 0
         self._room = asyncio.Event()
         self._room.set()
         # The sender waiting for adds to send, woken by `send`: a plain future rather than an
         # asyncio.Event, whose set() is a Python call for each add to each bookie.
         self._sender_idle: asyncio.Future[None] | None = None
         self._max_messages_in_flight = max_messages_in_flight
-        self._messages_in_flight = 0
-        self._outgoing_bytes = 0
         self._window = asyncio.Event()  # set when a message in flight is fully answered
         self._writing: _Message | None = None  # the message whose write has not ended yet
         self._sweep: asyncio.TimerHandle | None = None
@@ -288,20 +291,21 @@ class BookieAddStream:
         self._lone_adds_in_a_row = 0  # messages sent in a row that carried one add each
         self.adds_sent = 0
 
+    @property
+    def _unanswered_bytes(self) -> int:
+        """Bytes of the adds queued or sent and not answered: what `max_unanswered_bytes` bounds."""
+        return self._outgoing_bytes + self._sent_bytes
+
     def send(self, request: AddRequest, timeout_seconds: float, on_done: AddDone) -> None:
         """Queue `request` for the bookie; `on_done` is called once its entries
         are durable there (None) or with the QuireError the bookie answered, or
         UNAVAILABLE `timeout_seconds` after it is sent without an answer (or
         queued behind one such) or when the stream breaks. No task
         or future per add: the writer's handle counts the answers itself."""
-        pending = _Add(request, on_done, timeout_seconds)
         if self._sweep is None:
             self._sweep = asyncio.get_running_loop().call_later(SWEEP_SECONDS, self._expire_overdue)
-        self._unanswered[request.add_id] = pending
-        size = request.size
-        self._unanswered_bytes += size
-        self._outgoing.append(pending)
-        self._outgoing_bytes += size
+        self._outgoing.append(_new_add(_Add, (request, on_done, timeout_seconds)))
+        self._outgoing_bytes += request.size
         if self._call is None:
             if self._opener is None:
                 self._opener = asyncio.create_task(self._open(), name=f"add-stream-open-{self.bookie_id}")
@@ -351,29 +355,45 @@ class BookieAddStream:
         self.send(AddRequest(ledger_id, master_key, entries, recovery), max(0.0, deadline - loop.time()), settled)
         await done
 
-    def _settle(self, pending: _Add, error: QuireError | None) -> None:
-        if self._unanswered.pop(pending.request.add_id, None) is None:
-            return  # answered, expired or failed already
-        self._forget([pending])
-        self._made_room()
-        self._tell([pending], error)
+    def _answered(self, add_ids: Iterable[int]) -> list[_Add]:
+        """Take the adds of `add_ids` out of the messages in flight (ids answered,
+        expired or failed already are passed over) and count the bytes and
+        messages that frees, once for all of them: an answer can cover hundreds
+        of adds. The caller tells their senders."""
+        in_flight = self._in_flight
+        if not in_flight:
+            return []
+        oldest = in_flight[0].adds  # an answer's adds are nearly always the oldest message's
+        answered: list[_Add] = []
+        freed = 0
+        for add_id in add_ids:
+            pending = oldest.pop(add_id, None)
+            if pending is None:
+                pending = self._take_from_any_message(add_id)
+                if pending is None:
+                    continue
+            answered.append(pending)
+            freed += pending.request.size
+        if answered:
+            self._sent_bytes -= freed
+            self._drop_answered_messages()
+            self._made_room()
+        return answered
 
-    def _forget(self, answered: list[_Add]) -> None:
-        """Count adds that left `_unanswered` as answered (a list: an answer
-        message's stored adds are counted in one call)."""
-        freed = freed_sent = 0  # counted here and stored once: an answer can cover hundreds of adds
-        for pending in answered:
-            size = pending.request.size
-            freed += size
-            message = pending.sent_in
-            if message is not None:
-                freed_sent += size
-                message.unanswered -= 1
-                if not message.unanswered:
-                    self._messages_in_flight -= 1
-                    self._window.set()
-        self._unanswered_bytes -= freed
-        self._sent_bytes -= freed_sent
+    def _take_from_any_message(self, add_id: int) -> _Add | None:
+        for message in self._in_flight:
+            pending = message.adds.pop(add_id, None)
+            if pending is not None:
+                return pending
+        return None
+
+    def _drop_answered_messages(self) -> None:
+        """Messages whose every add is answered leave the window (so the sender may send)."""
+        in_flight = self._in_flight
+        if all(message.adds for message in in_flight):
+            return
+        self._in_flight = deque(message for message in in_flight if message.adds)
+        self._window.set()
 
     def _made_room(self) -> None:
         if not self._room.is_set() and self._unanswered_bytes < self._max_unanswered_bytes:
@@ -389,37 +409,54 @@ class BookieAddStream:
                     "the sender of add %d to bookie %s failed on its answer", pending.request.add_id, bookie_id
                 )
 
+    def _take_every_add(self) -> list[_Add]:
+        """Every add sent and not answered, then every add queued, out of the
+        stream, with nothing left counted: to fail them all."""
+        every = [pending for message in self._in_flight for pending in message.adds.values()]
+        every += self._outgoing
+        self._in_flight.clear()
+        self._sent_bytes = 0
+        self._outgoing.clear()
+        self._outgoing_bytes = 0
+        self._window.set()
+        self._made_room()
+        return every
+
     def _expire_overdue(self) -> None:
         """Fail the sent adds whose deadline has passed, and with them the
         adds queued behind them. One periodic check per stream while adds
         are unanswered, rather than a timer per add."""
         self._sweep = None
         now = asyncio.get_running_loop().time()
-        overdue = [p for p in self._unanswered.values() if p.deadline <= now]
-        for pending in overdue:
-            self._settle(
-                pending,
-                Unavailable(
+        overdue = [
+            pending
+            for message in self._in_flight
+            for pending in message.adds.values()
+            if message.sent_at + pending.timeout_seconds <= now
+        ]
+        if overdue:
+            expired = self._answered([pending.request.add_id for pending in overdue])
+            for pending in expired:
+                error = Unavailable(
                     f"adding {len(pending.request.entries)} entries on bookie {self.bookie_id}: "
                     f"no answer within {pending.timeout_seconds}s",
                     Reason.BOOKIE_UNAVAILABLE,
-                ),
-            )
-        if overdue:
-            queued = [p for p in self._outgoing if p.request.add_id in self._unanswered]
+                )
+                self._tell([pending], error)
+            queued = list(self._outgoing)
             self._outgoing.clear()
             self._outgoing_bytes = 0
-            for pending in queued:
-                self._settle(
-                    pending,
-                    Unavailable(
-                        f"adding {len(pending.request.entries)} entries on bookie {self.bookie_id}: "
-                        f"queued behind adds it did not answer within {overdue[0].timeout_seconds}s",
-                        Reason.BOOKIE_UNAVAILABLE,
-                    ),
-                )
+            self._made_room()
+            self._tell(
+                queued,
+                Unavailable(
+                    f"adding entries on bookie {self.bookie_id}: "
+                    f"queued behind adds it did not answer within {overdue[0].timeout_seconds}s",
+                    Reason.BOOKIE_UNAVAILABLE,
+                ),
+            )
             writing, call = self._writing, self._call
-            if writing is not None and not writing.unanswered and call is not None:
+            if writing is not None and not writing.adds and call is not None:
                 # Every add of the message being written is past its deadline and the bookie has
                 # still not taken it: it stopped reading. Whatever is queued next would wait behind
                 # this write with no deadline of its own, so the stream goes, and the next add
@@ -433,7 +470,7 @@ class BookieAddStream:
                     call,
                     Unavailable(f"bookie {self.bookie_id} stopped reading its add stream", Reason.BOOKIE_UNAVAILABLE),
                 )
-        if self._unanswered:
+        if self._in_flight or self._outgoing:
             self._sweep = asyncio.get_running_loop().call_later(SWEEP_SECONDS, self._expire_overdue)
 
     async def _open(self) -> None:
@@ -450,10 +487,7 @@ class BookieAddStream:
                     f"opening the add stream to bookie {self.bookie_id} failed: {exc!r}", Reason.BOOKIE_UNAVAILABLE
                 )
             self._opener = None
-            self._outgoing.clear()
-            self._outgoing_bytes = 0
-            for pending in list(self._unanswered.values()):
-                self._settle(pending, error)
+            self._tell(self._take_every_add(), error)
             return
         call = add_stream()
         self._call = call
@@ -464,31 +498,26 @@ class BookieAddStream:
         ]
 
     def _may_send(self) -> bool:
-        if not self._messages_in_flight:
+        if not self._in_flight:
             return True
         if self._sent_bytes >= self._max_unanswered_bytes:
             return False  # a slow bookie: what it has not taken stays here, bounded by the writers
-        return self._messages_in_flight < self._max_messages_in_flight and self._outgoing_bytes >= FULL_MESSAGE_BYTES
+        return len(self._in_flight) < self._max_messages_in_flight and self._outgoing_bytes >= FULL_MESSAGE_BYTES
 
     def _take(self) -> tuple[list[_Add], int]:
         """The adds of the next message, oldest first, and their bytes: at
-        least one, then as many as max_message_bytes allows; adds that
-        expired while queued are dropped. Counted in locals and stored once:
-        a message can carry hundreds of adds."""
-        outgoing, unanswered, limit = self._outgoing, self._unanswered, self._max_message_bytes
+        least one, then as many as max_message_bytes allows. Counted in locals
+        and stored once: a message can carry hundreds of adds."""
+        outgoing, limit = self._outgoing, self._max_message_bytes
         taken: list[_Add] = []
-        size = left = 0  # bytes taken, and bytes of expired adds left out
+        size = 0
         while outgoing:
             add_size = outgoing[0].request.size
             if taken and size + add_size > limit:
                 break
-            pending = outgoing.popleft()
-            if pending.request.add_id in unanswered:
-                taken.append(pending)
-                size += add_size
-            else:  # expired before it could be sent
-                left += add_size
-        self._outgoing_bytes -= size + left
+            taken.append(outgoing.popleft())
+            size += add_size
+        self._outgoing_bytes -= size
         return taken, size
 
     async def _send(self, call: grpc.aio.StreamStreamCall) -> None:
@@ -511,14 +540,10 @@ class BookieAddStream:
                         await _loop_rounds(loop, YIELDS_BEFORE_SENDING)
                     taken, size = self._take()
                     if not taken:
-                        continue
-                    message = _Message(len(taken))
-                    now = loop.time()
-                    for pending in taken:
-                        pending.sent_in = message
-                        pending.deadline = now + pending.timeout_seconds
+                        continue  # failed meanwhile (expired or broken)
+                    message = _Message({pending.request.add_id: pending for pending in taken}, loop.time())
+                    self._in_flight.append(message)
                     self._sent_bytes += size
-                    self._messages_in_flight += 1
                     wire = [piece for pending in taken for piece in pending.request.wire]
                     wire.append(_STORED_IDS)
                     self._writing = message
@@ -541,19 +566,13 @@ class BookieAddStream:
                 response = await call.read()
                 if response is grpc.aio.EOF:
                     raise Unavailable(f"bookie {self.bookie_id} ended the add stream", Reason.BOOKIE_UNAVAILABLE)
-                unanswered = self._unanswered
                 # The stored adds of one answer are counted first and told after: the
-                # room and window they free are checked once per answer, not per add.
-                stored = [pending for add_id in response.stored_add_ids if (pending := unanswered.pop(add_id, None))]
-                self._forget(stored)
-                self._made_room()
-                self._tell(stored, None)
+                # room and window they free are counted once per answer, not per add.
+                self._tell(self._answered(response.stored_add_ids), None)
                 for result in response.results:  # refusals (and every answer of a bookie that predates stored_ids)
-                    pending = unanswered.get(result.add_id)
-                    if pending is None:
-                        continue
                     what = f"adding entries on bookie {self.bookie_id}"
-                    self._settle(pending, error_from_result(result.code, result.reason, result.message, what))
+                    error = error_from_result(result.code, result.reason, result.message, what)
+                    self._tell(self._answered((result.add_id,)), error)
                 metrics.add_latencies.record()  # one sample per answer, whatever it acknowledged
         except grpc.aio.AioRpcError as exc:
             self._broken(call, error_from_rpc(exc, f"adding entries on bookie {self.bookie_id}"))
@@ -580,17 +599,10 @@ class BookieAddStream:
                 task.cancel()
         self._tasks = []
         self._writing = None
-        self._outgoing.clear()
-        self._outgoing_bytes = 0
-        if self._unanswered:
-            log.warning(
-                "add stream to bookie %s broke with %d adds unanswered: %s",
-                self.bookie_id,
-                len(self._unanswered),
-                error,
-            )
-        for pending in list(self._unanswered.values()):
-            self._settle(pending, error)
+        failed = self._take_every_add()
+        if failed:
+            log.warning("add stream to bookie %s broke with %d adds unanswered: %s", self.bookie_id, len(failed), error)
+        self._tell(failed, error)
         self._on_broken()
 
     async def close(self) -> None:
@@ -606,8 +618,7 @@ class BookieAddStream:
             task.cancel()
         if call is not None:
             call.cancel()
-        for pending in list(self._unanswered.values()):
-            self._settle(pending, Unavailable("the gateway is shutting down", Reason.SERVICE_UNAVAILABLE))
+        self._tell(self._take_every_add(), Unavailable("the gateway is shutting down", Reason.SERVICE_UNAVAILABLE))
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
