@@ -313,11 +313,6 @@ def entry_key(ledger_id: LedgerId, entry_id: int) -> bytes:
     return _ENTRY_KEY.pack(ledger_id[0], ledger_id[1], entry_id)
 
 
-def ledger_key_entry(ledger_key: bytes, entry_id: int) -> bytes:
-    """`entry_key` from the ledger's key (LedgerId.key) already built."""
-    return ledger_key + entry_id.to_bytes(8, "big")
-
-
 # A ledger state record: format(1) | fenced(1) | key length(1) | master key(<=32) | last entry | lac | explicit lac
 _STATE_LAYOUT_VERSION = 1
 
